@@ -1,0 +1,137 @@
+# adaptshim build.  `make` builds the preload library and the runtime archive;
+# `make check` installs missing packages (as root), builds and runs every test;
+# `make demo` runs the kill-and-resume demonstration; `make bench` the benchmarks.
+
+PREFIX  ?= /usr/local
+DESTDIR ?=
+BUILD   ?= build
+
+CC      ?= gcc
+PKGS    := msgpack
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null)
+MPI_LIBS   := $(shell pkg-config --libs ompi-c 2>/dev/null)
+CRITERION_CFLAGS := $(shell pkg-config --cflags criterion 2>/dev/null)
+CRITERION_LIBS   := $(shell pkg-config --libs criterion 2>/dev/null)
+ELF_CFLAGS := $(shell pkg-config --cflags libelf 2>/dev/null)
+ELF_LIBS   := $(shell pkg-config --libs libelf 2>/dev/null)
+
+WARNINGS := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+            -Wno-unused-parameter
+BASE_CFLAGS := -std=gnu11 -O2 -g -fPIC -fvisibility=hidden -D_GNU_SOURCE \
+               -ftls-model=initial-exec $(WARNINGS)
+CFLAGS_ALL := $(BASE_CFLAGS) $(CFLAGS) -Iruntime $(PKG_CFLAGS)
+
+RUNTIME_SRC := $(sort $(wildcard runtime/*.c))
+SHIM_SRC    := $(sort $(wildcard shim/*.c))
+UNIT_SRC    := $(sort $(wildcard tests/unit/*.c))
+TRAINER_SRC := $(sort $(wildcard tests/trainers/*.c))
+TOOL_SRC    := $(sort $(wildcard tests/tools/*.c))
+BENCH_SRC   := $(sort $(wildcard tests/bench/*.c))
+
+RUNTIME_OBJ := $(RUNTIME_SRC:%.c=$(BUILD)/obj/%.o)
+SHIM_OBJ    := $(SHIM_SRC:%.c=$(BUILD)/obj/%.o)
+RUNTIME_ASAN_OBJ := $(RUNTIME_SRC:%.c=$(BUILD)/asan/%.o)
+UNIT_OBJ      := $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
+UNIT_ASAN_OBJ := $(UNIT_SRC:%.c=$(BUILD)/asan/%.o)
+
+LIB       := $(BUILD)/libadaptshim.so
+ARCHIVE   := $(BUILD)/libadaptshim_runtime.a
+ASAN_ARCHIVE := $(BUILD)/asan/libadaptshim_runtime.a
+UNIT      := $(BUILD)/tests/unit_tests
+UNIT_ASAN := $(BUILD)/tests/unit_tests_asan
+TRAINERS  := $(patsubst tests/trainers/%.c,$(BUILD)/trainers/%,$(TRAINER_SRC))
+TOOLS     := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRC))
+BENCHES   := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
+ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+
+.PHONY: all deps check unit unit-asan integration demo bench install clean
+all: $(LIB) $(ARCHIVE) $(TRAINERS) $(TOOLS)
+
+deps:
+	@scripts/install-deps
+
+$(BUILD)/obj/%.o: %.c $(wildcard runtime/*.h shim/*.h)
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	@$(CC) $(CFLAGS_ALL) -Ishim -c $< -o $@
+
+$(BUILD)/asan/%.o: %.c $(wildcard runtime/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(ASAN_FLAGS) $(CRITERION_CFLAGS) -c $< -o $@
+
+$(ARCHIVE): $(RUNTIME_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(ASAN_ARCHIVE): $(RUNTIME_ASAN_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+# The preload library: the shim plus the whole runtime, exporting only the
+# interposed entry points listed in shim/exports.map.
+$(LIB): $(SHIM_OBJ) $(ARCHIVE) shim/exports.map
+	$(CC) -shared -o $@ $(SHIM_OBJ) -Wl,--whole-archive $(ARCHIVE) -Wl,--no-whole-archive \
+	    -Wl,--version-script=shim/exports.map -Wl,-z,now -Wl,-z,relro \
+	    $(PKG_LIBS) -ldl -lpthread -lm
+
+$(BUILD)/obj/tests/unit/%.o: tests/unit/%.c $(wildcard runtime/*.h tests/unit/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(CRITERION_CFLAGS) -Wno-missing-prototypes -c $< -o $@
+
+$(BUILD)/asan/tests/unit/%.o: tests/unit/%.c $(wildcard runtime/*.h tests/unit/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(ASAN_FLAGS) $(CRITERION_CFLAGS) -Wno-missing-prototypes -c $< -o $@
+
+$(UNIT): $(UNIT_OBJ) $(ARCHIVE)
+	$(CC) -o $@ $(UNIT_OBJ) $(ARCHIVE) $(CRITERION_LIBS) $(PKG_LIBS) -ldl -lpthread -lm
+
+$(UNIT_ASAN): $(UNIT_ASAN_OBJ) $(ASAN_ARCHIVE)
+	$(CC) $(ASAN_FLAGS) -o $@ $(UNIT_ASAN_OBJ) $(ASAN_ARCHIVE) $(CRITERION_LIBS) $(PKG_LIBS) -ldl -lpthread -lm
+
+# Example trainers are plain user programs: no adaptshim header, no runtime.
+$(BUILD)/trainers/%: tests/trainers/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror $(if $(findstring mpi,$*),$(MPI_CFLAGS)) \
+	    -o $@ $< $(if $(findstring mpi,$*),$(MPI_LIBS)) -lm
+
+$(BUILD)/tools/%: tests/tools/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -o $@ $< -lm
+
+$(BUILD)/bench/%: tests/bench/%.c $(ARCHIVE)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Wno-missing-prototypes -o $@ $< $(ARCHIVE) $(PKG_LIBS) -ldl -lpthread -lm
+
+unit: $(UNIT)
+	$(UNIT) --jobs 2
+
+unit-asan: $(UNIT_ASAN)
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(UNIT_ASAN) --jobs 2
+
+integration: all
+	@tests/integration/run-all $(BUILD)
+
+check: deps
+	$(MAKE) all $(UNIT) $(UNIT_ASAN)
+	$(MAKE) unit
+	$(MAKE) unit-asan
+	$(MAKE) integration
+
+demo: deps
+	$(MAKE) all
+	@scripts/demo $(BUILD)
+
+bench: deps
+	$(MAKE) all $(BENCHES)
+	@tests/bench/run-all $(BUILD)
+
+install: $(LIB)
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libadaptshim.so
+	if [ -f scripts/adaptdl-wrap ]; then install -m 0755 scripts/adaptdl-wrap $(DESTDIR)$(PREFIX)/bin/; fi
+	sed -e 's|@PREFIX@|$(PREFIX)|g' scripts/adaptshim.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/adaptshim.pc
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,179 @@
+/* dataset_registry.c - registered data files and snapshot capture/restore
+ * (see dataset_registry.h). */
+#include "dataset_registry.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+void dataset_registry_init(struct dataset_registry *registry, enum resume_mode resume)
+{
+    memset(registry, 0, sizeof *registry);
+    pthread_mutex_init(&registry->lock, NULL);
+    registry->resume = resume;
+}
+
+struct dataset_file *dataset_registry_find(struct dataset_registry *registry,
+                                           uint64_t device, uint64_t inode)
+{
+    for (struct dataset_file *file = registry->files; file; file = file->next)
+        if (file->device == device && file->inode == inode)
+            return file;
+    return NULL;
+}
+
+static int dataset_registry_check_same_dataset(const struct dataset_file *file,
+                                               const struct snapshot_file_position *position,
+                                               char *error, size_t error_size)
+{
+    if (position->record_count == file->record_count)
+        return 0;
+    snprintf(error, error_size,
+             "data file %s has %llu records but the restored snapshot was taken on %llu "
+             "records of \"%s\": refusing to resume into different data; restore the "
+             "original dataset or remove the trainer checkpoint to start fresh",
+             file->path, (unsigned long long)file->record_count,
+             (unsigned long long)position->record_count, position->name);
+    return -1;
+}
+
+/* Applies one position to a file under the file's lock. */
+static int dataset_registry_apply_position(struct dataset_registry *registry,
+                                           struct dataset_file *file,
+                                           const struct snapshot_file_position *position,
+                                           char *error, size_t error_size)
+{
+    if (dataset_registry_check_same_dataset(file, position, error, error_size) != 0)
+        return -1;
+    pthread_mutex_lock(&file->lock);
+    bool applied = dataset_view_restore(file, registry->resume, position->pass,
+                                        position->current_index);
+    pthread_mutex_unlock(&file->lock);
+    if (applied)
+        log_debug("restore: %s bound to pass %llu index %llu of %llu (%s); this pass now "
+                  "starts at %llu with %llu records on replica %u of %u",
+                  file->path, (unsigned long long)position->pass,
+                  (unsigned long long)position->current_index,
+                  (unsigned long long)file->record_count,
+                  registry->resume == RESUME_REPLAY ? "replay" : "continue",
+                  (unsigned long long)file->view_start_index,
+                  (unsigned long long)file->view_length, file->rank, file->replicas);
+    else
+        log_warn("restore: %s has already delivered records in this run; its position "
+                 "is left as it is", file->path);
+    return 0;
+}
+
+int dataset_registry_add(struct dataset_registry *registry, struct dataset_file *file,
+                         char *error, size_t error_size)
+{
+    file->next = registry->files;
+    registry->files = file;
+    registry->file_count++;
+    for (size_t i = 0; i < registry->pending_count; i++) {
+        struct pending_position *pending = &registry->pending[i];
+        if (pending->applied || strcmp(pending->position.name, file->basename) != 0)
+            continue;
+        pending->applied = true;
+        return dataset_registry_apply_position(registry, file, &pending->position, error,
+                                               error_size);
+    }
+    return 0;
+}
+
+uint64_t dataset_registry_epoch(struct dataset_registry *registry)
+{
+    uint64_t epoch = 0;
+    for (struct dataset_file *file = registry->files; file; file = file->next)
+        if (file->entry->role == DATA_ROLE_TRAIN && file->tracker.pass > epoch)
+            epoch = file->tracker.pass;
+    return epoch;
+}
+
+int dataset_registry_capture(struct dataset_registry *registry,
+                             unconsumed_records_fn unconsumed, void *context,
+                             struct adaptdl_snapshot *snapshot)
+{
+    size_t capacity = registry->file_count + registry->pending_count;
+    snapshot->files = calloc(capacity ? capacity : 1, sizeof *snapshot->files);
+    if (snapshot->files == NULL)
+        return -1;
+    snapshot->file_count = 0;
+    for (struct dataset_file *file = registry->files; file; file = file->next) {
+        struct snapshot_file_position *position = &snapshot->files[snapshot->file_count];
+        position->name = strdup(file->basename);
+        if (position->name == NULL)
+            return -1;
+        snapshot->file_count++;
+        uint64_t unconsumed_records = unconsumed ? unconsumed(file, context) : 0;
+        pthread_mutex_lock(&file->lock);
+        position->record_count = file->record_count;
+        position->role = (uint32_t)file->entry->role;
+        pass_tracker_position(&file->tracker, unconsumed_records, &position->pass,
+                              &position->current_index);
+        pthread_mutex_unlock(&file->lock);
+    }
+    /* Files restored but not touched yet in this run keep their bound
+     * position: the trainer has consumed nothing new from them. */
+    for (size_t i = 0; i < registry->pending_count; i++) {
+        if (registry->pending[i].applied)
+            continue;
+        struct snapshot_file_position *position = &snapshot->files[snapshot->file_count];
+        *position = registry->pending[i].position;
+        position->name = strdup(registry->pending[i].position.name);
+        if (position->name == NULL)
+            return -1;
+        snapshot->file_count++;
+    }
+    snapshot->epoch = dataset_registry_epoch(registry);
+    return 0;
+}
+
+static void dataset_registry_clear_pending(struct dataset_registry *registry)
+{
+    for (size_t i = 0; i < registry->pending_count; i++)
+        free(registry->pending[i].position.name);
+    free(registry->pending);
+    registry->pending = NULL;
+    registry->pending_count = 0;
+}
+
+int dataset_registry_restore(struct dataset_registry *registry,
+                             const struct adaptdl_snapshot *snapshot,
+                             char *error, size_t error_size)
+{
+    dataset_registry_clear_pending(registry);
+    registry->pending = calloc(snapshot->file_count ? snapshot->file_count : 1,
+                               sizeof *registry->pending);
+    if (registry->pending == NULL) {
+        snprintf(error, error_size, "out of memory restoring a snapshot");
+        return -1;
+    }
+    for (size_t i = 0; i < snapshot->file_count; i++) {
+        struct pending_position *pending = &registry->pending[registry->pending_count];
+        pending->position = snapshot->files[i];
+        pending->position.name = strdup(snapshot->files[i].name);
+        if (pending->position.name == NULL) {
+            snprintf(error, error_size, "out of memory restoring a snapshot");
+            return -1;
+        }
+        registry->pending_count++;
+    }
+    registry->restored = true;
+    registry->restored_sequence = snapshot->sequence;
+    for (struct dataset_file *file = registry->files; file; file = file->next) {
+        for (size_t i = 0; i < registry->pending_count; i++) {
+            struct pending_position *pending = &registry->pending[i];
+            if (pending->applied || strcmp(pending->position.name, file->basename) != 0)
+                continue;
+            pending->applied = true;
+            if (dataset_registry_apply_position(registry, file, &pending->position, error,
+                                                error_size) != 0)
+                return -1;
+            break;
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,69 @@
+/* dataset_registry.h - every data file the trainer has touched, and the
+ * translation between their pass states and a bound snapshot (SPEC §4, §5).
+ *
+ * Files are registered when first opened or stat'ed and live until exit, so
+ * that pass state survives closes and reopens.  A restored snapshot may name
+ * files this run has not touched yet: their positions wait here, keyed by
+ * basename (replicas may mount the data at different paths), until the file
+ * is registered. */
+#ifndef ADAPTSHIM_DATASET_REGISTRY_H
+#define ADAPTSHIM_DATASET_REGISTRY_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "dataset_view.h"
+#include "state_store.h"
+
+struct pending_position {
+    struct snapshot_file_position position;
+    bool applied;
+};
+
+struct dataset_registry {
+    pthread_mutex_t lock;
+    struct dataset_file *files;      /* singly linked, newest first */
+    size_t file_count;
+    enum resume_mode resume;
+    bool restored;                   /* a snapshot was restored in this run */
+    bool train_record_delivered;     /* restores are refused after this */
+    struct pending_position *pending;
+    size_t pending_count;
+    uint64_t restored_sequence;
+};
+
+void dataset_registry_init(struct dataset_registry *registry, enum resume_mode resume);
+
+/* Finds a registered file by identity.  Caller holds registry->lock. */
+struct dataset_file *dataset_registry_find(struct dataset_registry *registry,
+                                           uint64_t device, uint64_t inode);
+/* Adds an initialised file (takes ownership) and applies a pending restored
+ * position to it.  Returns -1 with a message when the pending position
+ * belongs to a different dataset (record count differs): the caller refuses
+ * to resume into different data.  Caller holds registry->lock. */
+int dataset_registry_add(struct dataset_registry *registry, struct dataset_file *file,
+                         char *error, size_t error_size);
+
+/* Highest pass number among train files: the epoch. */
+uint64_t dataset_registry_epoch(struct dataset_registry *registry);
+
+/* Records still unconsumed in a file's view (unread stdio buffers plus
+ * lookahead), supplied by the shim which knows its streams. */
+typedef uint64_t (*unconsumed_records_fn)(struct dataset_file *file, void *context);
+
+/* Fills the data-position part of a snapshot (files, epoch).  Caller frees
+ * with snapshot_free.  -1 on allocation failure. */
+int dataset_registry_capture(struct dataset_registry *registry,
+                             unconsumed_records_fn unconsumed, void *context,
+                             struct adaptdl_snapshot *snapshot);
+
+/* Applies a restored snapshot: registered files that have not delivered a
+ * payload byte are re-fixed at once; the others keep their state (logged);
+ * unregistered files wait as pending positions.  -1 with a message when a
+ * registered file's record count differs from the snapshot's. */
+int dataset_registry_restore(struct dataset_registry *registry,
+                             const struct adaptdl_snapshot *snapshot,
+                             char *error, size_t error_size);
+
+#endif

@@ -1,0 +1,338 @@
+/* dataset_view.c - one data file and the view of its current pass (see
+ * dataset_view.h).  Everything here works on memory: the shim maps the file
+ * and hands the mapping in, tests hand in a buffer. */
+#include "dataset_view.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int dataset_file_count_records_fixed(struct dataset_file *file, char *error,
+                                            size_t error_size)
+{
+    uint64_t payload = file->file_size - file->header_size;
+    uint64_t remainder = payload % file->record_size;
+    if (remainder != 0 && file->entry->tail == TAIL_ERROR) {
+        snprintf(error, error_size,
+                 "data file %s: size %llu minus header %llu is not a multiple of record "
+                 "size %llu (%llu trailing bytes); fix the file or its entry, or add "
+                 ":tail=drop to ignore them",
+                 file->path, (unsigned long long)file->file_size,
+                 (unsigned long long)file->header_size,
+                 (unsigned long long)file->record_size, (unsigned long long)remainder);
+        return -1;
+    }
+    file->record_count = payload / file->record_size;
+    file->payload_size = file->record_count * file->record_size;
+    return 0;
+}
+
+/* Builds the line index: offsets of the start of every newline-terminated
+ * line, plus one past the last.  A final line without its newline is a
+ * partial record, handled by the tail policy like a partial fixed record. */
+static int dataset_file_index_lines(struct dataset_file *file, char *error, size_t error_size)
+{
+    const unsigned char *cursor = file->map + file->header_size;
+    const unsigned char *end = file->map + file->file_size;
+    uint64_t count = 0;
+    for (const unsigned char *scan = cursor; scan < end;) {
+        const unsigned char *newline = memchr(scan, '\n', (size_t)(end - scan));
+        if (newline == NULL)
+            break;
+        count++;
+        scan = newline + 1;
+    }
+    file->line_offsets = malloc((count + 1) * sizeof *file->line_offsets);
+    if (file->line_offsets == NULL) {
+        snprintf(error, error_size, "data file %s: no memory for a %llu-line index",
+                 file->path, (unsigned long long)count);
+        return -1;
+    }
+    uint64_t line = 0;
+    uint64_t offset = file->header_size;
+    file->line_offsets[0] = offset;
+    while (line < count) {
+        const unsigned char *newline =
+            memchr(file->map + offset, '\n', (size_t)(file->file_size - offset));
+        offset = (uint64_t)(newline - file->map) + 1;
+        file->line_offsets[++line] = offset;
+    }
+    uint64_t trailing = file->file_size - offset;
+    if (trailing != 0 && file->entry->tail == TAIL_ERROR) {
+        snprintf(error, error_size,
+                 "data file %s: size %llu, header %llu: the last %llu bytes are not a "
+                 "newline-terminated line; end the file with a newline, or add :tail=drop",
+                 file->path, (unsigned long long)file->file_size,
+                 (unsigned long long)file->header_size, (unsigned long long)trailing);
+        free(file->line_offsets);
+        file->line_offsets = NULL;
+        return -1;
+    }
+    file->record_count = count;
+    file->payload_size = offset - file->header_size;
+    return 0;
+}
+
+int dataset_file_init(struct dataset_file *file, const struct data_entry *entry,
+                      const char *absolute_path, const void *map, uint64_t file_size,
+                      uint64_t seed, uint32_t replicas, uint32_t rank,
+                      char *error, size_t error_size)
+{
+    memset(file, 0, sizeof *file);
+    file->path = strdup(absolute_path);
+    if (file->path == NULL) {
+        snprintf(error, error_size, "data file %s: out of memory", absolute_path);
+        return -1;
+    }
+    const char *slash = strrchr(file->path, '/');
+    file->basename = slash ? slash + 1 : file->path;
+    file->entry = entry;
+    file->map = map;
+    file->file_size = file_size;
+    file->header_size = entry->header_size;
+    file->record_size = entry->lines ? 0 : entry->record_size;
+    file->seed = seed;
+    file->replicas = entry->shard ? replicas : 1;
+    file->rank = entry->shard ? rank : 0;
+    pthread_mutex_init(&file->lock, NULL);
+
+    if (file_size < file->header_size) {
+        snprintf(error, error_size, "data file %s: size %llu is smaller than its header "
+                 "of %llu bytes; accepted: files of at least header= bytes",
+                 file->path, (unsigned long long)file_size,
+                 (unsigned long long)file->header_size);
+        dataset_file_release(file);
+        return -1;
+    }
+    int status = entry->lines ? dataset_file_index_lines(file, error, error_size)
+                              : dataset_file_count_records_fixed(file, error, error_size);
+    if (status == 0 && entry->has_count_field) {
+        unsigned width = entry->count_type == COUNT_FIELD_U64LE ||
+                                 entry->count_type == COUNT_FIELD_U64BE ? 8 : 4;
+        if (entry->count_offset + width > file->header_size) {
+            snprintf(error, error_size, "data file %s: count field at %llu does not fit "
+                     "in the %llu-byte header", file->path,
+                     (unsigned long long)entry->count_offset,
+                     (unsigned long long)file->header_size);
+            status = -1;
+        }
+    }
+    if (status == 0) {
+        file->header = malloc(file->header_size ? file->header_size : 1);
+        if (file->header == NULL) {
+            snprintf(error, error_size, "data file %s: out of memory", file->path);
+            status = -1;
+        }
+    }
+    if (status != 0) {
+        dataset_file_release(file);
+        return -1;
+    }
+    pass_tracker_init(&file->tracker, file->record_count, file->replicas, file->rank);
+    if (dataset_view_fix(file) != 0) {
+        snprintf(error, error_size, "data file %s: out of memory building its view",
+                 file->path);
+        dataset_file_release(file);
+        return -1;
+    }
+    return 0;
+}
+
+void dataset_file_release(struct dataset_file *file)
+{
+    free(file->path);
+    free(file->line_offsets);
+    free(file->view_line_prefix);
+    free(file->header);
+    pthread_mutex_destroy(&file->lock);
+    memset(file, 0, sizeof *file);
+}
+
+static uint64_t dataset_view_logical_to_physical(const struct dataset_file *file,
+                                                 uint64_t position)
+{
+    uint64_t logical = view_logical_index(file->record_count, file->replicas, file->rank,
+                                          file->view_start_index, position);
+    return record_permutation_apply(&file->permutation, logical);
+}
+
+/* Physical record index of view position j, computed a block at a time. */
+static uint64_t dataset_view_physical_record(struct dataset_file *file, uint64_t position)
+{
+    if (position - file->block_first < file->block_count)
+        return file->block_indices[position - file->block_first];
+    uint64_t count = file->view_length - position;
+    if (count > VIEW_INDEX_BLOCK)
+        count = VIEW_INDEX_BLOCK;
+    for (uint64_t i = 0; i < count; i++)
+        file->block_indices[i] = dataset_view_logical_to_physical(file, position + i);
+    file->block_first = position;
+    file->block_count = count;
+    return file->block_indices[0];
+}
+
+static void dataset_view_store_count(unsigned char *field, enum count_field_type type,
+                                     uint64_t value)
+{
+    switch (type) {
+    case COUNT_FIELD_U32LE:
+    case COUNT_FIELD_I32LE:
+        for (int i = 0; i < 4; i++)
+            field[i] = (unsigned char)(value >> (8 * i));
+        break;
+    case COUNT_FIELD_U32BE:
+        for (int i = 0; i < 4; i++)
+            field[i] = (unsigned char)(value >> (8 * (3 - i)));
+        break;
+    case COUNT_FIELD_U64LE:
+        for (int i = 0; i < 8; i++)
+            field[i] = (unsigned char)(value >> (8 * i));
+        break;
+    case COUNT_FIELD_U64BE:
+        for (int i = 0; i < 8; i++)
+            field[i] = (unsigned char)(value >> (8 * (7 - i)));
+        break;
+    }
+}
+
+static int dataset_view_build_line_prefix(struct dataset_file *file)
+{
+    free(file->view_line_prefix);
+    file->view_line_prefix = malloc((file->view_length + 1) * sizeof(uint64_t));
+    if (file->view_line_prefix == NULL)
+        return -1;
+    uint64_t total = 0;
+    file->view_line_prefix[0] = 0;
+    for (uint64_t j = 0; j < file->view_length; j++) {
+        uint64_t physical = dataset_view_logical_to_physical(file, j);
+        total += file->line_offsets[physical + 1] - file->line_offsets[physical];
+        file->view_line_prefix[j + 1] = total;
+    }
+    return 0;
+}
+
+int dataset_view_fix(struct dataset_file *file)
+{
+    struct pass_plan plan;
+    pass_tracker_plan(&file->tracker, &plan);
+    record_permutation_init(&file->permutation, file->record_count, file->entry->shuffle,
+                            file->seed, file->basename, plan.pass, 0);
+    file->view_pass = plan.pass;
+    file->view_start_index = plan.start_index;
+    file->view_length = plan.length;
+    file->block_first = 0;
+    file->block_count = 0;
+    file->frontier = 0;
+
+    uint64_t payload;
+    if (file->entry->lines) {
+        if (dataset_view_build_line_prefix(file) != 0)
+            return -1;
+        payload = file->view_line_prefix[file->view_length];
+    } else {
+        payload = file->view_length * file->record_size;
+    }
+    file->view_size = file->header_size + payload;
+
+    memcpy(file->header, file->map, file->header_size);
+    if (file->entry->has_count_field)
+        dataset_view_store_count(file->header + file->entry->count_offset,
+                                 file->entry->count_type, payload / file->entry->count_unit);
+    return 0;
+}
+
+/* Index of the view record holding payload offset p (lines mode): the last
+ * j with prefix[j] <= p. */
+static uint64_t dataset_view_line_at(const struct dataset_file *file, uint64_t payload_offset)
+{
+    uint64_t low = 0;
+    uint64_t high = file->view_length;
+    while (high - low > 1) {
+        uint64_t middle = low + (high - low) / 2;
+        if (file->view_line_prefix[middle] <= payload_offset)
+            low = middle;
+        else
+            high = middle;
+    }
+    return low;
+}
+
+size_t dataset_view_copy(struct dataset_file *file, uint64_t offset, void *buffer,
+                         size_t size)
+{
+    unsigned char *out = buffer;
+    size_t copied = 0;
+    while (copied < size && offset < file->view_size) {
+        size_t want = size - copied;
+        const unsigned char *source;
+        uint64_t available;
+        if (offset < file->header_size) {
+            source = file->header + offset;
+            available = file->header_size - offset;
+        } else if (file->record_size != 0) {
+            uint64_t payload_offset = offset - file->header_size;
+            uint64_t position = payload_offset / file->record_size;
+            uint64_t within = payload_offset % file->record_size;
+            uint64_t physical = dataset_view_physical_record(file, position);
+            source = file->map + file->header_size + physical * file->record_size + within;
+            available = file->record_size - within;
+        } else {
+            uint64_t payload_offset = offset - file->header_size;
+            uint64_t position = dataset_view_line_at(file, payload_offset);
+            uint64_t within = payload_offset - file->view_line_prefix[position];
+            uint64_t physical = dataset_view_physical_record(file, position);
+            source = file->map + file->line_offsets[physical] + within;
+            available = file->view_line_prefix[position + 1] - payload_offset;
+        }
+        size_t chunk = available < want ? (size_t)available : want;
+        memcpy(out + copied, source, chunk);
+        copied += chunk;
+        offset += chunk;
+    }
+    return copied;
+}
+
+uint64_t dataset_view_records_before(const struct dataset_file *file, uint64_t offset)
+{
+    if (offset <= file->header_size)
+        return 0;
+    uint64_t payload_offset = offset - file->header_size;
+    if (file->record_size != 0) {
+        uint64_t records = payload_offset / file->record_size;
+        return records < file->view_length ? records : file->view_length;
+    }
+    if (file->view_length == 0)
+        return 0;
+    if (payload_offset >= file->view_line_prefix[file->view_length])
+        return file->view_length;
+    return dataset_view_line_at(file, payload_offset);
+}
+
+void dataset_view_note_read(struct dataset_file *file, uint64_t offset, uint64_t count)
+{
+    if (count == 0)
+        return;
+    uint64_t end = offset + count;
+    if (offset <= file->frontier && end > file->frontier)
+        file->frontier = end;
+    bool any_payload = end > file->header_size;
+    pass_tracker_note_delivered(&file->tracker,
+                                dataset_view_records_before(file, file->frontier),
+                                any_payload);
+}
+
+int dataset_view_end_pass(struct dataset_file *file)
+{
+    pass_tracker_end_pass(&file->tracker);
+    return dataset_view_fix(file);
+}
+
+bool dataset_view_restore(struct dataset_file *file, enum resume_mode resume,
+                          uint64_t pass, uint64_t current_index)
+{
+    if (!pass_tracker_restore(&file->tracker, resume, pass, current_index))
+        return false;
+    dataset_view_fix(file);
+    return true;
+}

@@ -1,0 +1,69 @@
+/* pass_tracker.h - pass and epoch model of one data file (SPEC §3, §4).
+ *
+ * The counterpart of AdaptDL's _AdaptiveDataLoaderState: which pass a file
+ * is in, where that pass's view starts (s), how many records this replica has
+ * consumed in order, and a bound position restored from a snapshot under
+ * `replay` or `continue`.  It does no I/O: the data view reports records
+ * delivered and pass ends, and asks which view the current pass has. */
+#ifndef ADAPTSHIM_PASS_TRACKER_H
+#define ADAPTSHIM_PASS_TRACKER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+
+struct pass_tracker {
+    uint64_t record_count;     /* N */
+    uint32_t replicas;         /* K (1 when the file is not sharded) */
+    uint32_t rank;             /* r (0 when the file is not sharded) */
+    uint64_t pass;             /* the pass whose view is fixed now */
+    uint64_t start_index;      /* s of that pass; N means header-only */
+    bool skipped;              /* header-only because replay skips it */
+    uint64_t delivered;        /* records consumed in order in this pass */
+    bool started;              /* a payload byte was read in this pass */
+    uint64_t passes_completed; /* in this run, for the summary */
+    uint64_t records_served;   /* in this run, for the summary */
+
+    bool has_bound;            /* a snapshot position was restored */
+    enum resume_mode resume;
+    uint64_t bound_pass;
+    uint64_t bound_index;
+};
+
+/* What the current pass looks like, for building its view. */
+struct pass_plan {
+    uint64_t pass;
+    uint64_t start_index;
+    uint64_t length;           /* L records on this replica */
+    bool skipped;
+};
+
+void pass_tracker_init(struct pass_tracker *tracker, uint64_t record_count,
+                       uint32_t replicas, uint32_t rank);
+void pass_tracker_plan(const struct pass_tracker *tracker, struct pass_plan *plan);
+
+/* The replica has now consumed `delivered` records of the current pass in
+ * order (a running total, never decreasing); `any_payload` when at least one
+ * payload byte was read. */
+void pass_tracker_note_delivered(struct pass_tracker *tracker, uint64_t delivered,
+                                 bool any_payload);
+/* Ends the current pass and fixes the next one. */
+void pass_tracker_end_pass(struct pass_tracker *tracker);
+
+/* Position a snapshot binds: (pass, current_index), `unconsumed` records
+ * fewer than delivered (stdio buffer and lookahead), never before s.
+ * While replay is still skipping towards a bound position, the bound
+ * position itself (the replay consumes nothing new). */
+void pass_tracker_position(const struct pass_tracker *tracker, uint64_t unconsumed,
+                           uint64_t *pass, uint64_t *current_index);
+
+/* Applies a restored position.  Only meaningful before the current pass has
+ * delivered a record; returns false (and changes nothing) otherwise.  Under
+ * replay the pass counter keeps running from where this run is and earlier
+ * passes become header-only; under continue the current pass becomes the
+ * bound one.  `current_index` > N is clamped to N. */
+bool pass_tracker_restore(struct pass_tracker *tracker, enum resume_mode resume,
+                          uint64_t bound_pass, uint64_t current_index);
+
+#endif

@@ -1,0 +1,159 @@
+/* session.c - checkpoint binding for one process (see session.h). */
+#include "session.h"
+
+#include <fnmatch.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "log.h"
+
+void session_init(struct runtime_session *session)
+{
+    memset(session, 0, sizeof *session);
+    dataset_registry_init(&session->registry, RESUME_REPLAY);
+}
+
+static bool session_glob_matches(const char *glob, const char *path, const char *absolute_path)
+{
+    if (fnmatch(glob, path, 0) == 0)
+        return true;
+    return absolute_path != NULL && fnmatch(glob, absolute_path, 0) == 0;
+}
+
+const struct data_entry *session_match_data(const struct runtime_session *session,
+                                            const char *path, const char *absolute_path)
+{
+    for (size_t i = 0; i < session->config.data_count; i++)
+        if (session_glob_matches(session->config.data[i].glob, path, absolute_path))
+            return &session->config.data[i];
+    return NULL;
+}
+
+bool session_match_save(const struct runtime_session *session, const char *path,
+                        const char *absolute_path)
+{
+    return session->config.save_glob != NULL &&
+           session_glob_matches(session->config.save_glob, path, absolute_path);
+}
+
+bool session_train_record_delivered(struct runtime_session *session)
+{
+    bool delivered = false;
+    pthread_mutex_lock(&session->registry.lock);
+    for (struct dataset_file *file = session->registry.files; file; file = file->next)
+        if (file->entry->role == DATA_ROLE_TRAIN &&
+            (file->tracker.records_served > 0 || file->tracker.started))
+            delivered = true;
+    pthread_mutex_unlock(&session->registry.lock);
+    return delivered;
+}
+
+static double session_unix_time(void)
+{
+    struct timeval now;
+    gettimeofday(&now, NULL);
+    return (double)now.tv_sec + (double)now.tv_usec * 1e-6;
+}
+
+int session_commit_checkpoint(struct runtime_session *session, const char *checkpoint_path,
+                              const struct content_identity *identity,
+                              unconsumed_records_fn unconsumed, void *context,
+                              char *error, size_t error_size)
+{
+    if (session->config.checkpoint_path == NULL) {
+        if (!session->warned_no_checkpoint_path)
+            log_warn("checkpoint %s committed, but ADAPTDL_CHECKPOINT_PATH is unset: no "
+                     "snapshot is written and a restart cannot resume the data position",
+                     checkpoint_path);
+        session->warned_no_checkpoint_path = true;
+        return 1;
+    }
+    struct adaptdl_snapshot snapshot = {0};
+    snapshot.version = STATE_FORMAT_VERSION;
+    snapshot.seed = session->config.seed;
+    snapshot.replicas = session->config.num_replicas;
+    snapshot.binding = *identity;
+    snapshot.created_unix_time = session_unix_time();
+    pthread_mutex_lock(&session->registry.lock);
+    if (session->commit_sequence < session->registry.restored_sequence)
+        session->commit_sequence = session->registry.restored_sequence;
+    snapshot.sequence = ++session->commit_sequence;
+    int captured = dataset_registry_capture(&session->registry, unconsumed, context, &snapshot);
+    pthread_mutex_unlock(&session->registry.lock);
+    snapshot.checkpoint_path = strdup(checkpoint_path);
+    if (captured != 0 || snapshot.checkpoint_path == NULL) {
+        snprintf(error, error_size, "out of memory capturing a snapshot for %s",
+                 checkpoint_path);
+        snapshot_free(&snapshot);
+        return -1;
+    }
+    int status = snapshot_save(session->config.checkpoint_path, &snapshot, error, error_size);
+    if (status == 0) {
+        session->snapshots_written++;
+        if (log_enabled(LOG_LEVEL_DEBUG)) {
+            log_debug("snapshot %" PRIu64 " bound to %s (size %" PRIu64 ", hash %016" PRIx64
+                      "), epoch %" PRIu64, snapshot.sequence, checkpoint_path, identity->size,
+                      identity->hash, snapshot.epoch);
+            for (size_t i = 0; i < snapshot.file_count; i++)
+                log_debug("snapshot %" PRIu64 ":   %s pass %" PRIu64 " index %" PRIu64
+                          " of %" PRIu64, snapshot.sequence, snapshot.files[i].name,
+                          snapshot.files[i].pass, snapshot.files[i].current_index,
+                          snapshot.files[i].record_count);
+        }
+        char prune_error[256];
+        if (snapshot_prune(session->config.checkpoint_path, identity, prune_error,
+                           sizeof prune_error) < 0)
+            log_warn("snapshot pruning: %s", prune_error);
+    }
+    snapshot_free(&snapshot);
+    return status;
+}
+
+int session_restore_checkpoint(struct runtime_session *session, const char *checkpoint_path,
+                               const struct content_identity *identity,
+                               char *error, size_t error_size)
+{
+    if (session->restore_attempted || session_train_record_delivered(session)) {
+        log_debug("checkpoint %s read again after the start of training: the data "
+                  "position is unchanged", checkpoint_path);
+        return 1;
+    }
+    session->restore_attempted = true;
+    if (session->config.checkpoint_path == NULL) {
+        log_warn("checkpoint %s loaded, but ADAPTDL_CHECKPOINT_PATH is unset: the data "
+                 "position starts fresh", checkpoint_path);
+        return 1;
+    }
+    struct adaptdl_snapshot snapshot;
+    char load_error[512];
+    int found = snapshot_load_bound(session->config.checkpoint_path, identity, &snapshot,
+                                    load_error, sizeof load_error);
+    if (found == 1) {
+        log_warn("checkpoint %s (size %" PRIu64 ", hash %016" PRIx64 ") has no bound "
+                 "snapshot in %s: the data position starts fresh", checkpoint_path,
+                 identity->size, identity->hash, session->config.checkpoint_path);
+        return 1;
+    }
+    if (found < 0) {
+        log_error("checkpoint %s: its snapshot cannot be used (%s): the data position "
+                  "starts fresh", checkpoint_path, load_error);
+        return 1;
+    }
+    if (snapshot.seed != session->config.seed)
+        log_warn("restore: snapshot was taken with ADAPTDL_SEED=%" PRIu64 ", this run has "
+                 "%" PRIu64 ": the remaining records follow this run's order",
+                 snapshot.seed, session->config.seed);
+    pthread_mutex_lock(&session->registry.lock);
+    session->registry.resume = session->config.resume;
+    int status = dataset_registry_restore(&session->registry, &snapshot, error, error_size);
+    pthread_mutex_unlock(&session->registry.lock);
+    if (status == 0)
+        log_info("restored snapshot %" PRIu64 " bound to %s: epoch %" PRIu64 ", %zu data "
+                 "files, taken with %u replicas, now %u", snapshot.sequence, checkpoint_path,
+                 snapshot.epoch, snapshot.file_count, snapshot.replicas,
+                 session->config.num_replicas);
+    snapshot_free(&snapshot);
+    return status == 0 ? 0 : -1;
+}

@@ -1,0 +1,52 @@
+/* session.h - the runtime's state for one process: configuration, data
+ * files, and the binding of snapshots to the trainer's checkpoints (SPEC §5).
+ *
+ * The shim owns one session and calls into it from its wrappers; tests build
+ * sessions of their own. */
+#ifndef ADAPTSHIM_SESSION_H
+#define ADAPTSHIM_SESSION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "config.h"
+#include "dataset_registry.h"
+#include "state_store.h"
+
+struct runtime_session {
+    struct adaptdl_config config;
+    struct dataset_registry registry;
+    bool restore_attempted;          /* the first checkpoint read-open happened */
+    uint64_t commit_sequence;
+    bool warned_no_checkpoint_path;
+    uint64_t snapshots_written;
+};
+
+void session_init(struct runtime_session *session);
+
+/* The ADAPTDL_DATA entry whose glob matches the path as passed or its
+ * absolute form; NULL when none. */
+const struct data_entry *session_match_data(const struct runtime_session *session,
+                                            const char *path, const char *absolute_path);
+bool session_match_save(const struct runtime_session *session, const char *path,
+                        const char *absolute_path);
+
+/* True once any train view delivered a payload byte in this run. */
+bool session_train_record_delivered(struct runtime_session *session);
+
+/* The trainer committed a checkpoint whose content has `identity`: writes the
+ * bound snapshot.  0 written, 1 nothing to do (no checkpoint directory),
+ * -1 failure (reported in error; the trainer's checkpoint is untouched). */
+int session_commit_checkpoint(struct runtime_session *session, const char *checkpoint_path,
+                              const struct content_identity *identity,
+                              unconsumed_records_fn unconsumed, void *context,
+                              char *error, size_t error_size);
+
+/* The trainer opened a checkpoint for reading.  Returns 0 restored, 1 not a
+ * restore (too late, already done, no directory, no matching snapshot: each
+ * logged), -1 refusal (the data differs from the snapshot's; message in error). */
+int session_restore_checkpoint(struct runtime_session *session, const char *checkpoint_path,
+                               const struct content_identity *identity,
+                               char *error, size_t error_size);
+
+#endif

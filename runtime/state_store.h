@@ -1,0 +1,155 @@
+/* state_store.h - the shim's two kinds of persistent state (SPEC §5):
+ * bound snapshots (data positions tied to one trainer checkpoint) and the
+ * job record (statistics and decisions, not tied to any checkpoint).
+ *
+ * Both are msgpack maps carrying a format-version field.  Encoding and
+ * decoding are pure functions on memory buffers; saving is atomic (temp file,
+ * fsync, rename, fsync of the directory) and loading validates everything,
+ * returning either a complete structure or an error, never a half-filled one. */
+#ifndef ADAPTSHIM_STATE_STORE_H
+#define ADAPTSHIM_STATE_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define STATE_FORMAT_VERSION 1u
+
+/* Every encoded state ends with the map entry "checksum": uint64, always in
+ * its 18-byte form (0xa8 "checksum" 0xcf + 8 big-endian bytes).  The value is
+ * content_hash_bytes(every byte before that entry, STATE_CHECKSUM_SEED). */
+#define STATE_CHECKSUM_TRAILER_SIZE 18u
+#define STATE_CHECKSUM_SEED UINT64_C(0x61646170742d7374) /* "adapt-st" */
+/* Seed of the content identity hash (content_identity_of_fd/_path). */
+#define CONTENT_IDENTITY_SEED UINT64_C(0)
+
+/* Identity of a trainer checkpoint's content: size plus a fast hash. */
+struct content_identity {
+    uint64_t size;
+    uint64_t hash;
+};
+
+/* Hashes a whole file by descriptor (reads with pread, leaves the offset).
+ * Returns 0, or -1 with errno set. */
+int content_identity_of_fd(int fd, struct content_identity *identity);
+int content_identity_of_path(const char *path, struct content_identity *identity);
+/* The hash function itself, over a memory buffer (seeded, streaming-free). */
+uint64_t content_hash_bytes(const void *data, size_t size, uint64_t seed);
+
+/* Position of one data file inside a snapshot. */
+struct snapshot_file_position {
+    char *name;              /* basename of the data file */
+    uint64_t record_count;   /* N of the physical file, checked at restore */
+    uint64_t pass;           /* bound pass number */
+    uint64_t current_index;  /* 0..N within that pass */
+    uint32_t role;           /* enum data_role */
+};
+
+struct snapshot_accumulator {
+    char *name;
+    double value;
+};
+
+struct adaptdl_snapshot {
+    uint32_t version;
+    uint64_t seed;
+    uint64_t epoch;
+    uint32_t replicas;               /* K when it was taken */
+    uint64_t sequence;               /* commit counter, increasing within a job */
+    double created_unix_time;
+    char *checkpoint_path;           /* trainer checkpoint it is bound to */
+    struct content_identity binding;
+    size_t file_count;
+    struct snapshot_file_position *files;
+    size_t accumulator_count;
+    struct snapshot_accumulator *accumulators;
+    /* statistical-epoch state (SPEC §7), zero when adaptation is off */
+    uint64_t step;
+    double progress;
+};
+
+/* One step-time profile bucket, as AdaptDL's _metrics profile. */
+struct step_profile {
+    uint32_t nodes;
+    uint32_t replicas;
+    uint64_t local_bsz;
+    uint64_t count;
+    double step_time_sum;    /* seconds, whole steps */
+    double sync_time_sum;    /* seconds inside gradient all-reduces */
+};
+
+struct adaptdl_job_record {
+    uint32_t version;
+    uint32_t restarts;
+    double last_exit_unix_time;      /* 0: never exited yet */
+    double restart_cost_seconds;     /* < 0: not measured yet */
+    /* gradient statistics (exponential averages with bias correction) */
+    double grad_sqr;
+    double grad_var;                 /* per sample */
+    double grad_sqr_biased;
+    double grad_var_biased;
+    double grad_ema_weight;          /* bias-correction accumulator */
+    uint32_t max_replicas_profiled;
+    size_t profile_count;
+    struct step_profile *profiles;
+    /* batch-size decision */
+    uint64_t initial_global_bsz;     /* 0: not known yet */
+    uint64_t decided_global_bsz;     /* 0: no decision yet */
+    uint64_t decided_local_bsz;
+    uint32_t decided_replicas;
+    bool perf_params_valid;
+    double perf_params[7];           /* alpha_c beta_c alpha_n beta_n alpha_r beta_r gamma */
+};
+
+/* --- memory encoding ---------------------------------------------------- */
+/* Encoders return a malloc'd buffer in *data (caller frees) or -1. */
+int snapshot_encode(const struct adaptdl_snapshot *snapshot, void **data, size_t *size);
+int snapshot_decode(const void *data, size_t size, struct adaptdl_snapshot *snapshot,
+                    char *error, size_t error_size);
+void snapshot_free(struct adaptdl_snapshot *snapshot);
+
+int job_record_encode(const struct adaptdl_job_record *record, void **data, size_t *size);
+int job_record_decode(const void *data, size_t size, struct adaptdl_job_record *record,
+                      char *error, size_t error_size);
+void job_record_free(struct adaptdl_job_record *record);
+void job_record_init(struct adaptdl_job_record *record);
+
+/* --- files ---------------------------------------------------------------- */
+/* Creates the state directory if its parent exists.  -1 with a message. */
+int state_directory_prepare(const char *directory, char *error, size_t error_size);
+
+/* Atomic write of `name` inside `directory`: temp file, fsync, rename, fsync
+ * of the directory.  The previous file stays intact until the rename. */
+int state_file_write_atomic(const char *directory, const char *name, const void *data,
+                            size_t size, char *error, size_t error_size);
+/* Reads a whole file; *data is malloc'd.  -1 with a message (ENOENT kept in errno). */
+int state_file_read(const char *directory, const char *name, void **data, size_t *size,
+                    char *error, size_t error_size);
+
+/* File name of the snapshot bound to an identity ("snapshot-<size>-<hash>.msgpack").
+ * Any replica that loads the same checkpoint content finds the same name. */
+void snapshot_file_name(const struct content_identity *binding, char *name, size_t name_size);
+#define JOB_RECORD_FILE_NAME "job.msgpack"
+
+int snapshot_save(const char *directory, const struct adaptdl_snapshot *snapshot,
+                  char *error, size_t error_size);
+/* 0: found and decoded; 1: no snapshot bound to that identity; -1: error
+ * (corrupt, truncated, wrong version...) with a message. */
+int snapshot_load_bound(const char *directory, const struct content_identity *binding,
+                        struct adaptdl_snapshot *snapshot, char *error, size_t error_size);
+int job_record_save(const char *directory, const struct adaptdl_job_record *record,
+                    char *error, size_t error_size);
+/* 0: loaded; 1: no job record yet (record initialised); -1: error (record
+ * initialised too, so a caller that only warns can carry on with it). */
+int job_record_load(const char *directory, struct adaptdl_job_record *record,
+                    char *error, size_t error_size);
+
+/* Deletes snapshots other than `keep` whose bound content no longer exists
+ * at any checkpoint path named by a snapshot in the directory.  Returns the
+ * number deleted, or -1.  Undecodable snapshot files are left alone, and so
+ * is any snapshot with a higher sequence than keep's (its commit may still be
+ * in flight).  keep may be NULL (keep nothing in particular). */
+int snapshot_prune(const char *directory, const struct content_identity *keep,
+                   char *error, size_t error_size);
+
+#endif

@@ -1,0 +1,228 @@
+/* view_cursor.c - descriptor operations on a data view (see view_cursor.h). */
+#include "view_cursor.h"
+
+#include <errno.h>
+#include <stdio.h>
+
+#include "log.h"
+
+static void view_cursor_end_pass_locked(struct dataset_file *file, const char *why)
+{
+    uint64_t ended = file->view_pass;
+    uint64_t served = file->tracker.delivered;
+    dataset_view_end_pass(file);
+    log_debug("pass end: %s pass %llu (%s), %llu records consumed; next pass %llu starts at "
+              "index %llu, %llu records on this replica%s",
+              file->path, (unsigned long long)ended, why, (unsigned long long)served,
+              (unsigned long long)file->view_pass,
+              (unsigned long long)file->view_start_index,
+              (unsigned long long)file->view_length,
+              file->tracker.skipped ? " (skipped: replay)" : "");
+}
+
+void view_cursor_open(struct view_cursor *cursor, struct dataset_file *file)
+{
+    pthread_mutex_lock(&file->lock);
+    if (dataset_view_started(file))
+        view_cursor_end_pass_locked(file, "reopened");
+    cursor->file = file;
+    cursor->offset = 0;
+    cursor->pass = file->view_pass;
+    cursor->references = 1;
+    pthread_mutex_unlock(&file->lock);
+}
+
+/* A cursor whose pass is over may join the current one only from the header:
+ * anywhere else it still stands at the end of the pass it finished. */
+static bool view_cursor_is_current_locked(struct view_cursor *cursor)
+{
+    struct dataset_file *file = cursor->file;
+    if (cursor->pass == file->view_pass)
+        return true;
+    if (cursor->offset <= file->header_size) {
+        cursor->pass = file->view_pass;
+        return true;
+    }
+    return false;
+}
+
+static void view_cursor_note_pass_begin_locked(struct dataset_file *file, uint64_t offset,
+                                               size_t count)
+{
+    if (!dataset_view_started(file) && offset + count > file->header_size &&
+        log_enabled(LOG_LEVEL_DEBUG))
+        log_debug("pass begin: %s pass %llu, indices from %llu, %llu records on replica "
+                  "%u of %u",
+                  file->path, (unsigned long long)file->view_pass,
+                  (unsigned long long)file->view_start_index,
+                  (unsigned long long)file->view_length, file->rank, file->replicas);
+}
+
+ssize_t view_cursor_read(struct view_cursor *cursor, void *buffer, size_t size)
+{
+    struct dataset_file *file = cursor->file;
+    pthread_mutex_lock(&file->lock);
+    if (!view_cursor_is_current_locked(cursor)) {
+        pthread_mutex_unlock(&file->lock);
+        return 0;
+    }
+    view_cursor_note_pass_begin_locked(file, cursor->offset, size);
+    size_t copied = dataset_view_copy(file, cursor->offset, buffer, size);
+    dataset_view_note_read(file, cursor->offset, copied);
+    cursor->offset += copied;
+    if (copied == 0 && size > 0)
+        view_cursor_end_pass_locked(file, "read to the end");
+    pthread_mutex_unlock(&file->lock);
+    return (ssize_t)copied;
+}
+
+ssize_t view_cursor_readv(struct view_cursor *cursor, const struct iovec *vector, int count)
+{
+    struct dataset_file *file = cursor->file;
+    pthread_mutex_lock(&file->lock);
+    if (!view_cursor_is_current_locked(cursor)) {
+        pthread_mutex_unlock(&file->lock);
+        return 0;
+    }
+    size_t requested = 0;
+    size_t total = 0;
+    for (int i = 0; i < count; i++) {
+        requested += vector[i].iov_len;
+        view_cursor_note_pass_begin_locked(file, cursor->offset, vector[i].iov_len);
+        size_t copied = dataset_view_copy(file, cursor->offset, vector[i].iov_base,
+                                          vector[i].iov_len);
+        dataset_view_note_read(file, cursor->offset, copied);
+        cursor->offset += copied;
+        total += copied;
+        if (copied < vector[i].iov_len)
+            break;
+    }
+    if (total == 0 && requested > 0)
+        view_cursor_end_pass_locked(file, "read to the end");
+    pthread_mutex_unlock(&file->lock);
+    return (ssize_t)total;
+}
+
+ssize_t view_cursor_pread(struct view_cursor *cursor, void *buffer, size_t size,
+                          uint64_t offset)
+{
+    struct dataset_file *file = cursor->file;
+    pthread_mutex_lock(&file->lock);
+    view_cursor_note_pass_begin_locked(file, offset, size);
+    size_t copied = dataset_view_copy(file, offset, buffer, size);
+    dataset_view_note_read(file, offset, copied);
+    pthread_mutex_unlock(&file->lock);
+    return (ssize_t)copied;
+}
+
+ssize_t view_cursor_preadv(struct view_cursor *cursor, const struct iovec *vector,
+                           int count, uint64_t offset)
+{
+    struct dataset_file *file = cursor->file;
+    size_t total = 0;
+    pthread_mutex_lock(&file->lock);
+    for (int i = 0; i < count; i++) {
+        size_t copied = dataset_view_copy(file, offset + total, vector[i].iov_base,
+                                          vector[i].iov_len);
+        dataset_view_note_read(file, offset + total, copied);
+        total += copied;
+        if (copied < vector[i].iov_len)
+            break;
+    }
+    pthread_mutex_unlock(&file->lock);
+    return (ssize_t)total;
+}
+
+off_t view_cursor_seek(struct view_cursor *cursor, off_t offset, int whence)
+{
+    struct dataset_file *file = cursor->file;
+    pthread_mutex_lock(&file->lock);
+    int64_t base;
+    switch (whence) {
+    case SEEK_SET:
+        base = 0;
+        break;
+    case SEEK_CUR:
+        base = (int64_t)cursor->offset;
+        if (offset == 0) {      /* a query: moves nothing, ends nothing */
+            pthread_mutex_unlock(&file->lock);
+            return (off_t)cursor->offset;
+        }
+        break;
+    case SEEK_END:
+        base = (int64_t)file->view_size;
+        break;
+    case SEEK_DATA:
+    case SEEK_HOLE:
+        if (offset < 0 || (uint64_t)offset >= file->view_size) {
+            pthread_mutex_unlock(&file->lock);
+            errno = ENXIO;
+            return -1;
+        }
+        base = 0;
+        if (whence == SEEK_HOLE)
+            offset = (off_t)file->view_size;
+        break;
+    default:
+        pthread_mutex_unlock(&file->lock);
+        errno = EINVAL;
+        return -1;
+    }
+    if ((offset > 0 && base > INT64_MAX - offset) || base + offset < 0) {
+        pthread_mutex_unlock(&file->lock);
+        errno = offset > 0 ? EOVERFLOW : EINVAL;
+        return -1;
+    }
+    uint64_t target = (uint64_t)(base + offset);
+    bool moves_back_to_header = target <= file->header_size &&
+                                cursor->offset > file->header_size;
+    if (moves_back_to_header && cursor->pass == file->view_pass && dataset_view_started(file))
+        view_cursor_end_pass_locked(file, "rewound");
+    cursor->pass = file->view_pass;
+    cursor->offset = target;
+    pthread_mutex_unlock(&file->lock);
+    return (off_t)target;
+}
+
+uint64_t view_cursor_size(struct view_cursor *cursor)
+{
+    struct dataset_file *file = cursor->file;
+    pthread_mutex_lock(&file->lock);
+    uint64_t size = file->view_size;
+    pthread_mutex_unlock(&file->lock);
+    return size;
+}
+
+off_t view_cursor_move(struct view_cursor *cursor, off_t offset, int whence)
+{
+    struct dataset_file *file = cursor->file;
+    pthread_mutex_lock(&file->lock);
+    int64_t base = whence == SEEK_SET   ? 0
+                   : whence == SEEK_CUR ? (int64_t)cursor->offset
+                   : whence == SEEK_END ? (int64_t)file->view_size
+                                        : -1;
+    if (base < 0 || base + offset < 0) {
+        pthread_mutex_unlock(&file->lock);
+        errno = EINVAL;
+        return -1;
+    }
+    if (!(whence == SEEK_CUR && offset == 0))
+        cursor->pass = file->view_pass;
+    cursor->offset = (uint64_t)(base + offset);
+    pthread_mutex_unlock(&file->lock);
+    return (off_t)cursor->offset;
+}
+
+bool view_cursor_reposition_rule(struct view_cursor *cursor, uint64_t from, uint64_t to)
+{
+    struct dataset_file *file = cursor->file;
+    pthread_mutex_lock(&file->lock);
+    bool stale = cursor->pass != file->view_pass;
+    if (!stale && to <= file->header_size && from > file->header_size &&
+        dataset_view_started(file)) {
+        view_cursor_end_pass_locked(file, "rewound");
+        stale = true;
+    }
+    pthread_mutex_unlock(&file->lock);
+    return stale;
+}

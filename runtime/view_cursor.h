@@ -1,0 +1,56 @@
+/* view_cursor.h - an open file description on a data view, and the pass rules
+ * that descriptor operations trigger (SPEC §3 "Passes").
+ *
+ * dup'd descriptors share one cursor (as they share one kernel file offset);
+ * every cursor of a file shares the file's pass state.  A cursor remembers
+ * which pass its offset refers to: after the pass it read to the end is over,
+ * it keeps reporting end-of-file until the trainer moves it back to the
+ * header (or anywhere, explicitly), so a second read at the old end does not
+ * swallow the next pass. */
+#ifndef ADAPTSHIM_VIEW_CURSOR_H
+#define ADAPTSHIM_VIEW_CURSOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "dataset_view.h"
+
+struct view_cursor {
+    struct dataset_file *file;
+    uint64_t offset;
+    uint64_t pass;               /* pass of the view `offset` refers to */
+    int references;              /* descriptors sharing this cursor */
+};
+
+/* Opening a data file: a reopen after the current pass delivered a payload
+ * byte ends that pass.  The cursor starts at offset 0 of the current view. */
+void view_cursor_open(struct view_cursor *cursor, struct dataset_file *file);
+
+/* read(2) semantics on the view; a read returning 0 ends the pass. */
+ssize_t view_cursor_read(struct view_cursor *cursor, void *buffer, size_t size);
+ssize_t view_cursor_readv(struct view_cursor *cursor, const struct iovec *vector, int count);
+/* pread(2): positionless, never ends a pass. */
+ssize_t view_cursor_pread(struct view_cursor *cursor, void *buffer, size_t size,
+                          uint64_t offset);
+ssize_t view_cursor_preadv(struct view_cursor *cursor, const struct iovec *vector,
+                           int count, uint64_t offset);
+/* lseek(2) semantics (SEEK_SET, SEEK_CUR, SEEK_END; SEEK_DATA/SEEK_HOLE treat
+ * the view as one data extent).  Returns the new offset or -1 with errno.
+ * Moving back to at most the header after the pass delivered payload ends it. */
+off_t view_cursor_seek(struct view_cursor *cursor, off_t offset, int whence);
+/* Size of the view the cursor would read now. */
+uint64_t view_cursor_size(struct view_cursor *cursor);
+
+/* --- for stdio streams built on a cursor ------------------------------------ */
+/* Moves the cursor without applying pass rules (glibc seeks a cookie stream
+ * on its own, to buffer boundaries); joins the current pass.  Returns the
+ * new offset or -1 with errno. */
+off_t view_cursor_move(struct view_cursor *cursor, off_t offset, int whence);
+/* The trainer moved its stream position from `from` to `to`: applies the
+ * rewind rule.  Returns true when the stream's buffer holds bytes of a view
+ * that is over (a pass ended now or earlier) and must be discarded. */
+bool view_cursor_reposition_rule(struct view_cursor *cursor, uint64_t from, uint64_t to);
+
+#endif

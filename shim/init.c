@@ -1,0 +1,156 @@
+/* init.c - process start-up of the shim: configuration, logging, the state
+ * directory, and the `__libc_start_main` wrapper that stops a misconfigured
+ * run with status 2 before the trainer's main.
+ *
+ * Initialization is lazy (the first wrapper call, or the start-up wrapper,
+ * whichever comes first), because constructors of the trainer's own
+ * libraries may open files before ours runs.  A process with no ADAPTDL_*
+ * variable, a disabled shim or a program that ADAPTDL_TARGET does not name
+ * stays INACTIVE: every wrapper is then a pass-through. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "real_functions.h"
+#include "shim.h"
+#include "sysio.h"
+
+__thread int shim_guard_depth;
+int shim_state;
+struct runtime_session shim_session;
+
+static pthread_once_t shim_initialization_once = PTHREAD_ONCE_INIT;
+static char shim_configuration_message[1024];
+static bool shim_configuration_failed;
+
+extern char **environ;
+
+const char *shim_configuration_error(void)
+{
+    return shim_configuration_failed ? shim_configuration_message : NULL;
+}
+
+/* The runtime's own I/O must never come back into the wrappers. */
+static void shim_install_runtime_sysio(void)
+{
+    runtime_sysio.open = REAL(open);
+    runtime_sysio.close = REAL(close);
+    runtime_sysio.read = REAL(read);
+    runtime_sysio.write = REAL(write);
+    runtime_sysio.pread = REAL(pread);
+    runtime_sysio.fstat = REAL(fstat);
+    runtime_sysio.stat = REAL(stat);
+    runtime_sysio.fsync = REAL(fsync);
+    runtime_sysio.rename = REAL(rename);
+    runtime_sysio.unlink = REAL(unlink);
+    runtime_sysio.mkdir = REAL(mkdir);
+    runtime_sysio.opendir = REAL(opendir);
+    runtime_sysio.readdir = REAL(readdir);
+    runtime_sysio.closedir = REAL(closedir);
+}
+
+static bool shim_target_matches(const char *target)
+{
+    if (target == NULL)
+        return true;
+    return fnmatch(target, program_invocation_short_name, 0) == 0;
+}
+
+static void shim_fail_configuration(const char *message)
+{
+    snprintf(shim_configuration_message, sizeof shim_configuration_message, "%s", message);
+    shim_configuration_failed = true;
+}
+
+static void shim_initialize(void)
+{
+    shim_guard_enter();
+    shim_resolve_real_functions();
+    shim_install_runtime_sysio();
+    int next_state = SHIM_STATE_INACTIVE;
+    char error[1024];
+    char *const *envp = environ;
+
+    if (envp == NULL || !config_any_adaptdl_variable(envp))
+        goto done;
+    const char *disable = config_lookup(envp, "ADAPTDL_DISABLE");
+    if (disable != NULL && strcmp(disable, "1") == 0)
+        goto done;
+    const char *target = config_lookup(envp, "ADAPTDL_TARGET");
+    if (target != NULL && *target != '\0' && !shim_target_matches(target))
+        goto done;
+
+    session_init(&shim_session);
+    if (config_parse(&shim_session.config, envp, error, sizeof error) != 0) {
+        shim_fail_configuration(error);
+        goto done;
+    }
+    struct adaptdl_config *config = &shim_session.config;
+    if (config->disabled)
+        goto done;
+    if (log_configure(config->log_level, config->log_file, config->replica_rank, error,
+                      sizeof error) != 0)
+        log_warn("%s; logging to stderr", error);
+    shim_session.registry.resume = config->resume;
+    if (config->checkpoint_path != NULL &&
+        state_directory_prepare(config->checkpoint_path, error, sizeof error) != 0) {
+        shim_fail_configuration(error);
+        goto done;
+    }
+    if (config->save_glob != NULL && config->checkpoint_path == NULL)
+        log_warn("ADAPTDL_SAVE is set but ADAPTDL_CHECKPOINT_PATH is not: checkpoints are "
+                 "not bound to data positions, and a restart starts the data fresh");
+    if (config->data_count > 0 || config->save_glob != NULL)
+        next_state = SHIM_STATE_ACTIVE;
+    log_debug("adaptshim active in %s: %zu data entries, replica %u of %u, resume=%s, "
+              "checkpoint path %s, save glob %s, restarts %u",
+              program_invocation_short_name, config->data_count, config->replica_rank,
+              config->num_replicas, config->resume == RESUME_REPLAY ? "replay" : "continue",
+              config->checkpoint_path ? config->checkpoint_path : "(none)",
+              config->save_glob ? config->save_glob : "(none)", config->num_restarts);
+done:
+    __atomic_store_n(&shim_state, next_state, __ATOMIC_RELEASE);
+    shim_guard_leave();
+}
+
+void shim_ensure_initialized(void)
+{
+    pthread_once(&shim_initialization_once, shim_initialize);
+}
+
+typedef int (*main_function)(int, char **, char **);
+typedef int (*libc_start_main_function)(main_function, int, char **, void (*)(void),
+                                        void (*)(void), void (*)(void), void *);
+
+SHIM_EXPORT int __libc_start_main(main_function main, int argc, char **argv,
+                                  void (*init)(void), void (*fini)(void),
+                                  void (*rtld_fini)(void), void *stack_end);
+
+/* Runs before the trainer's main: a malformed configuration stops the process
+ * here with status 2 and one line on stderr, before the trainer did anything. */
+SHIM_EXPORT int __libc_start_main(main_function main, int argc, char **argv,
+                                  void (*init)(void), void (*fini)(void),
+                                  void (*rtld_fini)(void), void *stack_end)
+{
+    libc_start_main_function real_start =
+        (libc_start_main_function)dlsym(RTLD_NEXT, "__libc_start_main");
+    if (environ == NULL)
+        environ = &argv[argc + 1];
+    shim_ensure_initialized();
+    const char *error = shim_configuration_error();
+    if (error != NULL) {
+        char line[1200];
+        int length = snprintf(line, sizeof line, "adaptshim: %s\n", error);
+        if (length > (int)sizeof line - 1)
+            length = (int)sizeof line - 1;
+        sysio_write_all(STDERR_FILENO, line, (size_t)length);
+        _exit(2);
+    }
+    return real_start(main, argc, argv, init, fini, rtld_fini, stack_end);
+}

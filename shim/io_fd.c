@@ -1,0 +1,102 @@
+/* io_fd.c - descriptor bookkeeping: close, dup*, fcntl(F_DUPFD*),
+ * close_range.  The real call happens first; the table follows what the
+ * kernel did.  Closing a checkpoint descriptor that was opened for writing
+ * commits the checkpoint. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "real_functions.h"
+#include "shim.h"
+
+SHIM_EXPORT int close(int fd)
+{
+    struct fd_slot *slot = fd_table_lookup(fd);
+    if (SHIM_LIKELY(slot == NULL))
+        return REAL(close)(fd);
+    slot = fd_table_remove(fd);
+    int result = REAL(close)(fd);
+    int saved = errno;
+    if (slot != NULL && slot->kind == FD_SLOT_CHECKPOINT_WRITER && result == 0 &&
+        slot->references == 1 && !shim_guarded())
+        shim_commit_checkpoint_path(slot->checkpoint_path, slot->checkpoint_path);
+    fd_slot_release(slot);
+    errno = saved;
+    return result;
+}
+
+SHIM_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
+{
+    int result = REAL(close_range)(first, last, flags);
+    if (result != 0 || (flags & CLOSE_RANGE_CLOEXEC) || fd_table_capacity == 0)
+        return result;
+    if (last >= fd_table_capacity)
+        last = fd_table_capacity - 1;
+    for (unsigned fd = first; fd <= last && fd < fd_table_capacity; fd++)
+        if (fd_table_lookup((int)fd) != NULL)
+            fd_slot_release(fd_table_remove((int)fd));
+    return result;
+}
+
+static int shim_duplicated(int result, int source)
+{
+    if (result >= 0 && fd_table_lookup(source) != NULL)
+        fd_table_share(source, result);
+    return result;
+}
+
+SHIM_EXPORT int dup(int fd)
+{
+    return shim_duplicated(REAL(dup)(fd), fd);
+}
+
+static int shim_duplicated_onto(int result, int source, int target)
+{
+    if (result < 0 || source == target)
+        return result;
+    if (fd_table_lookup(source) != NULL || fd_table_lookup(target) != NULL)
+        fd_table_share(source, target);
+    return result;
+}
+
+SHIM_EXPORT int dup2(int fd, int target)
+{
+    return shim_duplicated_onto(REAL(dup2)(fd, target), fd, target);
+}
+
+SHIM_EXPORT int dup3(int fd, int target, int flags)
+{
+    return shim_duplicated_onto(REAL(dup3)(fd, target, flags), fd, target);
+}
+
+/* fcntl's third argument is an int or a pointer depending on the command;
+ * passing it on as a pointer-sized value is what the kernel ABI expects. */
+static int shim_fcntl_common(int (*real_fcntl)(int, int, ...), int fd, int command,
+                             void *argument)
+{
+    int result = real_fcntl(fd, command, argument);
+    if (command == F_DUPFD || command == F_DUPFD_CLOEXEC)
+        return shim_duplicated(result, fd);
+    return result;
+}
+
+SHIM_EXPORT int fcntl(int fd, int command, ...)
+{
+    va_list arguments;
+    va_start(arguments, command);
+    void *argument = va_arg(arguments, void *);
+    va_end(arguments);
+    return shim_fcntl_common(REAL(fcntl), fd, command, argument);
+}
+
+SHIM_EXPORT int fcntl64(int fd, int command, ...)
+{
+    va_list arguments;
+    va_start(arguments, command);
+    void *argument = va_arg(arguments, void *);
+    va_end(arguments);
+    return shim_fcntl_common(REAL(fcntl64), fd, command, argument);
+}

@@ -1,0 +1,43 @@
+/* io_rename.c - a rename onto a checkpoint name commits the checkpoint.
+ * The snapshot is bound to the source's content and written *before* the
+ * rename, so no crash point leaves a checkpoint without its snapshot. */
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+
+#include "real_functions.h"
+#include "shim.h"
+
+static void shim_before_rename(int from_dirfd, const char *from, int to_dirfd, const char *to)
+{
+    if (!shim_paths_active())
+        return;
+    char absolute_to[PATH_MAX];
+    const char *absolute = shim_absolute_path(to_dirfd, to, absolute_to,
+                                              sizeof absolute_to) == 0 ? absolute_to : NULL;
+    if (absolute == NULL || !session_match_save(&shim_session, to, absolute))
+        return;
+    char absolute_from[PATH_MAX];
+    if (shim_absolute_path(from_dirfd, from, absolute_from, sizeof absolute_from) != 0)
+        return;
+    shim_commit_checkpoint_path(absolute_from, absolute_to);
+}
+
+SHIM_EXPORT int rename(const char *from, const char *to)
+{
+    shim_before_rename(AT_FDCWD, from, AT_FDCWD, to);
+    return REAL(rename)(from, to);
+}
+
+SHIM_EXPORT int renameat(int from_dirfd, const char *from, int to_dirfd, const char *to)
+{
+    shim_before_rename(from_dirfd, from, to_dirfd, to);
+    return REAL(renameat)(from_dirfd, from, to_dirfd, to);
+}
+
+SHIM_EXPORT int renameat2(int from_dirfd, const char *from, int to_dirfd, const char *to,
+                          unsigned int flags)
+{
+    shim_before_rename(from_dirfd, from, to_dirfd, to);
+    return REAL(renameat2)(from_dirfd, from, to_dirfd, to, flags);
+}

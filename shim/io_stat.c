@@ -1,0 +1,176 @@
+/* io_stat.c - wrappers of the stat family: a data file reports the size of
+ * its view (SPEC §3), by descriptor or by path; `stat` before any open
+ * reports the view the next pass would have.  Everything else is untouched. */
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "real_functions.h"
+#include "shim.h"
+
+static inline struct fd_slot *shim_stat_view_slot(int fd)
+{
+    struct fd_slot *slot = fd_table_lookup(fd);
+    if (SHIM_LIKELY(slot == NULL) || slot->kind != FD_SLOT_VIEW || shim_guarded())
+        return NULL;
+    return slot;
+}
+
+static void shim_stat_set_size(struct stat *status, uint64_t size)
+{
+    status->st_size = (off_t)size;
+    status->st_blocks = (blkcnt_t)((size + 511) / 512);
+}
+
+static int shim_stat_fd_result(int result, int fd, struct stat *status)
+{
+    if (result != 0)
+        return result;
+    struct fd_slot *slot = shim_stat_view_slot(fd);
+    if (slot != NULL)
+        shim_stat_set_size(status, view_cursor_size(&slot->cursor));
+    return result;
+}
+
+/* After a successful path stat: a regular data file gets its view's size. */
+static int shim_stat_path_result(int result, int dirfd, const char *path, struct stat *status)
+{
+    if (result != 0 || !S_ISREG(status->st_mode) || !shim_paths_active())
+        return result;
+    bool matched;
+    struct dataset_file *file = shim_dataset_for_path(dirfd, path, &matched);
+    if (file != NULL) {
+        pthread_mutex_lock(&file->lock);
+        shim_stat_set_size(status, file->view_size);
+        pthread_mutex_unlock(&file->lock);
+    }
+    return result;
+}
+
+SHIM_EXPORT int fstat(int fd, struct stat *status)
+{
+    return shim_stat_fd_result(REAL(fstat)(fd, status), fd, status);
+}
+
+SHIM_EXPORT int fstat64(int fd, struct stat64 *status)
+{
+    return shim_stat_fd_result(REAL(fstat64)(fd, status), fd, (struct stat *)status);
+}
+
+SHIM_EXPORT int __fxstat(int version, int fd, struct stat *status)
+{
+    return shim_stat_fd_result(REAL(__fxstat)(version, fd, status), fd, status);
+}
+
+SHIM_EXPORT int __fxstat64(int version, int fd, struct stat64 *status)
+{
+    return shim_stat_fd_result(REAL(__fxstat64)(version, fd, status), fd,
+                               (struct stat *)status);
+}
+
+SHIM_EXPORT int stat(const char *path, struct stat *status)
+{
+    return shim_stat_path_result(REAL(stat)(path, status), AT_FDCWD, path, status);
+}
+
+SHIM_EXPORT int stat64(const char *path, struct stat64 *status)
+{
+    return shim_stat_path_result(REAL(stat64)(path, status), AT_FDCWD, path,
+                                 (struct stat *)status);
+}
+
+SHIM_EXPORT int lstat(const char *path, struct stat *status)
+{
+    return shim_stat_path_result(REAL(lstat)(path, status), AT_FDCWD, path, status);
+}
+
+SHIM_EXPORT int lstat64(const char *path, struct stat64 *status)
+{
+    return shim_stat_path_result(REAL(lstat64)(path, status), AT_FDCWD, path,
+                                 (struct stat *)status);
+}
+
+SHIM_EXPORT int __xstat(int version, const char *path, struct stat *status)
+{
+    return shim_stat_path_result(REAL(__xstat)(version, path, status), AT_FDCWD, path, status);
+}
+
+SHIM_EXPORT int __xstat64(int version, const char *path, struct stat64 *status)
+{
+    return shim_stat_path_result(REAL(__xstat64)(version, path, status), AT_FDCWD, path,
+                                 (struct stat *)status);
+}
+
+SHIM_EXPORT int __lxstat(int version, const char *path, struct stat *status)
+{
+    return shim_stat_path_result(REAL(__lxstat)(version, path, status), AT_FDCWD, path,
+                                 status);
+}
+
+SHIM_EXPORT int __lxstat64(int version, const char *path, struct stat64 *status)
+{
+    return shim_stat_path_result(REAL(__lxstat64)(version, path, status), AT_FDCWD, path,
+                                 (struct stat *)status);
+}
+
+/* fstatat with an empty path and AT_EMPTY_PATH stats the descriptor itself. */
+static int shim_statat_result(int result, int dirfd, const char *path, struct stat *status,
+                              int flags)
+{
+    if ((flags & AT_EMPTY_PATH) && path[0] == '\0')
+        return shim_stat_fd_result(result, dirfd, status);
+    return shim_stat_path_result(result, dirfd, path, status);
+}
+
+SHIM_EXPORT int fstatat(int dirfd, const char *path, struct stat *status, int flags)
+{
+    return shim_statat_result(REAL(fstatat)(dirfd, path, status, flags), dirfd, path, status,
+                              flags);
+}
+
+SHIM_EXPORT int fstatat64(int dirfd, const char *path, struct stat64 *status, int flags)
+{
+    return shim_statat_result(REAL(fstatat64)(dirfd, path, status, flags), dirfd, path,
+                              (struct stat *)status, flags);
+}
+
+SHIM_EXPORT int __fxstatat(int version, int dirfd, const char *path, struct stat *status,
+                           int flags)
+{
+    return shim_statat_result(REAL(__fxstatat)(version, dirfd, path, status, flags), dirfd,
+                              path, status, flags);
+}
+
+SHIM_EXPORT int __fxstatat64(int version, int dirfd, const char *path,
+                             struct stat64 *status, int flags)
+{
+    return shim_statat_result(REAL(__fxstatat64)(version, dirfd, path, status, flags),
+                              dirfd, path, (struct stat *)status, flags);
+}
+
+SHIM_EXPORT int statx(int dirfd, const char *path, int flags, unsigned int mask,
+                      struct statx *status)
+{
+    int result = REAL(statx)(dirfd, path, flags, mask, status);
+    if (result != 0 || !(status->stx_mask & STATX_TYPE) || !S_ISREG(status->stx_mode))
+        return result;
+    uint64_t size;
+    if ((flags & AT_EMPTY_PATH) && path[0] == '\0') {
+        struct fd_slot *slot = shim_stat_view_slot(dirfd);
+        if (slot == NULL)
+            return result;
+        size = view_cursor_size(&slot->cursor);
+    } else {
+        if (!shim_paths_active())
+            return result;
+        bool matched;
+        struct dataset_file *file = shim_dataset_for_path(dirfd, path, &matched);
+        if (file == NULL)
+            return result;
+        pthread_mutex_lock(&file->lock);
+        size = file->view_size;
+        pthread_mutex_unlock(&file->lock);
+    }
+    status->stx_size = size;
+    status->stx_blocks = (size + 511) / 512;
+    return result;
+}

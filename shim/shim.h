@@ -1,0 +1,116 @@
+/* shim.h - shared state of the preloaded layer.
+ *
+ * The shim holds no policy: it maps descriptors and streams to runtime
+ * objects, and translates each interposed call into runtime calls.  What a
+ * wrapper may assume:
+ *   - shim_guarded(): the shim itself is running on this thread; every
+ *     wrapper then passes straight through to the real function;
+ *   - shim_paths_active(): this process virtualizes data or binds
+ *     checkpoints (configuration parsed, not disabled, target matched);
+ *   - fd_table_lookup(fd): the descriptor's slot, NULL for untracked ones. */
+#ifndef ADAPTSHIM_SHIM_H
+#define ADAPTSHIM_SHIM_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "session.h"
+#include "view_cursor.h"
+
+#define SHIM_EXPORT __attribute__((visibility("default")))
+#define SHIM_LIKELY(condition) __builtin_expect(!!(condition), 1)
+#define SHIM_UNLIKELY(condition) __builtin_expect(!!(condition), 0)
+
+/* --- recursion guard ------------------------------------------------------- */
+extern __thread int shim_guard_depth;
+static inline void shim_guard_enter(void) { shim_guard_depth++; }
+static inline void shim_guard_leave(void) { shim_guard_depth--; }
+static inline bool shim_guarded(void) { return shim_guard_depth > 0; }
+
+/* --- process state ---------------------------------------------------------- */
+enum shim_state { SHIM_STATE_UNINITIALIZED = 0, SHIM_STATE_INACTIVE, SHIM_STATE_ACTIVE };
+extern int shim_state;
+extern struct runtime_session shim_session;
+
+/* Parses the configuration once (lazily: wrappers may run before any
+ * constructor).  Leaves shim_state INACTIVE or ACTIVE. */
+void shim_ensure_initialized(void);
+/* The one-line configuration error found at initialization, or NULL. */
+const char *shim_configuration_error(void);
+
+static inline bool shim_paths_active(void)
+{
+    if (SHIM_LIKELY(shim_state == SHIM_STATE_ACTIVE))
+        return !shim_guarded();
+    if (shim_state == SHIM_STATE_UNINITIALIZED && !shim_guarded())
+        shim_ensure_initialized();
+    return shim_state == SHIM_STATE_ACTIVE && !shim_guarded();
+}
+
+/* --- descriptors ------------------------------------------------------------ */
+enum fd_slot_kind { FD_SLOT_VIEW = 1, FD_SLOT_CHECKPOINT_WRITER = 2 };
+
+/* Shared by descriptors that dup'd each other, as they share a file offset. */
+struct fd_slot {
+    enum fd_slot_kind kind;
+    int references;
+    struct view_cursor cursor;       /* FD_SLOT_VIEW */
+    char *checkpoint_path;           /* FD_SLOT_CHECKPOINT_WRITER: absolute path */
+};
+
+extern struct fd_slot **fd_table;
+extern unsigned fd_table_capacity;
+
+static inline struct fd_slot *fd_table_lookup(int fd)
+{
+    if (SHIM_LIKELY((unsigned)fd >= fd_table_capacity))
+        return NULL;
+    return __atomic_load_n(&fd_table[fd], __ATOMIC_ACQUIRE);
+}
+
+/* Installs slot at fd (taking one reference); any previous slot there is
+ * released.  -1 when fd is beyond the table. */
+int fd_table_install(int fd, struct fd_slot *slot);
+/* Removes fd's slot and returns it (the caller releases it), or NULL. */
+struct fd_slot *fd_table_remove(int fd);
+/* Makes `target` share source's slot (dup semantics). */
+void fd_table_share(int source, int target);
+void fd_slot_release(struct fd_slot *slot);
+struct fd_slot *fd_slot_new_view(struct dataset_file *file);
+struct fd_slot *fd_slot_new_checkpoint_writer(const char *absolute_path);
+
+/* --- paths -------------------------------------------------------------------- */
+/* Absolute, lexically normalized form of path relative to dirfd. -1 if too long. */
+int shim_absolute_path(int dirfd, const char *path, char *out, size_t out_size);
+
+/* The dataset_file for a path that matches an ADAPTDL_DATA entry, creating
+ * and registering it on first use.  NULL with *matched false when the path
+ * is not a data file; NULL with *matched true and errno set on failure
+ * (EINVAL for a file whose geometry is wrong, after an error log line). */
+struct dataset_file *shim_dataset_for_path(int dirfd, const char *path, bool *matched);
+
+/* Called after every successful open of a path: starts tracking data views
+ * and checkpoint writers, and restores on a checkpoint read-open.  Returns
+ * fd, or -1 with errno (the descriptor is then closed). */
+int shim_track_opened(int fd, int dirfd, const char *path, int flags);
+
+/* A checkpoint file was committed (closed after writing, or is the source of
+ * a rename onto a checkpoint name): write the bound snapshot. */
+void shim_commit_checkpoint_path(const char *content_path, const char *checkpoint_path);
+
+/* Records of `file` the trainer has read but not consumed: unread bytes in
+ * the shim's stdio buffers plus the entry's lookahead. */
+uint64_t shim_unconsumed_records(struct dataset_file *file, void *context);
+
+/* --- stdio streams ------------------------------------------------------------ */
+FILE *shim_open_view_stream(struct dataset_file *file, int fd, const char *mode);
+/* The view slot behind one of the shim's streams, or NULL. */
+struct fd_slot *shim_stream_slot(FILE *stream);
+/* Checkpoint streams (opened for writing): remembered until fclose. */
+void shim_stream_watch_checkpoint(FILE *stream, const char *absolute_path);
+char *shim_stream_take_checkpoint(FILE *stream);
+
+/* --- views --------------------------------------------------------------------- */
+void shim_warn_mmap_once(struct fd_slot *slot);
+
+#endif

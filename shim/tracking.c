@@ -1,0 +1,264 @@
+/* tracking.c - deciding what an opened path is: a data file (tracked as a
+ * view), a trainer checkpoint being written (committed on close) or read
+ * (restore), or anything else (left alone). */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "real_functions.h"
+#include "shim.h"
+#include "sysio.h"
+
+/* Appends one path component, resolving "." and ".." lexically. */
+static int shim_append_component(char *out, size_t *length, size_t out_size,
+                                 const char *component, size_t component_length)
+{
+    if (component_length == 0 || (component_length == 1 && component[0] == '.'))
+        return 0;
+    if (component_length == 2 && component[0] == '.' && component[1] == '.') {
+        while (*length > 1 && out[*length - 1] != '/')
+            (*length)--;
+        if (*length > 1)
+            (*length)--;
+        out[*length] = '\0';
+        return 0;
+    }
+    size_t needed = *length + (out[*length - 1] == '/' ? 0 : 1) + component_length + 1;
+    if (needed > out_size)
+        return -1;
+    if (out[*length - 1] != '/')
+        out[(*length)++] = '/';
+    memcpy(out + *length, component, component_length);
+    *length += component_length;
+    out[*length] = '\0';
+    return 0;
+}
+
+static int shim_append_path(char *out, size_t *length, size_t out_size, const char *path)
+{
+    const char *cursor = path;
+    while (*cursor) {
+        const char *slash = strchr(cursor, '/');
+        size_t component_length = slash ? (size_t)(slash - cursor) : strlen(cursor);
+        if (shim_append_component(out, length, out_size, cursor, component_length) != 0)
+            return -1;
+        cursor += component_length;
+        if (*cursor == '/')
+            cursor++;
+    }
+    return 0;
+}
+
+int shim_absolute_path(int dirfd, const char *path, char *out, size_t out_size)
+{
+    char base[PATH_MAX];
+    if (path[0] == '/') {
+        strcpy(base, "/");
+    } else if (dirfd == AT_FDCWD) {
+        if (getcwd(base, sizeof base) == NULL)
+            return -1;
+    } else {
+        char link[64];
+        snprintf(link, sizeof link, "/proc/self/fd/%d", dirfd);
+        ssize_t got = readlink(link, base, sizeof base - 1);
+        if (got <= 0)
+            return -1;
+        base[got] = '\0';
+    }
+    if (out_size < 2)
+        return -1;
+    strcpy(out, "/");
+    size_t length = 1;
+    if (shim_append_path(out, &length, out_size, base) != 0)
+        return -1;
+    return shim_append_path(out, &length, out_size, path);
+}
+
+static void shim_refuse_different_data(const char *message)
+{
+    log_error("%s", message);
+    char line[1200];
+    int length = snprintf(line, sizeof line, "adaptshim: %s\n", message);
+    if (length > (int)sizeof line - 1)
+        length = (int)sizeof line - 1;
+    sysio_write_all(STDERR_FILENO, line, (size_t)length);
+    /* _exit: the trainer's atexit handlers could overwrite its checkpoint */
+    _exit(2);
+}
+
+/* Maps and registers a data file.  Caller holds the registry lock. */
+static struct dataset_file *shim_register_dataset(const struct data_entry *entry,
+                                                  const char *absolute_path,
+                                                  const struct stat *status)
+{
+    int fd = REAL(open)(absolute_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    const void *map = NULL;
+    if (status->st_size > 0) {
+        map = REAL(mmap)(NULL, (size_t)status->st_size, PROT_READ, MAP_SHARED, fd, 0);
+        if (map == MAP_FAILED) {
+            int saved = errno;
+            REAL(close)(fd);
+            log_error("data file %s: cannot map %lld bytes: %s", absolute_path,
+                      (long long)status->st_size, strerror(saved));
+            errno = saved;
+            return NULL;
+        }
+    }
+    REAL(close)(fd);
+    struct dataset_file *file = malloc(sizeof *file);
+    char error[1024];
+    const struct adaptdl_config *config = &shim_session.config;
+    if (file == NULL ||
+        dataset_file_init(file, entry, absolute_path, map, (uint64_t)status->st_size,
+                          config->seed, config->num_replicas, config->replica_rank,
+                          error, sizeof error) != 0) {
+        if (file != NULL)
+            log_error("%s", error);
+        free(file);
+        if (map != NULL)
+            REAL(munmap)((void *)map, (size_t)status->st_size);
+        errno = EINVAL;
+        return NULL;
+    }
+    file->device = (uint64_t)status->st_dev;
+    file->inode = (uint64_t)status->st_ino;
+    log_debug("data file %s matched \"%s\": %" PRIu64 " records of %s, header %" PRIu64
+              ", %s, %s, pass %" PRIu64 " view: %" PRIu64 " records from index %" PRIu64,
+              absolute_path, entry->glob, file->record_count,
+              entry->lines ? "one line" : "fixed size", file->header_size,
+              entry->role == DATA_ROLE_TRAIN ? "train" : "eval",
+              entry->shuffle ? "shuffled" : "in order", file->view_pass, file->view_length,
+              file->view_start_index);
+    if (dataset_registry_add(&shim_session.registry, file, error, sizeof error) != 0)
+        shim_refuse_different_data(error);
+    return file;
+}
+
+struct dataset_file *shim_dataset_for_path(int dirfd, const char *path, bool *matched)
+{
+    *matched = false;
+    char absolute_path[PATH_MAX];
+    const char *absolute = shim_absolute_path(dirfd, path, absolute_path,
+                                              sizeof absolute_path) == 0 ? absolute_path
+                                                                          : NULL;
+    const struct data_entry *entry = session_match_data(&shim_session, path, absolute);
+    if (entry == NULL)
+        return NULL;
+    struct stat status;
+    if (REAL(fstatat)(dirfd, path, &status, 0) != 0 || !S_ISREG(status.st_mode))
+        return NULL;  /* not there, or not a regular file: the trainer sees the real thing */
+    *matched = true;
+    if (absolute == NULL) {
+        errno = ENAMETOOLONG;
+        return NULL;
+    }
+    shim_guard_enter();
+    pthread_mutex_lock(&shim_session.registry.lock);
+    struct dataset_file *file = dataset_registry_find(&shim_session.registry,
+                                                      (uint64_t)status.st_dev,
+                                                      (uint64_t)status.st_ino);
+    if (file == NULL)
+        file = shim_register_dataset(entry, absolute, &status);
+    int saved = errno;
+    pthread_mutex_unlock(&shim_session.registry.lock);
+    shim_guard_leave();
+    errno = saved;
+    return file;
+}
+
+static bool shim_flags_write(int flags)
+{
+    return (flags & O_ACCMODE) != O_RDONLY;
+}
+
+static void shim_restore_from_checkpoint_fd(int fd, const char *absolute_path)
+{
+    struct content_identity identity;
+    if (content_identity_of_fd(fd, &identity) != 0) {
+        log_warn("checkpoint %s: cannot hash its content (%s): data position unchanged",
+                 absolute_path, strerror(errno));
+        return;
+    }
+    char error[1024];
+    if (session_restore_checkpoint(&shim_session, absolute_path, &identity, error,
+                                   sizeof error) < 0)
+        shim_refuse_different_data(error);
+}
+
+int shim_track_opened(int fd, int dirfd, const char *path, int flags)
+{
+    char absolute_path[PATH_MAX];
+    const char *absolute = shim_absolute_path(dirfd, path, absolute_path,
+                                              sizeof absolute_path) == 0 ? absolute_path
+                                                                          : NULL;
+    if (session_match_save(&shim_session, path, absolute) && absolute != NULL) {
+        shim_guard_enter();
+        if (shim_flags_write(flags)) {
+            struct fd_slot *slot = fd_slot_new_checkpoint_writer(absolute);
+            if (slot != NULL && fd_table_install(fd, slot) == 0)
+                log_debug("checkpoint %s opened for writing (fd %d)", absolute, fd);
+            else
+                fd_slot_release(slot);
+        } else {
+            shim_restore_from_checkpoint_fd(fd, absolute);
+        }
+        shim_guard_leave();
+        return fd;
+    }
+    if (session_match_data(&shim_session, path, absolute) == NULL)
+        return fd;
+    if (shim_flags_write(flags)) {
+        log_warn("data file %s opened for writing: not virtualized", path);
+        return fd;
+    }
+    bool matched;
+    struct dataset_file *file = shim_dataset_for_path(dirfd, path, &matched);
+    if (!matched)
+        return fd;
+    if (file == NULL) {
+        int saved = errno;
+        REAL(close)(fd);
+        errno = saved;
+        return -1;
+    }
+    shim_guard_enter();
+    struct fd_slot *slot = fd_slot_new_view(file);
+    int status = slot != NULL ? fd_table_install(fd, slot) : -1;
+    shim_guard_leave();
+    if (status != 0) {
+        free(slot);
+        REAL(close)(fd);
+        errno = ENOMEM;
+        return -1;
+    }
+    log_trace("open %s -> fd %d (view of pass %" PRIu64 ", %" PRIu64 " bytes)", path, fd,
+              file->view_pass, file->view_size);
+    return fd;
+}
+
+void shim_commit_checkpoint_path(const char *content_path, const char *checkpoint_path)
+{
+    shim_guard_enter();
+    struct content_identity identity;
+    if (content_identity_of_path(content_path, &identity) != 0) {
+        log_error("checkpoint %s: cannot hash %s (%s): no snapshot bound to it",
+                  checkpoint_path, content_path, strerror(errno));
+        shim_guard_leave();
+        return;
+    }
+    char error[1024];
+    if (session_commit_checkpoint(&shim_session, checkpoint_path, &identity,
+                                  shim_unconsumed_records, NULL, error, sizeof error) < 0)
+        log_error("checkpoint %s: snapshot not written: %s", checkpoint_path, error);
+    shim_guard_leave();
+}

@@ -1,0 +1,896 @@
+/* test_config.c - the ADAPTDL_* environment contract (SPEC §2, §3, §7).
+ *
+ * Every test builds its own envp array, so nothing depends on the
+ * environment the test runner itself was started with.  Malformed values
+ * are checked for the promise of SPEC §2: one line, naming the variable,
+ * quoting the value and saying what is accepted, and a config left zeroed
+ * rather than half filled. */
+#include <criterion/criterion.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+
+/* envp from a list of "NAME=value" strings: ENV("A=1", "B=2"). */
+#define ENV(...) ((char *const[]){__VA_ARGS__, NULL})
+#define EMPTY_ENV ((char *const[]){NULL})
+
+static struct adaptdl_config config;
+static char error[1024];
+
+static void free_config(void)
+{
+    config_free(&config);
+}
+
+TestSuite(config, .fini = free_config);
+
+/* Parses envp into the global config; fills it with garbage first so that a
+ * field config_parse forgets to set shows up. */
+static int parse(char *const *envp)
+{
+    memset(&config, 0xa5, sizeof config);
+    memset(error, 'x', sizeof error);
+    error[sizeof error - 1] = '\0';
+    return config_parse(&config, envp, error, sizeof error);
+}
+
+static void expect_ok(char *const *envp)
+{
+    int result = parse(envp);
+    cr_assert_eq(result, 0, "config_parse failed: %s", error);
+    cr_assert_str_empty(error);
+}
+
+static bool config_is_zeroed(void)
+{
+    static const struct adaptdl_config zero;
+    return memcmp(&config, &zero, sizeof config) == 0;
+}
+
+/* Asserts the failure contract, and that the message names the variable
+ * and contains fragment (NULL: no particular fragment). */
+static void expect_error(char *const *envp, const char *variable, const char *fragment)
+{
+    int result = parse(envp);
+    cr_assert_eq(result, -1, "config_parse accepted a malformed value");
+    cr_assert(config_is_zeroed(), "failed parse left a half-filled config");
+    cr_assert_not_null(strstr(error, variable), "message does not name %s: %s", variable, error);
+    cr_assert_not_null(strstr(error, "accepted"), "message says nothing accepted: %s", error);
+    cr_assert_null(strchr(error, '\n'), "message is not one line: %s", error);
+    if (fragment != NULL)
+        cr_assert_not_null(strstr(error, fragment), "message lacks \"%s\": %s", fragment, error);
+}
+
+/* Data entry helpers, through the full config_parse. */
+static const struct data_entry *data_entry_at(size_t index)
+{
+    cr_assert_lt(index, config.data_count);
+    return &config.data[index];
+}
+
+/* ---- defaults and lookups ---------------------------------------------- */
+
+Test(config, defaults_without_any_variable)
+{
+    expect_ok(EMPTY_ENV);
+    cr_assert_null(config.data);
+    cr_assert_eq(config.data_count, 0);
+    cr_assert_null(config.checkpoint_path);
+    cr_assert_null(config.save_glob);
+    cr_assert_eq(config.resume, RESUME_REPLAY);
+    cr_assert_eq(config.seed, 0);
+    cr_assert_eq(config.num_replicas, 1);
+    cr_assert_eq(config.replica_rank, 0);
+    cr_assert_eq(config.num_nodes, 1);
+    cr_assert_not(config.layout_from_mpi);
+    cr_assert_eq(config.num_restarts, 0);
+    cr_assert_eq(config.log_level, LOG_LEVEL_WARN);
+    cr_assert_null(config.log_file);
+    cr_assert_not(config.disabled);
+    cr_assert_null(config.target);
+    cr_assert_eq(config.grad_min, 1024);
+    cr_assert_float_eq(config.drain_seconds, 0.0, 1e-12);
+    cr_assert_null(config.metrics_file);
+    cr_assert_null(config.hints_file);
+    cr_assert_eq(config.batch_size, 0);
+    cr_assert_eq(config.max_batch_size, 0);
+    cr_assert_eq(config.local_bsz_min, 0);
+    cr_assert_eq(config.local_bsz_max, 0);
+    cr_assert_eq(config.bsz_arg.kind, INJECT_NONE);
+    cr_assert_null(config.bsz_arg.name);
+    cr_assert_eq(config.lr_arg.kind, INJECT_NONE);
+    cr_assert_eq(config.lr_rule, LR_RULE_NONE);
+    cr_assert_float_eq(config.speedup_threshold, 1.05, 1e-12);
+    cr_assert_float_eq(config.decide_seconds, 30.0, 1e-12);
+    cr_assert_float_eq(config.payback_seconds, 600.0, 1e-12);
+}
+
+Test(config, null_envp_gives_defaults)
+{
+    expect_ok(NULL);
+    cr_assert_eq(config.num_replicas, 1);
+    cr_assert_eq(config.log_level, LOG_LEVEL_WARN);
+}
+
+Test(config, unrelated_variables_are_ignored)
+{
+    expect_ok(ENV("PATH=/bin", "HOME=/root", "ADAPTDL=1", "XADAPTDL_LOG=bogus"));
+    cr_assert_eq(config.log_level, LOG_LEVEL_WARN);
+}
+
+Test(config, lookup_matches_whole_names_and_first_occurrence)
+{
+    char *const *envp = ENV("ADAPTDL_SEEDS=9", "ADAPTDL_SEED=1", "ADAPTDL_SEED=2", "EMPTY=");
+    cr_assert_str_eq(config_lookup(envp, "ADAPTDL_SEED"), "1");
+    cr_assert_str_eq(config_lookup(envp, "EMPTY"), "");
+    cr_assert_null(config_lookup(envp, "ADAPTDL_SEE"));
+    cr_assert_null(config_lookup(envp, "MISSING"));
+    cr_assert_null(config_lookup(NULL, "ADAPTDL_SEED"));
+}
+
+Test(config, any_adaptdl_variable)
+{
+    cr_assert(config_any_adaptdl_variable(ENV("PATH=/bin", "ADAPTDL_LOG=info")));
+    cr_assert(config_any_adaptdl_variable(ENV("ADAPTDL_WHATEVER=")));
+    cr_assert_not(config_any_adaptdl_variable(ENV("PATH=/bin", "ADAPTDL=1", "MY_ADAPTDL_X=1")));
+    cr_assert_not(config_any_adaptdl_variable(EMPTY_ENV));
+    cr_assert_not(config_any_adaptdl_variable(NULL));
+}
+
+Test(config, log_level_names)
+{
+    cr_assert_str_eq(log_level_name(LOG_LEVEL_ERROR), "error");
+    cr_assert_str_eq(log_level_name(LOG_LEVEL_WARN), "warn");
+    cr_assert_str_eq(log_level_name(LOG_LEVEL_INFO), "info");
+    cr_assert_str_eq(log_level_name(LOG_LEVEL_DEBUG), "debug");
+    cr_assert_str_eq(log_level_name(LOG_LEVEL_TRACE), "trace");
+}
+
+Test(config, config_free_is_idempotent)
+{
+    expect_ok(ENV("ADAPTDL_DATA=a:record=4", "ADAPTDL_SAVE=ckpt*", "ADAPTDL_BSZ_ARG=argv:-b"));
+    config_free(&config);
+    cr_assert(config_is_zeroed());
+    config_free(&config);
+    config_free(NULL);
+}
+
+/* ---- simple variables -------------------------------------------------- */
+
+Test(config, every_log_level)
+{
+    static const char *const levels[] = {"error", "warn", "info", "debug", "trace"};
+    for (size_t i = 0; i < 5; i++) {
+        char variable[64];
+        snprintf(variable, sizeof variable, "ADAPTDL_LOG=%s", levels[i]);
+        expect_ok(ENV(variable));
+        cr_assert_eq(config.log_level, (enum log_level)i);
+        config_free(&config);
+    }
+}
+
+Test(config, unknown_log_level_message)
+{
+    expect_error(ENV("ADAPTDL_LOG=verbose"), "ADAPTDL_LOG", NULL);
+    cr_assert_str_eq(error, "ADAPTDL_LOG: unknown level \"verbose\"; accepted: error, warn, "
+                            "info, debug, trace");
+}
+
+Test(config, log_level_is_case_sensitive)
+{
+    expect_error(ENV("ADAPTDL_LOG=DEBUG"), "ADAPTDL_LOG", "\"DEBUG\"");
+}
+
+Test(config, resume_modes)
+{
+    expect_ok(ENV("ADAPTDL_RESUME=continue"));
+    cr_assert_eq(config.resume, RESUME_CONTINUE);
+    config_free(&config);
+    expect_ok(ENV("ADAPTDL_RESUME=replay"));
+    cr_assert_eq(config.resume, RESUME_REPLAY);
+}
+
+Test(config, unknown_resume_mode)
+{
+    expect_error(ENV("ADAPTDL_RESUME=restart"), "ADAPTDL_RESUME", "replay, continue");
+}
+
+Test(config, string_variables_are_copied)
+{
+    char *const *envp = ENV("ADAPTDL_CHECKPOINT_PATH=/ckpt", "ADAPTDL_SAVE=model-*.pt",
+                            "ADAPTDL_LOG_FILE=/tmp/log.%r.%p", "ADAPTDL_TARGET=train*",
+                            "ADAPTDL_METRICS_FILE=/tmp/m.%r.jsonl", "ADAPTDL_HINTS_FILE=/tmp/h");
+    expect_ok(envp);
+    cr_assert_str_eq(config.checkpoint_path, "/ckpt");
+    cr_assert_str_eq(config.save_glob, "model-*.pt");
+    cr_assert_str_eq(config.log_file, "/tmp/log.%r.%p");
+    cr_assert_str_eq(config.target, "train*");
+    cr_assert_str_eq(config.metrics_file, "/tmp/m.%r.jsonl");
+    cr_assert_str_eq(config.hints_file, "/tmp/h");
+    /* Copies, not pointers into envp. */
+    cr_assert_neq(config.checkpoint_path, config_lookup(envp, "ADAPTDL_CHECKPOINT_PATH"));
+}
+
+Test(config, empty_string_variables_are_errors)
+{
+    static const char *const names[] = {"ADAPTDL_CHECKPOINT_PATH", "ADAPTDL_SAVE",
+                                        "ADAPTDL_LOG_FILE",        "ADAPTDL_TARGET",
+                                        "ADAPTDL_METRICS_FILE",    "ADAPTDL_HINTS_FILE"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char variable[64];
+        snprintf(variable, sizeof variable, "%s=", names[i]);
+        expect_error(ENV(variable), names[i], "empty value");
+    }
+}
+
+Test(config, seed_takes_any_uint64)
+{
+    expect_ok(ENV("ADAPTDL_SEED=18446744073709551615"));
+    cr_assert_eq(config.seed, UINT64_MAX);
+    config_free(&config);
+    expect_ok(ENV("ADAPTDL_SEED=0042"));
+    cr_assert_eq(config.seed, 42);
+}
+
+Test(config, seed_overflow)
+{
+    expect_error(ENV("ADAPTDL_SEED=18446744073709551616"), "ADAPTDL_SEED", "out of range");
+}
+
+Test(config, numbers_reject_signs)
+{
+    expect_error(ENV("ADAPTDL_SEED=-1"), "ADAPTDL_SEED", "\"-1\"");
+    expect_error(ENV("ADAPTDL_SEED=+1"), "ADAPTDL_SEED", "\"+1\"");
+}
+
+Test(config, numbers_reject_garbage_blanks_and_empty)
+{
+    expect_error(ENV("ADAPTDL_SEED=12abc"), "ADAPTDL_SEED", "not an unsigned decimal integer");
+    expect_error(ENV("ADAPTDL_SEED= 12"), "ADAPTDL_SEED", NULL);
+    expect_error(ENV("ADAPTDL_SEED=12 "), "ADAPTDL_SEED", NULL);
+    expect_error(ENV("ADAPTDL_SEED=0x10"), "ADAPTDL_SEED", NULL);
+    expect_error(ENV("ADAPTDL_SEED="), "ADAPTDL_SEED", "\"\"");
+}
+
+Test(config, disable_flag)
+{
+    expect_ok(ENV("ADAPTDL_DISABLE=0"));
+    cr_assert_not(config.disabled);
+    config_free(&config);
+    expect_ok(ENV("ADAPTDL_DISABLE=1"));
+    cr_assert(config.disabled);
+}
+
+Test(config, disable_skips_every_other_variable)
+{
+    expect_ok(ENV("ADAPTDL_DISABLE=1", "ADAPTDL_LOG=verbose", "ADAPTDL_DATA=;;",
+                  "ADAPTDL_REPLICA_RANK=9"));
+    cr_assert(config.disabled);
+    cr_assert_eq(config.log_level, LOG_LEVEL_WARN);
+    cr_assert_null(config.data);
+}
+
+Test(config, bad_booleans)
+{
+    expect_error(ENV("ADAPTDL_DISABLE=yes"), "ADAPTDL_DISABLE", "\"yes\"");
+    expect_error(ENV("ADAPTDL_DISABLE=2"), "ADAPTDL_DISABLE", "0, 1");
+    expect_error(ENV("ADAPTDL_DISABLE="), "ADAPTDL_DISABLE", NULL);
+}
+
+Test(config, grad_min_restarts_and_nodes)
+{
+    expect_ok(ENV("ADAPTDL_GRAD_MIN=0", "ADAPTDL_NUM_RESTARTS=7", "ADAPTDL_NUM_NODES=3",
+                  "ADAPTDL_NUM_REPLICAS=6"));
+    cr_assert_eq(config.grad_min, 0);
+    cr_assert_eq(config.num_restarts, 7);
+    cr_assert_eq(config.num_nodes, 3);
+}
+
+Test(config, bad_integers_in_other_variables)
+{
+    expect_error(ENV("ADAPTDL_NUM_NODES=0"), "ADAPTDL_NUM_NODES", "out of range");
+    expect_error(ENV("ADAPTDL_NUM_RESTARTS=4294967296"), "ADAPTDL_NUM_RESTARTS", "out of range");
+    expect_error(ENV("ADAPTDL_NUM_RESTARTS=-1"), "ADAPTDL_NUM_RESTARTS", NULL);
+    expect_error(ENV("ADAPTDL_GRAD_MIN=1k"), "ADAPTDL_GRAD_MIN", NULL);
+}
+
+/* ---- floating values --------------------------------------------------- */
+
+Test(config, floating_values)
+{
+    expect_ok(ENV("ADAPTDL_DRAIN=2.5", "ADAPTDL_SPEEDUP=1", "ADAPTDL_DECIDE_SECONDS=0.25",
+                  "ADAPTDL_PAYBACK_SECONDS=1e3"));
+    cr_assert_float_eq(config.drain_seconds, 2.5, 1e-12);
+    cr_assert_float_eq(config.speedup_threshold, 1.0, 1e-12);
+    cr_assert_float_eq(config.decide_seconds, 0.25, 1e-12);
+    cr_assert_float_eq(config.payback_seconds, 1000.0, 1e-9);
+}
+
+Test(config, floating_ranges)
+{
+    expect_error(ENV("ADAPTDL_DRAIN=-1"), "ADAPTDL_DRAIN", "out of range");
+    expect_error(ENV("ADAPTDL_SPEEDUP=0.99"), "ADAPTDL_SPEEDUP", ">= 1");
+    expect_error(ENV("ADAPTDL_DECIDE_SECONDS=0"), "ADAPTDL_DECIDE_SECONDS", "> 0");
+    expect_error(ENV("ADAPTDL_PAYBACK_SECONDS=-5"), "ADAPTDL_PAYBACK_SECONDS", "> 0");
+}
+
+Test(config, non_finite_floats)
+{
+    static const char *const names[] = {"ADAPTDL_DRAIN", "ADAPTDL_SPEEDUP",
+                                        "ADAPTDL_DECIDE_SECONDS", "ADAPTDL_PAYBACK_SECONDS"};
+    static const char *const values[] = {"inf", "-inf", "nan", "infinity", "1e999"};
+    for (size_t i = 0; i < 4; i++) {
+        for (size_t j = 0; j < 5; j++) {
+            char variable[64];
+            snprintf(variable, sizeof variable, "%s=%s", names[i], values[j]);
+            expect_error(ENV(variable), names[i], "not a finite number");
+        }
+    }
+}
+
+Test(config, floats_reject_garbage)
+{
+    expect_error(ENV("ADAPTDL_DECIDE_SECONDS=30s"), "ADAPTDL_DECIDE_SECONDS", "\"30s\"");
+    expect_error(ENV("ADAPTDL_DECIDE_SECONDS= 30"), "ADAPTDL_DECIDE_SECONDS", NULL);
+    expect_error(ENV("ADAPTDL_SPEEDUP="), "ADAPTDL_SPEEDUP", NULL);
+}
+
+/* ---- replica layout ---------------------------------------------------- */
+
+Test(config, layout_from_adaptdl_variables)
+{
+    expect_ok(ENV("ADAPTDL_NUM_REPLICAS=4", "ADAPTDL_REPLICA_RANK=3", "ADAPTDL_NUM_NODES=2"));
+    cr_assert_eq(config.num_replicas, 4);
+    cr_assert_eq(config.replica_rank, 3);
+    cr_assert_eq(config.num_nodes, 2);
+    cr_assert_not(config.layout_from_mpi);
+}
+
+Test(config, layout_from_open_mpi)
+{
+    expect_ok(ENV("OMPI_COMM_WORLD_SIZE=8", "OMPI_COMM_WORLD_RANK=5"));
+    cr_assert_eq(config.num_replicas, 8);
+    cr_assert_eq(config.replica_rank, 5);
+    cr_assert(config.layout_from_mpi);
+}
+
+Test(config, layout_from_pmi)
+{
+    expect_ok(ENV("PMI_SIZE=3", "PMI_RANK=2"));
+    cr_assert_eq(config.num_replicas, 3);
+    cr_assert_eq(config.replica_rank, 2);
+    cr_assert(config.layout_from_mpi);
+}
+
+Test(config, open_mpi_takes_precedence_over_pmi)
+{
+    expect_ok(ENV("PMI_SIZE=3", "PMI_RANK=2", "OMPI_COMM_WORLD_SIZE=8", "OMPI_COMM_WORLD_RANK=7"));
+    cr_assert_eq(config.num_replicas, 8);
+    cr_assert_eq(config.replica_rank, 7);
+}
+
+Test(config, adaptdl_variables_take_precedence_over_mpi)
+{
+    expect_ok(ENV("OMPI_COMM_WORLD_SIZE=8", "OMPI_COMM_WORLD_RANK=7", "ADAPTDL_NUM_REPLICAS=16",
+                  "ADAPTDL_REPLICA_RANK=9"));
+    cr_assert_eq(config.num_replicas, 16);
+    cr_assert_eq(config.replica_rank, 9);
+    cr_assert_not(config.layout_from_mpi);
+}
+
+Test(config, replica_count_from_wrapper_rank_from_mpirun)
+{
+    /* The wrapper exports one ADAPTDL_NUM_REPLICAS; mpirun gives ranks. */
+    expect_ok(ENV("ADAPTDL_NUM_REPLICAS=4", "OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_RANK=2"));
+    cr_assert_eq(config.num_replicas, 4);
+    cr_assert_eq(config.replica_rank, 2);
+    cr_assert(config.layout_from_mpi);
+}
+
+Test(config, rank_not_below_replicas)
+{
+    expect_error(ENV("ADAPTDL_NUM_REPLICAS=4", "ADAPTDL_REPLICA_RANK=4"), "ADAPTDL_REPLICA_RANK",
+                 "ADAPTDL_NUM_REPLICAS");
+    cr_assert_not_null(strstr(error, "\"4\""));
+    expect_error(ENV("OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_RANK=5"), "OMPI_COMM_WORLD_RANK",
+                 "OMPI_COMM_WORLD_SIZE");
+}
+
+Test(config, rank_without_replica_count)
+{
+    expect_error(ENV("ADAPTDL_REPLICA_RANK=1"), "ADAPTDL_REPLICA_RANK", "ADAPTDL_NUM_REPLICAS");
+}
+
+Test(config, replica_count_bounds)
+{
+    expect_error(ENV("ADAPTDL_NUM_REPLICAS=0"), "ADAPTDL_NUM_REPLICAS", "from 1 to 1048576");
+    expect_error(ENV("ADAPTDL_NUM_REPLICAS=1048577"), "ADAPTDL_NUM_REPLICAS", NULL);
+    expect_error(ENV("PMI_SIZE=x"), "PMI_SIZE", NULL);
+    expect_ok(ENV("ADAPTDL_NUM_REPLICAS=1048576", "ADAPTDL_REPLICA_RANK=1048575"));
+}
+
+/* ---- batch-size control ------------------------------------------------ */
+
+Test(config, batch_size_variables)
+{
+    expect_ok(ENV("ADAPTDL_BATCH_SIZE=128", "ADAPTDL_MAX_BATCH_SIZE=4096",
+                  "ADAPTDL_LOCAL_BSZ_BOUNDS=16:512", "ADAPTDL_BSZ_ARG=argv:--batch-size",
+                  "ADAPTDL_LR_ARG=env:LEARNING_RATE", "ADAPTDL_LR_RULE=sqrt"));
+    cr_assert_eq(config.batch_size, 128);
+    cr_assert_eq(config.max_batch_size, 4096);
+    cr_assert_eq(config.local_bsz_min, 16);
+    cr_assert_eq(config.local_bsz_max, 512);
+    cr_assert_eq(config.bsz_arg.kind, INJECT_ARGV);
+    cr_assert_str_eq(config.bsz_arg.name, "--batch-size");
+    cr_assert_eq(config.lr_arg.kind, INJECT_ENV);
+    cr_assert_str_eq(config.lr_arg.name, "LEARNING_RATE");
+    cr_assert_eq(config.lr_rule, LR_RULE_SQRT);
+}
+
+Test(config, equal_batch_bounds_are_fine)
+{
+    expect_ok(ENV("ADAPTDL_BATCH_SIZE=64", "ADAPTDL_MAX_BATCH_SIZE=64",
+                  "ADAPTDL_LOCAL_BSZ_BOUNDS=8:8"));
+    cr_assert_eq(config.local_bsz_min, 8);
+    cr_assert_eq(config.local_bsz_max, 8);
+}
+
+Test(config, batch_size_zero)
+{
+    expect_error(ENV("ADAPTDL_BATCH_SIZE=0"), "ADAPTDL_BATCH_SIZE", NULL);
+    expect_error(ENV("ADAPTDL_MAX_BATCH_SIZE=0"), "ADAPTDL_MAX_BATCH_SIZE", NULL);
+}
+
+Test(config, max_batch_below_initial)
+{
+    expect_error(ENV("ADAPTDL_BATCH_SIZE=128", "ADAPTDL_MAX_BATCH_SIZE=64"),
+                 "ADAPTDL_MAX_BATCH_SIZE", "ADAPTDL_BATCH_SIZE");
+    cr_assert_not_null(strstr(error, "\"64\""));
+    cr_assert_not_null(strstr(error, "\"128\""));
+}
+
+Test(config, max_batch_without_initial)
+{
+    /* The initial batch may come from the trainer's own argument (§7). */
+    expect_ok(ENV("ADAPTDL_MAX_BATCH_SIZE=64"));
+    cr_assert_eq(config.max_batch_size, 64);
+}
+
+Test(config, inverted_local_bounds)
+{
+    expect_error(ENV("ADAPTDL_LOCAL_BSZ_BOUNDS=64:8"), "ADAPTDL_LOCAL_BSZ_BOUNDS", "MIN above MAX");
+}
+
+Test(config, malformed_local_bounds)
+{
+    static const char *const values[] = {"8", "0:8", "8:", ":8", "a:b", "8:16:32", "-1:8", ""};
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        char variable[64];
+        snprintf(variable, sizeof variable, "ADAPTDL_LOCAL_BSZ_BOUNDS=%s", values[i]);
+        expect_error(ENV(variable), "ADAPTDL_LOCAL_BSZ_BOUNDS", "MIN:MAX");
+    }
+}
+
+Test(config, injection_forms)
+{
+    expect_ok(ENV("ADAPTDL_BSZ_ARG=argv:-b", "ADAPTDL_LR_ARG=argv:--lr"));
+    cr_assert_eq(config.bsz_arg.kind, INJECT_ARGV);
+    cr_assert_str_eq(config.bsz_arg.name, "-b");
+    cr_assert_eq(config.lr_arg.kind, INJECT_ARGV);
+    cr_assert_str_eq(config.lr_arg.name, "--lr");
+    config_free(&config);
+    expect_ok(ENV("ADAPTDL_BSZ_ARG=env:_BATCH_SIZE2"));
+    cr_assert_eq(config.bsz_arg.kind, INJECT_ENV);
+    cr_assert_str_eq(config.bsz_arg.name, "_BATCH_SIZE2");
+}
+
+Test(config, bad_injection_forms)
+{
+    static const char *const values[] = {
+        "--batch-size", "argv:batch-size", "argv:", "argv:-", "argv:--", "argv:--bs=3",
+        "argv:--bs x",  "env:",            "env:1BS", "env:BATCH-SIZE", "ENV:BS", "",
+    };
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        char variable[64];
+        snprintf(variable, sizeof variable, "ADAPTDL_BSZ_ARG=%s", values[i]);
+        expect_error(ENV(variable), "ADAPTDL_BSZ_ARG", "argv:");
+        snprintf(variable, sizeof variable, "ADAPTDL_LR_ARG=%s", values[i]);
+        expect_error(ENV(variable), "ADAPTDL_LR_ARG", "env:NAME");
+    }
+}
+
+Test(config, lr_rules)
+{
+    static const char *const rules[] = {"none", "linear", "sqrt", "adascale"};
+    static const enum lr_rule expected[] = {LR_RULE_NONE, LR_RULE_LINEAR, LR_RULE_SQRT,
+                                            LR_RULE_ADASCALE};
+    for (size_t i = 0; i < 4; i++) {
+        char variable[64];
+        snprintf(variable, sizeof variable, "ADAPTDL_LR_RULE=%s", rules[i]);
+        expect_ok(ENV(variable));
+        cr_assert_eq(config.lr_rule, expected[i]);
+        config_free(&config);
+    }
+}
+
+Test(config, unknown_lr_rule)
+{
+    expect_error(ENV("ADAPTDL_LR_RULE=cosine"), "ADAPTDL_LR_RULE",
+                 "none, linear, sqrt, adascale");
+}
+
+/* ---- ADAPTDL_DATA: accepted forms -------------------------------------- */
+
+Test(config, data_minimal_entry_defaults)
+{
+    expect_ok(ENV("ADAPTDL_DATA=train.bin:record=4"));
+    cr_assert_eq(config.data_count, 1);
+    const struct data_entry *entry = data_entry_at(0);
+    cr_assert_str_eq(entry->glob, "train.bin");
+    cr_assert_eq(entry->record_size, 4);
+    cr_assert_not(entry->lines);
+    cr_assert_eq(entry->header_size, 0);
+    cr_assert_eq(entry->role, DATA_ROLE_TRAIN);
+    cr_assert(entry->shuffle);
+    cr_assert(entry->shard);
+    cr_assert_eq(entry->tail, TAIL_ERROR);
+    cr_assert_eq(entry->lookahead, 0);
+    cr_assert_not(entry->has_count_field);
+}
+
+Test(config, data_every_key)
+{
+    expect_ok(ENV("ADAPTDL_DATA=tok/*.bin:record=2:header=16:role=eval:shuffle=1:shard=0:"
+                  "tail=drop:lookahead=64:count=8,u64be,2"));
+    const struct data_entry *entry = data_entry_at(0);
+    cr_assert_str_eq(entry->glob, "tok/*.bin");
+    cr_assert_eq(entry->record_size, 2);
+    cr_assert_eq(entry->header_size, 16);
+    cr_assert_eq(entry->role, DATA_ROLE_EVAL);
+    cr_assert(entry->shuffle);
+    cr_assert_not(entry->shard);
+    cr_assert_eq(entry->tail, TAIL_DROP);
+    cr_assert_eq(entry->lookahead, 64);
+    cr_assert(entry->has_count_field);
+    cr_assert_eq(entry->count_offset, 8);
+    cr_assert_eq(entry->count_type, COUNT_FIELD_U64BE);
+    cr_assert_eq(entry->count_unit, 2);
+}
+
+Test(config, data_every_count_type)
+{
+    static const char *const names[] = {"u32le", "u32be", "i32le", "u64le", "u64be"};
+    static const enum count_field_type types[] = {COUNT_FIELD_U32LE, COUNT_FIELD_U32BE,
+                                                  COUNT_FIELD_I32LE, COUNT_FIELD_U64LE,
+                                                  COUNT_FIELD_U64BE};
+    for (size_t i = 0; i < 5; i++) {
+        char variable[128];
+        snprintf(variable, sizeof variable, "ADAPTDL_DATA=f:record=1:header=8:count=0,%s,1",
+                 names[i]);
+        expect_ok(ENV(variable));
+        cr_assert_eq(data_entry_at(0)->count_type, types[i]);
+        config_free(&config);
+    }
+}
+
+Test(config, data_lines_entry)
+{
+    expect_ok(ENV("ADAPTDL_DATA=corpus.txt:lines:header=0"));
+    const struct data_entry *entry = data_entry_at(0);
+    cr_assert(entry->lines);
+    cr_assert_eq(entry->record_size, 0);
+}
+
+Test(config, data_record_upper_bound)
+{
+    expect_ok(ENV("ADAPTDL_DATA=f:record=1099511627776:header=1099511627776"));
+    cr_assert_eq(data_entry_at(0)->record_size, UINT64_C(1) << 40);
+    cr_assert_eq(data_entry_at(0)->header_size, UINT64_C(1) << 40);
+}
+
+Test(config, data_glob_escapes)
+{
+    expect_ok(ENV("ADAPTDL_DATA=c\\:\\\\data\\;v2/*.bin:record=8;x\\*y:record=1"));
+    cr_assert_eq(config.data_count, 2);
+    /* \: and \; are unescaped, \\ stays for fnmatch. */
+    cr_assert_str_eq(data_entry_at(0)->glob, "c:\\\\data;v2/*.bin");
+    cr_assert_eq(data_entry_at(0)->record_size, 8);
+    cr_assert_str_eq(data_entry_at(1)->glob, "x\\*y");
+}
+
+Test(config, data_escaped_backslash_before_separator)
+{
+    /* `\\` is one fnmatch pair, so the `:` or `;` after it is a separator. */
+    expect_ok(ENV("ADAPTDL_DATA=a\\\\:record=1;b:record=2"));
+    cr_assert_eq(config.data_count, 2);
+    cr_assert_str_eq(data_entry_at(0)->glob, "a\\\\");
+    cr_assert_eq(data_entry_at(0)->record_size, 1);
+    config_free(&config);
+    /* Entry 1 is the bare glob `a\\`, which lacks a record size. */
+    expect_error(ENV("ADAPTDL_DATA=a\\\\;b:record=2"), "ADAPTDL_DATA entry 1", "no record size");
+}
+
+Test(config, data_config_parse_data_directly)
+{
+    struct data_entry *entries = (struct data_entry *)1;
+    size_t count = 99;
+    cr_assert_eq(config_parse_data("a:record=1;b:lines", &entries, &count, error, sizeof error),
+                 0, "%s", error);
+    cr_assert_eq(count, 2);
+    cr_assert_str_eq(entries[1].glob, "b");
+    struct adaptdl_config holder = {.data = entries, .data_count = count};
+    config_free(&holder);
+
+    cr_assert_eq(config_parse_data("a:record=0", &entries, &count, error, sizeof error), -1);
+    cr_assert_null(entries);
+    cr_assert_eq(count, 0);
+}
+
+Test(config, data_role_defaults)
+{
+    expect_ok(ENV("ADAPTDL_DATA=train.bin:record=4;val.bin:record=4;test.bin:record=4"));
+    cr_assert_eq(config.data_count, 3);
+    cr_assert_eq(data_entry_at(0)->role, DATA_ROLE_TRAIN);
+    cr_assert_eq(data_entry_at(1)->role, DATA_ROLE_EVAL);
+    cr_assert_eq(data_entry_at(2)->role, DATA_ROLE_EVAL);
+}
+
+Test(config, data_first_entry_can_be_eval)
+{
+    expect_ok(ENV("ADAPTDL_DATA=val.bin:record=4:role=eval;train.bin:record=4:role=train"));
+    cr_assert_eq(data_entry_at(0)->role, DATA_ROLE_EVAL);
+    cr_assert_not(data_entry_at(0)->shuffle);
+    cr_assert_eq(data_entry_at(1)->role, DATA_ROLE_TRAIN);
+    cr_assert(data_entry_at(1)->shuffle);
+}
+
+Test(config, data_shuffle_defaults_follow_role)
+{
+    /* shuffle follows the role even when role= comes after shuffle's place. */
+    expect_ok(ENV("ADAPTDL_DATA=a:record=1;b:record=1;c:record=1:role=train;d:role=eval:"
+                  "record=1:shuffle=1;e:shuffle=0:record=1"));
+    cr_assert(data_entry_at(0)->shuffle);
+    cr_assert_not(data_entry_at(1)->shuffle);
+    cr_assert(data_entry_at(2)->shuffle);
+    cr_assert(data_entry_at(3)->shuffle);
+    cr_assert_not(data_entry_at(4)->shuffle);
+    cr_assert_eq(data_entry_at(4)->role, DATA_ROLE_EVAL);
+}
+
+Test(config, data_several_train_entries_allowed)
+{
+    /* A dataset split into shard files: several train entries. */
+    expect_ok(ENV("ADAPTDL_DATA=shard0.bin:record=4:role=train;shard1.bin:record=4:role=train"));
+    cr_assert_eq(data_entry_at(0)->role, DATA_ROLE_TRAIN);
+    cr_assert_eq(data_entry_at(1)->role, DATA_ROLE_TRAIN);
+}
+
+Test(config, data_count_field_fits_exactly)
+{
+    expect_ok(ENV("ADAPTDL_DATA=f:record=4:count=4,u32be,4:header=8"));
+    cr_assert_eq(data_entry_at(0)->count_offset, 4);
+}
+
+/* ---- ADAPTDL_DATA: malformed forms ------------------------------------- */
+
+Test(config, data_empty_value)
+{
+    expect_error(ENV("ADAPTDL_DATA="), "ADAPTDL_DATA", "empty");
+}
+
+Test(config, data_empty_entries)
+{
+    expect_error(ENV("ADAPTDL_DATA=a:record=1;;b:record=1"), "ADAPTDL_DATA entry 2",
+                 "empty entry");
+    expect_error(ENV("ADAPTDL_DATA=a:record=1;"), "ADAPTDL_DATA entry 2", "empty entry");
+    expect_error(ENV("ADAPTDL_DATA=;a:record=1"), "ADAPTDL_DATA entry 1", "empty entry");
+}
+
+Test(config, data_empty_glob)
+{
+    expect_error(ENV("ADAPTDL_DATA=:record=4"), "ADAPTDL_DATA entry 1", "empty glob");
+}
+
+Test(config, data_unknown_key)
+{
+    expect_error(ENV("ADAPTDL_DATA=a:record=4:stride=2"), "ADAPTDL_DATA entry 1",
+                 "unknown key \"stride\"");
+    cr_assert_not_null(strstr(error, "record, lines, header, role"));
+}
+
+Test(config, data_empty_key)
+{
+    expect_error(ENV("ADAPTDL_DATA=a::record=4"), "ADAPTDL_DATA", "empty key");
+    expect_error(ENV("ADAPTDL_DATA=a:record=4:"), "ADAPTDL_DATA", "empty key");
+    expect_error(ENV("ADAPTDL_DATA=a:=4"), "ADAPTDL_DATA", "empty key");
+}
+
+Test(config, data_key_without_value)
+{
+    expect_error(ENV("ADAPTDL_DATA=a:record"), "ADAPTDL_DATA", "record has no value");
+    expect_error(ENV("ADAPTDL_DATA=a:record=4:role"), "ADAPTDL_DATA", "role has no value");
+    expect_error(ENV("ADAPTDL_DATA=a:record="), "ADAPTDL_DATA", "record=\"\"");
+}
+
+Test(config, data_flag_with_value)
+{
+    expect_error(ENV("ADAPTDL_DATA=a:lines=1"), "ADAPTDL_DATA", "takes no value");
+}
+
+Test(config, data_record_zero)
+{
+    expect_error(ENV("ADAPTDL_DATA=a:record=0"), "ADAPTDL_DATA", "record=\"0\" is not a positive");
+}
+
+Test(config, data_record_not_a_number_message)
+{
+    expect_error(ENV("ADAPTDL_DATA=a:record=4;train/*.bin:record=abc"), "ADAPTDL_DATA", NULL);
+    cr_assert_str_eq(error, "ADAPTDL_DATA entry 2 (\"train/*.bin:record=abc\"): record=\"abc\" "
+                            "is not a positive integer; accepted: record=BYTES (1..2^40)");
+}
+
+Test(config, data_record_signed)
+{
+    expect_error(ENV("ADAPTDL_DATA=a:record=-5"), "ADAPTDL_DATA", "record=\"-5\"");
+    expect_error(ENV("ADAPTDL_DATA=a:record=+5"), "ADAPTDL_DATA", "record=\"+5\"");
+}
+
+Test(config, data_record_too_large)
+{
+    expect_error(ENV("ADAPTDL_DATA=a:record=1099511627777"), "ADAPTDL_DATA", "too large");
+    expect_error(ENV("ADAPTDL_DATA=a:record=99999999999999999999999"), "ADAPTDL_DATA",
+                 "too large");
+    expect_error(ENV("ADAPTDL_DATA=a:record=4:header=1099511627777"), "ADAPTDL_DATA",
+                 "header=");
+}
+
+Test(config, data_lines_with_record)
+{
+    expect_error(ENV("ADAPTDL_DATA=a:lines:record=4"), "ADAPTDL_DATA", "exclude each other");
+}
+
+Test(config, data_neither_lines_nor_record)
+{
+    expect_error(ENV("ADAPTDL_DATA=a"), "ADAPTDL_DATA entry 1", "record=BYTES");
+    expect_error(ENV("ADAPTDL_DATA=a:record=4;b:header=8"), "ADAPTDL_DATA entry 2", "lines");
+}
+
+Test(config, data_duplicate_key)
+{
+    expect_error(ENV("ADAPTDL_DATA=a:record=4:role=train:role=eval"), "ADAPTDL_DATA",
+                 "role given twice");
+    expect_error(ENV("ADAPTDL_DATA=a:record=4:record=4"), "ADAPTDL_DATA", "record given twice");
+    expect_error(ENV("ADAPTDL_DATA=a:lines:lines"), "ADAPTDL_DATA", "lines given twice");
+}
+
+Test(config, data_bad_count_type)
+{
+    expect_error(ENV("ADAPTDL_DATA=a:record=4:header=8:count=0,u16le,1"), "ADAPTDL_DATA",
+                 "unknown TYPE");
+    cr_assert_not_null(strstr(error, "u32le, u32be, i32le, u64le, u64be"));
+}
+
+Test(config, data_malformed_count)
+{
+    static const char *const values[] = {"0", "0,u32le", "x,u32le,1", ",u32le,1",
+                                         "0,u32le,0", "0,u32le,", "0,u32le,1,2", "-1,u32le,1"};
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        char variable[128];
+        snprintf(variable, sizeof variable, "ADAPTDL_DATA=a:record=4:header=8:count=%s",
+                 values[i]);
+        expect_error(ENV(variable), "ADAPTDL_DATA", "count=");
+    }
+}
+
+Test(config, data_count_outside_header)
+{
+    expect_error(ENV("ADAPTDL_DATA=a:record=4:header=8:count=4,u64le,1"), "ADAPTDL_DATA",
+                 "outside the header");
+    expect_error(ENV("ADAPTDL_DATA=a:record=4:count=0,u32le,1"), "ADAPTDL_DATA",
+                 "outside the header");
+}
+
+Test(config, data_bad_flags_and_words)
+{
+    expect_error(ENV("ADAPTDL_DATA=a:record=4:shuffle=2"), "ADAPTDL_DATA", "shuffle=\"2\"");
+    expect_error(ENV("ADAPTDL_DATA=a:record=4:shard=yes"), "ADAPTDL_DATA", "shard=\"yes\"");
+    expect_error(ENV("ADAPTDL_DATA=a:record=4:role=test"), "ADAPTDL_DATA", "role=\"test\"");
+    expect_error(ENV("ADAPTDL_DATA=a:record=4:tail=pad"), "ADAPTDL_DATA", "tail=\"pad\"");
+    expect_error(ENV("ADAPTDL_DATA=a:record=4:lookahead=-1"), "ADAPTDL_DATA", "lookahead=");
+}
+
+Test(config, data_error_frees_earlier_entries)
+{
+    /* ASan would report the globs of entries 1 and 2 if they leaked. */
+    expect_error(ENV("ADAPTDL_DATA=a:record=1;b:record=2;c:record=x"), "ADAPTDL_DATA entry 3",
+                 NULL);
+}
+
+/* ---- messages ---------------------------------------------------------- */
+
+Test(config, error_messages_stay_on_one_line)
+{
+    expect_error(ENV("ADAPTDL_LOG=de\nbug"), "ADAPTDL_LOG", "de\\x0abug");
+    expect_error(ENV("ADAPTDL_DATA=a:record=4\n"), "ADAPTDL_DATA", "\\x0a");
+}
+
+Test(config, long_values_are_cut_in_messages)
+{
+    char variable[4096];
+    int length = snprintf(variable, sizeof variable, "ADAPTDL_LOG=");
+    memset(variable + length, 'v', sizeof variable - (size_t)length - 1);
+    variable[sizeof variable - 1] = '\0';
+    expect_error(ENV(variable), "ADAPTDL_LOG", "...");
+    cr_assert_lt(strlen(error), 400);
+}
+
+Test(config, small_error_buffer_is_not_overrun)
+{
+    char small[16];
+    memset(&config, 0, sizeof config);
+    cr_assert_eq(config_parse(&config, ENV("ADAPTDL_LOG=verbose"), small, sizeof small), -1);
+    cr_assert_eq(strlen(small), sizeof small - 1);
+    cr_assert_eq(config_parse(&config, ENV("ADAPTDL_LOG=verbose"), NULL, 0), -1);
+}
+
+Test(config, first_error_wins_and_config_is_zeroed)
+{
+    expect_error(ENV("ADAPTDL_SAVE=x*", "ADAPTDL_CHECKPOINT_PATH=/c", "ADAPTDL_DATA=a:record=4",
+                     "ADAPTDL_SEED=bad", "ADAPTDL_LOG=bad"),
+                 "ADAPTDL_LOG", NULL);
+    cr_assert_null(strstr(error, "ADAPTDL_SEED"));
+}
+
+/* Every malformed variable yields a message naming it and saying what is
+ * accepted (SPEC §2), whatever the variable. */
+Test(config, every_error_names_variable_and_accepted_forms)
+{
+    static const struct {
+        const char *assignment;
+        const char *variable;
+    } cases[] = {
+        {"ADAPTDL_DATA=a:record=4;;", "ADAPTDL_DATA"},
+        {"ADAPTDL_CHECKPOINT_PATH=", "ADAPTDL_CHECKPOINT_PATH"},
+        {"ADAPTDL_SAVE=", "ADAPTDL_SAVE"},
+        {"ADAPTDL_RESUME=x", "ADAPTDL_RESUME"},
+        {"ADAPTDL_SEED=x", "ADAPTDL_SEED"},
+        {"ADAPTDL_NUM_REPLICAS=x", "ADAPTDL_NUM_REPLICAS"},
+        {"ADAPTDL_REPLICA_RANK=x", "ADAPTDL_REPLICA_RANK"},
+        {"ADAPTDL_NUM_NODES=x", "ADAPTDL_NUM_NODES"},
+        {"ADAPTDL_NUM_RESTARTS=x", "ADAPTDL_NUM_RESTARTS"},
+        {"ADAPTDL_LOG=x", "ADAPTDL_LOG"},
+        {"ADAPTDL_LOG_FILE=", "ADAPTDL_LOG_FILE"},
+        {"ADAPTDL_DISABLE=x", "ADAPTDL_DISABLE"},
+        {"ADAPTDL_TARGET=", "ADAPTDL_TARGET"},
+        {"ADAPTDL_GRAD_MIN=x", "ADAPTDL_GRAD_MIN"},
+        {"ADAPTDL_DRAIN=x", "ADAPTDL_DRAIN"},
+        {"ADAPTDL_METRICS_FILE=", "ADAPTDL_METRICS_FILE"},
+        {"ADAPTDL_HINTS_FILE=", "ADAPTDL_HINTS_FILE"},
+        {"ADAPTDL_BATCH_SIZE=x", "ADAPTDL_BATCH_SIZE"},
+        {"ADAPTDL_MAX_BATCH_SIZE=x", "ADAPTDL_MAX_BATCH_SIZE"},
+        {"ADAPTDL_LOCAL_BSZ_BOUNDS=x", "ADAPTDL_LOCAL_BSZ_BOUNDS"},
+        {"ADAPTDL_BSZ_ARG=x", "ADAPTDL_BSZ_ARG"},
+        {"ADAPTDL_LR_ARG=x", "ADAPTDL_LR_ARG"},
+        {"ADAPTDL_LR_RULE=x", "ADAPTDL_LR_RULE"},
+        {"ADAPTDL_SPEEDUP=x", "ADAPTDL_SPEEDUP"},
+        {"ADAPTDL_DECIDE_SECONDS=x", "ADAPTDL_DECIDE_SECONDS"},
+        {"ADAPTDL_PAYBACK_SECONDS=x", "ADAPTDL_PAYBACK_SECONDS"},
+        {"OMPI_COMM_WORLD_SIZE=x", "OMPI_COMM_WORLD_SIZE"},
+        {"OMPI_COMM_WORLD_RANK=x", "OMPI_COMM_WORLD_RANK"},
+        {"PMI_SIZE=x", "PMI_SIZE"},
+        {"PMI_RANK=x", "PMI_RANK"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char assignment[128];
+        snprintf(assignment, sizeof assignment, "%s", cases[i].assignment);
+        expect_error(ENV(assignment), cases[i].variable, NULL);
+        /* The value is quoted (x, or the empty string). */
+        cr_assert(strstr(error, "\"x") != NULL || strstr(error, "\"\"") != NULL ||
+                      strstr(error, "entry 2") != NULL,
+                  "value not quoted: %s", error);
+    }
+}

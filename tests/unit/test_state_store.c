@@ -1,0 +1,1612 @@
+/* test_state_store.c - snapshots, the job record, atomic files, content
+ * identities and pruning (SPEC §5).
+ *
+ * The decoding tests are adversarial: every truncation of a valid file, many
+ * thousands of random byte flips (with the checksum left as is, and resealed
+ * so that the structural checks behind it get exercised too), hand-crafted
+ * maps with wrong types, missing and duplicate fields, lying array headers.
+ * Whatever happens, a decode either fails with the output zeroed or yields a
+ * complete state; under ASan/UBSan nothing may leak or crash.  File tests use
+ * private mkdtemp directories and inject failures through the runtime_sysio
+ * table (each Criterion test runs in its own process, so that is safe). */
+#include <criterion/criterion.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <msgpack.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include "state_store.h"
+#include "sysio.h"
+
+#define MAYBE_UNUSED __attribute__((unused))
+
+/* ---------------------------------------------------------------- helpers */
+
+static int remove_entry(const char *path, const struct stat *status MAYBE_UNUSED, int type MAYBE_UNUSED,
+                        struct FTW *walk MAYBE_UNUSED)
+{
+    return remove(path);
+}
+
+static char *make_temp_directory(void)
+{
+    char *directory = strdup("/tmp/adaptshim-test-state-XXXXXX");
+    cr_assert_not_null(directory);
+    cr_assert_not_null(mkdtemp(directory), "mkdtemp: %s", strerror(errno));
+    return directory;
+}
+
+static void remove_temp_directory(char *directory)
+{
+    nftw(directory, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(directory);
+}
+
+static char *path_join(const char *directory, const char *name)
+{
+    char *path = NULL;
+    cr_assert_gt(asprintf(&path, "%s/%s", directory, name), 0);
+    return path;
+}
+
+static void write_file(const char *path, const void *data, size_t size)
+{
+    FILE *file = fopen(path, "wb");
+    cr_assert_not_null(file, "fopen %s: %s", path, strerror(errno));
+    cr_assert_eq(fwrite(data, 1, size, file), size);
+    cr_assert_eq(fclose(file), 0);
+}
+
+static void write_text_file(const char *path, const char *text)
+{
+    write_file(path, text, strlen(text));
+}
+
+static char *read_whole_file(const char *path, size_t *size)
+{
+    FILE *file = fopen(path, "rb");
+    if (file == NULL)
+        return NULL;
+    char *data = NULL;
+    size_t capacity = 0, used = 0;
+    for (;;) {
+        if (used == capacity) {
+            capacity = capacity ? capacity * 2 : 4096;
+            data = realloc(data, capacity);
+            cr_assert_not_null(data);
+        }
+        size_t got = fread(data + used, 1, capacity - used, file);
+        used += got;
+        if (got == 0)
+            break;
+    }
+    fclose(file);
+    *size = used;
+    return data;
+}
+
+/* Entries of a directory other than . and ..; counts those starting with a dot. */
+static size_t count_directory_entries(const char *directory, size_t *hidden)
+{
+    DIR *listing = opendir(directory);
+    cr_assert_not_null(listing);
+    size_t count = 0;
+    *hidden = 0;
+    struct dirent *entry;
+    while ((entry = readdir(listing)) != NULL) {
+        if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0)
+            continue;
+        count++;
+        if (entry->d_name[0] == '.')
+            (*hidden)++;
+    }
+    closedir(listing);
+    return count;
+}
+
+static bool file_exists(const char *path)
+{
+    struct stat status;
+    return stat(path, &status) == 0;
+}
+
+static bool is_all_zero(const void *data, size_t size)
+{
+    const unsigned char *bytes = data;
+    for (size_t index = 0; index < size; index++)
+        if (bytes[index] != 0)
+            return false;
+    return true;
+}
+
+/* xorshift64*: a reproducible stream for the fuzz loops. */
+static uint64_t next_random(uint64_t *state)
+{
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    return *state * UINT64_C(2685821657736338717);
+}
+
+/* Recomputes the checksum trailer after a deliberate edit (format in state_store.h). */
+static void reseal(unsigned char *data, size_t size)
+{
+    cr_assert_geq(size, STATE_CHECKSUM_TRAILER_SIZE);
+    uint64_t checksum = content_hash_bytes(data, size - STATE_CHECKSUM_TRAILER_SIZE,
+                                           STATE_CHECKSUM_SEED);
+    for (int byte = 0; byte < 8; byte++)
+        data[size - 8 + (size_t)byte] = (unsigned char)(checksum >> (56 - 8 * byte));
+}
+
+static unsigned char *find_bytes(unsigned char *haystack, size_t haystack_size,
+                                 const void *needle, size_t needle_size)
+{
+    return memmem(haystack, haystack_size, needle, needle_size);
+}
+
+/* ------------------------------------------------------------ sample states */
+
+#define LONG_PATH_LENGTH 3000
+static const char unicode_name[] = "donn\xc3\xa9" "es_\xe8\xae\xad\xe7\xbb\x83_\xf0\x9f\x93\xa6.rec";
+
+static void make_rich_snapshot(struct adaptdl_snapshot *snapshot)
+{
+    memset(snapshot, 0, sizeof *snapshot);
+    snapshot->version = STATE_FORMAT_VERSION;
+    snapshot->seed = UINT64_C(0xfedcba9876543210);
+    snapshot->epoch = 17;
+    snapshot->replicas = 8;
+    snapshot->sequence = UINT64_MAX;
+    snapshot->created_unix_time = 1712345678.125;
+    char *long_path = malloc(LONG_PATH_LENGTH + 1);
+    cr_assert_not_null(long_path);
+    strcpy(long_path, "/checkpoints/");
+    for (size_t index = strlen(long_path); index < LONG_PATH_LENGTH; index++)
+        long_path[index] = (char)('a' + index % 26);
+    long_path[LONG_PATH_LENGTH] = '\0';
+    snapshot->checkpoint_path = long_path;
+    snapshot->binding.size = UINT64_C(123456789012);
+    snapshot->binding.hash = UINT64_C(0x0123456789abcdef);
+
+    static const struct {
+        const char *name;
+        uint64_t records, pass, index;
+        uint32_t role;
+    } files[] = {
+        {"train-00000.bin", 1000000, 3, 999999, 0},
+        {unicode_name, 1, 0, 0, 0},
+        {"eval.txt", UINT64_MAX, UINT64_MAX - 1, 12345, 1},
+    };
+    snapshot->file_count = 3;
+    snapshot->files = calloc(3, sizeof *snapshot->files);
+    cr_assert_not_null(snapshot->files);
+    for (size_t index = 0; index < 3; index++) {
+        snapshot->files[index].name = strdup(files[index].name);
+        snapshot->files[index].record_count = files[index].records;
+        snapshot->files[index].pass = files[index].pass;
+        snapshot->files[index].current_index = files[index].index;
+        snapshot->files[index].role = files[index].role;
+    }
+
+    static const struct {
+        const char *name;
+        double value;
+    } accumulators[] = {{"loss_sum", 1234.5678}, {"correct", 9e99}, {"neg", -0.001}, {"", 0.0}};
+    snapshot->accumulator_count = 4;
+    snapshot->accumulators = calloc(4, sizeof *snapshot->accumulators);
+    cr_assert_not_null(snapshot->accumulators);
+    for (size_t index = 0; index < 4; index++) {
+        snapshot->accumulators[index].name = strdup(accumulators[index].name);
+        snapshot->accumulators[index].value = accumulators[index].value;
+    }
+    snapshot->step = 424242;
+    snapshot->progress = 0.3333333333333333;
+}
+
+static void assert_snapshots_equal(const struct adaptdl_snapshot *a,
+                                   const struct adaptdl_snapshot *b)
+{
+    cr_assert_eq(a->version, b->version);
+    cr_assert_eq(a->seed, b->seed);
+    cr_assert_eq(a->epoch, b->epoch);
+    cr_assert_eq(a->replicas, b->replicas);
+    cr_assert_eq(a->sequence, b->sequence);
+    cr_assert_eq(a->created_unix_time, b->created_unix_time);
+    cr_assert_str_eq(a->checkpoint_path, b->checkpoint_path);
+    cr_assert_eq(a->binding.size, b->binding.size);
+    cr_assert_eq(a->binding.hash, b->binding.hash);
+    cr_assert_eq(a->file_count, b->file_count);
+    for (size_t index = 0; index < a->file_count; index++) {
+        cr_assert_str_eq(a->files[index].name, b->files[index].name);
+        cr_assert_eq(a->files[index].record_count, b->files[index].record_count);
+        cr_assert_eq(a->files[index].pass, b->files[index].pass);
+        cr_assert_eq(a->files[index].current_index, b->files[index].current_index);
+        cr_assert_eq(a->files[index].role, b->files[index].role);
+    }
+    cr_assert_eq(a->accumulator_count, b->accumulator_count);
+    for (size_t index = 0; index < a->accumulator_count; index++) {
+        cr_assert_str_eq(a->accumulators[index].name, b->accumulators[index].name);
+        cr_assert_eq(a->accumulators[index].value, b->accumulators[index].value);
+    }
+    cr_assert_eq(a->step, b->step);
+    cr_assert_eq(a->progress, b->progress);
+}
+
+static void make_rich_job_record(struct adaptdl_job_record *record)
+{
+    job_record_init(record);
+    record->restarts = 5;
+    record->last_exit_unix_time = 1712345000.5;
+    record->restart_cost_seconds = 37.25;
+    record->grad_sqr = 1.5e-3;
+    record->grad_var = 2.75e2;
+    record->grad_sqr_biased = 1.4e-3;
+    record->grad_var_biased = 2.5e2;
+    record->grad_ema_weight = 0.999;
+    record->max_replicas_profiled = 16;
+    record->profile_count = 5;
+    record->profiles = calloc(5, sizeof *record->profiles);
+    cr_assert_not_null(record->profiles);
+    for (uint32_t index = 0; index < 5; index++) {
+        record->profiles[index] = (struct step_profile){
+            .nodes = 1 + index / 2,
+            .replicas = 1u << index,
+            .local_bsz = 32u << index,
+            .count = 100 + index,
+            .step_time_sum = 10.0 * (index + 1) + 0.125,
+            .sync_time_sum = 0.5 * index,
+        };
+    }
+    record->initial_global_bsz = 256;
+    record->decided_global_bsz = 1024;
+    record->decided_local_bsz = 128;
+    record->decided_replicas = 8;
+    record->perf_params_valid = true;
+    const double params[7] = {0.01, 1e-4, 0.02, 2e-4, 0.005, 5e-5, 1.75};
+    memcpy(record->perf_params, params, sizeof params);
+}
+
+static void assert_job_records_equal(const struct adaptdl_job_record *a,
+                                     const struct adaptdl_job_record *b)
+{
+    cr_assert_eq(a->version, b->version);
+    cr_assert_eq(a->restarts, b->restarts);
+    cr_assert_eq(a->last_exit_unix_time, b->last_exit_unix_time);
+    cr_assert_eq(a->restart_cost_seconds, b->restart_cost_seconds);
+    cr_assert_eq(a->grad_sqr, b->grad_sqr);
+    cr_assert_eq(a->grad_var, b->grad_var);
+    cr_assert_eq(a->grad_sqr_biased, b->grad_sqr_biased);
+    cr_assert_eq(a->grad_var_biased, b->grad_var_biased);
+    cr_assert_eq(a->grad_ema_weight, b->grad_ema_weight);
+    cr_assert_eq(a->max_replicas_profiled, b->max_replicas_profiled);
+    cr_assert_eq(a->profile_count, b->profile_count);
+    for (size_t index = 0; index < a->profile_count; index++) {
+        const struct step_profile *x = &a->profiles[index], *y = &b->profiles[index];
+        cr_assert_eq(x->nodes, y->nodes);
+        cr_assert_eq(x->replicas, y->replicas);
+        cr_assert_eq(x->local_bsz, y->local_bsz);
+        cr_assert_eq(x->count, y->count);
+        cr_assert_eq(x->step_time_sum, y->step_time_sum);
+        cr_assert_eq(x->sync_time_sum, y->sync_time_sum);
+    }
+    cr_assert_eq(a->initial_global_bsz, b->initial_global_bsz);
+    cr_assert_eq(a->decided_global_bsz, b->decided_global_bsz);
+    cr_assert_eq(a->decided_local_bsz, b->decided_local_bsz);
+    cr_assert_eq(a->decided_replicas, b->decided_replicas);
+    cr_assert_eq(a->perf_params_valid, b->perf_params_valid);
+    for (size_t index = 0; index < 7; index++)
+        cr_assert_eq(a->perf_params[index], b->perf_params[index]);
+}
+
+static void encode_rich_snapshot(unsigned char **data, size_t *size)
+{
+    struct adaptdl_snapshot snapshot;
+    make_rich_snapshot(&snapshot);
+    void *buffer;
+    cr_assert_eq(snapshot_encode(&snapshot, &buffer, size), 0);
+    snapshot_free(&snapshot);
+    *data = buffer;
+}
+
+/* A decoded state must be usable: re-encoding and decoding it again agrees. */
+static void assert_snapshot_sane(const struct adaptdl_snapshot *snapshot)
+{
+    cr_assert_eq(snapshot->version, STATE_FORMAT_VERSION);
+    cr_assert_not_null(snapshot->checkpoint_path);
+    cr_assert(snapshot->file_count == 0 || snapshot->files != NULL);
+    for (size_t index = 0; index < snapshot->file_count; index++)
+        cr_assert_not_null(snapshot->files[index].name);
+    cr_assert(snapshot->accumulator_count == 0 || snapshot->accumulators != NULL);
+    for (size_t index = 0; index < snapshot->accumulator_count; index++)
+        cr_assert_not_null(snapshot->accumulators[index].name);
+    void *again;
+    size_t again_size;
+    cr_assert_eq(snapshot_encode(snapshot, &again, &again_size), 0);
+    struct adaptdl_snapshot copy;
+    char error[512];
+    cr_assert_eq(snapshot_decode(again, again_size, &copy, error, sizeof error), 0, "%s", error);
+    assert_snapshots_equal(snapshot, &copy);
+    snapshot_free(&copy);
+    free(again);
+}
+
+/* ------------------------------------------------------------- round trips */
+
+Test(state_store, snapshot_round_trip_every_field)
+{
+    struct adaptdl_snapshot original, decoded;
+    make_rich_snapshot(&original);
+    void *data;
+    size_t size;
+    cr_assert_eq(snapshot_encode(&original, &data, &size), 0);
+    char error[512] = "";
+    cr_assert_eq(snapshot_decode(data, size, &decoded, error, sizeof error), 0, "%s", error);
+    assert_snapshots_equal(&original, &decoded);
+    cr_assert_eq(strlen(decoded.checkpoint_path), LONG_PATH_LENGTH);
+    cr_assert_str_eq(decoded.files[1].name, unicode_name);
+    /* Strings are private copies, not pointers into the buffer. */
+    cr_assert(decoded.checkpoint_path != original.checkpoint_path);
+    memset(data, 0, size);
+    cr_assert_eq(decoded.checkpoint_path[0], '/');
+    free(data);
+    snapshot_free(&original);
+    snapshot_free(&decoded);
+    cr_assert(is_all_zero(&decoded, sizeof decoded), "snapshot_free zeroes the structure");
+}
+
+Test(state_store, empty_snapshot_round_trip)
+{
+    struct adaptdl_snapshot original = {.version = STATE_FORMAT_VERSION}, decoded;
+    original.checkpoint_path = strdup("ckpt");
+    void *data;
+    size_t size;
+    cr_assert_eq(snapshot_encode(&original, &data, &size), 0);
+    char error[256];
+    cr_assert_eq(snapshot_decode(data, size, &decoded, error, sizeof error), 0, "%s", error);
+    assert_snapshots_equal(&original, &decoded);
+    cr_assert_null(decoded.files);
+    cr_assert_null(decoded.accumulators);
+    free(data);
+    snapshot_free(&original);
+    snapshot_free(&decoded);
+}
+
+Test(state_store, null_strings_are_written_as_empty)
+{
+    struct adaptdl_snapshot original = {0}, decoded;
+    void *data;
+    size_t size;
+    cr_assert_eq(snapshot_encode(&original, &data, &size), 0);
+    cr_assert_eq(snapshot_decode(data, size, &decoded, NULL, 0), 0);
+    cr_assert_str_eq(decoded.checkpoint_path, "");
+    free(data);
+    snapshot_free(&decoded);
+}
+
+Test(state_store, encode_refuses_count_without_array)
+{
+    struct adaptdl_snapshot broken = {.file_count = 2, .files = NULL};
+    void *data = (void *)1;
+    size_t size = 1;
+    cr_assert_eq(snapshot_encode(&broken, &data, &size), -1);
+    cr_assert_eq(errno, EINVAL);
+    cr_assert_null(data);
+    cr_assert_eq(size, 0);
+}
+
+Test(state_store, job_record_round_trip_every_field)
+{
+    struct adaptdl_job_record original, decoded;
+    make_rich_job_record(&original);
+    void *data;
+    size_t size;
+    cr_assert_eq(job_record_encode(&original, &data, &size), 0);
+    char error[512] = "";
+    cr_assert_eq(job_record_decode(data, size, &decoded, error, sizeof error), 0, "%s", error);
+    assert_job_records_equal(&original, &decoded);
+    free(data);
+    job_record_free(&original);
+    job_record_free(&decoded);
+}
+
+Test(state_store, job_record_init_defaults)
+{
+    struct adaptdl_job_record record;
+    memset(&record, 0xab, sizeof record);
+    job_record_init(&record);
+    cr_assert_eq(record.version, STATE_FORMAT_VERSION);
+    cr_assert_eq(record.restart_cost_seconds, -1.0);
+    cr_assert_eq(record.restarts, 0);
+    cr_assert_eq(record.profile_count, 0);
+    cr_assert_null(record.profiles);
+    cr_assert_eq(record.perf_params_valid, false);
+    cr_assert_eq(record.decided_global_bsz, 0);
+    cr_assert_eq(record.perf_params[6], 0.0);
+    /* And it round-trips as is. */
+    void *data;
+    size_t size;
+    cr_assert_eq(job_record_encode(&record, &data, &size), 0);
+    struct adaptdl_job_record decoded;
+    cr_assert_eq(job_record_decode(data, size, &decoded, NULL, 0), 0);
+    assert_job_records_equal(&record, &decoded);
+    free(data);
+    job_record_free(&decoded);
+}
+
+Test(state_store, encoding_is_a_plain_map_ending_in_the_checksum_entry)
+{
+    unsigned char *data;
+    size_t size;
+    encode_rich_snapshot(&data, &size);
+    cr_assert((data[0] & 0xf0) == 0x80 || data[0] == 0xde, "top level is a map");
+    const unsigned char *trailer = data + size - STATE_CHECKSUM_TRAILER_SIZE;
+    cr_assert_eq(trailer[0], 0xa8);
+    cr_assert_eq(memcmp(trailer + 1, "checksum", 8), 0);
+    cr_assert_eq(trailer[9], 0xcf);
+    cr_assert_not_null(find_bytes(data, size, "\xb2" "adaptshim-snapshot", 19));
+    /* msgpack-c itself reads it as one map with string keys. */
+    msgpack_unpacked unpacked;
+    msgpack_unpacked_init(&unpacked);
+    size_t offset = 0;
+    cr_assert_eq(msgpack_unpack_next(&unpacked, (const char *)data, size, &offset),
+                 MSGPACK_UNPACK_SUCCESS);
+    cr_assert_eq(offset, size);
+    cr_assert_eq(unpacked.data.type, MSGPACK_OBJECT_MAP);
+    msgpack_unpacked_destroy(&unpacked);
+    free(data);
+}
+
+/* ------------------------------------------------------ corrupted encodings */
+
+Test(state_store, every_truncation_is_rejected)
+{
+    unsigned char *data;
+    size_t size;
+    encode_rich_snapshot(&data, &size);
+    for (size_t length = 0; length < size; length++) {
+        /* A private copy, so ASan sees any read past the truncated end. */
+        unsigned char *copy = malloc(length ? length : 1);
+        memcpy(copy, data, length);
+        struct adaptdl_snapshot snapshot;
+        memset(&snapshot, 0x5a, sizeof snapshot);
+        char error[256] = "";
+        cr_assert_eq(snapshot_decode(copy, length, &snapshot, error, sizeof error), -1,
+                     "truncation to %zu of %zu bytes accepted", length, size);
+        cr_assert(is_all_zero(&snapshot, sizeof snapshot), "struct not zeroed at %zu", length);
+        cr_assert_neq(error[0], '\0');
+        cr_assert_null(strchr(error, '\n'));
+        free(copy);
+    }
+    free(data);
+}
+
+Test(state_store, every_job_record_truncation_is_rejected)
+{
+    struct adaptdl_job_record record;
+    make_rich_job_record(&record);
+    void *data;
+    size_t size;
+    cr_assert_eq(job_record_encode(&record, &data, &size), 0);
+    job_record_free(&record);
+    for (size_t length = 0; length < size; length++) {
+        unsigned char *copy = malloc(length ? length : 1);
+        memcpy(copy, data, length);
+        struct adaptdl_job_record decoded;
+        cr_assert_eq(job_record_decode(copy, length, &decoded, NULL, 0), -1, "length %zu", length);
+        cr_assert(is_all_zero(&decoded, sizeof decoded));
+        free(copy);
+    }
+    free(data);
+}
+
+/* Flips 1-3 random bytes of a copy; reseal() optionally fixes the checksum so
+ * that the decoder's structural and type checks face the damage alone. */
+static void fuzz_byte_flips(bool resealed, uint64_t seed, unsigned iterations,
+                            unsigned *accepted_count)
+{
+    unsigned char *data;
+    size_t size;
+    encode_rich_snapshot(&data, &size);
+    uint64_t random_state = seed;
+    unsigned char *copy = malloc(size);
+    *accepted_count = 0;
+    for (unsigned iteration = 0; iteration < iterations; iteration++) {
+        memcpy(copy, data, size);
+        unsigned flips = 1 + (unsigned)(next_random(&random_state) % 3);
+        for (unsigned flip = 0; flip < flips; flip++) {
+            size_t position = next_random(&random_state) % size;
+            unsigned char mask = (unsigned char)(1 + next_random(&random_state) % 255);
+            copy[position] ^= mask;
+        }
+        if (resealed)
+            reseal(copy, size);
+        struct adaptdl_snapshot snapshot;
+        char error[512] = "";
+        int result = snapshot_decode(copy, size, &snapshot, error, sizeof error);
+        if (result == 0) {
+            (*accepted_count)++;
+            assert_snapshot_sane(&snapshot);
+            snapshot_free(&snapshot);
+        } else {
+            cr_assert_eq(result, -1);
+            cr_assert(is_all_zero(&snapshot, sizeof snapshot), "iteration %u", iteration);
+            cr_assert_neq(error[0], '\0');
+        }
+    }
+    free(copy);
+    free(data);
+}
+
+Test(state_store, random_byte_flips_are_rejected_or_decode_cleanly)
+{
+    unsigned accepted;
+    fuzz_byte_flips(false, UINT64_C(0x9e3779b97f4a7c15), 5000, &accepted);
+    /* With the checksum intact, a damaged file should practically never pass. */
+    cr_assert_eq(accepted, 0, "%u damaged files accepted", accepted);
+}
+
+Test(state_store, random_byte_flips_behind_a_resealed_checksum)
+{
+    unsigned accepted;
+    fuzz_byte_flips(true, UINT64_C(0x243f6a8885a308d3), 5000, &accepted);
+    /* Flips inside numbers or string contents legitimately decode; this only
+     * shows both outcomes were exercised. */
+    cr_assert_gt(accepted, 0);
+    cr_assert_lt(accepted, 5000);
+}
+
+Test(state_store, wrong_version_names_both_versions)
+{
+    unsigned char *data;
+    size_t size;
+    encode_rich_snapshot(&data, &size);
+    unsigned char *version = find_bytes(data, size, "\xa7version\x01", 9);
+    cr_assert_not_null(version);
+    version[8] = 7;
+    reseal(data, size);
+    struct adaptdl_snapshot snapshot;
+    char error[256] = "";
+    cr_assert_eq(snapshot_decode(data, size, &snapshot, error, sizeof error), -1);
+    cr_assert(is_all_zero(&snapshot, sizeof snapshot));
+    cr_assert_not_null(strstr(error, "snapshot format version 7, this build reads version 1"),
+                       "message: %s", error);
+    /* Without a reseal too: the version is reported before the checksum. */
+    version[8] = 9;
+    cr_assert_eq(snapshot_decode(data, size, &snapshot, error, sizeof error), -1);
+    cr_assert_not_null(strstr(error, "version 9, this build reads version 1"), "%s", error);
+    free(data);
+}
+
+Test(state_store, job_record_wrong_version_names_both_versions)
+{
+    struct adaptdl_job_record record;
+    job_record_init(&record);
+    void *buffer;
+    size_t size;
+    cr_assert_eq(job_record_encode(&record, &buffer, &size), 0);
+    unsigned char *data = buffer;
+    unsigned char *version = find_bytes(data, size, "\xa7version\x01", 9);
+    cr_assert_not_null(version);
+    version[8] = 0x02;
+    reseal(data, size);
+    char error[256] = "";
+    struct adaptdl_job_record decoded;
+    cr_assert_eq(job_record_decode(data, size, &decoded, error, sizeof error), -1);
+    cr_assert_not_null(strstr(error, "job record format version 2, this build reads version 1"),
+                       "%s", error);
+    free(data);
+}
+
+Test(state_store, wrong_magic_is_rejected)
+{
+    /* A job record is not a snapshot, and vice versa. */
+    struct adaptdl_job_record record;
+    job_record_init(&record);
+    void *job_data;
+    size_t job_size;
+    cr_assert_eq(job_record_encode(&record, &job_data, &job_size), 0);
+    struct adaptdl_snapshot snapshot;
+    char error[256] = "";
+    cr_assert_eq(snapshot_decode(job_data, job_size, &snapshot, error, sizeof error), -1);
+    cr_assert_not_null(strstr(error, "not an adaptshim snapshot"), "%s", error);
+    cr_assert_not_null(strstr(error, "adaptshim-job"), "%s", error);
+    free(job_data);
+
+    unsigned char *data;
+    size_t size;
+    encode_rich_snapshot(&data, &size);
+    struct adaptdl_job_record decoded;
+    cr_assert_eq(job_record_decode(data, size, &decoded, error, sizeof error), -1);
+    cr_assert_not_null(strstr(error, "not an adaptshim job record"), "%s", error);
+
+    /* One letter of the magic changed, checksum made valid again. */
+    unsigned char *magic = find_bytes(data, size, "adaptshim-snapshot", 18);
+    cr_assert_not_null(magic);
+    magic[0] = 'A';
+    reseal(data, size);
+    cr_assert_eq(snapshot_decode(data, size, &snapshot, error, sizeof error), -1);
+    cr_assert_not_null(strstr(error, "not an adaptshim snapshot"), "%s", error);
+    free(data);
+}
+
+Test(state_store, trailing_garbage_is_rejected)
+{
+    unsigned char *data;
+    size_t size;
+    encode_rich_snapshot(&data, &size);
+    unsigned char *longer = malloc(size + 3);
+    memcpy(longer, data, size);
+    memcpy(longer + size, "\xc0\x00\x01", 3);
+    struct adaptdl_snapshot snapshot;
+    char error[256] = "";
+    for (size_t extra = 1; extra <= 3; extra++) {
+        cr_assert_eq(snapshot_decode(longer, size + extra, &snapshot, error, sizeof error), -1);
+        cr_assert_not_null(strstr(error, "trailing"), "%s", error);
+        cr_assert(is_all_zero(&snapshot, sizeof snapshot));
+    }
+    free(longer);
+    free(data);
+}
+
+Test(state_store, checksum_catches_a_flip_inside_a_number)
+{
+    unsigned char *data;
+    size_t size;
+    encode_rich_snapshot(&data, &size);
+    /* "step": 424242 is a uint32 (0xce); change its low byte: still valid msgpack. */
+    unsigned char *step = find_bytes(data, size, "\xa4step\xce", 6);
+    cr_assert_not_null(step);
+    step[9] ^= 0x01;
+    struct adaptdl_snapshot snapshot;
+    char error[256] = "";
+    cr_assert_eq(snapshot_decode(data, size, &snapshot, error, sizeof error), -1);
+    cr_assert_not_null(strstr(error, "checksum mismatch"), "%s", error);
+    /* Resealed, the changed value is simply what the file says. */
+    reseal(data, size);
+    cr_assert_eq(snapshot_decode(data, size, &snapshot, error, sizeof error), 0, "%s", error);
+    cr_assert_eq(snapshot.step, 424242 ^ 1);
+    snapshot_free(&snapshot);
+    free(data);
+}
+
+Test(state_store, empty_and_null_buffers_are_rejected)
+{
+    struct adaptdl_snapshot snapshot;
+    char error[128] = "";
+    cr_assert_eq(snapshot_decode(NULL, 0, &snapshot, error, sizeof error), -1);
+    cr_assert_not_null(strstr(error, "empty"), "%s", error);
+    cr_assert_eq(snapshot_decode("", 0, &snapshot, NULL, 0), -1);
+    /* A short error buffer is truncated, never overrun. */
+    char tiny[8];
+    memset(tiny, 'x', sizeof tiny);
+    cr_assert_eq(snapshot_decode("\x01", 1, &snapshot, tiny, 4), -1);
+    cr_assert_eq(tiny[3], '\0');
+    cr_assert_eq(tiny[4], 'x');
+}
+
+/* ------------------------------------------- hand-crafted maps (via msgpack) */
+
+typedef void (*entry_packer)(msgpack_packer *packer);
+
+struct crafted_entry {
+    const char *key;
+    entry_packer pack;
+};
+
+static void pack_text(msgpack_packer *packer, const char *text)
+{
+    msgpack_pack_str(packer, strlen(text));
+    msgpack_pack_str_body(packer, text, strlen(text));
+}
+
+static void pack_magic(msgpack_packer *packer) { pack_text(packer, "adaptshim-snapshot"); }
+static void pack_one(msgpack_packer *packer) { msgpack_pack_uint64(packer, 1); }
+static void pack_seven(msgpack_packer *packer) { msgpack_pack_uint64(packer, 7); }
+static void pack_float(msgpack_packer *packer) { msgpack_pack_double(packer, 0.5); }
+static void pack_float32(msgpack_packer *packer) { msgpack_pack_float(packer, 0.25f); }
+static void pack_path(msgpack_packer *packer) { pack_text(packer, "/ckpt/model.pt"); }
+static void pack_nil(msgpack_packer *packer) { msgpack_pack_nil(packer); }
+static void pack_negative(msgpack_packer *packer) { msgpack_pack_int64(packer, -3); }
+static void pack_too_big_u32(msgpack_packer *packer) { msgpack_pack_uint64(packer, UINT64_C(1) << 32); }
+static void pack_string_seed(msgpack_packer *packer) { pack_text(packer, "42"); }
+static void pack_empty_array(msgpack_packer *packer) { msgpack_pack_array(packer, 0); }
+
+static void pack_binding(msgpack_packer *packer)
+{
+    msgpack_pack_map(packer, 2);
+    pack_text(packer, "size");
+    msgpack_pack_uint64(packer, 100);
+    pack_text(packer, "hash");
+    msgpack_pack_uint64(packer, 200);
+}
+
+static void pack_binding_missing_hash(msgpack_packer *packer)
+{
+    msgpack_pack_map(packer, 1);
+    pack_text(packer, "size");
+    msgpack_pack_uint64(packer, 100);
+}
+
+static void pack_file(msgpack_packer *packer, const char *name, bool with_role)
+{
+    msgpack_pack_map(packer, with_role ? 5 : 4);
+    pack_text(packer, "name");
+    pack_text(packer, name);
+    pack_text(packer, "record_count");
+    msgpack_pack_uint64(packer, 10);
+    pack_text(packer, "pass");
+    msgpack_pack_uint64(packer, 1);
+    pack_text(packer, "current_index");
+    msgpack_pack_uint64(packer, 5);
+    if (with_role) {
+        pack_text(packer, "role");
+        msgpack_pack_uint32(packer, 0);
+    }
+}
+
+static void pack_two_files(msgpack_packer *packer)
+{
+    msgpack_pack_array(packer, 2);
+    pack_file(packer, "a.bin", true);
+    pack_file(packer, "b.bin", true);
+}
+
+static void pack_second_file_without_role(msgpack_packer *packer)
+{
+    msgpack_pack_array(packer, 2);
+    pack_file(packer, "a.bin", true);
+    pack_file(packer, "b.bin", false);
+}
+
+static void pack_file_name_with_nul(msgpack_packer *packer)
+{
+    msgpack_pack_array(packer, 1);
+    msgpack_pack_map(packer, 5);
+    pack_text(packer, "name");
+    msgpack_pack_str(packer, 3);
+    msgpack_pack_str_body(packer, "a\0b", 3);
+    pack_text(packer, "record_count");
+    msgpack_pack_uint64(packer, 10);
+    pack_text(packer, "pass");
+    msgpack_pack_uint64(packer, 1);
+    pack_text(packer, "current_index");
+    msgpack_pack_uint64(packer, 5);
+    pack_text(packer, "role");
+    msgpack_pack_uint32(packer, 0);
+}
+
+static void pack_deep_nesting(msgpack_packer *packer)
+{
+    for (int depth = 0; depth < 100; depth++)
+        msgpack_pack_array(packer, 1);
+    msgpack_pack_nil(packer);
+}
+
+static const struct crafted_entry baseline_snapshot[] = {
+    {"format", pack_magic},       {"version", pack_one},
+    {"seed", pack_seven},         {"epoch", pack_one},
+    {"replicas", pack_one},       {"sequence", pack_seven},
+    {"created_unix_time", pack_float}, {"checkpoint_path", pack_path},
+    {"binding", pack_binding},    {"files", pack_two_files},
+    {"accumulators", pack_empty_array}, {"step", pack_seven},
+    {"progress", pack_float32},
+};
+#define BASELINE_COUNT (sizeof baseline_snapshot / sizeof baseline_snapshot[0])
+
+/* Packs a map of the given entries plus a valid checksum trailer. */
+static void *craft_sealed_map(const struct crafted_entry *entries, size_t count, size_t *size)
+{
+    msgpack_sbuffer buffer;
+    msgpack_sbuffer_init(&buffer);
+    msgpack_packer packer;
+    msgpack_packer_init(&packer, &buffer, msgpack_sbuffer_write);
+    msgpack_pack_map(&packer, count + 1);
+    for (size_t index = 0; index < count; index++) {
+        pack_text(&packer, entries[index].key);
+        entries[index].pack(&packer);
+    }
+    msgpack_sbuffer_write(&buffer, "\xa8" "checksum" "\xcf" "\0\0\0\0\0\0\0\0", 18);
+    *size = buffer.size;
+    unsigned char *data = (unsigned char *)msgpack_sbuffer_release(&buffer);
+    reseal(data, *size);
+    return data;
+}
+
+/* Baseline with one entry replaced (pack != NULL), dropped (pack == NULL) or,
+ * when `key` is not in the baseline, appended. */
+static int decode_crafted(const char *key, entry_packer pack, struct adaptdl_snapshot *snapshot,
+                          char *error, size_t error_size)
+{
+    struct crafted_entry entries[BASELINE_COUNT + 1];
+    size_t count = 0;
+    bool replaced = false;
+    for (size_t index = 0; index < BASELINE_COUNT; index++) {
+        if (key != NULL && strcmp(baseline_snapshot[index].key, key) == 0) {
+            replaced = true;
+            if (pack != NULL)
+                entries[count++] = (struct crafted_entry){key, pack};
+        } else {
+            entries[count++] = baseline_snapshot[index];
+        }
+    }
+    if (key != NULL && !replaced)
+        entries[count++] = (struct crafted_entry){key, pack};
+    size_t size;
+    void *data = craft_sealed_map(entries, count, &size);
+    memset(snapshot, 0x77, sizeof *snapshot);
+    int result = snapshot_decode(data, size, snapshot, error, error_size);
+    free(data);
+    if (result != 0)
+        cr_assert(is_all_zero(snapshot, sizeof *snapshot));
+    return result;
+}
+
+Test(state_store, crafted_baseline_decodes)
+{
+    struct adaptdl_snapshot snapshot;
+    char error[256] = "";
+    cr_assert_eq(decode_crafted(NULL, NULL, &snapshot, error, sizeof error), 0, "%s", error);
+    cr_assert_eq(snapshot.seed, 7);
+    cr_assert_eq(snapshot.file_count, 2);
+    cr_assert_str_eq(snapshot.files[1].name, "b.bin");
+    cr_assert_eq(snapshot.progress, 0.25, "float32 is accepted for doubles");
+    cr_assert_eq(snapshot.binding.hash, 200);
+    snapshot_free(&snapshot);
+}
+
+Test(state_store, unknown_fields_are_ignored)
+{
+    struct adaptdl_snapshot snapshot;
+    char error[256] = "";
+    cr_assert_eq(decode_crafted("added_by_a_later_build", pack_two_files, &snapshot, error,
+                                sizeof error),
+                 0, "%s", error);
+    snapshot_free(&snapshot);
+}
+
+struct crafted_failure {
+    const char *key;
+    entry_packer pack;       /* NULL: the field is left out */
+    const char *message_part;
+};
+
+Test(state_store, crafted_maps_are_rejected_with_precise_messages)
+{
+    static const struct crafted_failure cases[] = {
+        {"seed", NULL, "missing field \"seed\""},
+        {"seed", pack_string_seed, "seed: expected an unsigned integer, found string"},
+        {"epoch", pack_negative, "epoch: expected an unsigned integer, found negative integer"},
+        {"replicas", pack_too_big_u32, "replicas: 4294967296 does not fit in 32 bits"},
+        {"checkpoint_path", pack_nil, "checkpoint_path: expected a string, found nil"},
+        {"created_unix_time", pack_one, "created_unix_time: expected a float"},
+        {"binding", pack_binding_missing_hash, "binding: missing field \"hash\""},
+        {"files", pack_second_file_without_role, "files[1]: missing field \"role\""},
+        {"files", pack_file_name_with_nul, "files[0].name: string contains a NUL byte"},
+        {"accumulators", pack_binding, "accumulators: expected an array, found map"},
+        {"format", NULL, "no \"format\" field"},
+        {"version", NULL, "no valid format version"},
+        {"deep", pack_deep_nesting, "msgpack rejects"},
+    };
+    for (size_t index = 0; index < sizeof cases / sizeof cases[0]; index++) {
+        struct adaptdl_snapshot snapshot;
+        char error[256] = "";
+        cr_assert_eq(decode_crafted(cases[index].key, cases[index].pack, &snapshot, error,
+                                    sizeof error),
+                     -1, "case %zu accepted", index);
+        cr_assert_not_null(strstr(error, cases[index].message_part), "case %zu: \"%s\"", index,
+                           error);
+    }
+}
+
+Test(state_store, duplicate_field_is_rejected)
+{
+    struct crafted_entry entries[BASELINE_COUNT + 1];
+    memcpy(entries, baseline_snapshot, sizeof baseline_snapshot);
+    entries[BASELINE_COUNT] = (struct crafted_entry){"seed", pack_one};
+    size_t size;
+    void *data = craft_sealed_map(entries, BASELINE_COUNT + 1, &size);
+    struct adaptdl_snapshot snapshot;
+    char error[256] = "";
+    cr_assert_eq(snapshot_decode(data, size, &snapshot, error, sizeof error), -1);
+    cr_assert_not_null(strstr(error, "seed: field appears twice"), "%s", error);
+    free(data);
+}
+
+Test(state_store, lying_container_headers_are_rejected_before_allocation)
+{
+    /* map32 claiming 4 billion entries, array32 likewise, str32 of 4 GiB. */
+    static const unsigned char map_claim[] = {0xdf, 0xff, 0xff, 0xff, 0xff, 0xc0, 0xc0};
+    static const unsigned char array_claim[] = {0x81, 0xa1, 'x', 0xdd, 0xff, 0xff, 0xff, 0xf0, 0xc0};
+    static const unsigned char string_claim[] = {0x81, 0xa1, 'x', 0xdb, 0xff, 0xff, 0xff, 0xff, 'a'};
+    static const unsigned char reserved_byte[] = {0x81, 0xa1, 'x', 0xc1};
+    struct {
+        const unsigned char *data;
+        size_t size;
+    } cases[] = {
+        {map_claim, sizeof map_claim},
+        {array_claim, sizeof array_claim},
+        {string_claim, sizeof string_claim},
+        {reserved_byte, sizeof reserved_byte},
+    };
+    for (size_t index = 0; index < sizeof cases / sizeof cases[0]; index++) {
+        struct adaptdl_snapshot snapshot;
+        char error[256] = "";
+        cr_assert_eq(snapshot_decode(cases[index].data, cases[index].size, &snapshot, error,
+                                     sizeof error),
+                     -1);
+        cr_assert_neq(error[0], '\0');
+    }
+}
+
+Test(state_store, non_map_top_level_is_rejected)
+{
+    struct adaptdl_snapshot snapshot;
+    char error[256] = "";
+    cr_assert_eq(snapshot_decode("\x93\x01\x02\x03", 4, &snapshot, error, sizeof error), -1);
+    cr_assert_not_null(strstr(error, "not a map"), "%s", error);
+}
+
+/* ------------------------------------------------------------- content hash */
+
+Test(content_hash, deterministic_seeded_and_length_sensitive)
+{
+    unsigned char bytes[256];
+    for (size_t index = 0; index < sizeof bytes; index++)
+        bytes[index] = (unsigned char)(index * 7 + 1);
+    cr_assert_eq(content_hash_bytes(bytes, 100, 1), content_hash_bytes(bytes, 100, 1));
+    cr_assert_neq(content_hash_bytes(bytes, 100, 1), content_hash_bytes(bytes, 100, 2));
+    /* Every prefix length, and zero bytes appended, give distinct values. */
+    unsigned char zeros[64] = {0};
+    uint64_t seen[129];
+    for (size_t length = 0; length <= 64; length++)
+        seen[length] = content_hash_bytes(bytes, length, 0);
+    for (size_t length = 1; length <= 64; length++)
+        seen[64 + length] = content_hash_bytes(zeros, length, 0);
+    for (size_t a = 0; a < 129; a++)
+        for (size_t b = a + 1; b < 129; b++)
+            cr_assert_neq(seen[a], seen[b], "collision between %zu and %zu", a, b);
+}
+
+Test(content_hash, every_single_bit_flip_changes_the_hash)
+{
+    unsigned char bytes[97];
+    for (size_t index = 0; index < sizeof bytes; index++)
+        bytes[index] = (unsigned char)(index * 31 + 5);
+    uint64_t reference = content_hash_bytes(bytes, sizeof bytes, 0);
+    for (size_t bit = 0; bit < sizeof bytes * 8; bit++) {
+        bytes[bit / 8] ^= (unsigned char)(1u << (bit % 8));
+        cr_assert_neq(content_hash_bytes(bytes, sizeof bytes, 0), reference, "bit %zu", bit);
+        bytes[bit / 8] ^= (unsigned char)(1u << (bit % 8));
+    }
+}
+
+Test(content_hash, unaligned_input_gives_the_same_hash)
+{
+    unsigned char storage[200];
+    for (size_t index = 0; index < sizeof storage; index++)
+        storage[index] = (unsigned char)(index ^ 0x5c);
+    unsigned char shifted[208];
+    for (size_t offset = 1; offset < 8; offset++) {
+        memcpy(shifted + offset, storage, sizeof storage);
+        cr_assert_eq(content_hash_bytes(shifted + offset, sizeof storage, 3),
+                     content_hash_bytes(storage, sizeof storage, 3));
+    }
+}
+
+static struct content_identity identity_of_new_file(const char *path, const void *data, size_t size)
+{
+    write_file(path, data, size);
+    struct content_identity identity;
+    cr_assert_eq(content_identity_of_path(path, &identity), 0, "%s", strerror(errno));
+    return identity;
+}
+
+Test(content_identity, same_content_same_identity_and_one_byte_matters)
+{
+    char *directory = make_temp_directory();
+    char *first = path_join(directory, "a"), *second = path_join(directory, "b");
+    char content[5000];
+    for (size_t index = 0; index < sizeof content; index++)
+        content[index] = (char)(index % 251);
+    struct content_identity a = identity_of_new_file(first, content, sizeof content);
+    struct content_identity b = identity_of_new_file(second, content, sizeof content);
+    cr_assert_eq(a.size, sizeof content);
+    cr_assert_eq(a.size, b.size);
+    cr_assert_eq(a.hash, b.hash);
+    cr_assert_eq(a.hash, content_hash_bytes(content, sizeof content, CONTENT_IDENTITY_SEED));
+
+    content[4321] ^= 1;
+    struct content_identity changed = identity_of_new_file(second, content, sizeof content);
+    cr_assert_eq(changed.size, a.size);
+    cr_assert_neq(changed.hash, a.hash);
+
+    /* A trailing zero byte changes the size, and the hash too. */
+    content[4321] ^= 1;
+    char *third = path_join(directory, "c");
+    char longer[5001];
+    memcpy(longer, content, sizeof content);
+    longer[5000] = 0;
+    struct content_identity extended = identity_of_new_file(third, longer, sizeof longer);
+    cr_assert_eq(extended.size, 5001);
+    cr_assert_neq(extended.hash, a.hash);
+
+    struct content_identity empty = identity_of_new_file(third, "", 0);
+    cr_assert_eq(empty.size, 0);
+    cr_assert_eq(empty.hash, content_hash_bytes("", 0, CONTENT_IDENTITY_SEED));
+
+    free(first);
+    free(second);
+    free(third);
+    remove_temp_directory(directory);
+}
+
+Test(content_identity, fd_offset_is_not_moved)
+{
+    char *directory = make_temp_directory();
+    char *path = path_join(directory, "f");
+    write_text_file(path, "0123456789abcdef0123456789abcdef0123456789");
+    int fd = open(path, O_RDONLY);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(lseek(fd, 7, SEEK_SET), 7);
+    struct content_identity identity;
+    cr_assert_eq(content_identity_of_fd(fd, &identity), 0);
+    cr_assert_eq(lseek(fd, 0, SEEK_CUR), 7);
+    cr_assert_eq(identity.size, 42);
+    char next;
+    cr_assert_eq(read(fd, &next, 1), 1);
+    cr_assert_eq(next, '7');
+    close(fd);
+    free(path);
+    remove_temp_directory(directory);
+}
+
+Test(content_identity, large_files_stream_consistently)
+{
+    static const size_t sizes[] = {
+        (3u << 20) + 17,      /* several chunks plus a tail */
+        2u << 20,             /* an exact multiple of the 1 MiB chunk */
+        (1u << 20) - 1,
+        (1u << 20) + 31,
+    };
+    char *directory = make_temp_directory();
+    char *path = path_join(directory, "big");
+    unsigned char *content = malloc((3u << 20) + 17);
+    uint64_t random_state = 12345;
+    for (size_t index = 0; index < (3u << 20) + 17; index++)
+        content[index] = (unsigned char)next_random(&random_state);
+    for (size_t index = 0; index < sizeof sizes / sizeof sizes[0]; index++) {
+        struct content_identity identity = identity_of_new_file(path, content, sizes[index]);
+        cr_assert_eq(identity.size, sizes[index]);
+        cr_assert_eq(identity.hash, content_hash_bytes(content, sizes[index], CONTENT_IDENTITY_SEED),
+                     "size %zu", sizes[index]);
+    }
+    free(content);
+    free(path);
+    remove_temp_directory(directory);
+}
+
+Test(content_identity, missing_file_sets_errno)
+{
+    struct content_identity identity;
+    errno = 0;
+    cr_assert_eq(content_identity_of_path("/nonexistent/adaptshim/file", &identity), -1);
+    cr_assert_eq(errno, ENOENT);
+    cr_assert_eq(content_identity_of_fd(-1, &identity), -1);
+    cr_assert_eq(errno, EBADF);
+}
+
+/* ------------------------------------------------------------ the directory */
+
+Test(state_directory, creates_a_missing_directory_once)
+{
+    char *directory = make_temp_directory();
+    char *state = path_join(directory, "state");
+    char error[512] = "";
+    umask(022);
+    cr_assert_eq(state_directory_prepare(state, error, sizeof error), 0, "%s", error);
+    struct stat status;
+    cr_assert_eq(stat(state, &status), 0);
+    cr_assert(S_ISDIR(status.st_mode));
+    cr_assert_eq(status.st_mode & 0777, 0755);
+    /* Again: already there, still fine, and no probe file left behind. */
+    cr_assert_eq(state_directory_prepare(state, error, sizeof error), 0, "%s", error);
+    size_t hidden;
+    cr_assert_eq(count_directory_entries(state, &hidden), 0);
+    free(state);
+    remove_temp_directory(directory);
+}
+
+Test(state_directory, missing_parent_is_a_clear_error)
+{
+    char *directory = make_temp_directory();
+    char *state = path_join(directory, "no/such/parent");
+    char error[512] = "";
+    cr_assert_eq(state_directory_prepare(state, error, sizeof error), -1);
+    cr_assert_not_null(strstr(error, state), "%s", error);
+    cr_assert_not_null(strstr(error, "parent directory does not exist"), "%s", error);
+    cr_assert_null(strchr(error, '\n'));
+    cr_assert_not(file_exists(state));
+    free(state);
+    remove_temp_directory(directory);
+}
+
+Test(state_directory, regular_file_is_a_clear_error)
+{
+    char *directory = make_temp_directory();
+    char *state = path_join(directory, "plain");
+    write_text_file(state, "x");
+    char error[512] = "";
+    cr_assert_eq(state_directory_prepare(state, error, sizeof error), -1);
+    cr_assert_eq(errno, ENOTDIR);
+    cr_assert_not_null(strstr(error, "is not a directory"), "%s", error);
+    cr_assert_not_null(strstr(error, state), "%s", error);
+    free(state);
+    remove_temp_directory(directory);
+}
+
+static int refuse_create(const char *path MAYBE_UNUSED, int flags MAYBE_UNUSED, ...)
+{
+    errno = EROFS;
+    return -1;
+}
+
+Test(state_directory, unwritable_directory_is_an_error)
+{
+    /* As root chmod cannot make a directory unwritable; fail the probe instead. */
+    char *directory = make_temp_directory();
+    runtime_sysio.open = refuse_create;
+    char error[512] = "";
+    cr_assert_eq(state_directory_prepare(directory, error, sizeof error), -1);
+    cr_assert_not_null(strstr(error, "not writable"), "%s", error);
+    cr_assert_not_null(strstr(error, strerror(EROFS)), "%s", error);
+    remove_temp_directory(directory);
+}
+
+/* ----------------------------------------------------------- atomic writes */
+
+Test(atomic_write, writes_content_and_leaves_no_temp_files)
+{
+    char *directory = make_temp_directory();
+    char error[512] = "";
+    umask(022);
+    cr_assert_eq(state_file_write_atomic(directory, "state.bin", "first version", 13, error,
+                                         sizeof error),
+                 0, "%s", error);
+    cr_assert_eq(state_file_write_atomic(directory, "state.bin", "second", 6, error, sizeof error),
+                 0, "%s", error);
+    char *path = path_join(directory, "state.bin");
+    size_t size;
+    char *content = read_whole_file(path, &size);
+    cr_assert_eq(size, 6);
+    cr_assert_eq(memcmp(content, "second", 6), 0);
+    struct stat status;
+    cr_assert_eq(stat(path, &status), 0);
+    cr_assert_eq(status.st_mode & 0777, 0644);
+    size_t hidden;
+    cr_assert_eq(count_directory_entries(directory, &hidden), 1);
+    cr_assert_eq(hidden, 0);
+
+    /* And state_file_read gives it back. */
+    void *data;
+    cr_assert_eq(state_file_read(directory, "state.bin", &data, &size, error, sizeof error), 0);
+    cr_assert_eq(size, 6);
+    cr_assert_eq(memcmp(data, "second", 6), 0);
+    free(data);
+    /* An empty file too. */
+    cr_assert_eq(state_file_write_atomic(directory, "empty", "", 0, error, sizeof error), 0);
+    cr_assert_eq(state_file_read(directory, "empty", &data, &size, error, sizeof error), 0);
+    cr_assert_eq(size, 0);
+    free(data);
+    free(content);
+    free(path);
+    remove_temp_directory(directory);
+}
+
+Test(atomic_write, missing_directory_fails_with_the_step_named)
+{
+    char *directory = make_temp_directory();
+    char *missing = path_join(directory, "gone");
+    char error[512] = "";
+    cr_assert_eq(state_file_write_atomic(missing, "x", "data", 4, error, sizeof error), -1);
+    cr_assert_eq(errno, ENOENT);
+    cr_assert_not_null(strstr(error, "creating temp file"), "%s", error);
+    cr_assert_not_null(strstr(error, strerror(ENOENT)), "%s", error);
+    cr_assert_null(strchr(error, '\n'));
+    free(missing);
+    remove_temp_directory(directory);
+}
+
+Test(state_file, read_of_missing_file_keeps_enoent)
+{
+    char *directory = make_temp_directory();
+    void *data = (void *)1;
+    size_t size = 9;
+    char error[512] = "";
+    cr_assert_eq(state_file_read(directory, "nothing", &data, &size, error, sizeof error), -1);
+    cr_assert_eq(errno, ENOENT);
+    cr_assert_null(data);
+    cr_assert_eq(size, 0);
+    cr_assert_not_null(strstr(error, "nothing"), "%s", error);
+    /* A directory is not a state file. */
+    char *sub = path_join(directory, "sub");
+    cr_assert_eq(mkdir(sub, 0755), 0);
+    free(sub);
+    cr_assert_eq(state_file_read(directory, "sub", &data, &size, error, sizeof error), -1);
+    cr_assert_not_null(strstr(error, "not a regular file"), "%s", error);
+    remove_temp_directory(directory);
+}
+
+/* Failure injection: each fake fails one step of the atomic write. */
+static unsigned fsync_calls;
+
+static ssize_t failing_write(int fd MAYBE_UNUSED, const void *buffer MAYBE_UNUSED, size_t size MAYBE_UNUSED)
+{
+    errno = ENOSPC;
+    return -1;
+}
+
+static ssize_t short_then_failing_write(int fd, const void *buffer, size_t size)
+{
+    static bool wrote_once;
+    if (!wrote_once && size > 1) {
+        wrote_once = true;
+        return write(fd, buffer, 1);
+    }
+    errno = EDQUOT;
+    return -1;
+}
+
+static int failing_fsync(int fd MAYBE_UNUSED)
+{
+    errno = EIO;
+    return -1;
+}
+
+static int failing_second_fsync(int fd)
+{
+    if (++fsync_calls == 2) {
+        errno = EIO;
+        return -1;
+    }
+    return fsync(fd);
+}
+
+static int failing_close(int fd)
+{
+    close(fd);
+    errno = EIO;
+    return -1;
+}
+
+static int failing_rename(const char *from MAYBE_UNUSED, const char *to MAYBE_UNUSED)
+{
+    errno = EXDEV;
+    return -1;
+}
+
+static void install_failing_write(void) { runtime_sysio.write = failing_write; }
+static void install_short_write(void) { runtime_sysio.write = short_then_failing_write; }
+static void install_failing_fsync(void) { runtime_sysio.fsync = failing_fsync; }
+static void install_failing_close(void) { runtime_sysio.close = failing_close; }
+static void install_failing_rename(void) { runtime_sysio.rename = failing_rename; }
+static void install_failing_open(void) { runtime_sysio.open = refuse_create; }
+
+Test(atomic_write, every_failed_step_keeps_the_previous_file_and_no_temp)
+{
+    static const struct {
+        void (*install)(void);
+        const char *step;
+        int error_number;
+    } cases[] = {
+        {install_failing_open, "creating temp file", EROFS},
+        {install_failing_write, "writing temp file", ENOSPC},
+        {install_short_write, "writing temp file", EDQUOT},
+        {install_failing_fsync, "fsync of temp file", EIO},
+        {install_failing_close, "closing temp file", EIO},
+        {install_failing_rename, "renaming temp file", EXDEV},
+    };
+    const struct runtime_sysio original = runtime_sysio;
+    char *directory = make_temp_directory();
+    char *path = path_join(directory, "job.msgpack");
+    for (size_t index = 0; index < sizeof cases / sizeof cases[0]; index++) {
+        runtime_sysio = original;
+        char error[512] = "";
+        cr_assert_eq(state_file_write_atomic(directory, "job.msgpack", "old", 3, error,
+                                             sizeof error),
+                     0, "%s", error);
+        cases[index].install();
+        cr_assert_eq(state_file_write_atomic(directory, "job.msgpack", "new content", 11, error,
+                                             sizeof error),
+                     -1, "case %zu", index);
+        cr_assert_eq(errno, cases[index].error_number, "case %zu errno %d", index, errno);
+        runtime_sysio = original;
+        cr_assert_not_null(strstr(error, cases[index].step), "case %zu: %s", index, error);
+        cr_assert_not_null(strstr(error, strerror(cases[index].error_number)), "%s", error);
+        size_t size;
+        char *content = read_whole_file(path, &size);
+        cr_assert_not_null(content);
+        cr_assert_eq(size, 3, "case %zu", index);
+        cr_assert_eq(memcmp(content, "old", 3), 0);
+        free(content);
+        size_t hidden;
+        cr_assert_eq(count_directory_entries(directory, &hidden), 1, "case %zu", index);
+        cr_assert_eq(hidden, 0, "case %zu: temp file left behind", index);
+    }
+    free(path);
+    remove_temp_directory(directory);
+}
+
+Test(atomic_write, failed_directory_fsync_is_reported_after_the_rename)
+{
+    char *directory = make_temp_directory();
+    fsync_calls = 0;
+    runtime_sysio.fsync = failing_second_fsync;
+    char error[512] = "";
+    cr_assert_eq(state_file_write_atomic(directory, "f", "abc", 3, error, sizeof error), -1);
+    cr_assert_not_null(strstr(error, "fsync of directory"), "%s", error);
+    cr_assert_eq(fsync_calls, 2);
+    /* The content did land; only its durability is in doubt. */
+    char *path = path_join(directory, "f");
+    size_t size;
+    char *content = read_whole_file(path, &size);
+    cr_assert_eq(size, 3);
+    free(content);
+    free(path);
+    remove_temp_directory(directory);
+}
+
+Test(atomic_write, rlimit_fsize_failure_keeps_the_previous_file)
+{
+    /* A real (not injected) write failure: the file size limit. */
+    char *directory = make_temp_directory();
+    char error[512] = "";
+    cr_assert_eq(state_file_write_atomic(directory, "s", "previous", 8, error, sizeof error), 0);
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit limit = {.rlim_cur = 1024, .rlim_max = RLIM_INFINITY};
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &limit), 0);
+    static char big[4096];
+    memset(big, 'z', sizeof big);
+    cr_assert_eq(state_file_write_atomic(directory, "s", big, sizeof big, error, sizeof error), -1);
+    cr_assert_eq(errno, EFBIG);
+    cr_assert_not_null(strstr(error, "writing temp file"), "%s", error);
+    void *data;
+    size_t size;
+    cr_assert_eq(state_file_read(directory, "s", &data, &size, error, sizeof error), 0);
+    cr_assert_eq(size, 8);
+    cr_assert_eq(memcmp(data, "previous", 8), 0);
+    free(data);
+    size_t hidden;
+    cr_assert_eq(count_directory_entries(directory, &hidden), 1);
+    remove_temp_directory(directory);
+}
+
+/* ----------------------------------------------------- snapshots as files */
+
+Test(snapshot_files, file_name_format)
+{
+    struct content_identity identity = {.size = 1234, .hash = UINT64_C(0xab)};
+    char name[128];
+    snapshot_file_name(&identity, name, sizeof name);
+    cr_assert_str_eq(name, "snapshot-1234-00000000000000ab.msgpack");
+    identity = (struct content_identity){UINT64_MAX, UINT64_MAX};
+    snapshot_file_name(&identity, name, sizeof name);
+    cr_assert_str_eq(name, "snapshot-18446744073709551615-ffffffffffffffff.msgpack");
+}
+
+Test(snapshot_files, save_then_load_bound)
+{
+    char *directory = make_temp_directory();
+    struct adaptdl_snapshot original, loaded;
+    make_rich_snapshot(&original);
+    char error[512] = "";
+    cr_assert_eq(snapshot_save(directory, &original, error, sizeof error), 0, "%s", error);
+    cr_assert_eq(snapshot_load_bound(directory, &original.binding, &loaded, error, sizeof error),
+                 0, "%s", error);
+    assert_snapshots_equal(&original, &loaded);
+    char name[128];
+    snapshot_file_name(&original.binding, name, sizeof name);
+    char *path = path_join(directory, name);
+    cr_assert(file_exists(path));
+    size_t hidden;
+    cr_assert_eq(count_directory_entries(directory, &hidden), 1);
+    free(path);
+    snapshot_free(&original);
+    snapshot_free(&loaded);
+    remove_temp_directory(directory);
+}
+
+Test(snapshot_files, load_bound_returns_1_when_missing)
+{
+    char *directory = make_temp_directory();
+    struct content_identity binding = {10, 20};
+    struct adaptdl_snapshot snapshot;
+    memset(&snapshot, 0x11, sizeof snapshot);
+    char error[512] = "";
+    cr_assert_eq(snapshot_load_bound(directory, &binding, &snapshot, error, sizeof error), 1);
+    cr_assert(is_all_zero(&snapshot, sizeof snapshot));
+    remove_temp_directory(directory);
+}
+
+Test(snapshot_files, load_bound_of_corrupt_file_names_it)
+{
+    char *directory = make_temp_directory();
+    struct adaptdl_snapshot original, loaded;
+    make_rich_snapshot(&original);
+    char error[512] = "";
+    cr_assert_eq(snapshot_save(directory, &original, error, sizeof error), 0, "%s", error);
+    char name[128];
+    snapshot_file_name(&original.binding, name, sizeof name);
+    char *path = path_join(directory, name);
+    size_t size;
+    char *content = read_whole_file(path, &size);
+    write_file(path, content, size / 2); /* torn by hand */
+    cr_assert_eq(snapshot_load_bound(directory, &original.binding, &loaded, error, sizeof error),
+                 -1);
+    cr_assert_not_null(strstr(error, name), "%s", error);
+    cr_assert_not_null(strstr(error, "truncated"), "%s", error);
+    cr_assert(is_all_zero(&loaded, sizeof loaded));
+
+    /* A complete snapshot under a name that is not its own binding. */
+    write_file(path, content, size);
+    struct content_identity other = {original.binding.size, original.binding.hash ^ 1};
+    char other_name[128];
+    snapshot_file_name(&other, other_name, sizeof other_name);
+    char *other_path = path_join(directory, other_name);
+    cr_assert_eq(rename(path, other_path), 0);
+    cr_assert_eq(snapshot_load_bound(directory, &other, &loaded, error, sizeof error), -1);
+    cr_assert_not_null(strstr(error, other_name), "%s", error);
+    cr_assert_not_null(strstr(error, "bound to"), "%s", error);
+    cr_assert(is_all_zero(&loaded, sizeof loaded));
+    free(other_path);
+    free(content);
+    free(path);
+    snapshot_free(&original);
+    remove_temp_directory(directory);
+}
+
+Test(job_record_files, save_load_missing_and_corrupt)
+{
+    char *directory = make_temp_directory();
+    struct adaptdl_job_record record, loaded;
+    char error[512] = "";
+    memset(&loaded, 0x22, sizeof loaded);
+    cr_assert_eq(job_record_load(directory, &loaded, error, sizeof error), 1);
+    cr_assert_eq(loaded.version, STATE_FORMAT_VERSION);
+    cr_assert_eq(loaded.restart_cost_seconds, -1.0);
+    cr_assert_null(loaded.profiles);
+
+    make_rich_job_record(&record);
+    cr_assert_eq(job_record_save(directory, &record, error, sizeof error), 0, "%s", error);
+    cr_assert_eq(job_record_load(directory, &loaded, error, sizeof error), 0, "%s", error);
+    assert_job_records_equal(&record, &loaded);
+    job_record_free(&loaded);
+
+    char *path = path_join(directory, JOB_RECORD_FILE_NAME);
+    write_text_file(path, "{\"not\": \"msgpack\"}");
+    cr_assert_eq(job_record_load(directory, &loaded, error, sizeof error), -1);
+    cr_assert_not_null(strstr(error, JOB_RECORD_FILE_NAME), "%s", error);
+    cr_assert_eq(loaded.restart_cost_seconds, -1.0, "initialised after an error");
+    cr_assert_null(loaded.profiles);
+    free(path);
+    job_record_free(&record);
+    remove_temp_directory(directory);
+}
+
+/* ------------------------------------------------------------------ pruning */
+
+/* Writes `content` to path and a snapshot bound to it (path recorded as the
+ * checkpoint path); returns the binding. */
+static struct content_identity commit_checkpoint(const char *directory, const char *checkpoint,
+                                                 const char *content, uint64_t sequence)
+{
+    write_text_file(checkpoint, content);
+    struct adaptdl_snapshot snapshot = {0};
+    cr_assert_eq(content_identity_of_path(checkpoint, &snapshot.binding), 0);
+    snapshot.checkpoint_path = strdup(checkpoint);
+    snapshot.sequence = sequence;
+    char error[512] = "";
+    cr_assert_eq(snapshot_save(directory, &snapshot, error, sizeof error), 0, "%s", error);
+    struct content_identity binding = snapshot.binding;
+    snapshot_free(&snapshot);
+    return binding;
+}
+
+static bool snapshot_exists(const char *directory, const struct content_identity *binding)
+{
+    char name[128];
+    snapshot_file_name(binding, name, sizeof name);
+    char *path = path_join(directory, name);
+    bool exists = file_exists(path);
+    free(path);
+    return exists;
+}
+
+Test(prune, deletes_only_snapshots_whose_content_is_gone)
+{
+    char *state = make_temp_directory();
+    char *work = make_temp_directory();
+    char *model = path_join(work, "model.ckpt"), *best = path_join(work, "best.ckpt");
+    char error[512] = "";
+
+    /* Same-sized contents, so pruning must compare hashes, not just sizes. */
+    struct content_identity first = commit_checkpoint(state, model, "content-1", 1);
+    struct content_identity second = commit_checkpoint(state, model, "content-2", 2);
+    write_text_file(best, "content-2"); /* a copy of the second survives elsewhere */
+    struct content_identity lost_best = commit_checkpoint(state, best, "content-5", 2);
+    write_text_file(best, "content-2");
+    struct content_identity current = commit_checkpoint(state, model, "content-3", 3);
+    /* Newer than keep: possibly a commit in flight, spared. */
+    struct content_identity in_flight = {999, 999};
+    {
+        struct adaptdl_snapshot pending = {.binding = in_flight, .sequence = 4};
+        pending.checkpoint_path = strdup(best); /* keeps best.ckpt a named checkpoint path */
+        cr_assert_eq(snapshot_save(state, &pending, error, sizeof error), 0);
+        snapshot_free(&pending);
+    }
+    /* Corrupt snapshot and unrelated files: never touched. */
+    char *corrupt = path_join(state, "snapshot-9-0000000000000009.msgpack");
+    write_text_file(corrupt, "garbage");
+    char *other = path_join(state, JOB_RECORD_FILE_NAME);
+    write_text_file(other, "job");
+
+    int deleted = snapshot_prune(state, &current, error, sizeof error);
+    cr_assert_eq(deleted, 2, "deleted %d: %s", deleted, error);
+    cr_assert_not(snapshot_exists(state, &first), "content-1 is gone everywhere");
+    cr_assert(snapshot_exists(state, &second), "content-2 still lives in best.ckpt");
+    cr_assert_not(snapshot_exists(state, &lost_best), "content-5 is gone everywhere");
+    cr_assert(snapshot_exists(state, &current), "keep is kept");
+    cr_assert(snapshot_exists(state, &in_flight), "newer than keep is kept");
+    cr_assert(file_exists(corrupt));
+    cr_assert(file_exists(other));
+
+    /* Nothing more to do on a second pass. */
+    cr_assert_eq(snapshot_prune(state, &current, error, sizeof error), 0, "%s", error);
+
+    /* Once best.ckpt changes, the second snapshot goes too. */
+    write_text_file(best, "content-6");
+    cr_assert_eq(snapshot_prune(state, &current, error, sizeof error), 1, "%s", error);
+    cr_assert_not(snapshot_exists(state, &second));
+
+    free(corrupt);
+    free(other);
+    free(model);
+    free(best);
+    remove_temp_directory(work);
+    remove_temp_directory(state);
+}
+
+Test(prune, never_deletes_keep_even_when_its_content_is_gone)
+{
+    char *state = make_temp_directory();
+    char *work = make_temp_directory();
+    char *model = path_join(work, "model.ckpt");
+    struct content_identity older = commit_checkpoint(state, model, "older", 1);
+    struct content_identity keep = commit_checkpoint(state, model, "keep!", 2);
+    unlink(model);
+    char error[512] = "";
+    cr_assert_eq(snapshot_prune(state, &keep, error, sizeof error), 1, "%s", error);
+    cr_assert(snapshot_exists(state, &keep));
+    cr_assert_not(snapshot_exists(state, &older));
+    free(model);
+    remove_temp_directory(work);
+    remove_temp_directory(state);
+}
+
+Test(prune, missing_directory_is_an_error)
+{
+    struct content_identity keep = {1, 2};
+    char error[512] = "";
+    cr_assert_eq(snapshot_prune("/nonexistent/adaptshim-state", &keep, error, sizeof error), -1);
+    cr_assert_not_null(strstr(error, "/nonexistent/adaptshim-state"), "%s", error);
+}
