@@ -110,11 +110,18 @@ unit: $(UNIT)
 unit-asan: $(UNIT_ASAN)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(UNIT_ASAN) --jobs 2
 
-integration: all
-	@tests/integration/run-all $(BUILD)
+INTEGRATION_SRC := $(sort $(wildcard tests/integration/*.c))
+INTEGRATION := $(BUILD)/tests/integration_tests
+$(INTEGRATION): $(INTEGRATION_SRC) tests/integration/harness.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE $(CRITERION_CFLAGS) \
+	    -Itests/integration -o $@ $(INTEGRATION_SRC) $(CRITERION_LIBS) -lm
+
+integration: all $(INTEGRATION)
+	ADAPTSHIM_BUILD=$(abspath $(BUILD)) $(INTEGRATION) --jobs 2
 
 check: deps
-	$(MAKE) all $(UNIT) $(UNIT_ASAN)
+	$(MAKE) all $(UNIT) $(UNIT_ASAN) $(INTEGRATION)
 	$(MAKE) unit
 	$(MAKE) unit-asan
 	$(MAKE) integration

@@ -9,13 +9,19 @@
  *
  *   perm(i) = cycle-walk( Feistel_k( i ) )  restricted to [0, N)
  *
- * The Feistel network is a bijection on the 2h-bit integers, where h is the
- * smallest half width with 2^(2h) >= N.  Cycle-walking (re-applying the
- * network until the value falls inside [0, N)) turns it into a bijection on
- * [0, N).  The expected number of network passes per index is 2^(2h) / N,
- * which is below 4 because h is minimal, but depends on where N falls
- * between powers of four: about 1.05 for N = 10^6 or 10^9, 2.7 for 10^8,
- * almost 4 just above a power of four (the cost per index scales with it).
+ * The Feistel network is a bijection on the b-bit integers [0, 2^b), where
+ * b is the smallest width with 2^b >= N.  A b-bit value is split into a high
+ * part of ceil(b/2) bits and a low part of floor(b/2) bits, and the rounds
+ * alternate between the two: even rounds XOR the high part with a keyed
+ * function of the low part, odd rounds the low part with a keyed function of
+ * the high part.  Unlike a balanced network, this works for odd b too, so
+ * the domain is a power of two rather than a power of four.  Cycle-walking
+ * (re-applying the network until the value falls inside [0, N)) turns it
+ * into a bijection on [0, N).  Because b is minimal, 2^(b-1) < N, so the
+ * network is applied at most 2^b / N < 2 times per index on average, for
+ * every N: about 1.05 for N = 10^6 or 10^9, 1.34 for 10^8, and just under 2
+ * immediately above a power of two, the worst case.  (A balanced network
+ * needs an even width, a power-of-four domain, and up to 4 passes.)
  *
  * The key schedule absorbs (seed, basename hash, record count, pass, wrap)
  * into a 64-bit state with a strong mixer, then expands that state into
@@ -51,7 +57,8 @@
 /* The splitmix64 finalizer (Stafford's "Mix13" variant).  A bijection on
  * 64-bit integers in which every input bit affects every output bit with
  * probability close to 1/2, so its low bits are as good as its high bits:
- * the Feistel round function keeps only the low h bits. */
+ * the Feistel round function keeps only as many low bits as the part it
+ * updates. */
 static uint64_t permutation_mix64(uint64_t value)
 {
     value = (value ^ (value >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
@@ -91,15 +98,25 @@ static uint64_t permutation_absorb(uint64_t state, uint64_t word)
  * Record permutation
  * ------------------------------------------------------------------------ */
 
-/* Smallest h >= 1 with 2^(2h) >= record_count.  h never exceeds 32: a 64-bit
- * domain already holds every uint64_t index, so record counts above 2^62 all
- * get h = 32.  The loop stops before computing 1 << 64. */
-static unsigned permutation_half_bits_for(uint64_t record_count)
+_Static_assert(PERMUTATION_ROUNDS >= 2 && PERMUTATION_ROUNDS % 2 == 0,
+               "rounds come in (high, low) pairs");
+
+/* Smallest b >= 1 with 2^b >= record_count.  b never exceeds 64: a 64-bit
+ * domain already holds every uint64_t index, so record counts above 2^63 all
+ * get b = 64.  The loop stops before computing 1 << 64. */
+static unsigned permutation_domain_bits_for(uint64_t record_count)
 {
-    unsigned half_bits = 1;
-    while (half_bits < 32 && (UINT64_C(1) << (2 * half_bits)) < record_count)
-        half_bits++;
-    return half_bits;
+    unsigned domain_bits = 1;
+    while (domain_bits < 64 && (UINT64_C(1) << domain_bits) < record_count)
+        domain_bits++;
+    return domain_bits;
+}
+
+/* All-ones in the low `bits` bits, for bits <= 32 (so the shift is always
+ * defined; 0 bits give an empty mask). */
+static uint64_t permutation_low_mask(unsigned bits)
+{
+    return (UINT64_C(1) << bits) - 1;
 }
 
 /* The identity permutation: shuffling is off, or there is nothing to shuffle
@@ -109,10 +126,30 @@ static void permutation_init_identity(struct record_permutation *permutation,
 {
     permutation->record_count = record_count;
     permutation->identity = true;
-    permutation->half_bits = 0;
-    permutation->half_mask = 0;
+    permutation->domain_bits = 0;
+    permutation->high_bits = 0;
+    permutation->low_bits = 0;
+    permutation->high_mask = 0;
+    permutation->low_mask = 0;
     for (int round = 0; round < PERMUTATION_ROUNDS; round++)
         permutation->round_keys[round] = 0;
+}
+
+/* Splits the b-bit domain into a high part of ceil(b/2) bits and a low part
+ * of floor(b/2) bits.  Both are at most 32 bits wide, so every shift by a
+ * part width is defined even for b = 64, and the round function's 64-bit
+ * output has more than enough bits for either part.  For b = 1 the low part
+ * is empty (0 bits, mask 0); see permutation_feistel for why that is still
+ * a correct, keyed bijection on {0, 1}. */
+static void permutation_init_domain(struct record_permutation *permutation,
+                                    uint64_t record_count)
+{
+    unsigned domain_bits = permutation_domain_bits_for(record_count);
+    permutation->domain_bits = domain_bits;
+    permutation->low_bits = domain_bits / 2;
+    permutation->high_bits = domain_bits - permutation->low_bits;
+    permutation->low_mask = permutation_low_mask(permutation->low_bits);
+    permutation->high_mask = permutation_low_mask(permutation->high_bits);
 }
 
 void record_permutation_init(struct record_permutation *permutation, uint64_t record_count,
@@ -126,9 +163,7 @@ void record_permutation_init(struct record_permutation *permutation, uint64_t re
 
     permutation->record_count = record_count;
     permutation->identity = false;
-    permutation->half_bits = permutation_half_bits_for(record_count);
-    /* half_bits <= 32, so the shift is at most 32 and never undefined. */
-    permutation->half_mask = (UINT64_C(1) << permutation->half_bits) - 1;
+    permutation_init_domain(permutation, record_count);
 
     /* The record count is part of the key as well as of the domain: a file
      * that grows by one record gets an unrelated shuffle, not a slightly
@@ -149,43 +184,61 @@ void record_permutation_init(struct record_permutation *permutation, uint64_t re
             permutation_mix64(state + (uint64_t)(round + 1) * PERMUTATION_GOLDEN_GAMMA);
 }
 
-/* The Feistel round function: h pseudo-random bits from h input bits and a
- * 64-bit key.  It need not be invertible; the Feistel structure makes the
- * round invertible regardless. */
-static uint64_t permutation_round_function(uint64_t half, uint64_t round_key, uint64_t half_mask)
+/* The Feistel round function: pseudo-random bits (as many as output_mask
+ * keeps) from one part of the value and a 64-bit key.  It need not be
+ * invertible; the Feistel structure makes the round invertible regardless. */
+static uint64_t permutation_round_function(uint64_t part, uint64_t round_key,
+                                           uint64_t output_mask)
 {
-    return permutation_mix64(half ^ round_key) & half_mask;
+    return permutation_mix64(part ^ round_key) & output_mask;
 }
 
-/* One pass through the balanced Feistel network over 2h bits.  The value is
- * split into a left (high) and right (low) half of h bits each, and each
- * round maps (L, R) -> (R, L ^ F(R, k)).  Every round is a bijection (given
- * the output, R is known, and L = output_right ^ F(R, k)), so the whole
- * network is a bijection on [0, 2^(2h)). */
+/* One pass through the alternating (unbalanced) Feistel network over b bits.
+ * The value is split into high (ceil(b/2) bits) and low (floor(b/2) bits),
+ * and the rounds alternate
+ *
+ *   even round:  high ^= F(low,  k_even) restricted to ceil(b/2) bits
+ *   odd round:   low  ^= F(high, k_odd)  restricted to floor(b/2) bits
+ *
+ * Why this is a bijection on [0, 2^b): each round changes one part by XOR
+ * with a function of the other part, which that round leaves untouched, and
+ * the masks keep each part within its width.  Applying the same round a
+ * second time therefore recomputes the same F value and XORs it away again:
+ * every round is its own inverse, hence a bijection of [0, 2^b) onto
+ * itself, and so is their composition (the inverse network runs the rounds
+ * in reverse order).  No property of F is needed.
+ *
+ * For b = 1 the low part has 0 bits: low is always 0, odd rounds XOR it with
+ * F & 0 = 0 and do nothing, and even rounds XOR the single high bit with the
+ * low bit of F(0, k).  The network is then value ^ c for a key-dependent
+ * bit c, the keyed bit flip on {0, 1}: one of the two bijections of {0, 1},
+ * picked by the key. */
 static uint64_t permutation_feistel(const struct record_permutation *permutation, uint64_t value)
 {
-    unsigned half_bits = permutation->half_bits;
-    uint64_t half_mask = permutation->half_mask;
-    uint64_t left = (value >> half_bits) & half_mask;
-    uint64_t right = value & half_mask;
+    unsigned low_bits = permutation->low_bits;
+    uint64_t high_mask = permutation->high_mask;
+    uint64_t low_mask = permutation->low_mask;
+    uint64_t high = value >> low_bits;
+    uint64_t low = value & low_mask;
 
-    for (int round = 0; round < PERMUTATION_ROUNDS; round++) {
-        uint64_t next_right =
-            left ^ permutation_round_function(right, permutation->round_keys[round], half_mask);
-        left = right;
-        right = next_right;
+    for (int round = 0; round < PERMUTATION_ROUNDS; round += 2) {
+        high ^= permutation_round_function(low, permutation->round_keys[round], high_mask);
+        low ^= permutation_round_function(high, permutation->round_keys[round + 1], low_mask);
     }
-    return (left << half_bits) | right;
+    return (high << low_bits) | low;
 }
 
-/* Cycle-walking.  Let P be the Feistel bijection on D = [0, 2^(2h)) and
- * start from x < N.  The sequence x, P(x), P(P(x)), ... runs around the
- * cycle of P that contains x, and that cycle comes back to x itself, which
- * is < N; so the first element of the sequence after x that lies in [0, N)
- * exists and the loop terminates.  Mapping each x < N to that element is a
- * bijection on [0, N): its inverse walks the same cycle backwards.  Each step
- * lands in [0, N) with probability about N / 2^(2h) > 1/4, so the expected
- * number of steps is below 4 (below 2 once N > 2^62, when 2^(2h) = 2^64).
+/* Cycle-walking.  Let P be the Feistel bijection on D = [0, 2^b) and start
+ * from x < N.  The sequence x, P(x), P(P(x)), ... runs around the cycle of P
+ * that contains x, and that cycle comes back to x itself, which is < N; so
+ * the first element of the sequence after x that lies in [0, N) exists and
+ * the loop terminates.  Mapping each x < N to that element is a bijection on
+ * [0, N): its inverse walks the same cycle backwards.
+ *
+ * Cost: the walks started from the N indices of [0, N) split the cycles
+ * they touch into disjoint stretches, so together they take at most 2^b
+ * steps, i.e. at most 2^b / N < 2 network passes per index on average, for
+ * any key (2^(b-1) < N because b is minimal).
  *
  * An index >= N is outside the contract.  It is returned unchanged rather
  * than walked: a walk from outside [0, N) might stay outside forever (on a

@@ -1,22 +1,32 @@
 /* permutation.h - keyed bijections over [0, N) and the sharded view index
  * map of SPEC §3.
  *
- * A record permutation is a 4-round Feistel network over the smallest even
- * bit width covering N, with cycle-walking to stay inside [0, N): each index
- * is computed in O(1) time and memory, never by materializing N indices. */
+ * A record permutation is an unbalanced (alternating) Feistel network over
+ * the smallest power-of-two domain [0, 2^b) covering N, whose two parts have
+ * ceil(b/2) and floor(b/2) bits, with cycle-walking to stay inside [0, N):
+ * each index is computed in O(1) time and memory (fewer than 2 network
+ * passes on average), never by materializing N indices. */
 #ifndef ADAPTSHIM_PERMUTATION_H
 #define ADAPTSHIM_PERMUTATION_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
+/* Must be even: rounds alternate between updating the high and the low
+ * part, and each part is updated PERMUTATION_ROUNDS / 2 times. */
 #define PERMUTATION_ROUNDS 4
 
 struct record_permutation {
     uint64_t record_count;
     bool identity;
-    unsigned half_bits;
-    uint64_t half_mask;
+    /* b: the smallest width >= 1 with 2^b >= record_count (1..64). */
+    unsigned domain_bits;
+    /* The network works on value = high * 2^low_bits + low, with
+     * high_bits = ceil(b/2) and low_bits = floor(b/2) (0 when b = 1). */
+    unsigned high_bits;
+    unsigned low_bits;
+    uint64_t high_mask;
+    uint64_t low_mask;
     uint64_t round_keys[PERMUTATION_ROUNDS];
 };
 

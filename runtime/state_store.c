@@ -873,7 +873,7 @@ struct decode_context {
 static void context_push(struct decode_context *context, const char *format, ...)
     __attribute__((format(printf, 2, 3)));
 
-static size_t context_push_start(const struct decode_context *context)
+static size_t context_mark(const struct decode_context *context)
 {
     return context->path_length;
 }
@@ -1055,7 +1055,7 @@ static int decode_double_vector(const msgpack_object *object, const struct recor
                            object->via.array.size);
     double *values = member_of(structure, field->offset);
     for (size_t index = 0; index < field->length; index++) {
-        size_t saved = context_push_start(context);
+        size_t saved = context_mark(context);
         context_push(context, "[%zu]", index);
         int status = double_of_object(&object->via.array.ptr[index], &values[index], context);
         context_pop(context, saved);
@@ -1089,7 +1089,7 @@ static int decode_record_array(const msgpack_object *object, const struct record
     *(void **)member_of(structure, field->offset) = elements;
     *(size_t *)member_of(structure, field->count_offset) = count;
     for (size_t index = 0; index < count; index++) {
-        size_t saved = context_push_start(context);
+        size_t saved = context_mark(context);
         context_push(context, "[%zu]", index);
         int status = record_unpack(&object->via.array.ptr[index], element,
                                    elements + index * element->structure_size, context);
@@ -1142,7 +1142,7 @@ static int record_unpack(const msgpack_object *object, const struct record_schem
         const struct field_spec *field = schema_find_field(schema, key, &field_index);
         if (field == NULL)
             continue; /* unknown: written by a later build, ignored */
-        size_t saved = context_push_start(context);
+        size_t saved = context_mark(context);
         context_push(context, "%s%s", context->path_length > 0 ? "." : "", field->name);
         int status = 0;
         if (seen_fields & (UINT64_C(1) << field_index))

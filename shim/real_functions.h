@@ -45,6 +45,11 @@ struct statx;
     X(preadv2, ssize_t, (int, const struct iovec *, int, off_t, int))                      \
     X(preadv64v2, ssize_t, (int, const struct iovec *, int, off64_t, int))                 \
     X(write, ssize_t, (int, const void *, size_t))                                         \
+    X(pwrite64, ssize_t, (int, const void *, size_t, off64_t))                             \
+    X(copy_file_range, ssize_t, (int, off64_t *, int, off64_t *, size_t, unsigned int))    \
+    X(sendfile, ssize_t, (int, int, off_t *, size_t))                                      \
+    X(sendfile64, ssize_t, (int, int, off64_t *, size_t))                                  \
+    X(splice, ssize_t, (int, off64_t *, int, off64_t *, size_t, unsigned int))             \
     X(lseek, off_t, (int, off_t, int))                                                     \
     X(lseek64, off64_t, (int, off64_t, int))                                               \
     X(fstat, int, (int, struct stat *))                                                    \

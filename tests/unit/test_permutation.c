@@ -5,9 +5,12 @@
  * repeats records at most once, and the shuffle is a deterministic function
  * of (seed, basename, record count, pass, wrap).  On top of that the Feistel
  * permutation itself is checked to be a bijection exhaustively for small N
- * and by sampling for N up to 2^64 - 1. */
+ * and around powers of two (where the domain width b changes, and where the
+ * two Feistel parts alternate between equal and unequal widths), and by
+ * sampling for N up to 2^64 - 1. */
 #include <criterion/criterion.h>
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,35 +156,63 @@ Test(permutation, zero_and_one_records_are_safe)
         cr_assert_eq(view_logical_index(1, 4, rank, 0, 0), 0);
 }
 
-Test(permutation, half_bits_is_smallest_even_width)
+Test(permutation, domain_bits_is_smallest_covering_width)
 {
     static const struct {
         uint64_t record_count;
-        unsigned half_bits;
+        unsigned domain_bits;
     } cases[] = {
         {2, 1},
-        {4, 1},
-        {5, 2},
-        {16, 2},
-        {17, 3},
-        {1000, 5},
-        {1024, 5},
-        {1025, 6},
-        {1000000000, 15},
-        {(UINT64_C(1) << 40) + 3, 21},
-        {UINT64_C(1) << 62, 31},
-        {(UINT64_C(1) << 62) + 1, 32},
-        {(UINT64_C(1) << 63) - 25, 32},
-        {UINT64_MAX, 32},
+        {3, 2},
+        {4, 2},
+        {5, 3},
+        {8, 3},
+        {9, 4},
+        {16, 4},
+        {17, 5},
+        {1000, 10},
+        {1024, 10},
+        {1025, 11},
+        {1000000000, 30},
+        {(UINT64_C(1) << 40) + 3, 41},
+        {UINT64_C(1) << 62, 62},
+        {(UINT64_C(1) << 62) + 1, 63},
+        {(UINT64_C(1) << 63) - 25, 63},
+        {UINT64_C(1) << 63, 63},
+        {(UINT64_C(1) << 63) + 1, 64},
+        {UINT64_MAX, 64},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct record_permutation permutation = shuffled(cases[i].record_count, 1, "f", 0, 0);
+        unsigned domain_bits = cases[i].domain_bits;
         cr_assert_not(permutation.identity);
-        cr_assert_eq(permutation.half_bits, cases[i].half_bits, "N=%llu: h=%u, expected %u",
-                     (unsigned long long)cases[i].record_count, permutation.half_bits,
-                     cases[i].half_bits);
-        cr_assert_eq(permutation.half_mask, (UINT64_C(1) << cases[i].half_bits) - 1);
+        cr_assert_eq(permutation.domain_bits, domain_bits, "N=%llu: b=%u, expected %u",
+                     (unsigned long long)cases[i].record_count, permutation.domain_bits,
+                     domain_bits);
+        /* High part ceil(b/2) bits, low part floor(b/2) bits. */
+        cr_assert_eq(permutation.high_bits, (domain_bits + 1) / 2);
+        cr_assert_eq(permutation.low_bits, domain_bits / 2);
+        cr_assert_eq(permutation.high_mask, (UINT64_C(1) << permutation.high_bits) - 1);
+        cr_assert_eq(permutation.low_mask, (UINT64_C(1) << permutation.low_bits) - 1);
     }
+}
+
+/* N = 2 is the one-bit domain, where the network reduces to a keyed bit
+ * flip: both orders of {0, 1} must occur as the key varies, in roughly equal
+ * numbers (binomial(200, 1/2): standard deviation about 7). */
+Test(permutation, two_records_are_swapped_by_some_keys_only)
+{
+    unsigned swapped = 0;
+    for (uint64_t pass = 0; pass < 200; pass++) {
+        struct record_permutation permutation = shuffled(2, 42, "train.bin", pass, 0);
+        uint64_t first = record_permutation_apply(&permutation, 0);
+        uint64_t second = record_permutation_apply(&permutation, 1);
+        cr_assert(first <= 1 && second == 1 - first, "pass %llu: (%llu, %llu)",
+                  (unsigned long long)pass, (unsigned long long)first,
+                  (unsigned long long)second);
+        swapped += first == 1;
+    }
+    cr_assert(swapped > 50 && swapped < 150, "%u of 200 keys swap", swapped);
 }
 
 Test(permutation, out_of_range_index_is_returned_unchanged)
@@ -203,17 +234,20 @@ Test(permutation, bijection_exhaustive_up_to_2000)
         }
 }
 
-/* Counts just around powers of four: the cycle walk is longest just above
- * one (2^(2h) close to 4N) and absent at one exactly. */
-Test(permutation, bijection_exhaustive_around_powers_of_four)
+/* Counts just around powers of two: the cycle walk is longest just above
+ * one (2^b close to 2N) and absent at one exactly.  Odd exponents give
+ * unequal Feistel parts, even ones equal parts. */
+Test(permutation, bijection_exhaustive_around_powers_of_two)
 {
-    for (unsigned half_bits = 4; half_bits <= 9; half_bits++) {
-        uint64_t power = UINT64_C(1) << (2 * half_bits);
+    for (unsigned domain_bits = 1; domain_bits <= 20; domain_bits++) {
+        uint64_t power = UINT64_C(1) << domain_bits;
         const uint64_t counts[] = {power - 1, power, power + 1};
-        for (size_t i = 0; i < 3; i++) {
-            struct record_permutation permutation = shuffled(counts[i], 99, "a", 1, 1);
-            assert_bijection_exhaustive(&permutation);
-        }
+        for (size_t i = 0; i < 3; i++)
+            for (int seed = 0; seed < 2; seed++) {
+                struct record_permutation permutation =
+                    shuffled(counts[i], test_seeds[seed], "a", 1, domain_bits);
+                assert_bijection_exhaustive(&permutation);
+            }
     }
 }
 
@@ -227,9 +261,19 @@ Test(permutation, bijection_sampled_2_40_plus_3)
     assert_bijection_sampled((UINT64_C(1) << 40) + 3, 6);
 }
 
+Test(permutation, bijection_sampled_2_62_plus_1)
+{
+    assert_bijection_sampled((UINT64_C(1) << 62) + 1, 9);
+}
+
 Test(permutation, bijection_sampled_near_2_63)
 {
     assert_bijection_sampled((UINT64_C(1) << 63) - 25, 7);
+}
+
+Test(permutation, bijection_sampled_2_63_plus_1)
+{
+    assert_bijection_sampled((UINT64_C(1) << 63) + 1, 10);
 }
 
 Test(permutation, bijection_sampled_full_64_bit_width)
@@ -312,7 +356,7 @@ Test(permutation, record_count_is_part_of_the_key)
 {
     struct record_permutation smaller = shuffled(1000, 42, "train.bin", 0, 0);
     struct record_permutation larger = shuffled(1001, 42, "train.bin", 0, 0);
-    cr_assert_eq(smaller.half_bits, larger.half_bits);
+    cr_assert_eq(smaller.domain_bits, larger.domain_bits);
     cr_assert_neq(memcmp(smaller.round_keys, larger.round_keys, sizeof smaller.round_keys), 0);
     uint64_t agreements = 0;
     for (uint64_t index = 0; index < 1000; index++)
@@ -323,51 +367,81 @@ Test(permutation, record_count_is_part_of_the_key)
 
 /* ---- statistical sanity ------------------------------------------------ */
 
+/* Record counts for the statistical tests: an even domain width (equal
+ * Feistel parts), and two odd ones (parts of 6 and 5 bits) at both ends of
+ * the cycle-walk range: 1025 walks almost twice per index, 2047 hardly at
+ * all. */
+#define STATISTICS_COUNT_CASES 3
+static const uint64_t statistics_record_counts[STATISTICS_COUNT_CASES] = {1000, 1025, 2047};
+
 /* Over many passes, the position at which record 0 appears is uniform on
- * [0, 1000): mean 499.5, standard deviation of the mean over 1000 passes
- * about 9.1.  The bound is 10 standard deviations wide. */
-Test(permutation, record_zero_position_is_centred_over_passes)
+ * [0, N): mean (N - 1) / 2, standard deviation of the mean over P passes
+ * sqrt((N^2 - 1) / 12 / P), about 9.1 for N = 1000 and P = 1000.  The bound
+ * is 10 standard deviations wide. */
+static void assert_record_zero_position_centred(uint64_t record_count)
 {
-    enum { RECORD_COUNT = 1000, PASS_COUNT = 1000 };
+    enum { PASS_COUNT = 1000 };
     double position_sum = 0;
     for (uint64_t pass = 0; pass < PASS_COUNT; pass++) {
-        struct record_permutation permutation = shuffled(RECORD_COUNT, 42, "train.bin", pass, 0);
+        struct record_permutation permutation = shuffled(record_count, 42, "train.bin", pass, 0);
         uint64_t position = 0;
         while (record_permutation_apply(&permutation, position) != 0)
             position++;
         position_sum += (double)position;
     }
+    double count = (double)record_count;
     double mean = position_sum / PASS_COUNT;
-    cr_assert(mean > 408 && mean < 591, "mean position of record 0 is %.1f", mean);
+    double expected = (count - 1) / 2;
+    double deviation = sqrt((count * count - 1) / 12 / PASS_COUNT);
+    cr_assert(fabs(mean - expected) < 10 * deviation,
+              "N=%llu: mean position of record 0 is %.1f, expected %.1f +- %.1f",
+              (unsigned long long)record_count, mean, expected, 10 * deviation);
+}
+
+Test(permutation, record_zero_position_is_centred_over_passes)
+{
+    for (int i = 0; i < STATISTICS_COUNT_CASES; i++)
+        assert_record_zero_position_centred(statistics_record_counts[i]);
 }
 
 /* A trivially structured shuffle (a rotation, a stride, a bit reversal)
  * would show long monotone runs, consecutive pairs, or many fixed points.  A
- * random permutation of 1000 has about 1 fixed point, 1 pair with
- * perm(i+1) = perm(i) + 1, and as many ascents as descents. */
-Test(permutation, shuffle_has_no_obvious_structure)
+ * random permutation of N has about 1 fixed point, 1 pair with
+ * perm(i+1) = perm(i) + 1, and as many ascents as descents: (N - 1) / 2 on
+ * average, standard deviation sqrt((N + 1) / 12), about 9.1 for N = 1000.
+ * The ascent bound is about 8.7 standard deviations wide. */
+static void assert_shuffle_has_no_obvious_structure(uint64_t record_count)
 {
-    enum { RECORD_COUNT = 1000, PASS_COUNT = 20 };
+    enum { PASS_COUNT = 20 };
+    double expected_ascents = (double)(record_count - 1) / 2;
+    double ascent_tolerance = 8.7 * sqrt((double)(record_count + 1) / 12);
     for (uint64_t pass = 0; pass < PASS_COUNT; pass++) {
-        struct record_permutation permutation = shuffled(RECORD_COUNT, 7, "train.bin", pass, 0);
+        struct record_permutation permutation = shuffled(record_count, 7, "train.bin", pass, 0);
         unsigned fixed_points = 0, successor_pairs = 0, ascents = 0;
         uint64_t previous = record_permutation_apply(&permutation, 0);
         fixed_points += previous == 0;
-        for (uint64_t index = 1; index < RECORD_COUNT; index++) {
+        for (uint64_t index = 1; index < record_count; index++) {
             uint64_t image = record_permutation_apply(&permutation, index);
             fixed_points += image == index;
             successor_pairs += image == previous + 1;
             ascents += image > previous;
             previous = image;
         }
-        cr_assert_lt(fixed_points, 10, "pass %llu: %u fixed points", (unsigned long long)pass,
-                     fixed_points);
-        cr_assert_lt(successor_pairs, 10, "pass %llu: %u successor pairs",
-                     (unsigned long long)pass, successor_pairs);
-        /* Ascents: mean 499.5, standard deviation about 9.1. */
-        cr_assert(ascents > 420 && ascents < 580, "pass %llu: %u ascents",
+        cr_assert_lt(fixed_points, 10, "N=%llu pass %llu: %u fixed points",
+                     (unsigned long long)record_count, (unsigned long long)pass, fixed_points);
+        cr_assert_lt(successor_pairs, 10, "N=%llu pass %llu: %u successor pairs",
+                     (unsigned long long)record_count, (unsigned long long)pass,
+                     successor_pairs);
+        cr_assert(fabs(ascents - expected_ascents) < ascent_tolerance,
+                  "N=%llu pass %llu: %u ascents", (unsigned long long)record_count,
                   (unsigned long long)pass, ascents);
     }
+}
+
+Test(permutation, shuffle_has_no_obvious_structure)
+{
+    for (int i = 0; i < STATISTICS_COUNT_CASES; i++)
+        assert_shuffle_has_no_obvious_structure(statistics_record_counts[i]);
 }
 
 /* ---- view length ------------------------------------------------------- */

@@ -959,7 +959,7 @@ Test(state_store, non_map_top_level_is_rejected)
 
 /* ------------------------------------------------------------- content hash */
 
-Test(content_hash, deterministic_seeded_and_length_sensitive)
+Test(state_hash, deterministic_seeded_and_length_sensitive)
 {
     unsigned char bytes[256];
     for (size_t index = 0; index < sizeof bytes; index++)
@@ -978,7 +978,7 @@ Test(content_hash, deterministic_seeded_and_length_sensitive)
             cr_assert_neq(seen[a], seen[b], "collision between %zu and %zu", a, b);
 }
 
-Test(content_hash, every_single_bit_flip_changes_the_hash)
+Test(state_hash, every_single_bit_flip_changes_the_hash)
 {
     unsigned char bytes[97];
     for (size_t index = 0; index < sizeof bytes; index++)
@@ -991,7 +991,7 @@ Test(content_hash, every_single_bit_flip_changes_the_hash)
     }
 }
 
-Test(content_hash, unaligned_input_gives_the_same_hash)
+Test(state_hash, unaligned_input_gives_the_same_hash)
 {
     unsigned char storage[200];
     for (size_t index = 0; index < sizeof storage; index++)
@@ -1012,7 +1012,7 @@ static struct content_identity identity_of_new_file(const char *path, const void
     return identity;
 }
 
-Test(content_identity, same_content_same_identity_and_one_byte_matters)
+Test(state_identity, same_content_same_identity_and_one_byte_matters)
 {
     char *directory = make_temp_directory();
     char *first = path_join(directory, "a"), *second = path_join(directory, "b");
@@ -1051,7 +1051,7 @@ Test(content_identity, same_content_same_identity_and_one_byte_matters)
     remove_temp_directory(directory);
 }
 
-Test(content_identity, fd_offset_is_not_moved)
+Test(state_identity, fd_offset_is_not_moved)
 {
     char *directory = make_temp_directory();
     char *path = path_join(directory, "f");
@@ -1071,7 +1071,7 @@ Test(content_identity, fd_offset_is_not_moved)
     remove_temp_directory(directory);
 }
 
-Test(content_identity, large_files_stream_consistently)
+Test(state_identity, large_files_stream_consistently)
 {
     static const size_t sizes[] = {
         (3u << 20) + 17,      /* several chunks plus a tail */
@@ -1096,7 +1096,7 @@ Test(content_identity, large_files_stream_consistently)
     remove_temp_directory(directory);
 }
 
-Test(content_identity, missing_file_sets_errno)
+Test(state_identity, missing_file_sets_errno)
 {
     struct content_identity identity;
     errno = 0;
@@ -1175,7 +1175,7 @@ Test(state_directory, unwritable_directory_is_an_error)
 
 /* ----------------------------------------------------------- atomic writes */
 
-Test(atomic_write, writes_content_and_leaves_no_temp_files)
+Test(state_atomic_write, writes_content_and_leaves_no_temp_files)
 {
     char *directory = make_temp_directory();
     char error[512] = "";
@@ -1213,7 +1213,7 @@ Test(atomic_write, writes_content_and_leaves_no_temp_files)
     remove_temp_directory(directory);
 }
 
-Test(atomic_write, missing_directory_fails_with_the_step_named)
+Test(state_atomic_write, missing_directory_fails_with_the_step_named)
 {
     char *directory = make_temp_directory();
     char *missing = path_join(directory, "gone");
@@ -1302,7 +1302,7 @@ static void install_failing_close(void) { runtime_sysio.close = failing_close; }
 static void install_failing_rename(void) { runtime_sysio.rename = failing_rename; }
 static void install_failing_open(void) { runtime_sysio.open = refuse_create; }
 
-Test(atomic_write, every_failed_step_keeps_the_previous_file_and_no_temp)
+Test(state_atomic_write, every_failed_step_keeps_the_previous_file_and_no_temp)
 {
     static const struct {
         void (*install)(void);
@@ -1347,7 +1347,7 @@ Test(atomic_write, every_failed_step_keeps_the_previous_file_and_no_temp)
     remove_temp_directory(directory);
 }
 
-Test(atomic_write, failed_directory_fsync_is_reported_after_the_rename)
+Test(state_atomic_write, failed_directory_fsync_is_reported_after_the_rename)
 {
     char *directory = make_temp_directory();
     fsync_calls = 0;
@@ -1366,7 +1366,7 @@ Test(atomic_write, failed_directory_fsync_is_reported_after_the_rename)
     remove_temp_directory(directory);
 }
 
-Test(atomic_write, rlimit_fsize_failure_keeps_the_previous_file)
+Test(state_atomic_write, rlimit_fsize_failure_keeps_the_previous_file)
 {
     /* A real (not injected) write failure: the file size limit. */
     char *directory = make_temp_directory();
@@ -1393,7 +1393,7 @@ Test(atomic_write, rlimit_fsize_failure_keeps_the_previous_file)
 
 /* ----------------------------------------------------- snapshots as files */
 
-Test(snapshot_files, file_name_format)
+Test(state_snapshot_files, file_name_format)
 {
     struct content_identity identity = {.size = 1234, .hash = UINT64_C(0xab)};
     char name[128];
@@ -1404,7 +1404,7 @@ Test(snapshot_files, file_name_format)
     cr_assert_str_eq(name, "snapshot-18446744073709551615-ffffffffffffffff.msgpack");
 }
 
-Test(snapshot_files, save_then_load_bound)
+Test(state_snapshot_files, save_then_load_bound)
 {
     char *directory = make_temp_directory();
     struct adaptdl_snapshot original, loaded;
@@ -1426,7 +1426,7 @@ Test(snapshot_files, save_then_load_bound)
     remove_temp_directory(directory);
 }
 
-Test(snapshot_files, load_bound_returns_1_when_missing)
+Test(state_snapshot_files, load_bound_returns_1_when_missing)
 {
     char *directory = make_temp_directory();
     struct content_identity binding = {10, 20};
@@ -1438,7 +1438,7 @@ Test(snapshot_files, load_bound_returns_1_when_missing)
     remove_temp_directory(directory);
 }
 
-Test(snapshot_files, load_bound_of_corrupt_file_names_it)
+Test(state_snapshot_files, load_bound_of_corrupt_file_names_it)
 {
     char *directory = make_temp_directory();
     struct adaptdl_snapshot original, loaded;
@@ -1475,7 +1475,7 @@ Test(snapshot_files, load_bound_of_corrupt_file_names_it)
     remove_temp_directory(directory);
 }
 
-Test(job_record_files, save_load_missing_and_corrupt)
+Test(state_job_record_files, save_load_missing_and_corrupt)
 {
     char *directory = make_temp_directory();
     struct adaptdl_job_record record, loaded;
@@ -1532,7 +1532,7 @@ static bool snapshot_exists(const char *directory, const struct content_identity
     return exists;
 }
 
-Test(prune, deletes_only_snapshots_whose_content_is_gone)
+Test(state_prune, deletes_only_snapshots_whose_content_is_gone)
 {
     char *state = make_temp_directory();
     char *work = make_temp_directory();
@@ -1586,7 +1586,7 @@ Test(prune, deletes_only_snapshots_whose_content_is_gone)
     remove_temp_directory(state);
 }
 
-Test(prune, never_deletes_keep_even_when_its_content_is_gone)
+Test(state_prune, never_deletes_keep_even_when_its_content_is_gone)
 {
     char *state = make_temp_directory();
     char *work = make_temp_directory();
@@ -1603,7 +1603,7 @@ Test(prune, never_deletes_keep_even_when_its_content_is_gone)
     remove_temp_directory(state);
 }
 
-Test(prune, missing_directory_is_an_error)
+Test(state_prune, missing_directory_is_an_error)
 {
     struct content_identity keep = {1, 2};
     char error[512] = "";

@@ -1,0 +1,276 @@
+/* harness.c - running programs under the shim from Criterion tests (see
+ * harness.h). */
+#include "harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+const char *harness_build_path(const char *relative)
+{
+    static __thread char path[PATH_MAX];
+    const char *build = getenv("ADAPTSHIM_BUILD");
+    char base[PATH_MAX / 2];
+    if (build == NULL)
+        build = "build";
+    if (build[0] == '/') {
+        snprintf(base, sizeof base, "%s", build);
+    } else {
+        char cwd[PATH_MAX / 4];
+        if (getcwd(cwd, sizeof cwd) == NULL)
+            abort();
+        snprintf(base, sizeof base, "%s/%s", cwd, build);
+    }
+    snprintf(path, sizeof path, "%s/%s", base, relative);
+    return path;
+}
+
+const char *harness_temp_dir(void)
+{
+    static __thread char directory[PATH_MAX];
+    snprintf(directory, sizeof directory, "/tmp/adaptshim-test-XXXXXX");
+    if (mkdtemp(directory) == NULL)
+        abort();
+    return directory;
+}
+
+char *harness_path_in(const char *directory, const char *name)
+{
+    char *path = NULL;
+    if (asprintf(&path, "%s/%s", directory, name) < 0)
+        abort();
+    return path;
+}
+
+static char **harness_environment(char *const additions[], bool preload)
+{
+    size_t count = 0;
+    for (char **entry = environ; *entry; entry++)
+        count++;
+    size_t added = 0;
+    while (additions != NULL && additions[added] != NULL)
+        added++;
+    char **environment = calloc(count + added + 2, sizeof *environment);
+    size_t used = 0;
+    for (char **entry = environ; *entry; entry++) {
+        if (strncmp(*entry, "ADAPTDL_", 8) == 0 || strncmp(*entry, "LD_PRELOAD=", 11) == 0)
+            continue;
+        environment[used++] = *entry;
+    }
+    for (size_t i = 0; i < added; i++)
+        environment[used++] = additions[i];
+    if (preload) {
+        char *line = NULL;
+        if (asprintf(&line, "LD_PRELOAD=%s", harness_build_path("libadaptshim.so")) < 0)
+            abort();
+        environment[used++] = line;
+    }
+    environment[used] = NULL;
+    return environment;
+}
+
+pid_t harness_start(char *const argv[], char *const environment[], bool preload,
+                    const char *out_path, const char *err_path)
+{
+    char **full_environment = harness_environment(environment, preload);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0)
+        abort();
+    if (pid == 0) {
+        int in = open("/dev/null", O_RDONLY);
+        dup2(in, 0);
+        if (out_path) {
+            int out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            dup2(out, 1);
+        }
+        if (err_path) {
+            int err = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            dup2(err, 2);
+        }
+        execve(argv[0], argv, full_environment);
+        fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    free(full_environment);
+    return pid;
+}
+
+static double harness_now(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
+}
+
+int harness_wait(pid_t pid, double timeout_seconds)
+{
+    double deadline = harness_now() + timeout_seconds;
+    int status = 0;
+    for (;;) {
+        pid_t done = waitpid(pid, &status, WNOHANG);
+        if (done == pid)
+            break;
+        if (harness_now() > deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            break;
+        }
+        usleep(2000);
+    }
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    return 128 + WTERMSIG(status);
+}
+
+int harness_run(struct run_result *result, char *const argv[], char *const environment[],
+                bool preload, double timeout_seconds)
+{
+    const char *directory = harness_temp_dir();
+    char *out_path = harness_path_in(directory, "stdout");
+    char *err_path = harness_path_in(directory, "stderr");
+    pid_t pid = harness_start(argv, environment, preload, out_path, err_path);
+    result->status = harness_wait(pid, timeout_seconds);
+    result->out = harness_read_file(out_path, NULL);
+    result->err = harness_read_file(err_path, NULL);
+    unlink(out_path);
+    unlink(err_path);
+    rmdir(directory);
+    free(out_path);
+    free(err_path);
+    return result->status;
+}
+
+void run_result_free(struct run_result *result)
+{
+    free(result->out);
+    free(result->err);
+    result->out = result->err = NULL;
+}
+
+char *harness_read_file(const char *path, size_t *size)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return NULL;
+    struct stat status;
+    fstat(fd, &status);
+    char *data = malloc((size_t)status.st_size + 1);
+    size_t total = 0;
+    while (total < (size_t)status.st_size) {
+        ssize_t got = read(fd, data + total, (size_t)status.st_size - total);
+        if (got <= 0)
+            break;
+        total += (size_t)got;
+    }
+    close(fd);
+    data[total] = '\0';
+    if (size)
+        *size = total;
+    return data;
+}
+
+int harness_write_file(const char *path, const void *data, size_t size)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0)
+        return -1;
+    ssize_t written = write(fd, data, size);
+    close(fd);
+    return written == (ssize_t)size ? 0 : -1;
+}
+
+static void harness_run_generator(char *const argv[])
+{
+    struct run_result result;
+    if (harness_run(&result, argv, NULL, false, 60) != 0) {
+        fprintf(stderr, "generator failed: %s", result.err ? result.err : "");
+        abort();
+    }
+    run_result_free(&result);
+}
+
+void harness_generate_dataset(const char *path, uint64_t records, unsigned dim, uint64_t seed)
+{
+    char records_text[32], dim_text[32], seed_text[32];
+    snprintf(records_text, sizeof records_text, "%llu", (unsigned long long)records);
+    snprintf(dim_text, sizeof dim_text, "%u", dim);
+    snprintf(seed_text, sizeof seed_text, "%llu", (unsigned long long)seed);
+    char *generator = strdup(harness_build_path("tools/gen_dataset"));
+    char *argv[] = {generator, "--out", (char *)path, "--records", records_text,
+                    "--dim", dim_text, "--seed", seed_text, NULL};
+    harness_run_generator(argv);
+    free(generator);
+}
+
+void harness_generate_text(const char *path, uint64_t records, uint64_t seed)
+{
+    char records_text[32], seed_text[32];
+    snprintf(records_text, sizeof records_text, "%llu", (unsigned long long)records);
+    snprintf(seed_text, sizeof seed_text, "%llu", (unsigned long long)seed);
+    char *generator = strdup(harness_build_path("tools/gen_dataset"));
+    char *argv[] = {generator, "--out", (char *)path, "--records", records_text,
+                    "--seed", seed_text, "--text", NULL};
+    harness_run_generator(argv);
+    free(generator);
+}
+
+int harness_read_id_log(const char *path, struct id_log *log)
+{
+    memset(log, 0, sizeof *log);
+    char *text = harness_read_file(path, NULL);
+    if (text == NULL)
+        return 0;  /* a run killed before logging anything */
+    size_t capacity = 1024;
+    log->events = malloc(capacity * sizeof *log->events);
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        struct id_event event = {0};
+        unsigned long long value, epoch;
+        if (sscanf(line, "id %llu epoch %llu", &value, &epoch) == 2) {
+            event.kind = ID_EVENT_RECORD;
+            event.value = value;
+            event.epoch = epoch;
+        } else if (sscanf(line, "ckpt %llu", &value) == 1) {
+            event.kind = ID_EVENT_CHECKPOINT;
+            event.value = value;
+        } else if (sscanf(line, "epoch_end %llu", &value) == 1) {
+            event.kind = ID_EVENT_EPOCH_END;
+            event.value = value;
+        } else {
+            continue;  /* a line cut by SIGKILL */
+        }
+        if (log->count == capacity) {
+            capacity *= 2;
+            log->events = realloc(log->events, capacity * sizeof *log->events);
+        }
+        log->events[log->count++] = event;
+    }
+    free(text);
+    return 0;
+}
+
+void id_log_truncate_to_last_checkpoint(struct id_log *log)
+{
+    size_t keep = 0;
+    for (size_t i = 0; i < log->count; i++)
+        if (log->events[i].kind == ID_EVENT_CHECKPOINT)
+            keep = i + 1;
+    log->count = keep;
+}
+
+void id_log_free(struct id_log *log)
+{
+    free(log->events);
+    memset(log, 0, sizeof *log);
+}

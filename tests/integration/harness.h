@@ -1,0 +1,63 @@
+/* harness.h - running programs under the shim from Criterion tests.
+ *
+ * Integration tests start real processes (example trainers, coreutils) with
+ * a controlled environment: the caller's environment minus every ADAPTDL_*
+ * variable and LD_PRELOAD, plus what the test adds.  Output is captured in
+ * files so that large outputs never block a pipe. */
+#ifndef ADAPTSHIM_TEST_HARNESS_H
+#define ADAPTSHIM_TEST_HARNESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct run_result {
+    int status;        /* exit status, or 128 + signal number */
+    char *out;         /* captured stdout (NUL-terminated) */
+    char *err;         /* captured stderr */
+};
+
+/* Absolute path of a build product, e.g. "libadaptshim.so", "trainers/sgd_read". */
+const char *harness_build_path(const char *relative);
+/* A fresh temporary directory (removed by harness_cleanup at exit). */
+const char *harness_temp_dir(void);
+char *harness_path_in(const char *directory, const char *name);
+
+/* Runs argv with `environment` added ("NAME=value" entries, NULL-terminated)
+ * and `preload` true to set LD_PRELOAD to the library.  Waits at most
+ * timeout seconds (then SIGKILL, status 137). */
+int harness_run(struct run_result *result, char *const argv[], char *const environment[],
+                bool preload, double timeout_seconds);
+/* Starts without waiting; output goes to the given files (may be NULL). */
+pid_t harness_start(char *const argv[], char *const environment[], bool preload,
+                    const char *out_path, const char *err_path);
+/* Waits for a started process; returns its status as harness_run does. */
+int harness_wait(pid_t pid, double timeout_seconds);
+void run_result_free(struct run_result *result);
+
+/* Whole file as a NUL-terminated string (NULL if missing); *size optional. */
+char *harness_read_file(const char *path, size_t *size);
+int harness_write_file(const char *path, const void *data, size_t size);
+
+/* Generates a binary ADSD dataset with the project's generator. */
+void harness_generate_dataset(const char *path, uint64_t records, unsigned dim, uint64_t seed);
+void harness_generate_text(const char *path, uint64_t records, uint64_t seed);
+
+/* Parsed ids-log of an example trainer: "id ID epoch E", "ckpt STEP",
+ * "epoch_end E" lines. */
+struct id_event {
+    enum { ID_EVENT_RECORD, ID_EVENT_CHECKPOINT, ID_EVENT_EPOCH_END } kind;
+    uint64_t value;    /* id, step or epoch */
+    uint64_t epoch;
+};
+struct id_log {
+    struct id_event *events;
+    size_t count;
+};
+int harness_read_id_log(const char *path, struct id_log *log);
+/* Drops everything after the last checkpoint line (what a crash loses). */
+void id_log_truncate_to_last_checkpoint(struct id_log *log);
+void id_log_free(struct id_log *log);
+
+#endif
