@@ -102,7 +102,7 @@ $(BUILD)/tools/%: tests/tools/%.c
 
 $(BUILD)/bench/%: tests/bench/%.c $(ARCHIVE)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Wno-missing-prototypes -o $@ $< $(ARCHIVE) $(PKG_LIBS) -ldl -lpthread -lm
+	$(CC) $(CFLAGS_ALL) -Wno-missing-prototypes -Iruntime -o $@ $< $(ARCHIVE) $(PKG_LIBS) -ldl -lpthread -lm
 
 unit: $(UNIT)
 	$(UNIT) --jobs 2

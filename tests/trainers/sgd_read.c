@@ -1,0 +1,378 @@
+/* sgd_read.c - linear-regression SGD over an ADSD dataset, replay-style resume.
+ *
+ *   sgd_read --data PATH --epochs E --batch B --lr LR --checkpoint PATH
+ *            [--checkpoint-every STEPS=10] [--resume] [--ids-log PATH] [--final PATH]
+ *
+ * A plain user program.  Data I/O: open(O_RDONLY) once; per epoch
+ * lseek(fd, 0, SEEK_SET), read() of the 16-byte header, fstat() to check that
+ * header count * record size + 16 equals the file size (exit 3 if not), then
+ * read() of mini-batches of B records until a read returns 0.
+ * Checkpoints: open/write/fsync/close of PATH.tmp, then rename() onto PATH,
+ * every STEPS steps and at the end of every epoch.  --resume loads the
+ * weights and step counter (open/read) but re-runs the epoch loop from 0.
+ * --ids-log appends (open O_APPEND + write, unbuffered) "id <ID> epoch <E>"
+ * per consumed record, "ckpt <STEP>" after each checkpoint rename and
+ * "epoch_end <E>".  Prints "final weights w0 w1 ..." and with --final writes
+ * the raw float weights (fopen/fwrite/fclose).
+ * Exit status: 0 ok, 1 I/O error, 2 usage, 3 bad data or checkpoint. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CKPT_MAGIC "SGDR"
+#define CKPT_VERSION 1u
+
+struct options {
+    const char *data, *checkpoint, *ids_log, *final;
+    uint64_t epochs, batch, every;
+    float lr;
+    bool resume;
+};
+
+struct dataset {
+    int fd;
+    uint32_t dim;
+    uint64_t count;
+    size_t record_size;
+};
+
+/* Checkpoint file: this header followed by float w[dim]. */
+struct ckpt_header {
+    char magic[4];
+    uint32_t version, dim, reserved;
+    uint64_t step, epoch;
+};
+
+static void die(int status, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    fputs("sgd_read: ", stderr);
+    vfprintf(stderr, format, args);
+    fputc('\n', stderr);
+    va_end(args);
+    exit(status);
+}
+
+static void *xmalloc(size_t size)
+{
+    void *memory = calloc(1, size);
+    if (memory == NULL)
+        die(1, "out of memory");
+    return memory;
+}
+
+static uint64_t parse_count(const char *flag, const char *text, uint64_t min, uint64_t max)
+{
+    char *end;
+    errno = 0;
+    unsigned long long value = strtoull(text, &end, 10);
+    if (errno || end == text || *end || text[0] == '-' || value < min || value > max)
+        die(2, "%s expects an integer in %" PRIu64 "..%" PRIu64 ", got '%s'", flag, min, max, text);
+    return value;
+}
+
+static void parse_options(int argc, char **argv, struct options *o)
+{
+    *o = (struct options){.every = 10, .lr = -1};
+    bool have_epochs = false, have_batch = false;
+    for (int i = 1; i < argc; i++) {
+        const char *flag = argv[i];
+        if (strcmp(flag, "--resume") == 0) {
+            o->resume = true;
+            continue;
+        }
+        if (i + 1 >= argc)
+            die(2, "unknown option or missing value: %s", flag);
+        const char *value = argv[++i];
+        if (strcmp(flag, "--data") == 0) o->data = value;
+        else if (strcmp(flag, "--checkpoint") == 0) o->checkpoint = value;
+        else if (strcmp(flag, "--ids-log") == 0) o->ids_log = value;
+        else if (strcmp(flag, "--final") == 0) o->final = value;
+        else if (strcmp(flag, "--epochs") == 0) o->epochs = parse_count(flag, value, 0, 1000000), have_epochs = true;
+        else if (strcmp(flag, "--batch") == 0) o->batch = parse_count(flag, value, 1, 1 << 20), have_batch = true;
+        else if (strcmp(flag, "--checkpoint-every") == 0) o->every = parse_count(flag, value, 1, UINT32_MAX);
+        else if (strcmp(flag, "--lr") == 0) {
+            char *end;
+            o->lr = strtof(value, &end);
+            if (end == value || *end || !(o->lr > 0))
+                die(2, "--lr expects a positive number, got '%s'", value);
+        } else
+            die(2, "unknown option: %s", flag);
+    }
+    if (!o->data || !o->checkpoint || !have_epochs || !have_batch || o->lr < 0)
+        die(2, "usage: sgd_read --data PATH --epochs E --batch B --lr LR --checkpoint PATH "
+               "[--checkpoint-every STEPS] [--resume] [--ids-log PATH] [--final PATH]");
+}
+
+static uint64_t get_u64le(const unsigned char *p)
+{
+    uint64_t value = 0;
+    for (int i = 7; i >= 0; i--)
+        value = value << 8 | p[i];
+    return value;
+}
+
+static uint32_t get_u32le(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static float get_f32le(const unsigned char *p)
+{
+    uint32_t bits = get_u32le(p);
+    float value;
+    memcpy(&value, &bits, sizeof value);
+    return value;
+}
+
+/* read() until size bytes or end of file; returns the bytes read. */
+static size_t read_full(int fd, void *buffer, size_t size, bool *at_end, const char *what)
+{
+    size_t got = 0;
+    *at_end = false;
+    while (got < size) {
+        ssize_t n = read(fd, (char *)buffer + got, size - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            die(1, "reading %s: %s", what, strerror(errno));
+        if (n == 0) {
+            *at_end = true;
+            break;
+        }
+        got += (size_t)n;
+    }
+    return got;
+}
+
+static void write_all(int fd, const void *data, size_t size, const char *what)
+{
+    while (size > 0) {
+        ssize_t n = write(fd, data, size);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            die(1, "writing %s: %s", what, strerror(errno));
+        data = (const char *)data + n;
+        size -= (size_t)n;
+    }
+}
+
+static void log_line(int log_fd, const char *format, ...)
+{
+    if (log_fd < 0)
+        return;
+    char line[128];
+    va_list args;
+    va_start(args, format);
+    int length = vsnprintf(line, sizeof line, format, args);
+    va_end(args);
+    write_all(log_fd, line, (size_t)length, "ids log");
+}
+
+/* Rewinds to the start, reads and checks the header against fstat(). */
+static void begin_epoch(struct dataset *data, const char *path)
+{
+    if (lseek(data->fd, 0, SEEK_SET) != 0)
+        die(1, "lseek on %s: %s", path, strerror(errno));
+    unsigned char header[16];
+    bool at_end;
+    if (read_full(data->fd, header, sizeof header, &at_end, path) != sizeof header)
+        die(3, "%s: file shorter than its 16-byte header", path);
+    if (memcmp(header, "ADSD", 4) != 0)
+        die(3, "%s: bad magic (not an ADSD dataset)", path);
+    uint32_t dim = get_u32le(header + 4);
+    if (dim == 0 || dim > 65536 || (data->dim != 0 && dim != data->dim))
+        die(3, "%s: bad or changed dimension %" PRIu32, path, dim);
+    data->dim = dim;
+    data->count = get_u64le(header + 8);
+    data->record_size = 8 + 4 * (size_t)dim + 4;
+    struct stat st;
+    if (fstat(data->fd, &st) != 0)
+        die(1, "fstat on %s: %s", path, strerror(errno));
+    uint64_t size = (uint64_t)st.st_size;
+    if (size < 16 || (size - 16) % data->record_size != 0 ||
+        (size - 16) / data->record_size != data->count)
+        die(3, "%s: header says %" PRIu64 " records of %zu bytes (+16 header) but the file has "
+               "%lld bytes", path, data->count, data->record_size, (long long)st.st_size);
+}
+
+/* Reads up to batch records; *at_end is set when a read returned 0. */
+static size_t read_batch(struct dataset *data, unsigned char *buffer, uint64_t batch,
+                         bool *at_end, const char *path)
+{
+    size_t got = read_full(data->fd, buffer, batch * data->record_size, at_end, path);
+    if (got % data->record_size != 0)
+        die(3, "%s: truncated record at end of file", path);
+    return got / data->record_size;
+}
+
+/* One SGD step on the mean squared error of n records; returns the summed
+ * squared error before the update.  Fixed order, float only: reproducible. */
+static float sgd_step(float *w, float *grad, uint32_t dim, const unsigned char *records,
+                      size_t n, size_t record_size, float lr)
+{
+    float loss = 0.0f;
+    memset(grad, 0, dim * sizeof *grad);
+    for (size_t r = 0; r < n; r++) {
+        const unsigned char *x = records + r * record_size + 8;
+        float prediction = 0.0f;
+        for (uint32_t j = 0; j < dim; j++)
+            prediction += w[j] * get_f32le(x + 4 * (size_t)j);
+        float error = prediction - get_f32le(x + 4 * (size_t)dim);
+        loss += error * error;
+        for (uint32_t j = 0; j < dim; j++)
+            grad[j] += error * get_f32le(x + 4 * (size_t)j);
+    }
+    float scale = 2.0f / (float)n;
+    for (uint32_t j = 0; j < dim; j++)
+        w[j] -= lr * (grad[j] * scale);
+    return loss;
+}
+
+static void log_batch_ids(int log_fd, const unsigned char *records, size_t n,
+                          size_t record_size, uint64_t epoch)
+{
+    if (log_fd < 0)
+        return;
+    char *text = xmalloc(n * 64);
+    size_t length = 0;
+    for (size_t r = 0; r < n; r++)
+        length += (size_t)sprintf(text + length, "id %" PRIu64 " epoch %" PRIu64 "\n",
+                                  get_u64le(records + r * record_size), epoch);
+    write_all(log_fd, text, length, "ids log");
+    free(text);
+}
+
+static void save_checkpoint(const char *path, const float *w, uint32_t dim, uint64_t step,
+                            uint64_t epoch, int log_fd)
+{
+    struct ckpt_header header = {.version = CKPT_VERSION, .dim = dim, .step = step, .epoch = epoch};
+    memcpy(header.magic, CKPT_MAGIC, 4);
+    char temp[4096];
+    if ((size_t)snprintf(temp, sizeof temp, "%s.tmp", path) >= sizeof temp)
+        die(2, "checkpoint path too long: %s", path);
+    int fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0)
+        die(1, "cannot create %s: %s", temp, strerror(errno));
+    write_all(fd, &header, sizeof header, temp);
+    write_all(fd, w, dim * sizeof *w, temp);
+    if (fsync(fd) != 0 || close(fd) != 0)
+        die(1, "flushing %s: %s", temp, strerror(errno));
+    if (rename(temp, path) != 0)
+        die(1, "renaming %s to %s: %s", temp, path, strerror(errno));
+    log_line(log_fd, "ckpt %" PRIu64 "\n", step);
+}
+
+/* Returns the saved weights (and *dim, *step), or NULL when path does not exist. */
+static float *load_checkpoint(const char *path, uint32_t *dim, uint64_t *step)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0 && errno == ENOENT)
+        return NULL;
+    if (fd < 0)
+        die(1, "cannot open checkpoint %s: %s", path, strerror(errno));
+    struct ckpt_header header;
+    bool at_end;
+    if (read_full(fd, &header, sizeof header, &at_end, path) != sizeof header ||
+        memcmp(header.magic, CKPT_MAGIC, 4) != 0 || header.version != CKPT_VERSION ||
+        header.dim == 0 || header.dim > 65536)
+        die(3, "%s: not a valid sgd_read checkpoint", path);
+    float *w = xmalloc(header.dim * sizeof *w);
+    char extra;
+    if (read_full(fd, w, header.dim * sizeof *w, &at_end, path) != header.dim * sizeof *w ||
+        read_full(fd, &extra, 1, &at_end, path) != 0)
+        die(3, "%s: checkpoint has the wrong size for dimension %" PRIu32, path, header.dim);
+    close(fd);
+    *dim = header.dim;
+    *step = header.step;
+    return w;
+}
+
+static void write_final(const char *path, const float *w, uint32_t dim)
+{
+    FILE *file = fopen(path, "wb");
+    if (file == NULL)
+        die(1, "cannot create %s: %s", path, strerror(errno));
+    if (fwrite(w, sizeof *w, dim, file) != dim || fclose(file) != 0)
+        die(1, "writing %s: %s", path, strerror(errno));
+}
+
+int main(int argc, char **argv)
+{
+    struct options o;
+    parse_options(argc, argv, &o);
+    uint64_t step = 0;
+    uint32_t saved_dim = 0;
+    float *w = NULL;
+    if (o.resume) {
+        w = load_checkpoint(o.checkpoint, &saved_dim, &step);
+        if (w)
+            printf("resumed at step %" PRIu64 "\n", step);
+        else
+            printf("no checkpoint at %s, starting fresh\n", o.checkpoint);
+    }
+    int log_fd = -1;
+    if (o.ids_log && (log_fd = open(o.ids_log, O_WRONLY | O_CREAT | O_APPEND, 0644)) < 0)
+        die(1, "cannot open ids log %s: %s", o.ids_log, strerror(errno));
+
+    struct dataset data = {.fd = open(o.data, O_RDONLY)};
+    if (data.fd < 0)
+        die(1, "cannot open %s: %s", o.data, strerror(errno));
+    unsigned char *batch = NULL;
+    float *grad = NULL;
+    for (uint64_t epoch = 0; epoch < o.epochs; epoch++) {
+        begin_epoch(&data, o.data);
+        if (batch == NULL) {
+            if (w != NULL && saved_dim != data.dim)
+                die(3, "checkpoint dimension %" PRIu32 " does not match data dimension %" PRIu32,
+                    saved_dim, data.dim);
+            if (w == NULL)
+                w = xmalloc(data.dim * sizeof *w);
+            grad = xmalloc(data.dim * sizeof *grad);
+            batch = xmalloc(o.batch * data.record_size);
+        }
+        uint64_t seen = 0;
+        float loss = 0.0f;
+        bool at_end = false;
+        while (!at_end) {
+            size_t n = read_batch(&data, batch, o.batch, &at_end, o.data);
+            if (n == 0)
+                break;
+            loss += sgd_step(w, grad, data.dim, batch, n, data.record_size, o.lr);
+            step++;
+            seen += n;
+            log_batch_ids(log_fd, batch, n, data.record_size, epoch);
+            if (step % o.every == 0)
+                save_checkpoint(o.checkpoint, w, data.dim, step, epoch, log_fd);
+        }
+        log_line(log_fd, "epoch_end %" PRIu64 "\n", epoch);
+        save_checkpoint(o.checkpoint, w, data.dim, step, epoch, log_fd);
+        printf("epoch %" PRIu64 " records %" PRIu64 " step %" PRIu64 " loss %.6g\n", epoch, seen,
+               step, seen ? (double)loss / (double)seen : 0.0);
+        fflush(stdout);
+    }
+    close(data.fd);
+    if (w == NULL)
+        die(3, "no epoch was run and no checkpoint was loaded: no weights to report");
+    uint32_t dim = data.dim ? data.dim : saved_dim;
+    printf("final weights");
+    for (uint32_t j = 0; j < dim; j++)
+        printf(" %.9g", (double)w[j]);
+    printf("\n");
+    if (o.final)
+        write_final(o.final, w, dim);
+    if (fflush(stdout) != 0)
+        die(1, "writing stdout: %s", strerror(errno));
+    return 0;
+}
