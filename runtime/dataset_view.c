@@ -11,6 +11,11 @@
 static int dataset_file_count_records_fixed(struct dataset_file *file, char *error,
                                             size_t error_size)
 {
+    if (file->record_size == 0) {
+        snprintf(error, error_size, "data file %s: record size 0; accepted: record=BYTES "
+                 "(at least 1) or lines", file->path);
+        return -1;
+    }
     uint64_t payload = file->file_size - file->header_size;
     uint64_t remainder = payload % file->record_size;
     if (remainder != 0 && file->entry->tail == TAIL_ERROR) {
@@ -110,7 +115,11 @@ int dataset_file_init(struct dataset_file *file, const struct data_entry *entry,
     if (status == 0 && entry->has_count_field) {
         unsigned width = entry->count_type == COUNT_FIELD_U64LE ||
                                  entry->count_type == COUNT_FIELD_U64BE ? 8 : 4;
-        if (entry->count_offset + width > file->header_size) {
+        if (entry->count_unit == 0) {
+            snprintf(error, error_size, "data file %s: count field unit 0; accepted: "
+                     "count=OFFSET,TYPE,UNIT with UNIT at least 1", file->path);
+            status = -1;
+        } else if (entry->count_offset + width > file->header_size) {
             snprintf(error, error_size, "data file %s: count field at %llu does not fit "
                      "in the %llu-byte header", file->path,
                      (unsigned long long)entry->count_offset,
@@ -235,7 +244,8 @@ int dataset_view_fix(struct dataset_file *file)
     }
     file->view_size = file->header_size + payload;
 
-    memcpy(file->header, file->map, file->header_size);
+    if (file->header_size != 0)  /* an empty file has no mapping at all */
+        memcpy(file->header, file->map, file->header_size);
     if (file->entry->has_count_field)
         dataset_view_store_count(file->header + file->entry->count_offset,
                                  file->entry->count_type, payload / file->entry->count_unit);

@@ -13,7 +13,8 @@
 #include <stdint.h>
 
 /* Must be even: rounds alternate between updating the high and the low
- * part, and each part is updated PERMUTATION_ROUNDS / 2 times. */
+ * part, and each part is updated PERMUTATION_ROUNDS / 2 times.  Why 4 and
+ * not 6: see permutation.c. */
 #define PERMUTATION_ROUNDS 4
 
 struct record_permutation {

@@ -141,11 +141,16 @@ int session_restore_checkpoint(struct runtime_session *session, const char *chec
                   "starts fresh", checkpoint_path, load_error);
         return 1;
     }
+    /* The remaining records of a pass are only the right ones under the
+     * order they were drawn from: the snapshot's seed wins. */
     if (snapshot.seed != session->config.seed)
         log_warn("restore: snapshot was taken with ADAPTDL_SEED=%" PRIu64 ", this run has "
-                 "%" PRIu64 ": the remaining records follow this run's order",
-                 snapshot.seed, session->config.seed);
+                 "%" PRIu64 ": continuing with the snapshot's seed", snapshot.seed,
+                 session->config.seed);
     pthread_mutex_lock(&session->registry.lock);
+    session->config.seed = snapshot.seed;
+    for (struct dataset_file *file = session->registry.files; file; file = file->next)
+        file->seed = snapshot.seed;
     session->registry.resume = session->config.resume;
     int status = dataset_registry_restore(&session->registry, &snapshot, error, error_size);
     pthread_mutex_unlock(&session->registry.lock);

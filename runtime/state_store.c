@@ -74,6 +74,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 /* Table-driven handlers share one signature; not every one needs every argument. */
@@ -1791,6 +1792,9 @@ int snapshot_prune(const char *directory, const struct content_identity *keep, c
         }
     }
 
+    struct timeval now_value;
+    gettimeofday(&now_value, NULL);
+    double now = (double)now_value.tv_sec + (double)now_value.tv_usec * 1e-6;
     int deleted = 0;
     for (size_t index = 0; index < state.candidate_count; index++) {
         const struct prune_candidate *candidate = &state.candidates[index];
@@ -1798,6 +1802,13 @@ int snapshot_prune(const char *directory, const struct content_identity *keep, c
             content_identity_equal(&candidate->snapshot.binding, keep))
             continue;
         if (keep_found && candidate->snapshot.sequence > keep_sequence)
+            continue;
+        /* Replicas that commit their own checkpoints into one directory
+         * have sequence numbers of their own: a young snapshot of another
+         * process may be a rename-commit still in flight (its content still
+         * at the temporary name), so only snapshots older than a grace
+         * period are candidates. */
+        if (candidate->snapshot.created_unix_time > now - SNAPSHOT_PRUNE_GRACE_SECONDS)
             continue;
         if (content_still_held(&state, &candidate->snapshot.binding))
             continue;

@@ -144,8 +144,12 @@ int job_record_save(const char *directory, const struct adaptdl_job_record *reco
 int job_record_load(const char *directory, struct adaptdl_job_record *record,
                     char *error, size_t error_size);
 
-/* Deletes snapshots other than `keep` whose bound content no longer exists
- * at any checkpoint path named by a snapshot in the directory.  Returns the
+/* Snapshots younger than this are never pruned (see snapshot_prune). */
+#define SNAPSHOT_PRUNE_GRACE_SECONDS 30.0
+
+/* Deletes snapshots other than `keep`, older than the grace period, whose
+ * bound content no longer exists at any checkpoint path named by a snapshot
+ * in the directory.  Returns the
  * number deleted, or -1.  Undecodable snapshot files are left alone, and so
  * is any snapshot with a higher sequence than keep's (its commit may still be
  * in flight).  keep may be NULL (keep nothing in particular). */

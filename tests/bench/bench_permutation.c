@@ -89,6 +89,21 @@ static double bench_array(const uint64_t *materialized, uint64_t record_count)
     return elapsed * 1e9 / (double)(repeats * walked);
 }
 
+/* Prints what a materialized permutation of N records would cost (8N
+ * bytes) in the largest decimal unit that keeps the figure at least 1, so
+ * that 8 MB and 74 EB both read naturally. */
+static void print_array_size(uint64_t record_count)
+{
+    static const char *const units[] = {"B", "kB", "MB", "GB", "TB", "PB", "EB"};
+    double size = (double)record_count * sizeof(uint64_t);
+    size_t unit = 0;
+    while (size >= 1000 && unit + 1 < sizeof units / sizeof units[0]) {
+        size /= 1000;
+        unit++;
+    }
+    printf("%.0f %s", size, units[unit]);
+}
+
 /* Times the Feistel view for N records, and the array if `materialize`
  * (the array costs 8N bytes, and building it N permutation calls). */
 static void bench_record_count(uint64_t record_count, int materialize, const char *note)
@@ -98,8 +113,9 @@ static void bench_record_count(uint64_t record_count, int materialize, const cha
     double feistel_ns = bench_feistel(&permutation, record_count);
 
     if (!materialize) {
-        printf("N=%-19" PRIu64 " feistel %5.1f ns/index  array n/a (%.0f GB)%s\n", record_count,
-               feistel_ns, (double)record_count * sizeof(uint64_t) / 1e9, note);
+        printf("N=%-19" PRIu64 " feistel %5.1f ns/index  array n/a (", record_count, feistel_ns);
+        print_array_size(record_count);
+        printf(")%s\n", note);
         return;
     }
 

@@ -37,9 +37,8 @@ const char *harness_build_path(const char *relative)
 
 const char *harness_temp_dir(void)
 {
-    static __thread char directory[PATH_MAX];
-    snprintf(directory, sizeof directory, "/tmp/adaptshim-test-XXXXXX");
-    if (mkdtemp(directory) == NULL)
+    char *directory = strdup("/tmp/adaptshim-test-XXXXXX");
+    if (directory == NULL || mkdtemp(directory) == NULL)
         abort();
     return directory;
 }
@@ -146,6 +145,7 @@ int harness_run(struct run_result *result, char *const argv[], char *const envir
     unlink(out_path);
     unlink(err_path);
     rmdir(directory);
+    free((char *)directory);
     free(out_path);
     free(err_path);
     return result->status;
@@ -244,6 +244,9 @@ int harness_read_id_log(const char *path, struct id_log *log)
         } else if (sscanf(line, "ckpt %llu", &value) == 1) {
             event.kind = ID_EVENT_CHECKPOINT;
             event.value = value;
+        } else if (sscanf(line, "step %llu", &value) == 1) {
+            event.kind = ID_EVENT_STEP;
+            event.value = value;
         } else if (sscanf(line, "epoch_end %llu", &value) == 1) {
             event.kind = ID_EVENT_EPOCH_END;
             event.value = value;
@@ -273,4 +276,38 @@ void id_log_free(struct id_log *log)
 {
     free(log->events);
     memset(log, 0, sizeof *log);
+}
+
+void id_log_count_committed(const struct id_log *log, uint64_t last_step, unsigned *counts,
+                            uint64_t records, uint64_t epochs)
+{
+    size_t batch_start = 0;
+    for (size_t i = 0; i < log->count; i++) {
+        const struct id_event *event = &log->events[i];
+        if (event->kind == ID_EVENT_RECORD)
+            continue;
+        if (event->kind == ID_EVENT_STEP && event->value <= last_step) {
+            for (size_t j = batch_start; j < i; j++) {
+                const struct id_event *record = &log->events[j];
+                if (record->kind == ID_EVENT_RECORD && record->epoch < epochs &&
+                    record->value < records)
+                    counts[record->epoch * records + record->value]++;
+            }
+        }
+        batch_start = i + 1;
+    }
+}
+
+uint64_t harness_resumed_step(const char *output)
+{
+    const char *found = output ? strstr(output, "resumed at step ") : NULL;
+    if (found == NULL)
+        return 0;
+    return strtoull(found + strlen("resumed at step "), NULL, 10);
+}
+
+char *harness_read_output(const char *path)
+{
+    char *text = harness_read_file(path, NULL);
+    return text ? text : strdup("");
 }

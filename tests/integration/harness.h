@@ -20,7 +20,8 @@ struct run_result {
 
 /* Absolute path of a build product, e.g. "libadaptshim.so", "trainers/sgd_read". */
 const char *harness_build_path(const char *relative);
-/* A fresh temporary directory (removed by harness_cleanup at exit). */
+/* A fresh temporary directory (a new string each call; tests leave their
+ * directories under /tmp for inspection when they fail). */
 const char *harness_temp_dir(void);
 char *harness_path_in(const char *directory, const char *name);
 
@@ -44,10 +45,10 @@ int harness_write_file(const char *path, const void *data, size_t size);
 void harness_generate_dataset(const char *path, uint64_t records, unsigned dim, uint64_t seed);
 void harness_generate_text(const char *path, uint64_t records, uint64_t seed);
 
-/* Parsed ids-log of an example trainer: "id ID epoch E", "ckpt STEP",
- * "epoch_end E" lines. */
+/* Parsed ids-log of an example trainer: "id ID epoch E" per record, "step S"
+ * after each batch's records, "ckpt STEP", "epoch_end E" lines. */
 struct id_event {
-    enum { ID_EVENT_RECORD, ID_EVENT_CHECKPOINT, ID_EVENT_EPOCH_END } kind;
+    enum { ID_EVENT_RECORD, ID_EVENT_CHECKPOINT, ID_EVENT_EPOCH_END, ID_EVENT_STEP } kind;
     uint64_t value;    /* id, step or epoch */
     uint64_t epoch;
 };
@@ -59,5 +60,14 @@ int harness_read_id_log(const char *path, struct id_log *log);
 /* Drops everything after the last checkpoint line (what a crash loses). */
 void id_log_truncate_to_last_checkpoint(struct id_log *log);
 void id_log_free(struct id_log *log);
+
+/* Adds to counts[epoch * records + id] every record of a batch whose step is
+ * at most `last_step` (what the next run resumed from); UINT64_MAX keeps all. */
+void id_log_count_committed(const struct id_log *log, uint64_t last_step, unsigned *counts,
+                            uint64_t records, uint64_t epochs);
+/* The step a trainer printed it resumed at ("resumed at step S"), 0 if fresh. */
+uint64_t harness_resumed_step(const char *output);
+/* Reads the whole stdout file of a started process. */
+char *harness_read_output(const char *path);
 
 #endif

@@ -33,7 +33,7 @@
 
 struct options {
     const char *data, *checkpoint, *ids_log, *final;
-    uint64_t epochs, batch, every;
+    uint64_t epochs, batch, every, sleep_us;
     float lr;
     bool resume;
 };
@@ -100,6 +100,7 @@ static void parse_options(int argc, char **argv, struct options *o)
         else if (strcmp(flag, "--final") == 0) o->final = value;
         else if (strcmp(flag, "--epochs") == 0) o->epochs = parse_count(flag, value, 0, 1000000), have_epochs = true;
         else if (strcmp(flag, "--batch") == 0) o->batch = parse_count(flag, value, 1, 1 << 20), have_batch = true;
+        else if (strcmp(flag, "--sleep-us") == 0) o->sleep_us = parse_count(flag, value, 0, 10000000);
         else if (strcmp(flag, "--checkpoint-every") == 0) o->every = parse_count(flag, value, 1, UINT32_MAX);
         else if (strcmp(flag, "--lr") == 0) {
             char *end;
@@ -111,7 +112,7 @@ static void parse_options(int argc, char **argv, struct options *o)
     }
     if (!o->data || !o->checkpoint || !have_epochs || !have_batch || o->lr < 0)
         die(2, "usage: sgd_read --data PATH --epochs E --batch B --lr LR --checkpoint PATH "
-               "[--checkpoint-every STEPS] [--resume] [--ids-log PATH] [--final PATH]");
+               "[--checkpoint-every STEPS] [--sleep-us US] [--resume] [--ids-log PATH] [--final PATH]");
 }
 
 static uint64_t get_u64le(const unsigned char *p)
@@ -240,16 +241,24 @@ static float sgd_step(float *w, float *grad, uint32_t dim, const unsigned char *
     return loss;
 }
 
+/* --sleep-us: stands in for the compute time of a real model's step. */
+static void pause_between_steps(uint64_t microseconds)
+{
+    if (microseconds > 0)
+        usleep((useconds_t)microseconds);
+}
+
 static void log_batch_ids(int log_fd, const unsigned char *records, size_t n,
-                          size_t record_size, uint64_t epoch)
+                          size_t record_size, uint64_t epoch, uint64_t step)
 {
     if (log_fd < 0)
         return;
-    char *text = xmalloc(n * 64);
+    char *text = xmalloc(n * 64 + 32);
     size_t length = 0;
     for (size_t r = 0; r < n; r++)
         length += (size_t)sprintf(text + length, "id %" PRIu64 " epoch %" PRIu64 "\n",
                                   get_u64le(records + r * record_size), epoch);
+    length += (size_t)sprintf(text + length, "step %" PRIu64 "\n", step);
     write_all(log_fd, text, length, "ids log");
     free(text);
 }
@@ -308,6 +317,20 @@ static void write_final(const char *path, const float *w, uint32_t dim)
         die(1, "writing %s: %s", path, strerror(errno));
 }
 
+/* Allocates the weights (unless loaded), gradient and batch buffers once the
+ * first header has told the dimension. */
+static void prepare_buffers(const struct dataset *data, const struct options *o, float **w,
+                            uint32_t saved_dim, float **grad, unsigned char **batch)
+{
+    if (*w != NULL && saved_dim != data->dim)
+        die(3, "checkpoint dimension %" PRIu32 " does not match data dimension %" PRIu32,
+            saved_dim, data->dim);
+    if (*w == NULL)
+        *w = xmalloc(data->dim * sizeof **w);
+    *grad = xmalloc(data->dim * sizeof **grad);
+    *batch = xmalloc(o->batch * data->record_size);
+}
+
 int main(int argc, char **argv)
 {
     struct options o;
@@ -321,27 +344,21 @@ int main(int argc, char **argv)
             printf("resumed at step %" PRIu64 "\n", step);
         else
             printf("no checkpoint at %s, starting fresh\n", o.checkpoint);
+        fflush(stdout);  /* a supervisor reads this even if the run is killed */
     }
     int log_fd = -1;
     if (o.ids_log && (log_fd = open(o.ids_log, O_WRONLY | O_CREAT | O_APPEND, 0644)) < 0)
         die(1, "cannot open ids log %s: %s", o.ids_log, strerror(errno));
-
     struct dataset data = {.fd = open(o.data, O_RDONLY)};
     if (data.fd < 0)
         die(1, "cannot open %s: %s", o.data, strerror(errno));
+
     unsigned char *batch = NULL;
     float *grad = NULL;
     for (uint64_t epoch = 0; epoch < o.epochs; epoch++) {
         begin_epoch(&data, o.data);
-        if (batch == NULL) {
-            if (w != NULL && saved_dim != data.dim)
-                die(3, "checkpoint dimension %" PRIu32 " does not match data dimension %" PRIu32,
-                    saved_dim, data.dim);
-            if (w == NULL)
-                w = xmalloc(data.dim * sizeof *w);
-            grad = xmalloc(data.dim * sizeof *grad);
-            batch = xmalloc(o.batch * data.record_size);
-        }
+        if (batch == NULL)
+            prepare_buffers(&data, &o, &w, saved_dim, &grad, &batch);
         uint64_t seen = 0;
         float loss = 0.0f;
         bool at_end = false;
@@ -352,7 +369,8 @@ int main(int argc, char **argv)
             loss += sgd_step(w, grad, data.dim, batch, n, data.record_size, o.lr);
             step++;
             seen += n;
-            log_batch_ids(log_fd, batch, n, data.record_size, epoch);
+            log_batch_ids(log_fd, batch, n, data.record_size, epoch, step);
+            pause_between_steps(o.sleep_us);
             if (step % o.every == 0)
                 save_checkpoint(o.checkpoint, w, data.dim, step, epoch, log_fd);
         }
@@ -372,6 +390,9 @@ int main(int argc, char **argv)
     printf("\n");
     if (o.final)
         write_final(o.final, w, dim);
+    free(w);
+    free(grad);
+    free(batch);
     if (fflush(stdout) != 0)
         die(1, "writing stdout: %s", strerror(errno));
     return 0;

@@ -364,6 +364,34 @@ Test(permutation, record_count_is_part_of_the_key)
     cr_assert_lt(agreements, 100);
 }
 
+/* Snapshots resume a pass by its position in this order, so any change to
+ * the construction or the key schedule silently reorders resumed passes.
+ * These values pin it.  The N = 1000 order (even domain width) is also what
+ * the earlier balanced power-of-four network produced: the alternating
+ * network computes the same function when both parts are equal. */
+Test(permutation, orders_are_pinned_for_resumption)
+{
+    static const struct {
+        uint64_t record_count;
+        uint64_t images[6];
+    } cases[] = {
+        {1000, {312, 110, 412, 157, 806, 179}},
+        {1025, {179, 114, 211, 508, 235, 131}},
+        {(UINT64_C(1) << 63) + 1,
+         {UINT64_C(5866631298049705738), UINT64_C(8095346066355704969),
+          UINT64_C(2666548554584278024), UINT64_C(8733060405039036128),
+          UINT64_C(4235403660317727595), UINT64_C(1215751953946235161)}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct record_permutation permutation =
+            shuffled(cases[i].record_count, 42, "train.bin", 3, 1);
+        for (uint64_t index = 0; index < 6; index++)
+            cr_assert_eq(record_permutation_apply(&permutation, index), cases[i].images[index],
+                         "N=%llu perm(%llu)", (unsigned long long)cases[i].record_count,
+                         (unsigned long long)index);
+    }
+}
+
 /* ---- statistical sanity ------------------------------------------------ */
 
 /* Record counts for the statistical tests: an even domain width (equal

@@ -1,0 +1,847 @@
+/* test_dataset_view.c - one data file and the view of its current pass
+ * (SPEC §3 "What the trainer sees", transparency, tail policy, count=).
+ *
+ * Datasets are built in memory and handed to dataset_file_init as the
+ * "mapping".  Every expected view is computed here independently of
+ * dataset_view.c: the header (with the count field rewritten by hand), then
+ * the records perm[(s + r + j*K) mod N] for j < ceil((N - s) / K), with perm
+ * taken from record_permutation_apply. */
+#include <criterion/criterion.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dataset_view.h"
+#include "permutation.h"
+
+#define DV_SEED 11
+#define DV_PATH "/data/set/train.bin"
+#define DV_BASENAME "train.bin"
+
+/* --- building datasets ---------------------------------------------------- */
+
+/* Byte `offset` of fixed record `index`: the index as a little-endian u64
+ * first (when the record has room), then a pattern of both. */
+static unsigned char dv_record_byte(uint64_t index, uint64_t offset, uint64_t record_size)
+{
+    if (record_size >= 8 && offset < 8)
+        return (unsigned char)(index >> (8 * offset));
+    return (unsigned char)(index * 31 + offset * 7 + 1);
+}
+
+static unsigned char dv_header_byte(uint64_t offset)
+{
+    return (unsigned char)(0xA0 + offset * 3);
+}
+
+/* header, N fixed records, then `extra` trailing bytes */
+static unsigned char *dv_fixed_file(uint64_t header, uint64_t record_size, uint64_t count,
+                                    uint64_t extra, uint64_t *size)
+{
+    *size = header + record_size * count + extra;
+    unsigned char *bytes = malloc(*size ? *size : 1);
+    cr_assert_not_null(bytes);
+    for (uint64_t i = 0; i < header; i++)
+        bytes[i] = dv_header_byte(i);
+    for (uint64_t index = 0; index < count; index++)
+        for (uint64_t b = 0; b < record_size; b++)
+            bytes[header + index * record_size + b] = dv_record_byte(index, b, record_size);
+    for (uint64_t i = 0; i < extra; i++)
+        bytes[header + record_size * count + i] = 'x';
+    return bytes;
+}
+
+/* Line `index`: "L<index>:" plus a variable run of letters, then '\n'. */
+static size_t dv_line(uint64_t index, char *out)
+{
+    int length = sprintf(out, "L%llu:", (unsigned long long)index);
+    uint64_t run = (index * 7) % 13;
+    for (uint64_t i = 0; i < run; i++)
+        out[length++] = (char)('a' + (index + i) % 26);
+    out[length++] = '\n';
+    return (size_t)length;
+}
+
+/* header, N lines, then `tail` (unterminated) */
+static unsigned char *dv_lines_file(uint64_t header, uint64_t count, const char *tail,
+                                    uint64_t *size)
+{
+    size_t capacity = header + count * 48 + strlen(tail) + 1;
+    unsigned char *bytes = malloc(capacity);
+    cr_assert_not_null(bytes);
+    for (uint64_t i = 0; i < header; i++)
+        bytes[i] = dv_header_byte(i);
+    size_t used = header;
+    for (uint64_t index = 0; index < count; index++)
+        used += dv_line(index, (char *)bytes + used);
+    memcpy(bytes + used, tail, strlen(tail));
+    used += strlen(tail);
+    *size = used;
+    return bytes;
+}
+
+static struct data_entry dv_entry(uint64_t header, uint64_t record_size, bool shuffle,
+                                  bool shard)
+{
+    return (struct data_entry){
+        .glob = NULL,
+        .record_size = record_size,
+        .lines = record_size == 0,
+        .header_size = header,
+        .role = DATA_ROLE_TRAIN,
+        .shuffle = shuffle,
+        .shard = shard,
+        .tail = TAIL_ERROR,
+    };
+}
+
+static void dv_init(struct dataset_file *file, const struct data_entry *entry,
+                    const unsigned char *bytes, uint64_t size, uint32_t replicas,
+                    uint32_t rank)
+{
+    char error[512] = "";
+    int status = dataset_file_init(file, entry, DV_PATH, bytes, size, DV_SEED, replicas, rank,
+                                   error, sizeof error);
+    cr_assert_eq(status, 0, "dataset_file_init: %s", error);
+}
+
+/* --- expected views, computed independently -------------------------------- */
+
+struct dv_layout {
+    uint64_t count;        /* N */
+    uint64_t replicas;     /* K as the view uses it */
+    uint64_t rank;
+    uint64_t start;        /* s */
+    uint64_t pass;
+    bool shuffle;
+    uint64_t seed;
+    const char *basename;
+};
+
+static uint64_t dv_expected_length(const struct dv_layout *layout)
+{
+    if (layout->start >= layout->count)
+        return 0;
+    uint64_t remaining = layout->count - layout->start;
+    return (remaining + layout->replicas - 1) / layout->replicas;
+}
+
+static uint64_t dv_expected_physical(const struct dv_layout *layout, uint64_t j)
+{
+    struct record_permutation permutation;
+    record_permutation_init(&permutation, layout->count, layout->shuffle, layout->seed,
+                            layout->basename, layout->pass, 0);
+    uint64_t logical = (layout->start + layout->rank + j * layout->replicas) % layout->count;
+    return record_permutation_apply(&permutation, logical);
+}
+
+/* Concatenation of header and the view's records (fixed size, or lines when
+ * line_offsets is given).  The caller rewrites a count field itself. */
+static unsigned char *dv_expected_view(const unsigned char *bytes, uint64_t header,
+                                       uint64_t record_size, const uint64_t *line_offsets,
+                                       const struct dv_layout *layout, uint64_t *size)
+{
+    uint64_t length = dv_expected_length(layout);
+    uint64_t capacity = header;
+    for (uint64_t j = 0; j < length; j++) {
+        uint64_t physical = dv_expected_physical(layout, j);
+        capacity += line_offsets ? line_offsets[physical + 1] - line_offsets[physical]
+                                 : record_size;
+    }
+    unsigned char *view = malloc(capacity ? capacity : 1);
+    cr_assert_not_null(view);
+    memcpy(view, bytes, header);
+    uint64_t used = header;
+    for (uint64_t j = 0; j < length; j++) {
+        uint64_t physical = dv_expected_physical(layout, j);
+        uint64_t begin = line_offsets ? line_offsets[physical] : header + physical * record_size;
+        uint64_t bytes_in_record =
+            line_offsets ? line_offsets[physical + 1] - begin : record_size;
+        memcpy(view + used, bytes + begin, bytes_in_record);
+        used += bytes_in_record;
+    }
+    *size = used;
+    return view;
+}
+
+/* Offsets of the lines of a dv_lines_file, computed from dv_line. */
+static uint64_t *dv_line_offsets(uint64_t header, uint64_t count)
+{
+    uint64_t *offsets = malloc((count + 1) * sizeof *offsets);
+    cr_assert_not_null(offsets);
+    char line[64];
+    offsets[0] = header;
+    for (uint64_t index = 0; index < count; index++)
+        offsets[index + 1] = offsets[index] + dv_line(index, line);
+    return offsets;
+}
+
+static void dv_expect_whole_view(struct dataset_file *file, const unsigned char *expected,
+                                 uint64_t expected_size, const char *what)
+{
+    cr_assert_eq(file->view_size, expected_size, "%s: view size %llu, expected %llu", what,
+                 (unsigned long long)file->view_size, (unsigned long long)expected_size);
+    unsigned char *got = malloc(expected_size + 16);
+    cr_assert_not_null(got);
+    size_t copied = dataset_view_copy(file, 0, got, expected_size + 16);
+    cr_assert_eq(copied, expected_size, "%s: copied %zu", what, copied);
+    cr_assert_eq(memcmp(got, expected, expected_size), 0, "%s: view bytes differ", what);
+    free(got);
+}
+
+/* Copies at every offset (and a little past the end) with each size. */
+static void dv_expect_every_offset(struct dataset_file *file, const unsigned char *expected,
+                                   uint64_t expected_size, const size_t *sizes,
+                                   size_t size_count)
+{
+    size_t largest = 0;
+    for (size_t i = 0; i < size_count; i++)
+        largest = sizes[i] > largest ? sizes[i] : largest;
+    unsigned char *got = malloc(largest);
+    cr_assert_not_null(got);
+    for (size_t i = 0; i < size_count; i++)
+        for (uint64_t offset = 0; offset <= expected_size + 2; offset++) {
+            size_t want = sizes[i];
+            uint64_t left = offset < expected_size ? expected_size - offset : 0;
+            size_t expected_copied = left < want ? (size_t)left : want;
+            size_t copied = dataset_view_copy(file, offset, got, want);
+            if (copied != expected_copied ||
+                memcmp(got, expected + (offset < expected_size ? offset : 0), copied) != 0)
+                cr_assert_fail("copy of %zu at %llu: %zu bytes (expected %zu) or wrong bytes",
+                               want, (unsigned long long)offset, copied, expected_copied);
+        }
+    free(got);
+}
+
+/* --- fixed records ------------------------------------------------------- */
+
+Test(dataset_view, fixed_geometry)
+{
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(12, 10, 11, 0, &size);
+    struct data_entry entry = dv_entry(12, 10, true, true);
+    struct dataset_file file;
+    dv_init(&file, &entry, bytes, size, 3, 2);
+    cr_expect_eq(file.record_count, 11);
+    cr_expect_eq(file.payload_size, 110);
+    cr_expect_eq(file.view_length, 4);
+    cr_expect_eq(file.view_size, 12 + 4 * 10);
+    cr_expect_eq(file.view_pass, 0);
+    cr_expect_eq(file.view_start_index, 0);
+    cr_expect_str_eq(file.basename, DV_BASENAME);
+    cr_expect_not(dataset_view_started(&file));
+    dataset_file_release(&file);
+    free(bytes);
+}
+
+Test(dataset_view, view_is_header_then_permuted_records_for_every_layout)
+{
+    static const uint64_t record_sizes[] = {1, 3, 8, 13};
+    const uint64_t count = 17, header = 5;
+    for (size_t rs = 0; rs < sizeof record_sizes / sizeof record_sizes[0]; rs++) {
+        uint64_t record_size = record_sizes[rs];
+        uint64_t size;
+        unsigned char *bytes = dv_fixed_file(header, record_size, count, 0, &size);
+        for (int shuffle = 0; shuffle <= 1; shuffle++)
+            for (uint32_t replicas = 1; replicas <= 5; replicas++)
+                for (uint32_t rank = 0; rank < replicas; rank++) {
+                    static const uint64_t starts[] = {0, 1, 8, 16, 17};
+                    for (size_t si = 0; si < sizeof starts / sizeof starts[0]; si++) {
+                        struct data_entry entry = dv_entry(header, record_size, shuffle, true);
+                        struct dataset_file file;
+                        dv_init(&file, &entry, bytes, size, replicas, rank);
+                        if (starts[si] != 0)
+                            cr_assert(dataset_view_restore(&file, RESUME_CONTINUE, 0,
+                                                           starts[si]));
+                        struct dv_layout layout = {count, replicas, rank, starts[si], 0,
+                                                   shuffle, DV_SEED, DV_BASENAME};
+                        cr_assert_eq(file.view_length, dv_expected_length(&layout));
+                        uint64_t expected_size;
+                        unsigned char *expected = dv_expected_view(bytes, header, record_size,
+                                                                   NULL, &layout,
+                                                                   &expected_size);
+                        char what[128];
+                        snprintf(what, sizeof what, "record %llu shuffle %d K %u r %u s %llu",
+                                 (unsigned long long)record_size, shuffle, replicas, rank,
+                                 (unsigned long long)starts[si]);
+                        dv_expect_whole_view(&file, expected, expected_size, what);
+                        free(expected);
+                        dataset_file_release(&file);
+                    }
+                }
+        free(bytes);
+    }
+}
+
+Test(dataset_view, copies_at_every_offset_with_odd_sizes)
+{
+    const uint64_t header = 7, record_size = 13, count = 29;
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(header, record_size, count, 0, &size);
+    struct data_entry entry = dv_entry(header, record_size, true, true);
+    for (uint32_t rank = 0; rank < 3; rank++) {
+        struct dataset_file file;
+        dv_init(&file, &entry, bytes, size, 3, rank);
+        struct dv_layout layout = {count, 3, rank, 0, 0, true, DV_SEED, DV_BASENAME};
+        uint64_t expected_size;
+        unsigned char *expected =
+            dv_expected_view(bytes, header, record_size, NULL, &layout, &expected_size);
+        const size_t sizes[] = {1, 3, record_size - 1, record_size, record_size + 1,
+                                2 * record_size + 5, 100000};
+        dv_expect_every_offset(&file, expected, expected_size, sizes,
+                               sizeof sizes / sizeof sizes[0]);
+        free(expected);
+        dataset_file_release(&file);
+    }
+    free(bytes);
+}
+
+Test(dataset_view, copy_stops_at_the_view_end)
+{
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(4, 8, 10, 0, &size);
+    struct data_entry entry = dv_entry(4, 8, false, true);
+    struct dataset_file file;
+    dv_init(&file, &entry, bytes, size, 2, 1);
+    cr_assert_eq(file.view_size, 4 + 5 * 8);
+    unsigned char buffer[64];
+    memset(buffer, 0x5a, sizeof buffer);
+    cr_expect_eq(dataset_view_copy(&file, 40, buffer, sizeof buffer), 4);
+    cr_expect_eq(buffer[4], 0x5a, "nothing written past the view");
+    cr_expect_eq(dataset_view_copy(&file, 44, buffer, sizeof buffer), 0);
+    cr_expect_eq(dataset_view_copy(&file, 1000, buffer, sizeof buffer), 0);
+    cr_expect_eq(dataset_view_copy(&file, 0, buffer, 0), 0);
+    dataset_file_release(&file);
+    free(bytes);
+}
+
+Test(dataset_view, large_view_crosses_index_blocks)
+{
+    /* more records than one VIEW_INDEX_BLOCK, read backwards and forwards */
+    const uint64_t count = 3 * VIEW_INDEX_BLOCK + 17, record_size = 8;
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(0, record_size, count, 0, &size);
+    struct data_entry entry = dv_entry(0, record_size, true, true);
+    struct dataset_file file;
+    dv_init(&file, &entry, bytes, size, 2, 1);
+    struct dv_layout layout = {count, 2, 1, 0, 0, true, DV_SEED, DV_BASENAME};
+    uint64_t length = dv_expected_length(&layout);
+    cr_assert_eq(file.view_length, length);
+    for (uint64_t step = 0; step < 2 * length; step++) {
+        uint64_t j = step < length ? length - 1 - step : step - length;
+        uint64_t value = UINT64_MAX;
+        cr_assert_eq(dataset_view_copy(&file, j * record_size, &value, sizeof value), 8);
+        uint64_t expected = dv_expected_physical(&layout, j);
+        if (value != expected)
+            cr_assert_fail("record %llu of the view is %llu, expected %llu",
+                           (unsigned long long)j, (unsigned long long)value,
+                           (unsigned long long)expected);
+    }
+    dataset_file_release(&file);
+    free(bytes);
+}
+
+Test(dataset_view, each_pass_is_a_new_permutation_of_all_records)
+{
+    const uint64_t count = 64;
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(0, 8, count, 0, &size);
+    struct data_entry entry = dv_entry(0, 8, true, true);
+    struct dataset_file file;
+    dv_init(&file, &entry, bytes, size, 1, 0);
+    uint64_t previous[64];
+    for (uint64_t pass = 0; pass < 3; pass++) {
+        cr_assert_eq(file.view_pass, pass);
+        uint64_t order[64];
+        cr_assert_eq(dataset_view_copy(&file, 0, order, sizeof order), sizeof order);
+        unsigned char seen[64] = {0};
+        for (uint64_t j = 0; j < count; j++) {
+            cr_assert_lt(order[j], count);
+            cr_assert_not(seen[order[j]], "record %llu twice in one pass",
+                          (unsigned long long)order[j]);
+            seen[order[j]] = 1;
+        }
+        if (pass > 0)
+            cr_expect_neq(memcmp(order, previous, sizeof order), 0, "pass %llu same order",
+                          (unsigned long long)pass);
+        memcpy(previous, order, sizeof order);
+        cr_assert_eq(dataset_view_end_pass(&file), 0);
+    }
+    dataset_file_release(&file);
+    free(bytes);
+}
+
+Test(dataset_view, order_depends_on_basename_and_seed_not_directory)
+{
+    const uint64_t count = 40;
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(0, 8, count, 0, &size);
+    struct data_entry entry = dv_entry(0, 8, true, true);
+    char error[256];
+    struct dataset_file a, b, c, d;
+    cr_assert_eq(dataset_file_init(&a, &entry, "/mnt/a/train.bin", bytes, size, 5, 2, 1,
+                                   error, sizeof error), 0);
+    cr_assert_eq(dataset_file_init(&b, &entry, "/other/mount/train.bin", bytes, size, 5, 2, 1,
+                                   error, sizeof error), 0);
+    cr_assert_eq(dataset_file_init(&c, &entry, "/mnt/a/valid.bin", bytes, size, 5, 2, 1,
+                                   error, sizeof error), 0);
+    cr_assert_eq(dataset_file_init(&d, &entry, "/mnt/a/train.bin", bytes, size, 6, 2, 1,
+                                   error, sizeof error), 0);
+    uint64_t va[20], vb[20], vc[20], vd[20];
+    cr_assert_eq(dataset_view_copy(&a, 0, va, sizeof va), sizeof va);
+    cr_assert_eq(dataset_view_copy(&b, 0, vb, sizeof vb), sizeof vb);
+    cr_assert_eq(dataset_view_copy(&c, 0, vc, sizeof vc), sizeof vc);
+    cr_assert_eq(dataset_view_copy(&d, 0, vd, sizeof vd), sizeof vd);
+    cr_expect_eq(memcmp(va, vb, sizeof va), 0, "same basename, same order");
+    cr_expect_neq(memcmp(va, vc, sizeof va), 0, "another basename, another order");
+    cr_expect_neq(memcmp(va, vd, sizeof va), 0, "another seed, another order");
+    dataset_file_release(&a);
+    dataset_file_release(&b);
+    dataset_file_release(&c);
+    dataset_file_release(&d);
+    free(bytes);
+}
+
+Test(dataset_view, shard_0_gives_every_rank_all_records)
+{
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(3, 8, 21, 0, &size);
+    struct data_entry entry = dv_entry(3, 8, true, false);
+    struct dataset_file zero, three;
+    dv_init(&zero, &entry, bytes, size, 4, 0);
+    dv_init(&three, &entry, bytes, size, 4, 3);
+    cr_expect_eq(three.replicas, 1);
+    cr_expect_eq(three.rank, 0);
+    cr_expect_eq(three.view_length, 21);
+    unsigned char va[3 + 21 * 8], vb[3 + 21 * 8];
+    cr_assert_eq(dataset_view_copy(&zero, 0, va, sizeof va), sizeof va);
+    cr_assert_eq(dataset_view_copy(&three, 0, vb, sizeof vb), sizeof vb);
+    cr_expect_eq(memcmp(va, vb, sizeof va), 0);
+    dataset_file_release(&zero);
+    dataset_file_release(&three);
+    free(bytes);
+}
+
+Test(dataset_view, transparency_shuffle_0_shard_0_is_the_file)
+{
+    static const uint64_t record_sizes[] = {1, 5, 8, 64};
+    for (size_t i = 0; i < sizeof record_sizes / sizeof record_sizes[0]; i++) {
+        uint64_t size;
+        unsigned char *bytes = dv_fixed_file(9, record_sizes[i], 37, 0, &size);
+        struct data_entry entry = dv_entry(9, record_sizes[i], false, false);
+        for (uint32_t rank = 0; rank < 3; rank++) {
+            struct dataset_file file;
+            dv_init(&file, &entry, bytes, size, 3, rank);
+            for (int pass = 0; pass < 2; pass++) {
+                dv_expect_whole_view(&file, bytes, size, "transparent view");
+                cr_assert_eq(dataset_view_end_pass(&file), 0);
+            }
+            dataset_file_release(&file);
+        }
+        free(bytes);
+    }
+}
+
+Test(dataset_view, records_before_fixed)
+{
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(10, 4, 9, 0, &size);
+    struct data_entry entry = dv_entry(10, 4, true, true);
+    struct dataset_file file;
+    dv_init(&file, &entry, bytes, size, 2, 0);
+    cr_assert_eq(file.view_length, 5);
+    cr_expect_eq(dataset_view_records_before(&file, 0), 0);
+    cr_expect_eq(dataset_view_records_before(&file, 10), 0);
+    cr_expect_eq(dataset_view_records_before(&file, 13), 0);
+    cr_expect_eq(dataset_view_records_before(&file, 14), 1);
+    cr_expect_eq(dataset_view_records_before(&file, 21), 2);
+    cr_expect_eq(dataset_view_records_before(&file, 30), 5);
+    cr_expect_eq(dataset_view_records_before(&file, 1000), 5);
+    dataset_file_release(&file);
+    free(bytes);
+}
+
+Test(dataset_view, note_read_counts_only_records_read_in_order)
+{
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(6, 10, 20, 0, &size);
+    struct data_entry entry = dv_entry(6, 10, true, true);
+    struct dataset_file file;
+    dv_init(&file, &entry, bytes, size, 2, 1);
+    dataset_view_note_read(&file, 0, 6);             /* the header */
+    cr_expect_eq(file.tracker.delivered, 0);
+    cr_expect_not(dataset_view_started(&file));
+    dataset_view_note_read(&file, 6, 15);            /* 1.5 records */
+    cr_expect_eq(file.tracker.delivered, 1);
+    cr_expect(dataset_view_started(&file));
+    dataset_view_note_read(&file, 56, 10);           /* a jump ahead: not in order */
+    cr_expect_eq(file.frontier, 21);
+    cr_expect_eq(file.tracker.delivered, 1);
+    dataset_view_note_read(&file, 16, 20);           /* overlaps and extends */
+    cr_expect_eq(file.frontier, 36);
+    cr_expect_eq(file.tracker.delivered, 3);
+    dataset_view_note_read(&file, 36, 0);
+    cr_expect_eq(file.frontier, 36);
+    uint64_t pass, index;
+    pass_tracker_position(&file.tracker, 0, &pass, &index);
+    cr_expect_eq(index, 6);
+    cr_assert_eq(dataset_view_end_pass(&file), 0);
+    cr_expect_eq(file.frontier, 0);
+    cr_expect_eq(file.tracker.delivered, 0);
+    dataset_file_release(&file);
+    free(bytes);
+}
+
+Test(dataset_view, restore_refixes_the_view_only_before_start)
+{
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(0, 8, 30, 0, &size);
+    struct data_entry entry = dv_entry(0, 8, true, true);
+    struct dataset_file file;
+    dv_init(&file, &entry, bytes, size, 4, 2);
+    cr_assert(dataset_view_restore(&file, RESUME_REPLAY, 1, 10));
+    cr_expect_eq(file.view_length, 0, "pass 0 skipped under replay");
+    cr_expect_eq(file.view_size, 0);
+    cr_assert_eq(dataset_view_end_pass(&file), 0);
+    cr_expect_eq(file.view_pass, 1);
+    cr_expect_eq(file.view_start_index, 10);
+    cr_expect_eq(file.view_length, 5);
+    uint64_t first;
+    cr_assert_eq(dataset_view_copy(&file, 0, &first, 8), 8);
+    dataset_view_note_read(&file, 0, 8);
+    struct dv_layout layout = {30, 4, 2, 10, 1, true, DV_SEED, DV_BASENAME};
+    cr_expect_eq(first, dv_expected_physical(&layout, 0));
+    cr_expect_not(dataset_view_restore(&file, RESUME_CONTINUE, 0, 0));
+    cr_expect_eq(file.view_pass, 1);
+    cr_expect_eq(file.view_start_index, 10);
+    dataset_file_release(&file);
+    free(bytes);
+}
+
+/* --- tail policy and geometry errors ---------------------------------------- */
+
+Test(dataset_view, tail_error_names_file_size_header_and_record)
+{
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(16, 10, 5, 3, &size);
+    cr_assert_eq(size, 69);
+    struct data_entry entry = dv_entry(16, 10, true, true);
+    struct dataset_file file;
+    char error[512] = "";
+    cr_assert_eq(dataset_file_init(&file, &entry, "/data/odd.bin", bytes, size, 0, 1, 0,
+                                   error, sizeof error), -1);
+    cr_expect_not_null(strstr(error, "/data/odd.bin"), "%s", error);
+    cr_expect_not_null(strstr(error, "69"), "%s", error);
+    cr_expect_not_null(strstr(error, "16"), "%s", error);
+    cr_expect_not_null(strstr(error, "10"), "%s", error);
+    cr_expect_not_null(strstr(error, "tail=drop"), "%s", error);
+    cr_expect_null(strchr(error, '\n'), "one line");
+    free(bytes);
+}
+
+Test(dataset_view, tail_drop_drops_the_partial_record)
+{
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(16, 10, 5, 3, &size);
+    struct data_entry entry = dv_entry(16, 10, false, false);
+    entry.tail = TAIL_DROP;
+    struct dataset_file file;
+    dv_init(&file, &entry, bytes, size, 1, 0);
+    cr_expect_eq(file.record_count, 5);
+    cr_expect_eq(file.payload_size, 50);
+    dv_expect_whole_view(&file, bytes, 66, "tail dropped");
+    dataset_file_release(&file);
+    free(bytes);
+}
+
+Test(dataset_view, file_smaller_than_header_is_refused)
+{
+    unsigned char bytes[4] = {1, 2, 3, 4};
+    struct data_entry entry = dv_entry(8, 4, false, false);
+    entry.tail = TAIL_DROP;
+    struct dataset_file file;
+    char error[512] = "";
+    cr_assert_eq(dataset_file_init(&file, &entry, "/d/short.bin", bytes, 4, 0, 1, 0, error,
+                                   sizeof error), -1);
+    cr_expect_not_null(strstr(error, "/d/short.bin"), "%s", error);
+    cr_expect_not_null(strstr(error, "size 4"), "%s", error);
+    cr_expect_not_null(strstr(error, "8"), "%s", error);
+}
+
+Test(dataset_view, empty_and_header_only_files)
+{
+    /* the shim maps nothing for an empty file */
+    struct data_entry entry = dv_entry(0, 8, true, true);
+    struct dataset_file file;
+    dv_init(&file, &entry, NULL, 0, 2, 1);
+    cr_expect_eq(file.record_count, 0);
+    cr_expect_eq(file.view_size, 0);
+    unsigned char buffer[8];
+    cr_expect_eq(dataset_view_copy(&file, 0, buffer, sizeof buffer), 0);
+    cr_assert_eq(dataset_view_end_pass(&file), 0);
+    dataset_file_release(&file);
+
+    struct data_entry lines = dv_entry(0, 0, true, true);
+    dv_init(&file, &lines, NULL, 0, 2, 1);
+    cr_expect_eq(file.record_count, 0);
+    cr_expect_eq(file.view_size, 0);
+    dataset_file_release(&file);
+
+    unsigned char header[6] = {9, 8, 7, 6, 5, 4};
+    struct data_entry with_header = dv_entry(6, 8, true, true);
+    dv_init(&file, &with_header, header, 6, 3, 0);
+    dv_expect_whole_view(&file, header, 6, "header-only file");
+    dataset_file_release(&file);
+}
+
+Test(dataset_view, zero_record_size_is_refused_not_a_crash)
+{
+    unsigned char bytes[16] = {0};
+    struct data_entry entry = dv_entry(0, 0, false, false);
+    entry.lines = false;  /* config never allows this; the runtime must not divide by 0 */
+    struct dataset_file file;
+    char error[256] = "";
+    cr_expect_eq(dataset_file_init(&file, &entry, "/d/zero.bin", bytes, 16, 0, 1, 0, error,
+                                   sizeof error), -1);
+    cr_expect_not_null(strstr(error, "/d/zero.bin"), "%s", error);
+}
+
+/* --- lines mode ----------------------------------------------------------- */
+
+Test(dataset_view, lines_view_matches_expected_at_every_offset)
+{
+    const uint64_t count = 23;
+    for (uint64_t header = 0; header <= 6; header += 6) {
+        uint64_t size;
+        unsigned char *bytes = dv_lines_file(header, count, "", &size);
+        uint64_t *offsets = dv_line_offsets(header, count);
+        cr_assert_eq(offsets[count], size);
+        for (int shuffle = 0; shuffle <= 1; shuffle++)
+            for (uint32_t replicas = 1; replicas <= 3; replicas++)
+                for (uint32_t rank = 0; rank < replicas; rank++) {
+                    struct data_entry entry = dv_entry(header, 0, shuffle, true);
+                    struct dataset_file file;
+                    dv_init(&file, &entry, bytes, size, replicas, rank);
+                    cr_assert_eq(file.record_count, count);
+                    cr_assert_eq(file.payload_size, size - header);
+                    struct dv_layout layout = {count, replicas, rank, 0, 0, shuffle, DV_SEED,
+                                               DV_BASENAME};
+                    uint64_t expected_size;
+                    unsigned char *expected =
+                        dv_expected_view(bytes, header, 0, offsets, &layout, &expected_size);
+                    dv_expect_whole_view(&file, expected, expected_size, "lines");
+                    const size_t sizes[] = {1, 2, 5, 17, 4096};
+                    dv_expect_every_offset(&file, expected, expected_size, sizes,
+                                           sizeof sizes / sizeof sizes[0]);
+                    free(expected);
+                    dataset_file_release(&file);
+                }
+        free(offsets);
+        free(bytes);
+    }
+}
+
+Test(dataset_view, lines_view_after_restore_and_next_pass)
+{
+    const uint64_t count = 31;
+    uint64_t size;
+    unsigned char *bytes = dv_lines_file(4, count, "", &size);
+    uint64_t *offsets = dv_line_offsets(4, count);
+    struct data_entry entry = dv_entry(4, 0, true, true);
+    struct dataset_file file;
+    dv_init(&file, &entry, bytes, size, 2, 1);
+    cr_assert(dataset_view_restore(&file, RESUME_CONTINUE, 3, 12));
+    for (uint64_t pass = 3; pass <= 4; pass++) {
+        struct dv_layout layout = {count, 2, 1, pass == 3 ? 12 : 0, pass, true, DV_SEED,
+                                   DV_BASENAME};
+        uint64_t expected_size;
+        unsigned char *expected = dv_expected_view(bytes, 4, 0, offsets, &layout,
+                                                   &expected_size);
+        dv_expect_whole_view(&file, expected, expected_size, "lines after restore");
+        free(expected);
+        cr_assert_eq(dataset_view_end_pass(&file), 0);
+    }
+    dataset_file_release(&file);
+    free(offsets);
+    free(bytes);
+}
+
+Test(dataset_view, lines_records_before_counts_whole_lines)
+{
+    /* lines "a\n", "bcd\n", "ef\n" in order: view offsets 0, 2, 6, 9 */
+    const char text[] = "a\nbcd\nef\n";
+    struct data_entry entry = dv_entry(0, 0, false, false);
+    struct dataset_file file;
+    dv_init(&file, &entry, (const unsigned char *)text, 9, 1, 0);
+    cr_assert_eq(file.record_count, 3);
+    static const uint64_t expected[10] = {0, 0, 1, 1, 1, 1, 2, 2, 2, 3};
+    for (uint64_t offset = 0; offset < 10; offset++)
+        cr_expect_eq(dataset_view_records_before(&file, offset), expected[offset],
+                     "offset %llu", (unsigned long long)offset);
+    cr_expect_eq(dataset_view_records_before(&file, 100), 3);
+    /* a read across the line boundary counts the completed line only */
+    dataset_view_note_read(&file, 0, 4);
+    cr_expect_eq(file.tracker.delivered, 1);
+    dataset_view_note_read(&file, 4, 5);
+    cr_expect_eq(file.tracker.delivered, 3);
+    dataset_file_release(&file);
+}
+
+Test(dataset_view, lines_tail_error_and_drop)
+{
+    uint64_t size;
+    unsigned char *bytes = dv_lines_file(3, 5, "partial", &size);
+    struct data_entry entry = dv_entry(3, 0, false, false);
+    struct dataset_file file;
+    char error[512] = "";
+    cr_assert_eq(dataset_file_init(&file, &entry, "/d/text.txt", bytes, size, 0, 1, 0, error,
+                                   sizeof error), -1);
+    char size_text[32];
+    snprintf(size_text, sizeof size_text, "%llu", (unsigned long long)size);
+    cr_expect_not_null(strstr(error, "/d/text.txt"), "%s", error);
+    cr_expect_not_null(strstr(error, size_text), "%s", error);
+    cr_expect_not_null(strstr(error, "header 3"), "%s", error);
+    cr_expect_not_null(strstr(error, "tail=drop"), "%s", error);
+
+    entry.tail = TAIL_DROP;
+    dv_init(&file, &entry, bytes, size, 1, 0);
+    cr_expect_eq(file.record_count, 5);
+    dv_expect_whole_view(&file, bytes, size - strlen("partial"), "partial line dropped");
+    dataset_file_release(&file);
+    free(bytes);
+}
+
+Test(dataset_view, transparency_lines)
+{
+    uint64_t size;
+    unsigned char *bytes = dv_lines_file(5, 40, "", &size);
+    struct data_entry entry = dv_entry(5, 0, false, false);
+    struct dataset_file file;
+    dv_init(&file, &entry, bytes, size, 4, 3);
+    dv_expect_whole_view(&file, bytes, size, "transparent lines");
+    dataset_file_release(&file);
+    free(bytes);
+}
+
+/* --- count= field ---------------------------------------------------------- */
+
+static uint64_t dv_read_count(const unsigned char *field, enum count_field_type type)
+{
+    uint64_t value = 0;
+    switch (type) {
+    case COUNT_FIELD_U32LE:
+    case COUNT_FIELD_I32LE:
+        for (int i = 3; i >= 0; i--)
+            value = value << 8 | field[i];
+        break;
+    case COUNT_FIELD_U32BE:
+        for (int i = 0; i < 4; i++)
+            value = value << 8 | field[i];
+        break;
+    case COUNT_FIELD_U64LE:
+        for (int i = 7; i >= 0; i--)
+            value = value << 8 | field[i];
+        break;
+    case COUNT_FIELD_U64BE:
+        for (int i = 0; i < 8; i++)
+            value = value << 8 | field[i];
+        break;
+    }
+    return value;
+}
+
+Test(dataset_view, count_field_is_rewritten_for_each_type)
+{
+    static const enum count_field_type types[] = {COUNT_FIELD_U32LE, COUNT_FIELD_U32BE,
+                                                  COUNT_FIELD_I32LE, COUNT_FIELD_U64LE,
+                                                  COUNT_FIELD_U64BE};
+    const uint64_t header = 24, record_size = 6, count = 10;
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(header, record_size, count, 0, &size);
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        unsigned width = types[t] == COUNT_FIELD_U64LE || types[t] == COUNT_FIELD_U64BE ? 8 : 4;
+        struct data_entry entry = dv_entry(header, record_size, true, true);
+        entry.has_count_field = true;
+        entry.count_offset = 3;  /* unaligned on purpose */
+        entry.count_type = types[t];
+        entry.count_unit = 2;
+        struct dataset_file file;
+        dv_init(&file, &entry, bytes, size, 3, 0);
+        unsigned char view_header[24];
+        cr_assert_eq(dataset_view_copy(&file, 0, view_header, header), header);
+        /* L = 4 records of 6 bytes: 24 payload bytes, 12 two-byte units */
+        cr_expect_eq(dv_read_count(view_header + 3, types[t]), 12, "type %zu", t);
+        for (uint64_t i = 0; i < header; i++)
+            if (i < 3 || i >= 3 + width)
+                cr_expect_eq(view_header[i], bytes[i], "header byte %llu changed",
+                             (unsigned long long)i);
+        /* the field follows the view: a restored pass, then header-only */
+        cr_assert(dataset_view_restore(&file, RESUME_CONTINUE, 0, 7));
+        cr_assert_eq(dataset_view_copy(&file, 0, view_header, header), header);
+        cr_expect_eq(dv_read_count(view_header + 3, types[t]), 3, "1 record = 3 units");
+        cr_assert(dataset_view_restore(&file, RESUME_CONTINUE, 0, count));
+        cr_assert_eq(dataset_view_copy(&file, 0, view_header, header), header);
+        cr_expect_eq(dv_read_count(view_header + 3, types[t]), 0);
+        dataset_file_release(&file);
+    }
+    free(bytes);
+}
+
+Test(dataset_view, count_field_in_lines_mode_counts_view_bytes)
+{
+    uint64_t size;
+    unsigned char *bytes = dv_lines_file(8, 12, "", &size);
+    struct data_entry entry = dv_entry(8, 0, true, true);
+    entry.has_count_field = true;
+    entry.count_offset = 0;
+    entry.count_type = COUNT_FIELD_U64LE;
+    entry.count_unit = 1;
+    struct dataset_file file;
+    dv_init(&file, &entry, bytes, size, 2, 1);
+    unsigned char view_header[8];
+    cr_assert_eq(dataset_view_copy(&file, 0, view_header, 8), 8);
+    cr_expect_eq(dv_read_count(view_header, COUNT_FIELD_U64LE), file.view_size - 8);
+    dataset_file_release(&file);
+    free(bytes);
+}
+
+Test(dataset_view, count_field_outside_the_header_is_refused)
+{
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(8, 4, 3, 0, &size);
+    struct data_entry entry = dv_entry(8, 4, false, false);
+    entry.has_count_field = true;
+    entry.count_offset = 2;
+    entry.count_type = COUNT_FIELD_U64BE;
+    entry.count_unit = 1;
+    struct dataset_file file;
+    char error[256] = "";
+    cr_expect_eq(dataset_file_init(&file, &entry, "/d/idx.bin", bytes, size, 0, 1, 0, error,
+                                   sizeof error), -1);
+    cr_expect_not_null(strstr(error, "/d/idx.bin"), "%s", error);
+    entry.count_offset = 0;
+    dv_init(&file, &entry, bytes, size, 1, 0);
+    dataset_file_release(&file);
+    free(bytes);
+}
+
+Test(dataset_view, transparency_with_a_matching_count_field)
+{
+    /* an IDX-like file whose header already holds its record count */
+    const uint64_t count = 25, record_size = 4;
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(8, record_size, count, 0, &size);
+    bytes[4] = 0, bytes[5] = 0, bytes[6] = 0, bytes[7] = (unsigned char)count;
+    struct data_entry entry = dv_entry(8, record_size, false, false);
+    entry.has_count_field = true;
+    entry.count_offset = 4;
+    entry.count_type = COUNT_FIELD_U32BE;
+    entry.count_unit = record_size;
+    struct dataset_file file;
+    dv_init(&file, &entry, bytes, size, 2, 1);
+    dv_expect_whole_view(&file, bytes, size, "IDX-like transparent view");
+    dataset_file_release(&file);
+    free(bytes);
+}

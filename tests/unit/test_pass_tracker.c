@@ -1,0 +1,485 @@
+/* test_pass_tracker.c - the pass and epoch model of one data file (SPEC §3
+ * "Progress", §4 replay and continue).
+ *
+ * Modelled on AdaptDL's _AdaptiveDataLoaderState and ElasticSampler tests:
+ * the position arithmetic (current_index = s + K * delivered, capped at N),
+ * the restore rules under `replay` (earlier passes header-only, the bound
+ * pass from the bound index, later passes from 0) and `continue` (the
+ * current pass becomes the bound one), and whole-run simulations in which K
+ * replicas consume part of a pass, a snapshot is taken, and the pass is
+ * finished after restarts with different replica counts (1 -> 4 -> 2 as
+ * AdaptDL's restart test): every record of the pass is delivered exactly
+ * once, plus fewer than K padding records per segment. */
+#include <criterion/criterion.h>
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pass_tracker.h"
+#include "permutation.h"
+
+/* --- single-tracker rules ------------------------------------------------- */
+
+static struct pass_plan plan_of(const struct pass_tracker *tracker)
+{
+    struct pass_plan plan;
+    pass_tracker_plan(tracker, &plan);
+    return plan;
+}
+
+static void expect_position(const struct pass_tracker *tracker, uint64_t unconsumed,
+                            uint64_t pass, uint64_t index)
+{
+    uint64_t got_pass = UINT64_MAX, got_index = UINT64_MAX;
+    pass_tracker_position(tracker, unconsumed, &got_pass, &got_index);
+    cr_expect_eq(got_pass, pass, "position pass %llu, expected %llu",
+                 (unsigned long long)got_pass, (unsigned long long)pass);
+    cr_expect_eq(got_index, index, "position index %llu, expected %llu",
+                 (unsigned long long)got_index, (unsigned long long)index);
+}
+
+static void expect_plan(const struct pass_tracker *tracker, uint64_t pass, uint64_t start,
+                        uint64_t length, bool skipped)
+{
+    struct pass_plan plan = plan_of(tracker);
+    cr_expect_eq(plan.pass, pass, "plan pass %llu, expected %llu",
+                 (unsigned long long)plan.pass, (unsigned long long)pass);
+    cr_expect_eq(plan.start_index, start, "plan start %llu, expected %llu",
+                 (unsigned long long)plan.start_index, (unsigned long long)start);
+    cr_expect_eq(plan.length, length, "plan length %llu, expected %llu",
+                 (unsigned long long)plan.length, (unsigned long long)length);
+    cr_expect_eq(plan.skipped, skipped, "plan skipped %d, expected %d", plan.skipped,
+                 skipped);
+}
+
+Test(pass_tracker, fresh_pass_starts_at_zero)
+{
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 10, 3, 1);
+    expect_plan(&tracker, 0, 0, 4, false);
+    expect_position(&tracker, 0, 0, 0);
+    cr_expect_not(tracker.started);
+    cr_expect_eq(tracker.delivered, 0);
+    cr_expect_not(tracker.has_bound);
+}
+
+Test(pass_tracker, zero_replicas_read_as_one)
+{
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 10, 0, 0);
+    cr_expect_eq(tracker.replicas, 1);
+    expect_plan(&tracker, 0, 0, 10, false);
+}
+
+Test(pass_tracker, position_is_start_plus_k_times_delivered_capped_at_n)
+{
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 10, 3, 2);
+    pass_tracker_note_delivered(&tracker, 1, true);
+    expect_position(&tracker, 0, 0, 3);
+    pass_tracker_note_delivered(&tracker, 3, true);
+    expect_position(&tracker, 0, 0, 9);
+    /* the 4th record on rank 2 is padding: s + K*4 = 12 > N */
+    pass_tracker_note_delivered(&tracker, 4, true);
+    expect_position(&tracker, 0, 0, 10);
+    cr_expect_eq(tracker.records_served, 4);
+}
+
+Test(pass_tracker, delivered_never_decreases)
+{
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 100, 2, 0);
+    pass_tracker_note_delivered(&tracker, 5, true);
+    pass_tracker_note_delivered(&tracker, 2, true);
+    cr_expect_eq(tracker.delivered, 5);
+    cr_expect_eq(tracker.records_served, 5);
+    expect_position(&tracker, 0, 0, 10);
+}
+
+Test(pass_tracker, header_bytes_do_not_start_a_pass)
+{
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 100, 1, 0);
+    pass_tracker_note_delivered(&tracker, 0, false);
+    cr_expect_not(tracker.started);
+    pass_tracker_note_delivered(&tracker, 0, true);
+    cr_expect(tracker.started);
+}
+
+Test(pass_tracker, end_pass_fixes_a_fresh_next_pass)
+{
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 10, 2, 1);
+    pass_tracker_note_delivered(&tracker, 5, true);
+    pass_tracker_end_pass(&tracker);
+    expect_plan(&tracker, 1, 0, 5, false);
+    cr_expect_not(tracker.started);
+    cr_expect_eq(tracker.delivered, 0);
+    cr_expect_eq(tracker.passes_completed, 1);
+    cr_expect_eq(tracker.records_served, 5);
+    expect_position(&tracker, 0, 1, 0);
+}
+
+Test(pass_tracker, unconsumed_records_are_not_counted)
+{
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 100, 4, 0);
+    pass_tracker_note_delivered(&tracker, 6, true);
+    expect_position(&tracker, 2, 0, 16);
+    expect_position(&tracker, 6, 0, 0);
+    expect_position(&tracker, 1000, 0, 0);
+}
+
+Test(pass_tracker, unconsumed_adjustment_never_goes_below_start)
+{
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 100, 2, 1);
+    cr_assert(pass_tracker_restore(&tracker, RESUME_REPLAY, 0, 41));
+    expect_plan(&tracker, 0, 41, 30, false);
+    pass_tracker_note_delivered(&tracker, 3, true);
+    expect_position(&tracker, 0, 0, 47);
+    expect_position(&tracker, 1, 0, 45);
+    expect_position(&tracker, 3, 0, 41);
+    expect_position(&tracker, 50, 0, 41);
+}
+
+Test(pass_tracker, replay_skips_earlier_passes_then_resumes_at_bound_index)
+{
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 10, 3, 0);
+    cr_assert(pass_tracker_restore(&tracker, RESUME_REPLAY, 2, 5));
+    /* passes 0 and 1 are header-only; a snapshot meanwhile binds (2, 5) */
+    expect_plan(&tracker, 0, 10, 0, true);
+    expect_position(&tracker, 0, 2, 5);
+    expect_position(&tracker, 7, 2, 5);
+    pass_tracker_end_pass(&tracker);
+    expect_plan(&tracker, 1, 10, 0, true);
+    expect_position(&tracker, 0, 2, 5);
+    pass_tracker_end_pass(&tracker);
+    /* the bound pass continues at 5, re-partitioned over K = 3 */
+    expect_plan(&tracker, 2, 5, 2, false);
+    expect_position(&tracker, 0, 2, 5);
+    pass_tracker_note_delivered(&tracker, 1, true);
+    expect_position(&tracker, 0, 2, 8);
+    pass_tracker_note_delivered(&tracker, 2, true);
+    expect_position(&tracker, 0, 2, 10);
+    pass_tracker_end_pass(&tracker);
+    /* later passes are normal */
+    expect_plan(&tracker, 3, 0, 4, false);
+    expect_position(&tracker, 0, 3, 0);
+}
+
+Test(pass_tracker, replay_with_bound_pass_zero_skips_nothing)
+{
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 10, 1, 0);
+    cr_assert(pass_tracker_restore(&tracker, RESUME_REPLAY, 0, 0));
+    expect_plan(&tracker, 0, 0, 10, false);
+    pass_tracker_end_pass(&tracker);
+    expect_plan(&tracker, 1, 0, 10, false);
+}
+
+Test(pass_tracker, replay_complete_bound_pass_is_header_only)
+{
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 10, 2, 1);
+    cr_assert(pass_tracker_restore(&tracker, RESUME_REPLAY, 1, 10));
+    expect_plan(&tracker, 0, 10, 0, true);
+    pass_tracker_end_pass(&tracker);
+    expect_plan(&tracker, 1, 10, 0, false);
+    expect_position(&tracker, 0, 1, 10);
+    pass_tracker_end_pass(&tracker);
+    expect_plan(&tracker, 2, 0, 5, false);
+    expect_position(&tracker, 0, 2, 0);
+}
+
+Test(pass_tracker, continue_makes_the_current_pass_the_bound_one)
+{
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 10, 4, 3);
+    cr_assert(pass_tracker_restore(&tracker, RESUME_CONTINUE, 4, 7));
+    expect_plan(&tracker, 4, 7, 1, false);
+    expect_position(&tracker, 0, 4, 7);
+    pass_tracker_note_delivered(&tracker, 1, true);
+    expect_position(&tracker, 0, 4, 10);
+    pass_tracker_end_pass(&tracker);
+    expect_plan(&tracker, 5, 0, 3, false);
+}
+
+Test(pass_tracker, continue_with_complete_index_is_header_only_then_next_pass)
+{
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 10, 1, 0);
+    cr_assert(pass_tracker_restore(&tracker, RESUME_CONTINUE, 3, 10));
+    expect_plan(&tracker, 3, 10, 0, false);
+    expect_position(&tracker, 0, 3, 10);
+    pass_tracker_end_pass(&tracker);
+    expect_plan(&tracker, 4, 0, 10, false);
+}
+
+Test(pass_tracker, continue_can_go_back_to_an_earlier_pass)
+{
+    /* a tracker whose empty passes already ran (nothing started) */
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 10, 1, 0);
+    pass_tracker_end_pass(&tracker);
+    pass_tracker_end_pass(&tracker);
+    cr_assert(pass_tracker_restore(&tracker, RESUME_CONTINUE, 1, 4));
+    expect_plan(&tracker, 1, 4, 6, false);
+}
+
+Test(pass_tracker, bound_index_past_n_is_clamped)
+{
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 10, 1, 0);
+    cr_assert(pass_tracker_restore(&tracker, RESUME_CONTINUE, 0, 999));
+    cr_expect_eq(tracker.bound_index, 10);
+    expect_plan(&tracker, 0, 10, 0, false);
+    expect_position(&tracker, 0, 0, 10);
+}
+
+Test(pass_tracker, restore_after_started_is_refused_and_changes_nothing)
+{
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 10, 2, 0);
+    pass_tracker_note_delivered(&tracker, 2, true);
+    struct pass_tracker before = tracker;
+    cr_expect_not(pass_tracker_restore(&tracker, RESUME_REPLAY, 3, 4));
+    cr_expect_not(pass_tracker_restore(&tracker, RESUME_CONTINUE, 3, 4));
+    cr_expect_eq(memcmp(&before, &tracker, sizeof tracker), 0);
+    expect_position(&tracker, 0, 0, 4);
+}
+
+Test(pass_tracker, a_second_restore_before_start_replaces_the_first)
+{
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 10, 1, 0);
+    cr_assert(pass_tracker_restore(&tracker, RESUME_REPLAY, 2, 3));
+    cr_assert(pass_tracker_restore(&tracker, RESUME_REPLAY, 0, 6));
+    expect_plan(&tracker, 0, 6, 4, false);
+}
+
+/* --- whole-run simulations ------------------------------------------------ */
+
+#define SIM_SEED 7
+#define SIM_NAME "train.bin"
+
+/* One run of K lock-step replicas over one file. */
+struct sim_run {
+    uint64_t record_count;
+    uint32_t replicas;
+    struct pass_tracker trackers[8];
+};
+
+static void sim_start(struct sim_run *run, uint64_t record_count, uint32_t replicas,
+                      bool restore, enum resume_mode resume, uint64_t pass, uint64_t index)
+{
+    run->record_count = record_count;
+    run->replicas = replicas;
+    for (uint32_t rank = 0; rank < replicas; rank++) {
+        pass_tracker_init(&run->trackers[rank], record_count, replicas, rank);
+        if (restore)
+            cr_assert(pass_tracker_restore(&run->trackers[rank], resume, pass, index));
+    }
+}
+
+/* Every replica consumes up to `records` more records of its current pass
+ * (all replicas have the same view length), adding them to counts. */
+static uint64_t sim_consume(struct sim_run *run, uint64_t records, unsigned *counts)
+{
+    uint64_t consumed = 0;
+    for (uint32_t rank = 0; rank < run->replicas; rank++) {
+        struct pass_tracker *tracker = &run->trackers[rank];
+        struct pass_plan plan;
+        pass_tracker_plan(tracker, &plan);
+        struct record_permutation permutation;
+        record_permutation_init(&permutation, run->record_count, true, SIM_SEED, SIM_NAME,
+                                plan.pass, 0);
+        uint64_t begin = tracker->delivered;
+        uint64_t end = begin + records < plan.length ? begin + records : plan.length;
+        for (uint64_t j = begin; j < end; j++) {
+            uint64_t logical = view_logical_index(run->record_count, run->replicas, rank,
+                                                  plan.start_index, j);
+            uint64_t physical = record_permutation_apply(&permutation, logical);
+            cr_assert_lt(physical, run->record_count);
+            if (counts != NULL)
+                counts[physical]++;
+            consumed++;
+        }
+        if (end > begin)
+            pass_tracker_note_delivered(tracker, end, true);
+    }
+    return consumed;
+}
+
+static uint64_t sim_length(const struct sim_run *run)
+{
+    struct pass_plan plan;
+    pass_tracker_plan(&run->trackers[0], &plan);
+    for (uint32_t rank = 1; rank < run->replicas; rank++) {
+        struct pass_plan other;
+        pass_tracker_plan(&run->trackers[rank], &other);
+        cr_assert_eq(other.length, plan.length, "all replicas have equal view lengths");
+        cr_assert_eq(other.pass, plan.pass);
+    }
+    return plan.length;
+}
+
+/* The snapshot position, identical on every replica in lock-step. */
+static void sim_position(const struct sim_run *run, uint64_t *pass, uint64_t *index)
+{
+    pass_tracker_position(&run->trackers[0], 0, pass, index);
+    for (uint32_t rank = 1; rank < run->replicas; rank++) {
+        uint64_t other_pass, other_index;
+        pass_tracker_position(&run->trackers[rank], 0, &other_pass, &other_index);
+        cr_assert_eq(other_pass, *pass);
+        cr_assert_eq(other_index, *index, "replicas disagree on current_index");
+    }
+}
+
+static void sim_end_pass(struct sim_run *run)
+{
+    for (uint32_t rank = 0; rank < run->replicas; rank++)
+        pass_tracker_end_pass(&run->trackers[rank]);
+}
+
+/* One pass split into segments: segment i runs on replicas[i] replicas,
+ * starts from the previous snapshot and consumes fractions[i] (in 1/4) of
+ * the view it sees, then snapshots; the last segment finishes the pass. */
+static void sim_segmented_pass(uint64_t record_count, const uint32_t *replicas,
+                               const unsigned *quarters, size_t segments,
+                               enum resume_mode resume, uint64_t bound_pass)
+{
+    unsigned *counts = calloc(record_count, sizeof *counts);
+    cr_assert_not_null(counts);
+    uint64_t index = 0;
+    uint64_t pass = bound_pass;
+    for (size_t segment = 0; segment < segments; segment++) {
+        struct sim_run run;
+        sim_start(&run, record_count, replicas[segment], true, resume, pass, index);
+        /* replay: passes before the bound one are header-only and deliver
+         * nothing; a snapshot taken meanwhile binds the restored position */
+        if (resume == RESUME_REPLAY) {
+            for (uint64_t skipped = 0; skipped < bound_pass; skipped++) {
+                cr_assert_eq(sim_length(&run), 0);
+                cr_assert_eq(sim_consume(&run, 1, NULL), 0);
+                uint64_t mid_pass, mid_index;
+                sim_position(&run, &mid_pass, &mid_index);
+                cr_assert_eq(mid_pass, pass);
+                cr_assert_eq(mid_index, index);
+                sim_end_pass(&run);
+            }
+        }
+        uint64_t length = sim_length(&run);
+        uint64_t want = segment + 1 == segments ? length : length * quarters[segment] / 4;
+        uint64_t consumed = sim_consume(&run, want, counts);
+        uint64_t new_pass, new_index;
+        sim_position(&run, &new_pass, &new_index);
+        cr_assert_eq(new_pass, bound_pass);
+        cr_assert_geq(new_index, index);
+        /* padding: the records served beyond the indices covered, < K */
+        uint64_t covered = new_index - index;
+        cr_assert_geq(consumed, covered);
+        cr_assert_lt(consumed - covered, replicas[segment] > 1 ? replicas[segment] : 1,
+                     "N=%llu segment %zu K=%u: %llu served for %llu indices",
+                     (unsigned long long)record_count, segment, replicas[segment],
+                     (unsigned long long)consumed, (unsigned long long)covered);
+        index = new_index;
+    }
+    cr_assert_eq(index, record_count, "the pass is complete");
+    /* padding repeats each record at most once, unless there are more
+     * replicas than records (then the padding wraps around the pass) */
+    uint32_t max_replicas = 1;
+    for (size_t segment = 0; segment < segments; segment++)
+        if (replicas[segment] > max_replicas)
+            max_replicas = replicas[segment];
+    unsigned most = max_replicas <= record_count
+                        ? 2
+                        : 1 + (unsigned)((max_replicas + record_count - 1) / record_count);
+    for (uint64_t record = 0; record < record_count; record++)
+        cr_assert(counts[record] >= 1 && counts[record] <= most,
+                  "N=%llu record %llu delivered %u times", (unsigned long long)record_count,
+                  (unsigned long long)record, counts[record]);
+    free(counts);
+}
+
+static const uint64_t sim_record_counts[] = {1, 2, 3, 5, 7, 10, 16, 33, 100};
+#define SIM_RECORD_COUNT_COUNT (sizeof sim_record_counts / sizeof sim_record_counts[0])
+
+Test(pass_tracker_simulation, every_k_then_every_k_prime_replay)
+{
+    for (size_t n = 0; n < SIM_RECORD_COUNT_COUNT; n++)
+        for (uint32_t k1 = 1; k1 <= 5; k1++)
+            for (uint32_t k2 = 1; k2 <= 5; k2++)
+                for (unsigned quarter = 0; quarter <= 4; quarter++) {
+                    const uint32_t replicas[2] = {k1, k2};
+                    const unsigned quarters[2] = {quarter, 0};
+                    sim_segmented_pass(sim_record_counts[n], replicas, quarters, 2,
+                                       RESUME_REPLAY, 0);
+                }
+}
+
+Test(pass_tracker_simulation, adaptdl_restart_1_4_2_in_a_later_pass)
+{
+    /* as AdaptDL's restart test: 1 replica, then 4, then 2, in pass 2 */
+    const uint32_t replicas[3] = {1, 4, 2};
+    const unsigned quarters[3] = {1, 2, 0};
+    for (size_t n = 0; n < SIM_RECORD_COUNT_COUNT; n++) {
+        sim_segmented_pass(sim_record_counts[n], replicas, quarters, 3, RESUME_REPLAY, 2);
+        sim_segmented_pass(sim_record_counts[n], replicas, quarters, 3, RESUME_CONTINUE, 2);
+    }
+}
+
+Test(pass_tracker_simulation, every_k_then_every_k_prime_continue)
+{
+    for (size_t n = 0; n < SIM_RECORD_COUNT_COUNT; n++)
+        for (uint32_t k1 = 1; k1 <= 5; k1++)
+            for (uint32_t k2 = 1; k2 <= 5; k2++) {
+                const uint32_t replicas[3] = {k1, k2, k1 % 3 + 1};
+                const unsigned quarters[3] = {1, 3, 0};
+                sim_segmented_pass(sim_record_counts[n], replicas, quarters, 3,
+                                   RESUME_CONTINUE, 1);
+            }
+}
+
+/* A whole run of several passes, snapshot mid-pass 1, restarted under
+ * replay with a different K: pass 0 is skipped, pass 1 finishes, pass 2
+ * is a full fresh pass. */
+Test(pass_tracker_simulation, replay_skips_finished_passes_and_runs_later_ones_fully)
+{
+    const uint64_t record_count = 24;
+    unsigned *counts = calloc(record_count, sizeof *counts);
+    cr_assert_not_null(counts);
+
+    struct sim_run first;
+    sim_start(&first, record_count, 3, false, RESUME_REPLAY, 0, 0);
+    sim_consume(&first, sim_length(&first), NULL);
+    sim_end_pass(&first);
+    sim_consume(&first, 3, counts);
+    uint64_t pass, index;
+    sim_position(&first, &pass, &index);
+    cr_assert_eq(pass, 1);
+    cr_assert_eq(index, 9);
+
+    struct sim_run second;
+    sim_start(&second, record_count, 2, true, RESUME_REPLAY, pass, index);
+    cr_assert_eq(sim_length(&second), 0, "pass 0 is skipped");
+    sim_end_pass(&second);
+    cr_assert_eq(sim_length(&second), 8, "pass 1 resumes at 9: ceil(15 / 2)");
+    sim_consume(&second, 8, counts);
+    struct record_permutation permutation;
+    record_permutation_init(&permutation, record_count, true, SIM_SEED, SIM_NAME, 1, 0);
+    uint64_t padding = record_permutation_apply(&permutation, 0);
+    for (uint64_t record = 0; record < record_count; record++)
+        cr_assert_eq(counts[record], record == padding ? 2 : 1,
+                     "pass 1: record %llu delivered %u times (padding repeats perm[0])",
+                     (unsigned long long)record, counts[record]);
+    sim_end_pass(&second);
+    struct pass_plan plan;
+    pass_tracker_plan(&second.trackers[1], &plan);
+    cr_expect_eq(plan.pass, 2);
+    cr_expect_eq(plan.start_index, 0);
+    cr_expect_eq(plan.length, 12);
+    free(counts);
+}

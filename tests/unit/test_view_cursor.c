@@ -1,0 +1,570 @@
+/* test_view_cursor.c - descriptor operations on a data view and the pass
+ * rules they trigger (SPEC §3 "Passes").
+ *
+ * A pass ends when a read returns 0, when the position moves from past the
+ * header back to at most the header after a record was read, or when the
+ * file is reopened after a record was read.  Queries (lseek SEEK_CUR 0),
+ * pread and opens that deliver nothing never end a pass; a second read at
+ * the end of a pass that is over returns 0 again without ending the next
+ * one; every cursor of a file shares its pass. */
+#include <criterion/criterion.h>
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "view_cursor.h"
+
+#define VC_HEADER 4
+#define VC_RECORD 8
+#define VC_COUNT 10
+
+/* A dataset of VC_COUNT 8-byte records, each holding its own index. */
+struct vc_data {
+    unsigned char bytes[VC_HEADER + VC_RECORD * VC_COUNT];
+    struct data_entry entry;
+    struct dataset_file file;
+};
+
+static void vc_setup(struct vc_data *data, uint64_t header, bool shuffle, uint32_t replicas,
+                     uint32_t rank)
+{
+    memset(data, 0, sizeof *data);
+    for (uint64_t i = 0; i < header; i++)
+        data->bytes[i] = (unsigned char)('h' + i);
+    for (uint64_t index = 0; index < VC_COUNT; index++)
+        memcpy(data->bytes + header + index * VC_RECORD, &index, sizeof index);
+    data->entry = (struct data_entry){
+        .record_size = VC_RECORD,
+        .header_size = header,
+        .role = DATA_ROLE_TRAIN,
+        .shuffle = shuffle,
+        .shard = true,
+        .tail = TAIL_ERROR,
+    };
+    char error[256] = "";
+    cr_assert_eq(dataset_file_init(&data->file, &data->entry, "/data/cursor.bin", data->bytes,
+                                   header + VC_RECORD * VC_COUNT, 3, replicas, rank, error,
+                                   sizeof error), 0, "%s", error);
+}
+
+static void vc_teardown(struct vc_data *data)
+{
+    dataset_file_release(&data->file);
+}
+
+/* Reads exactly `size` bytes (the view must have them). */
+static void vc_read_exactly(struct view_cursor *cursor, size_t size)
+{
+    unsigned char buffer[256];
+    cr_assert_leq(size, sizeof buffer);
+    cr_assert_eq(view_cursor_read(cursor, buffer, size), (ssize_t)size);
+}
+
+/* Reads until a read returns 0; returns the bytes read before it. */
+static size_t vc_read_to_end(struct view_cursor *cursor, size_t chunk, unsigned char *out,
+                             size_t out_size)
+{
+    unsigned char buffer[64];
+    size_t total = 0;
+    for (;;) {
+        ssize_t got = view_cursor_read(cursor, buffer, chunk);
+        cr_assert_geq(got, 0);
+        if (got == 0)
+            return total;
+        if (out != NULL) {
+            cr_assert_leq(total + (size_t)got, out_size);
+            memcpy(out + total, buffer, (size_t)got);
+        }
+        total += (size_t)got;
+    }
+}
+
+Test(view_cursor, read_to_the_end_then_zero_ends_the_pass)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, false, 1, 0);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    unsigned char view[VC_HEADER + VC_RECORD * VC_COUNT];
+    cr_assert_eq(vc_read_to_end(&cursor, 7, view, sizeof view), sizeof view);
+    cr_expect_eq(memcmp(view, data.bytes, sizeof view), 0, "unshuffled K=1 view is the file");
+    cr_expect_eq(data.file.view_pass, 1);
+    cr_expect_eq(data.file.tracker.passes_completed, 1);
+    cr_expect_eq(data.file.tracker.records_served, VC_COUNT);
+    cr_expect_not(dataset_view_started(&data.file), "the next pass has not begun");
+    cr_expect_eq(cursor.offset, sizeof view);
+    vc_teardown(&data);
+}
+
+Test(view_cursor, the_last_record_read_does_not_end_the_pass_by_itself)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, false, 1, 0);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    vc_read_exactly(&cursor, VC_HEADER + VC_RECORD * VC_COUNT);
+    cr_expect_eq(data.file.view_pass, 0, "only a read returning 0 ends it");
+    uint64_t pass, index;
+    pass_tracker_position(&data.file.tracker, 0, &pass, &index);
+    cr_expect_eq(pass, 0);
+    cr_expect_eq(index, VC_COUNT, "all delivered: current_index N");
+    vc_teardown(&data);
+}
+
+Test(view_cursor, a_second_read_at_eof_does_not_end_another_pass)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, true, 2, 1);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    vc_read_to_end(&cursor, 16, NULL, 0);
+    cr_assert_eq(data.file.view_pass, 1);
+    unsigned char buffer[16];
+    cr_expect_eq(view_cursor_read(&cursor, buffer, sizeof buffer), 0);
+    cr_expect_eq(view_cursor_read(&cursor, buffer, sizeof buffer), 0);
+    struct iovec vector = {buffer, sizeof buffer};
+    cr_expect_eq(view_cursor_readv(&cursor, &vector, 1), 0);
+    cr_expect_eq(data.file.view_pass, 1);
+    cr_expect_eq(data.file.tracker.passes_completed, 1);
+    vc_teardown(&data);
+}
+
+Test(view_cursor, a_second_read_at_eof_of_a_header_only_pass_does_not_swallow_the_next)
+{
+    /* replay skipping passes 0 and 1: their views are the header alone, so
+     * the end of each lies at the header; a loop that reads once more after
+     * the 0 must neither end pass 1 nor read its records */
+    for (uint64_t header = 0; header <= VC_HEADER; header += VC_HEADER) {
+        struct vc_data data;
+        vc_setup(&data, header, true, 1, 0);
+        cr_assert(dataset_view_restore(&data.file, RESUME_REPLAY, 2, 0));
+        struct view_cursor cursor;
+        view_cursor_open(&cursor, &data.file);
+        unsigned char buffer[32];
+        cr_assert_eq(vc_read_to_end(&cursor, sizeof buffer, NULL, 0), header);
+        cr_assert_eq(data.file.view_pass, 1);
+        cr_expect_eq(view_cursor_read(&cursor, buffer, sizeof buffer), 0,
+                     "header %llu: still at the end of pass 0", (unsigned long long)header);
+        struct iovec vector = {buffer, sizeof buffer};
+        cr_expect_eq(view_cursor_readv(&cursor, &vector, 1), 0);
+        cr_expect_eq(data.file.view_pass, 1, "header %llu: pass 1 must not be skipped too",
+                     (unsigned long long)header);
+        /* the next epoch's rewind joins pass 1, which ends at its own EOF */
+        cr_assert_eq(view_cursor_seek(&cursor, 0, SEEK_SET), 0);
+        cr_assert_eq(vc_read_to_end(&cursor, sizeof buffer, NULL, 0), header);
+        cr_expect_eq(data.file.view_pass, 2);
+        cr_expect_eq(data.file.view_length, VC_COUNT);
+        vc_teardown(&data);
+    }
+}
+
+Test(view_cursor, lseek_back_to_the_header_after_payload_ends_the_pass)
+{
+    static const off_t targets[] = {0, 1, VC_HEADER};
+    for (size_t i = 0; i < sizeof targets / sizeof targets[0]; i++) {
+        struct vc_data data;
+        vc_setup(&data, VC_HEADER, true, 1, 0);
+        struct view_cursor cursor;
+        view_cursor_open(&cursor, &data.file);
+        vc_read_exactly(&cursor, VC_HEADER + 1);
+        cr_assert_eq(view_cursor_seek(&cursor, targets[i], SEEK_SET), targets[i]);
+        cr_expect_eq(data.file.view_pass, 1, "seek to %lld", (long long)targets[i]);
+        cr_expect_eq(cursor.pass, 1);
+        /* a second rewind before reading anything ends nothing more */
+        cr_assert_eq(view_cursor_seek(&cursor, 0, SEEK_SET), 0);
+        cr_expect_eq(data.file.view_pass, 1);
+        vc_teardown(&data);
+    }
+}
+
+Test(view_cursor, lseek_inside_the_payload_does_not_end_the_pass)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, true, 1, 0);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    vc_read_exactly(&cursor, VC_HEADER + 3 * VC_RECORD);
+    cr_expect_eq(view_cursor_seek(&cursor, VC_HEADER + 1, SEEK_SET), VC_HEADER + 1);
+    cr_expect_eq(view_cursor_seek(&cursor, -1, SEEK_END),
+                 VC_HEADER + VC_RECORD * VC_COUNT - 1);
+    cr_expect_eq(view_cursor_seek(&cursor, 5, SEEK_END), VC_HEADER + VC_RECORD * VC_COUNT + 5,
+                 "past the end is allowed");
+    cr_expect_eq(data.file.view_pass, 0);
+    vc_teardown(&data);
+}
+
+Test(view_cursor, lseek_seek_cur_zero_never_ends_a_pass)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, true, 1, 0);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    vc_read_exactly(&cursor, VC_HEADER + VC_RECORD);
+    cr_expect_eq(view_cursor_seek(&cursor, 0, SEEK_CUR), VC_HEADER + VC_RECORD);
+    cr_expect_eq(data.file.view_pass, 0);
+    /* at the end of an ended pass, a query neither joins nor ends anything */
+    vc_read_to_end(&cursor, 32, NULL, 0);
+    cr_assert_eq(data.file.view_pass, 1);
+    cr_expect_eq(view_cursor_seek(&cursor, 0, SEEK_CUR), VC_HEADER + VC_RECORD * VC_COUNT);
+    cr_expect_eq(cursor.pass, 0);
+    unsigned char buffer[8];
+    cr_expect_eq(view_cursor_read(&cursor, buffer, sizeof buffer), 0);
+    cr_expect_eq(data.file.view_pass, 1);
+    vc_teardown(&data);
+}
+
+Test(view_cursor, lseek_to_zero_before_any_payload_does_not_end_a_pass)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, true, 1, 0);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    vc_read_exactly(&cursor, VC_HEADER);
+    cr_assert_eq(view_cursor_seek(&cursor, 0, SEEK_SET), 0);
+    cr_expect_eq(data.file.view_pass, 0);
+    /* moving forward without reading, then back: still nothing consumed */
+    cr_assert_eq(view_cursor_seek(&cursor, 0, SEEK_END), VC_HEADER + VC_RECORD * VC_COUNT);
+    cr_assert_eq(view_cursor_seek(&cursor, 0, SEEK_SET), 0);
+    cr_expect_eq(data.file.view_pass, 0);
+    vc_teardown(&data);
+}
+
+Test(view_cursor, rewinding_after_eof_joins_the_next_pass_without_ending_it)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, true, 2, 0);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    vc_read_to_end(&cursor, 13, NULL, 0);
+    cr_assert_eq(data.file.view_pass, 1);
+    cr_assert_eq(view_cursor_seek(&cursor, 0, SEEK_SET), 0);
+    cr_expect_eq(data.file.view_pass, 1);
+    cr_expect_eq(cursor.pass, 1);
+    /* and reads pass 1's view */
+    unsigned char got[VC_HEADER + VC_RECORD * 5], expected[sizeof got];
+    cr_assert_eq(view_cursor_read(&cursor, got, sizeof got), (ssize_t)sizeof got);
+    cr_assert_eq(dataset_view_copy(&data.file, 0, expected, sizeof expected), sizeof expected);
+    cr_expect_eq(memcmp(got, expected, sizeof got), 0);
+    cr_expect(dataset_view_started(&data.file));
+    vc_teardown(&data);
+}
+
+Test(view_cursor, reopening_ends_the_pass_only_after_payload_was_read)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, true, 1, 0);
+    struct view_cursor first, second;
+    view_cursor_open(&first, &data.file);
+    view_cursor_open(&second, &data.file);
+    cr_expect_eq(data.file.view_pass, 0, "two opens deliver nothing");
+    vc_read_exactly(&first, VC_HEADER);
+    view_cursor_open(&second, &data.file);
+    cr_expect_eq(data.file.view_pass, 0, "the header alone is not a record");
+    vc_read_exactly(&first, 1);
+    view_cursor_open(&second, &data.file);
+    cr_expect_eq(data.file.view_pass, 1, "reopened after a payload byte");
+    cr_expect_eq(second.pass, 1);
+    cr_expect_eq(second.offset, 0);
+    view_cursor_open(&second, &data.file);
+    cr_expect_eq(data.file.view_pass, 1);
+    vc_teardown(&data);
+}
+
+Test(view_cursor, pread_never_ends_a_pass_nor_moves_the_offset)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, true, 1, 0);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    vc_read_exactly(&cursor, VC_HEADER + 2);
+    unsigned char buffer[32], expected[32];
+    cr_expect_eq(view_cursor_pread(&cursor, buffer, 8, VC_HEADER + 8), 8);
+    cr_assert_eq(dataset_view_copy(&data.file, VC_HEADER + 8, expected, 8), 8);
+    cr_expect_eq(memcmp(buffer, expected, 8), 0);
+    cr_expect_eq(view_cursor_pread(&cursor, buffer, sizeof buffer, 0), (ssize_t)sizeof buffer);
+    cr_expect_eq(view_cursor_pread(&cursor, buffer, sizeof buffer, 10000), 0);
+    cr_expect_eq(view_cursor_pread(&cursor, buffer, sizeof buffer,
+                                   VC_HEADER + VC_RECORD * VC_COUNT), 0);
+    struct iovec vector = {buffer, sizeof buffer};
+    cr_expect_eq(view_cursor_preadv(&cursor, &vector, 1, 20000), 0);
+    cr_expect_eq(cursor.offset, VC_HEADER + 2);
+    cr_expect_eq(data.file.view_pass, 0);
+    vc_teardown(&data);
+}
+
+Test(view_cursor, pread_from_the_start_counts_records_in_order)
+{
+    /* a loader reading the file with pread only still makes progress */
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, true, 1, 0);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    unsigned char buffer[VC_RECORD];
+    cr_assert_eq(view_cursor_pread(&cursor, buffer, VC_HEADER, 0), VC_HEADER);
+    for (uint64_t j = 0; j < 3; j++)
+        cr_assert_eq(view_cursor_pread(&cursor, buffer, VC_RECORD, VC_HEADER + j * VC_RECORD),
+                     VC_RECORD);
+    cr_expect_eq(data.file.tracker.delivered, 3);
+    cr_expect_eq(cursor.offset, 0);
+    vc_teardown(&data);
+}
+
+Test(view_cursor, seek_end_and_size_report_the_view)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, true, 3, 1);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    /* N = 10, K = 3: L = 4 */
+    cr_expect_eq(view_cursor_size(&cursor), VC_HEADER + 4 * VC_RECORD);
+    cr_expect_eq(view_cursor_seek(&cursor, 0, SEEK_END), VC_HEADER + 4 * VC_RECORD);
+    cr_expect_eq(view_cursor_seek(&cursor, -VC_RECORD, SEEK_END), VC_HEADER + 3 * VC_RECORD);
+    vc_teardown(&data);
+}
+
+Test(view_cursor, the_next_view_is_fixed_as_soon_as_a_pass_ends)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, true, 2, 0);
+    cr_assert(dataset_view_restore(&data.file, RESUME_REPLAY, 1, 6));
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    cr_expect_eq(view_cursor_size(&cursor), VC_HEADER, "pass 0 skipped: header only");
+    vc_read_to_end(&cursor, 64, NULL, 0);
+    cr_assert_eq(data.file.view_pass, 1);
+    /* bound pass 1 from index 6: 4 records left over K = 2 */
+    cr_expect_eq(view_cursor_size(&cursor), VC_HEADER + 2 * VC_RECORD);
+    cr_expect_eq(view_cursor_seek(&cursor, 0, SEEK_END), VC_HEADER + 2 * VC_RECORD);
+    vc_teardown(&data);
+}
+
+Test(view_cursor, seek_errors)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, true, 1, 0);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    vc_read_exactly(&cursor, 20);
+    errno = 0;
+    cr_expect_eq(view_cursor_seek(&cursor, -1, SEEK_SET), -1);
+    cr_expect_eq(errno, EINVAL);
+    errno = 0;
+    cr_expect_eq(view_cursor_seek(&cursor, -21, SEEK_CUR), -1);
+    cr_expect_eq(errno, EINVAL);
+    errno = 0;
+    cr_expect_eq(view_cursor_seek(&cursor, 0, 42), -1);
+    cr_expect_eq(errno, EINVAL);
+    errno = 0;
+    cr_expect_eq(view_cursor_seek(&cursor, INT64_MAX, SEEK_CUR), -1);
+    cr_expect_eq(errno, EOVERFLOW);
+    cr_expect_eq(cursor.offset, 20, "failed seeks move nothing");
+    cr_expect_eq(data.file.view_pass, 0);
+    /* the view is one data extent */
+    cr_expect_eq(view_cursor_seek(&cursor, 30, SEEK_DATA), 30);
+    cr_expect_eq(view_cursor_seek(&cursor, 30, SEEK_HOLE), VC_HEADER + VC_RECORD * VC_COUNT);
+    errno = 0;
+    cr_expect_eq(view_cursor_seek(&cursor, VC_HEADER + VC_RECORD * VC_COUNT, SEEK_DATA), -1);
+    cr_expect_eq(errno, ENXIO);
+    vc_teardown(&data);
+}
+
+Test(view_cursor, readv_is_read)
+{
+    static const size_t lengths[] = {3, 0, 9, 1, 20, 7, 64};
+    struct vc_data a, b;
+    vc_setup(&a, VC_HEADER, true, 3, 2);
+    vc_setup(&b, VC_HEADER, true, 3, 2);
+    struct view_cursor by_read, by_readv;
+    view_cursor_open(&by_read, &a.file);
+    view_cursor_open(&by_readv, &b.file);
+    for (int round = 0; round < 3; round++) {
+        unsigned char via_read[128], via_readv[128];
+        size_t total = 0;
+        struct iovec vector[sizeof lengths / sizeof lengths[0]];
+        for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++) {
+            vector[i] = (struct iovec){via_readv + total, lengths[i]};
+            total += lengths[i];
+        }
+        ssize_t got_readv = view_cursor_readv(&by_readv, vector,
+                                              (int)(sizeof lengths / sizeof lengths[0]));
+        ssize_t got_read = 0;
+        for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++) {
+            ssize_t got = view_cursor_read(&by_read, via_read + got_read, lengths[i]);
+            got_read += got;
+            if ((size_t)got < lengths[i])
+                break;
+        }
+        cr_expect_eq(got_readv, got_read, "round %d", round);
+        cr_expect_eq(memcmp(via_read, via_readv, (size_t)got_read), 0);
+        cr_expect_eq(by_read.offset, by_readv.offset);
+        cr_expect_eq(a.file.tracker.delivered, b.file.tracker.delivered);
+    }
+    /* both are at the end of the 36-byte view now; a 0 ends the pass */
+    unsigned char buffer[8];
+    struct iovec vector[2] = {{buffer, 0}, {buffer, sizeof buffer}};
+    cr_assert_eq(view_cursor_read(&by_read, buffer, sizeof buffer), 0);
+    cr_expect_eq(view_cursor_readv(&by_readv, vector, 2), 0);
+    cr_expect_eq(a.file.view_pass, 1);
+    cr_expect_eq(b.file.view_pass, 1);
+    /* an empty vector reads nothing and ends nothing */
+    cr_assert_eq(view_cursor_seek(&by_readv, 0, SEEK_SET), 0);
+    cr_expect_eq(view_cursor_readv(&by_readv, vector, 1), 0);
+    cr_expect_eq(view_cursor_readv(&by_readv, vector, 0), 0);
+    cr_expect_eq(b.file.view_pass, 1);
+    vc_teardown(&a);
+    vc_teardown(&b);
+}
+
+Test(view_cursor, preadv_is_pread)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, true, 2, 1);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    uint64_t size = view_cursor_size(&cursor);
+    for (uint64_t offset = 0; offset <= size; offset += 3) {
+        unsigned char via_pread[64], via_preadv[64];
+        struct iovec vector[3] = {{via_preadv, 5}, {via_preadv + 5, 0}, {via_preadv + 5, 11}};
+        ssize_t expected = view_cursor_pread(&cursor, via_pread, 16, offset);
+        cr_assert_eq(view_cursor_preadv(&cursor, vector, 3, offset), expected);
+        cr_assert_eq(memcmp(via_pread, via_preadv, (size_t)expected), 0);
+    }
+    cr_expect_eq(cursor.offset, 0);
+    cr_expect_eq(data.file.view_pass, 0);
+    vc_teardown(&data);
+}
+
+Test(view_cursor, cursors_on_one_file_share_the_pass)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, true, 1, 0);
+    struct view_cursor loader, probe;
+    view_cursor_open(&loader, &data.file);
+    view_cursor_open(&probe, &data.file);
+    vc_read_exactly(&loader, VC_HEADER + 3 * VC_RECORD);
+    uint64_t pass, index;
+    pass_tracker_position(&data.file.tracker, 0, &pass, &index);
+    cr_expect_eq(index, 3);
+    /* the probe rereads from the start: not in order, no extra progress */
+    vc_read_exactly(&probe, VC_HEADER + VC_RECORD);
+    pass_tracker_position(&data.file.tracker, 0, &pass, &index);
+    cr_expect_eq(index, 3);
+    /* the loader finishes the pass; the probe, mid-way, sees its end too */
+    vc_read_to_end(&loader, 32, NULL, 0);
+    cr_assert_eq(data.file.view_pass, 1);
+    unsigned char buffer[8];
+    cr_expect_eq(view_cursor_read(&probe, buffer, sizeof buffer), 0);
+    cr_expect_eq(data.file.view_pass, 1);
+    /* a third cursor that has not read anything starts on pass 1 */
+    struct view_cursor late;
+    view_cursor_open(&late, &data.file);
+    cr_expect_eq(late.pass, 1);
+    vc_teardown(&data);
+}
+
+Test(view_cursor, an_unread_cursor_joins_the_pass_another_one_started)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, true, 1, 0);
+    struct view_cursor first, second;
+    view_cursor_open(&first, &data.file);
+    view_cursor_open(&second, &data.file);
+    vc_read_to_end(&first, 64, NULL, 0);
+    cr_assert_eq(data.file.view_pass, 1);
+    /* second was opened in pass 0 but never read: it reads pass 1 */
+    unsigned char got[VC_HEADER + VC_RECORD], expected[sizeof got];
+    cr_assert_eq(view_cursor_read(&second, got, sizeof got), (ssize_t)sizeof got);
+    cr_assert_eq(dataset_view_copy(&data.file, 0, expected, sizeof expected), sizeof expected);
+    cr_expect_eq(memcmp(got, expected, sizeof got), 0);
+    cr_expect_eq(second.pass, 1);
+    vc_teardown(&data);
+}
+
+/* --- the stdio helpers ----------------------------------------------------- */
+
+Test(view_cursor, move_applies_no_pass_rule)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, true, 1, 0);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    vc_read_exactly(&cursor, VC_HEADER + 2 * VC_RECORD);
+    /* glibc seeking its cookie back to a buffer boundary is not a rewind */
+    cr_expect_eq(view_cursor_move(&cursor, 0, SEEK_SET), 0);
+    cr_expect_eq(data.file.view_pass, 0);
+    cr_expect_eq(view_cursor_move(&cursor, 5, SEEK_CUR), 5);
+    cr_expect_eq(view_cursor_move(&cursor, -2, SEEK_END), VC_HEADER + VC_RECORD * VC_COUNT - 2);
+    errno = 0;
+    cr_expect_eq(view_cursor_move(&cursor, -1, SEEK_SET), -1);
+    cr_expect_eq(errno, EINVAL);
+    errno = 0;
+    cr_expect_eq(view_cursor_move(&cursor, 0, 99), -1);
+    cr_expect_eq(errno, EINVAL);
+    cr_expect_eq(data.file.view_pass, 0);
+    vc_teardown(&data);
+}
+
+Test(view_cursor, move_joins_the_current_pass_except_for_a_query)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, true, 1, 0);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    vc_read_to_end(&cursor, 64, NULL, 0);
+    cr_assert_eq(data.file.view_pass, 1);
+    /* ftell: SEEK_CUR 0 reports the old end and stays on the old pass */
+    cr_expect_eq(view_cursor_move(&cursor, 0, SEEK_CUR), VC_HEADER + VC_RECORD * VC_COUNT);
+    cr_expect_eq(cursor.pass, 0);
+    unsigned char buffer[8];
+    cr_expect_eq(view_cursor_read(&cursor, buffer, sizeof buffer), 0);
+    cr_expect_eq(data.file.view_pass, 1);
+    /* an explicit move joins pass 1 without ending it */
+    cr_expect_eq(view_cursor_move(&cursor, 0, SEEK_SET), 0);
+    cr_expect_eq(cursor.pass, 1);
+    cr_expect_eq(data.file.view_pass, 1);
+    vc_teardown(&data);
+}
+
+Test(view_cursor, reposition_rule_ends_a_pass_on_rewind_after_payload)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, true, 1, 0);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    /* nothing read yet: moving to 0 is harmless */
+    cr_expect_not(view_cursor_reposition_rule(&cursor, VC_HEADER + 8, 0));
+    cr_expect_eq(data.file.view_pass, 0);
+    vc_read_exactly(&cursor, VC_HEADER + 2 * VC_RECORD);
+    /* forward, or from the header to the start: not a rewind */
+    cr_expect_not(view_cursor_reposition_rule(&cursor, VC_HEADER + 2, VC_HEADER + 40));
+    cr_expect_not(view_cursor_reposition_rule(&cursor, VC_HEADER, 0));
+    cr_expect_eq(data.file.view_pass, 0);
+    /* back to the header after a record: the pass ends, the buffer is stale */
+    cr_expect(view_cursor_reposition_rule(&cursor, VC_HEADER + 9, VC_HEADER));
+    cr_expect_eq(data.file.view_pass, 1);
+    /* until the stream moves (view_cursor_move), it is still stale, and a
+     * second rewind does not end pass 1 */
+    cr_expect(view_cursor_reposition_rule(&cursor, VC_HEADER + 9, 0));
+    cr_expect_eq(data.file.view_pass, 1);
+    cr_expect_eq(view_cursor_move(&cursor, 0, SEEK_SET), 0);
+    cr_expect_not(view_cursor_reposition_rule(&cursor, 0, 0));
+    cr_expect_eq(data.file.view_pass, 1);
+    vc_teardown(&data);
+}
+
+Test(view_cursor, reposition_rule_after_eof_discards_the_buffer)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, true, 1, 0);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    vc_read_to_end(&cursor, 64, NULL, 0);
+    cr_assert_eq(data.file.view_pass, 1);
+    cr_expect(view_cursor_reposition_rule(&cursor, VC_HEADER + VC_RECORD * VC_COUNT, 0));
+    cr_expect_eq(data.file.view_pass, 1, "rewind after EOF ends nothing more");
+    vc_teardown(&data);
+}
