@@ -12,6 +12,7 @@ void dataset_registry_init(struct dataset_registry *registry, enum resume_mode r
 {
     memset(registry, 0, sizeof *registry);
     pthread_mutex_init(&registry->lock, NULL);
+    registry->files_tail = &registry->files;
     registry->resume = resume;
 }
 
@@ -66,21 +67,44 @@ static int dataset_registry_apply_position(struct dataset_registry *registry,
     return 0;
 }
 
-int dataset_registry_add(struct dataset_registry *registry, struct dataset_file *file,
-                         char *error, size_t error_size)
+/* The unapplied pending position for a file: same basename, preferably the
+ * same record count (so that two data sets whose files share a basename do
+ * not swap positions); the first in snapshot order among equals.  NULL when
+ * the snapshot does not name the file. */
+static struct pending_position *dataset_registry_match_pending(struct dataset_registry *registry,
+                                                               const struct dataset_file *file)
 {
-    file->next = registry->files;
-    registry->files = file;
-    registry->file_count++;
+    struct pending_position *same_name = NULL;
     for (size_t i = 0; i < registry->pending_count; i++) {
         struct pending_position *pending = &registry->pending[i];
         if (pending->applied || strcmp(pending->position.name, file->basename) != 0)
             continue;
-        pending->applied = true;
-        return dataset_registry_apply_position(registry, file, &pending->position, error,
-                                               error_size);
+        if (pending->position.record_count == file->record_count)
+            return pending;
+        if (same_name == NULL)
+            same_name = pending;
     }
-    return 0;
+    return same_name;
+}
+
+int dataset_registry_add(struct dataset_registry *registry, struct dataset_file *file,
+                         char *error, size_t error_size)
+{
+    if (registry->files_tail == NULL) {  /* zero-initialised, never init'ed */
+        registry->files_tail = &registry->files;
+        while (*registry->files_tail != NULL)
+            registry->files_tail = &(*registry->files_tail)->next;
+    }
+    file->next = NULL;
+    *registry->files_tail = file;
+    registry->files_tail = &file->next;
+    registry->file_count++;
+    struct pending_position *pending = dataset_registry_match_pending(registry, file);
+    if (pending == NULL)
+        return 0;
+    pending->applied = true;
+    return dataset_registry_apply_position(registry, file, &pending->position, error,
+                                           error_size);
 }
 
 uint64_t dataset_registry_epoch(struct dataset_registry *registry)
@@ -127,7 +151,13 @@ int dataset_registry_capture(struct dataset_registry *registry,
             return -1;
         snapshot->file_count++;
     }
-    snapshot->epoch = dataset_registry_epoch(registry);
+    /* The epoch as the snapshot binds it: while replay skips towards a
+     * restored pass, the live pass counters are behind the positions. */
+    snapshot->epoch = 0;
+    for (size_t i = 0; i < snapshot->file_count; i++)
+        if (snapshot->files[i].role == DATA_ROLE_TRAIN &&
+            snapshot->files[i].pass > snapshot->epoch)
+            snapshot->epoch = snapshot->files[i].pass;
     return 0;
 }
 
@@ -164,16 +194,13 @@ int dataset_registry_restore(struct dataset_registry *registry,
     registry->restored = true;
     registry->restored_sequence = snapshot->sequence;
     for (struct dataset_file *file = registry->files; file; file = file->next) {
-        for (size_t i = 0; i < registry->pending_count; i++) {
-            struct pending_position *pending = &registry->pending[i];
-            if (pending->applied || strcmp(pending->position.name, file->basename) != 0)
-                continue;
-            pending->applied = true;
-            if (dataset_registry_apply_position(registry, file, &pending->position, error,
-                                                error_size) != 0)
-                return -1;
-            break;
-        }
+        struct pending_position *pending = dataset_registry_match_pending(registry, file);
+        if (pending == NULL)
+            continue;
+        pending->applied = true;
+        if (dataset_registry_apply_position(registry, file, &pending->position, error,
+                                            error_size) != 0)
+            return -1;
     }
     return 0;
 }

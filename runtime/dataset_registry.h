@@ -5,7 +5,10 @@
  * that pass state survives closes and reopens.  A restored snapshot may name
  * files this run has not touched yet: their positions wait here, keyed by
  * basename (replicas may mount the data at different paths), until the file
- * is registered. */
+ * is registered.  When several files share a basename, a position goes to
+ * the file with the same record count, and among those to the one registered
+ * in the same order as in the run that captured it (captures list files in
+ * registration order). */
 #ifndef ADAPTSHIM_DATASET_REGISTRY_H
 #define ADAPTSHIM_DATASET_REGISTRY_H
 
@@ -23,7 +26,8 @@ struct pending_position {
 
 struct dataset_registry {
     pthread_mutex_t lock;
-    struct dataset_file *files;      /* singly linked, newest first */
+    struct dataset_file *files;      /* singly linked, in registration order */
+    struct dataset_file **files_tail; /* where the next file is linked */
     size_t file_count;
     enum resume_mode resume;
     bool restored;                   /* a snapshot was restored in this run */
@@ -52,8 +56,11 @@ uint64_t dataset_registry_epoch(struct dataset_registry *registry);
  * lookahead), supplied by the shim which knows its streams. */
 typedef uint64_t (*unconsumed_records_fn)(struct dataset_file *file, void *context);
 
-/* Fills the data-position part of a snapshot (files, epoch).  Caller frees
- * with snapshot_free.  -1 on allocation failure. */
+/* Fills the data-position part of a snapshot (files in registration order,
+ * then restored positions of files not registered yet; epoch = the highest
+ * pass among the captured train positions, so that a snapshot taken while
+ * replay is still skipping carries the restored epoch).  Caller frees with
+ * snapshot_free.  -1 on allocation failure. */
 int dataset_registry_capture(struct dataset_registry *registry,
                              unconsumed_records_fn unconsumed, void *context,
                              struct adaptdl_snapshot *snapshot);

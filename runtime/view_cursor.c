@@ -28,18 +28,22 @@ void view_cursor_open(struct view_cursor *cursor, struct dataset_file *file)
     cursor->file = file;
     cursor->offset = 0;
     cursor->pass = file->view_pass;
+    cursor->at_end = false;
     cursor->references = 1;
     pthread_mutex_unlock(&file->lock);
 }
 
-/* A cursor whose pass is over may join the current one only from the header:
- * anywhere else it still stands at the end of the pass it finished. */
+/* A cursor whose pass is over may join the current one only from the header,
+ * and only if it did not read to the end itself: anywhere else, or at the
+ * end of a header-only view it read to its 0, it still stands at the end of
+ * the pass it finished (a second read at EOF must not swallow the next pass,
+ * nor end it when it is header-only too). */
 static bool view_cursor_is_current_locked(struct view_cursor *cursor)
 {
     struct dataset_file *file = cursor->file;
     if (cursor->pass == file->view_pass)
         return true;
-    if (cursor->offset <= file->header_size) {
+    if (cursor->offset <= file->header_size && !cursor->at_end) {
         cursor->pass = file->view_pass;
         return true;
     }
@@ -70,8 +74,10 @@ ssize_t view_cursor_read(struct view_cursor *cursor, void *buffer, size_t size)
     size_t copied = dataset_view_copy(file, cursor->offset, buffer, size);
     dataset_view_note_read(file, cursor->offset, copied);
     cursor->offset += copied;
-    if (copied == 0 && size > 0)
+    if (copied == 0 && size > 0) {
         view_cursor_end_pass_locked(file, "read to the end");
+        cursor->at_end = true;
+    }
     pthread_mutex_unlock(&file->lock);
     return (ssize_t)copied;
 }
@@ -97,8 +103,10 @@ ssize_t view_cursor_readv(struct view_cursor *cursor, const struct iovec *vector
         if (copied < vector[i].iov_len)
             break;
     }
-    if (total == 0 && requested > 0)
+    if (total == 0 && requested > 0) {
         view_cursor_end_pass_locked(file, "read to the end");
+        cursor->at_end = true;
+    }
     pthread_mutex_unlock(&file->lock);
     return (ssize_t)total;
 }
@@ -179,6 +187,7 @@ off_t view_cursor_seek(struct view_cursor *cursor, off_t offset, int whence)
     if (moves_back_to_header && cursor->pass == file->view_pass && dataset_view_started(file))
         view_cursor_end_pass_locked(file, "rewound");
     cursor->pass = file->view_pass;
+    cursor->at_end = false;
     cursor->offset = target;
     pthread_mutex_unlock(&file->lock);
     return (off_t)target;
@@ -201,13 +210,15 @@ off_t view_cursor_move(struct view_cursor *cursor, off_t offset, int whence)
                    : whence == SEEK_CUR ? (int64_t)cursor->offset
                    : whence == SEEK_END ? (int64_t)file->view_size
                                         : -1;
-    if (base < 0 || base + offset < 0) {
+    if (base < 0 || (offset > 0 && base > INT64_MAX - offset) || base + offset < 0) {
         pthread_mutex_unlock(&file->lock);
-        errno = EINVAL;
+        errno = base >= 0 && offset > 0 ? EOVERFLOW : EINVAL;
         return -1;
     }
-    if (!(whence == SEEK_CUR && offset == 0))
+    if (!(whence == SEEK_CUR && offset == 0)) {
         cursor->pass = file->view_pass;
+        cursor->at_end = false;
+    }
     cursor->offset = (uint64_t)(base + offset);
     pthread_mutex_unlock(&file->lock);
     return (off_t)cursor->offset;

@@ -21,10 +21,19 @@ struct view_cursor {
     struct dataset_file *file;
     uint64_t offset;
     uint64_t pass;               /* pass of the view `offset` refers to */
+    bool at_end;                 /* a read on this cursor returned 0 and it has not
+                                  * moved since: it stands at the end of `pass`
+                                  * even when that end is the header (a skipped
+                                  * or empty pass) */
     int references;              /* descriptors sharing this cursor */
 };
 
-/* Opening a data file: a reopen after the current pass delivered a payload
+/* A cursor whose pass is over joins the current pass on its next read only
+ * when it is still at most at the header and has not itself read to the end
+ * (a cursor opened before another one finished the pass); otherwise it keeps
+ * returning 0 until it is moved (view_cursor_seek, view_cursor_move).
+ *
+ * Opening a data file: a reopen after the current pass delivered a payload
  * byte ends that pass.  The cursor starts at offset 0 of the current view. */
 void view_cursor_open(struct view_cursor *cursor, struct dataset_file *file);
 
