@@ -234,11 +234,17 @@ int dataset_view_fix(struct dataset_file *file)
     file->block_count = 0;
     file->frontier = 0;
 
+    int status = 0;
     uint64_t payload;
     if (file->entry->lines) {
-        if (dataset_view_build_line_prefix(file) != 0)
-            return -1;
-        payload = file->view_line_prefix[file->view_length];
+        if (dataset_view_build_line_prefix(file) == 0) {
+            payload = file->view_line_prefix[file->view_length];
+        } else {
+            /* never leave a view whose records have no offsets: header only */
+            file->view_length = 0;
+            payload = 0;
+            status = -1;
+        }
     } else {
         payload = file->view_length * file->record_size;
     }
@@ -249,7 +255,7 @@ int dataset_view_fix(struct dataset_file *file)
     if (file->entry->has_count_field)
         dataset_view_store_count(file->header + file->entry->count_offset,
                                  file->entry->count_type, payload / file->entry->count_unit);
-    return 0;
+    return status;
 }
 
 /* Index of the view record holding payload offset p (lines mode): the last
@@ -326,7 +332,10 @@ void dataset_view_note_read(struct dataset_file *file, uint64_t offset, uint64_t
     uint64_t end = offset + count;
     if (offset <= file->frontier && end > file->frontier)
         file->frontier = end;
-    bool any_payload = end > file->header_size;
+    /* A header-only view read to its end counts as begun, so that a rewind or
+     * reopen ends it like any other pass (see view_cursor.c). */
+    bool any_payload = end > file->header_size ||
+                       (file->view_length == 0 && file->view_size > 0 && end >= file->view_size);
     pass_tracker_note_delivered(&file->tracker,
                                 dataset_view_records_before(file, file->frontier),
                                 any_payload);

@@ -62,6 +62,20 @@ static void view_cursor_note_pass_begin_locked(struct dataset_file *file, uint64
                   (unsigned long long)file->view_length, file->rank, file->replicas);
 }
 
+/* The rewind rule's "from past the header back to at most the header".  A
+ * header-only view (a pass skipped on replay, or a complete one) has nothing
+ * past its header: there, moving back from its end counts, so that a trainer
+ * that reads the header, finds no records and rewinds still ends the pass. */
+static bool view_cursor_moves_back_over_header(const struct dataset_file *file,
+                                               uint64_t from, uint64_t to)
+{
+    if (to > file->header_size)
+        return false;
+    if (from > file->header_size)
+        return true;
+    return file->view_length == 0 && to < from && from >= file->view_size;
+}
+
 ssize_t view_cursor_read(struct view_cursor *cursor, void *buffer, size_t size)
 {
     struct dataset_file *file = cursor->file;
@@ -182,8 +196,8 @@ off_t view_cursor_seek(struct view_cursor *cursor, off_t offset, int whence)
         return -1;
     }
     uint64_t target = (uint64_t)(base + offset);
-    bool moves_back_to_header = target <= file->header_size &&
-                                cursor->offset > file->header_size;
+    bool moves_back_to_header = view_cursor_moves_back_over_header(file, cursor->offset,
+                                                                   target);
     if (moves_back_to_header && cursor->pass == file->view_pass && dataset_view_started(file))
         view_cursor_end_pass_locked(file, "rewound");
     cursor->pass = file->view_pass;
@@ -229,7 +243,7 @@ bool view_cursor_reposition_rule(struct view_cursor *cursor, uint64_t from, uint
     struct dataset_file *file = cursor->file;
     pthread_mutex_lock(&file->lock);
     bool stale = cursor->pass != file->view_pass;
-    if (!stale && to <= file->header_size && from > file->header_size &&
+    if (!stale && view_cursor_moves_back_over_header(file, from, to) &&
         dataset_view_started(file)) {
         view_cursor_end_pass_locked(file, "rewound");
         stale = true;

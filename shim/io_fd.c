@@ -1,7 +1,7 @@
 /* io_fd.c - descriptor bookkeeping: close, dup*, fcntl(F_DUPFD*),
  * close_range.  The real call happens first; the table follows what the
  * kernel did.  Closing a checkpoint descriptor that was opened for writing
- * commits the checkpoint. */
+ * commits the checkpoint (the snapshot is written just before the close). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -18,11 +18,14 @@ SHIM_EXPORT int close(int fd)
     if (SHIM_LIKELY(slot == NULL))
         return REAL(close)(fd);
     slot = fd_table_remove(fd);
+    /* The content is complete once the trainer closes: the snapshot is
+     * written before the close returns, so a crash after the trainer's
+     * close never finds a checkpoint without its snapshot. */
+    if (slot != NULL && slot->kind == FD_SLOT_CHECKPOINT_WRITER && slot->references == 1 &&
+        !shim_guarded())
+        shim_commit_checkpoint_path(slot->checkpoint_path, slot->checkpoint_path);
     int result = REAL(close)(fd);
     int saved = errno;
-    if (slot != NULL && slot->kind == FD_SLOT_CHECKPOINT_WRITER && result == 0 &&
-        slot->references == 1 && !shim_guarded())
-        shim_commit_checkpoint_path(slot->checkpoint_path, slot->checkpoint_path);
     fd_slot_release(slot);
     errno = saved;
     return result;

@@ -304,6 +304,10 @@ SHIM_EXPORT int fclose(FILE *stream)
         shim_guarded())
         return REAL(fclose)(stream);
     struct shim_stream entry = shim_stream_unregister(stream);
+    /* A checkpoint's content is complete once flushed: bind the snapshot
+     * before the stream closes (see close() in io_fd.c). */
+    if (entry.checkpoint_path != NULL && fflush(stream) == 0)
+        shim_commit_checkpoint_path(entry.checkpoint_path, entry.checkpoint_path);
     int result = REAL(fclose)(stream);
     int saved = errno;
     if (entry.slot != NULL) {
@@ -313,11 +317,7 @@ SHIM_EXPORT int fclose(FILE *stream)
             REAL(close)(entry.fd);
         }
     }
-    if (entry.checkpoint_path != NULL) {
-        if (result == 0)
-            shim_commit_checkpoint_path(entry.checkpoint_path, entry.checkpoint_path);
-        free(entry.checkpoint_path);
-    }
+    free(entry.checkpoint_path);
     errno = saved;
     return result;
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -55,6 +56,12 @@ static uint64_t next_random(uint64_t *state)
     return z ^ (z >> 31);
 }
 
+/* Batch size of the trainers; the stdio test makes the last batch of an
+ * epoch short, so that no periodic checkpoint is followed at once by the
+ * end-of-epoch one (a kill after the first would land inside the second
+ * one's in-place write). */
+static const char *trainer_batch = "10";
+
 struct trainer_process {
     pid_t pid;
     char *out_path;
@@ -85,7 +92,8 @@ static void start_trainer(struct trainer_process *process, const struct resume_s
     environment[used] = NULL;
     char *final_path = harness_path_in(setup->directory, rank == 0 ? "final0" : "final-other");
     char *trainer_path = strdup(harness_build_path(trainer));
-    char *argv[] = {trainer_path, "--data", setup->data, "--epochs", "3", "--batch", "10",
+    char *argv[] = {trainer_path, "--data", setup->data, "--epochs", "3", "--batch",
+                    (char *)trainer_batch,
                     "--lr", "0.05", "--checkpoint", process->checkpoint,
                     "--checkpoint-every", "5", "--sleep-us", (char *)sleep_us, "--resume",
                     "--ids-log", process->log_path, "--final", final_path, NULL};
@@ -181,7 +189,16 @@ static unsigned *count_committed_records(struct run_record *records, unsigned ru
             cut = harness_resumed_step(output);
         free(output);
     }
+    /* A run that started fresh (no checkpoint, or one cut short by the kill:
+     * sgd_stdio writes in place) restarted the whole history. */
+    unsigned first_counted = 0;
     for (unsigned run = 0; run < runs; run++) {
+        char *output = harness_read_output(records[run].outputs[0]);
+        if (strstr(output, "starting fresh"))
+            first_counted = run;
+        free(output);
+    }
+    for (unsigned run = first_counted; run < runs; run++) {
         uint64_t last_step = cuts[run];
         for (unsigned rank = 0; rank < records[run].replicas; rank++) {
             struct id_log log;
@@ -252,4 +269,176 @@ Test(resume, replica_count_changes_between_killed_runs, .timeout = 240)
                       RECORDS + padding_allowance);
     }
     free(counts);
+}
+
+/* Waits until the log holds `checkpoints` checkpoint lines, or the process ends. */
+static bool wait_for_checkpoints(const char *log_path, pid_t pid, unsigned checkpoints)
+{
+    for (int attempt = 0; attempt < 20000; attempt++) {
+        char *text = harness_read_file(log_path, NULL);
+        unsigned seen = 0;
+        for (const char *cursor = text; cursor && (cursor = strstr(cursor, "ckpt ")); cursor++)
+            seen++;
+        free(text);
+        if (seen >= checkpoints)
+            return true;
+        if (waitpid(pid, NULL, WNOHANG) == pid)
+            return false;
+        usleep(500);
+    }
+    return false;
+}
+
+/* sgd_stdio restores its own epoch counter (ADAPTDL_RESUME=continue) and
+ * writes its checkpoint in place with fopen("wb"); it is killed just after
+ * a checkpoint, so no kill lands inside its (non-atomic) checkpoint write. */
+Test(resume, continue_mode_stdio_trainer_equals_uninterrupted_run, .timeout = 240)
+{
+    char *continue_setting[] = {"ADAPTDL_RESUME=continue", NULL};
+    trainer_batch = "7";
+    struct resume_setup reference;
+    resume_setup_init(&reference, "stdio");
+    unsigned one_run[] = {1};
+    struct run_record reference_records[1];
+    run_kill_sequence(&reference, "trainers/sgd_stdio", one_run, 1, 1, reference_records,
+                      continue_setting);
+
+    struct resume_setup setup;
+    resume_setup_init(&setup, "stdio");
+    trainer_batch = "7";
+    enum { RUNS = 12 };
+    struct run_record records[RUNS];
+    uint64_t random_state = 4242;
+    unsigned runs = 0;
+    for (; runs < RUNS; runs++) {
+        struct trainer_process process;
+        start_trainer(&process, &setup, "trainers/sgd_stdio", runs, 1, 0, "3000",
+                      continue_setting);
+        records[runs].replicas = 1;
+        records[runs].logs[0] = process.log_path;
+        records[runs].outputs[0] = process.out_path;
+        bool last = runs + 1 == RUNS;
+        unsigned checkpoints = 1 + (unsigned)(next_random(&random_state) % 5);
+        if (!last && wait_for_checkpoints(process.log_path, process.pid, checkpoints))
+            kill(process.pid, SIGKILL);
+        int status = harness_wait(process.pid, 120);
+        if (status == 0) {
+            runs++;
+            break;
+        }
+        cr_assert(!last, "final run exited %d", status);
+    }
+    unsigned *counts = count_committed_records(records, runs);
+    for (unsigned epoch = 0; epoch < EPOCHS; epoch++)
+        for (unsigned id = 0; id < RECORDS; id++)
+            cr_expect_eq(counts[epoch * RECORDS + id], 1, "epoch %u record %u seen %u times",
+                         epoch, id, counts[epoch * RECORDS + id]);
+    free(counts);
+    char *expected = harness_path_in(reference.directory, "final0");
+    char *actual = harness_path_in(setup.directory, "final0");
+    size_t expected_size, actual_size;
+    char *expected_bytes = harness_read_file(expected, &expected_size);
+    char *actual_bytes = harness_read_file(actual, &actual_size);
+    cr_assert(expected_bytes && actual_bytes);
+    cr_assert_eq(expected_size, actual_size);
+    cr_expect_eq(memcmp(expected_bytes, actual_bytes, actual_size), 0,
+                 "final weights differ from the uninterrupted run");
+}
+
+/* bigram_text reads newline records with fgets through the shim's stdio
+ * stream (so the snapshot must discount the stream's unread buffer), and
+ * reopens the file every epoch. */
+static char *run_bigram(const char *directory, const char *data, const char *state,
+                        const char *name, bool kill_it, uint64_t delay_us)
+{
+    char data_setting[512], state_setting[512], save_setting[512];
+    snprintf(data_setting, sizeof data_setting, "ADAPTDL_DATA=%s:lines", data);
+    snprintf(state_setting, sizeof state_setting, "ADAPTDL_CHECKPOINT_PATH=%s", state);
+    snprintf(save_setting, sizeof save_setting, "ADAPTDL_SAVE=%s/bigram.ck*", directory);
+    char *environment[] = {data_setting, state_setting, save_setting, "ADAPTDL_SEED=3", NULL};
+    char *checkpoint = harness_path_in(directory, "bigram.ck");
+    char log_name[64], out_name[64];
+    snprintf(log_name, sizeof log_name, "%s.ids", name);
+    snprintf(out_name, sizeof out_name, "%s.out", name);
+    char *log_path = harness_path_in(directory, log_name);
+    char *out_path = harness_path_in(directory, out_name);
+    char *trainer = strdup(harness_build_path("trainers/bigram_text"));
+    char *argv[] = {trainer, "--data", (char *)data, "--epochs", "3", "--checkpoint",
+                    checkpoint, "--checkpoint-every", "7", "--sleep-us", "300", "--resume",
+                    "--ids-log", log_path, NULL};
+    pid_t pid = harness_start(argv, environment, true, out_path, NULL);
+    if (kill_it) {
+        usleep((useconds_t)delay_us);
+        kill(pid, SIGKILL);
+    }
+    int status = harness_wait(pid, 120);
+    if (!kill_it)
+        cr_assert_eq(status, 0, "bigram run %s exited %d", name, status);
+    free(trainer);
+    free(checkpoint);
+    free(log_path);
+    return out_path;
+}
+
+Test(resume, killed_text_trainer_sees_every_line_once_and_same_counts, .timeout = 240)
+{
+    const char *reference_directory = harness_temp_dir();
+    char *reference_data = harness_path_in(reference_directory, "text.txt");
+    harness_generate_text(reference_data, 400, 5);
+    char *reference_state = harness_path_in(reference_directory, "state");
+    char *reference_out = run_bigram(reference_directory, reference_data, reference_state,
+                                     "reference", false, 0);
+    char *reference_output = harness_read_output(reference_out);
+    const char *reference_checksum = strstr(reference_output, "final checksum");
+    cr_assert(reference_checksum != NULL);
+
+    const char *directory = harness_temp_dir();
+    char *data = harness_path_in(directory, "text.txt");
+    harness_generate_text(data, 400, 5);
+    char *state = harness_path_in(directory, "state");
+    enum { RUNS = 10 };
+    struct run_record records[RUNS];
+    uint64_t random_state = 99;
+    for (unsigned run = 0; run < RUNS; run++) {
+        char name[32];
+        snprintf(name, sizeof name, "run%u", run);
+        bool last = run + 1 == RUNS;
+        records[run].replicas = 1;
+        records[run].outputs[0] = run_bigram(directory, data, state, name, !last,
+                                             20000 + next_random(&random_state) % 150000);
+        char log_name[64];
+        snprintf(log_name, sizeof log_name, "%s.ids", name);
+        records[run].logs[0] = harness_path_in(directory, log_name);
+    }
+    /* "resumed at line N": the cut is in lines, logged as steps */
+    for (unsigned run = 0; run < RUNS; run++) {
+        char *output = harness_read_output(records[run].outputs[0]);
+        char *found = strstr(output, "resumed at line ");
+        if (found != NULL)
+            memcpy(found, "resumed at step ", strlen("resumed at step "));
+        harness_write_file(records[run].outputs[0], output, strlen(output));
+        free(output);
+    }
+    unsigned *counts = calloc(EPOCHS * 400, sizeof *counts);
+    uint64_t cut = UINT64_MAX;
+    for (unsigned run = RUNS; run-- > 0;) {
+        struct id_log log;
+        harness_read_id_log(records[run].logs[0], &log);
+        id_log_count_committed(&log, cut, counts, 400, EPOCHS);
+        id_log_free(&log);
+        char *output = harness_read_output(records[run].outputs[0]);
+        if (strstr(output, "resumed at step ") || strstr(output, "starting fresh"))
+            cut = harness_resumed_step(output);
+        free(output);
+    }
+    for (unsigned epoch = 0; epoch < EPOCHS; epoch++)
+        for (unsigned id = 0; id < 400; id++)
+            cr_expect_eq(counts[epoch * 400 + id], 1, "epoch %u line %u seen %u times", epoch,
+                         id, counts[epoch * 400 + id]);
+    free(counts);
+    char *output = harness_read_output(records[RUNS - 1].outputs[0]);
+    const char *checksum = strstr(output, "final checksum");
+    cr_assert(checksum != NULL, "final output: %s", output);
+    cr_expect_eq(strncmp(checksum, reference_checksum, 31), 0, "%.31s vs %.31s", checksum,
+                 reference_checksum);
 }

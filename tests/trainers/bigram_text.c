@@ -1,7 +1,8 @@
 /* bigram_text.c - a character-bigram "model" over a text dataset, replay-style resume.
  *
  *   bigram_text --data PATH --epochs E --checkpoint PATH
- *               [--checkpoint-every LINES=50] [--resume] [--ids-log PATH]
+ *               [--checkpoint-every LINES=50] [--sleep-us US] [--resume]
+ *               [--ids-log PATH]
  *
  * A plain user program.  The data file holds one record per line,
  * "<id>\t<text>\n", text made of lowercase letters and spaces.  Each epoch
@@ -13,7 +14,7 @@
  * and at the end of every epoch.  --resume loads counts and the line counter
  * (fopen/fread) and re-runs the epoch loop from 0 (replay style).
  * --ids-log appends (open O_APPEND + write, unbuffered) "id <ID> epoch <E>"
- * per consumed line, "ckpt <LINES>" after each checkpoint rename and
+ * and "step <LINES>" per consumed line, "ckpt <LINES>" after each checkpoint rename and
  * "epoch_end <E>".  Prints "final checksum <X>" (FNV-1a of the counts, hex).
  * Exit status: 0 ok, 1 I/O error, 2 usage, 3 bad data or checkpoint. */
 #define _GNU_SOURCE
@@ -34,7 +35,7 @@
 
 struct options {
     const char *data, *checkpoint, *ids_log;
-    uint64_t epochs, every;
+    uint64_t epochs, every, sleep_us;
     bool resume;
 };
 
@@ -90,6 +91,8 @@ static void parse_options(int argc, char **argv, struct options *o)
         else if (strcmp(flag, "--epochs") == 0) {
             o->epochs = parse_count(flag, value, 0, 1000000);
             have_epochs = true;
+        } else if (strcmp(flag, "--sleep-us") == 0) {
+            o->sleep_us = parse_count(flag, value, 0, 10000000);
         } else if (strcmp(flag, "--checkpoint-every") == 0)
             o->every = parse_count(flag, value, 1, UINT32_MAX);
         else
@@ -203,7 +206,10 @@ static uint64_t run_epoch(struct model *model, uint64_t epoch, const struct opti
         uint64_t id = consume_line(model, line, o->data, seen + 1);
         model->lines++;
         seen++;
-        log_line(log_fd, "id %" PRIu64 " epoch %" PRIu64 "\n", id, epoch);
+        log_line(log_fd, "id %" PRIu64 " epoch %" PRIu64 "\nstep %" PRIu64 "\n", id, epoch,
+                 model->lines);
+        if (o->sleep_us > 0)
+            usleep((useconds_t)o->sleep_us);  /* stands in for real work per line */
         if (model->lines % o->every == 0)
             save_checkpoint(o->checkpoint, model, epoch, log_fd);
     }
@@ -237,6 +243,7 @@ int main(int argc, char **argv)
             printf("resumed at line %" PRIu64 "\n", model.lines);
         else
             printf("no checkpoint at %s, starting fresh\n", o.checkpoint);
+        fflush(stdout);  /* a supervisor reads this even if the run is killed */
     }
     int log_fd = -1;
     if (o.ids_log && (log_fd = open(o.ids_log, O_WRONLY | O_CREAT | O_APPEND, 0644)) < 0)

@@ -568,3 +568,31 @@ Test(view_cursor, reposition_rule_after_eof_discards_the_buffer)
     cr_expect_eq(data.file.view_pass, 1, "rewind after EOF ends nothing more");
     vc_teardown(&data);
 }
+
+Test(view_cursor, a_header_only_pass_ends_when_the_trainer_rewinds_without_reading_eof)
+{
+    /* A trainer that reads the header, learns from its count field (or from
+     * fstat) that there are no records, and rewinds for the next epoch never
+     * sees a read return 0: the rewind must end the skipped pass. */
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, true, 1, 0);
+    cr_assert(dataset_view_restore(&data.file, RESUME_REPLAY, 2, 0));
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    unsigned char header[VC_HEADER];
+    cr_assert_eq(view_cursor_read(&cursor, header, sizeof header), VC_HEADER);
+    cr_assert_eq(data.file.view_pass, 0);
+    cr_assert_eq(view_cursor_seek(&cursor, 0, SEEK_SET), 0);
+    cr_expect_eq(data.file.view_pass, 1, "the rewind ends skipped pass 0");
+    cr_assert_eq(view_cursor_read(&cursor, header, sizeof header), VC_HEADER);
+    cursor.offset = VC_HEADER;
+    /* a reopen ends skipped pass 1 the same way */
+    struct view_cursor reopened;
+    view_cursor_open(&reopened, &data.file);
+    cr_expect_eq(data.file.view_pass, 2, "the reopen ends skipped pass 1");
+    cr_expect_eq(data.file.view_length, VC_COUNT, "pass 2 is the bound one");
+    /* a seek that only skips the header does not end anything */
+    cr_assert_eq(view_cursor_seek(&reopened, VC_HEADER, SEEK_SET), VC_HEADER);
+    cr_expect_eq(data.file.view_pass, 2);
+    vc_teardown(&data);
+}

@@ -1,0 +1,545 @@
+/* fd_probe.c - descriptor-level probes of a data view (INTERPOSITION-NOTES
+ * "Cases a test suite should cover", 4-7), run by
+ * tests/integration/test_descriptors.c under the shim and compared there
+ * with the view read by cat(1).
+ *
+ *   fd_probe CASE PATH [OTHER | RECORD,HEADER]
+ *
+ * CASE and what it does (PATH is a data file unless said otherwise, OTHER a
+ * file that is not data, offsets are view offsets):
+ *   dup          dup + dup2: reads alternate between the copies, which share
+ *                one offset
+ *   pread        pread/preadv between reads do not move the offset
+ *   seekend      fstat, stat, statx, lseek(SEEK_END) sizes; the last 10 bytes
+ *   reuse OTHER  close a data descriptor; the next open of OTHER gets its
+ *                number and must read OTHER
+ *   dup2 OTHER   dup2 of OTHER's descriptor onto a data descriptor
+ *   close_range OTHER  close_range over data descriptors, then OTHER reuses
+ *                their numbers
+ *   closefrom OTHER    the same with closefrom(3)
+ *   dupfd        fcntl F_DUPFD / F_DUPFD_CLOEXEC share the offset
+ *   fork         a child reads the inherited descriptor; then the parent reads
+ *   threads RECORD,HEADER  the whole view by pread, then 4 threads pread-ing
+ *                disjoint records (the header is chunk 0; each 25 times) while
+ *                a fifth reads the view sequentially through a dup'd
+ *                descriptor, stopping at its size (no read returning 0)
+ *   pipe         a pipe created in the number a data descriptor just freed
+ *   rdwr         open(O_RDWR) and fopen("r+") of PATH: sizes and bytes seen
+ *   dir          PATH is a directory: open, fstat, read, readdir, fopen, fread
+ *   fifo         PATH is a FIFO: open + read until end of file
+ *   fifo-stdio   PATH is a FIFO: fopen + fread until end of file
+ *
+ * Output, one fact per line:
+ *   read LABEL LENGTH HASH      bytes a read delivered (FNV-1a 64, hex)
+ *   LABEL VALUE                 a number (offset, size, flag, errno)
+ * Unexpected failures: "error ..." on stderr and exit status 1; usage 2. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void die(const char *what)
+{
+    fprintf(stderr, "error %s: %s\n", what, strerror(errno));
+    exit(1);
+}
+
+static uint64_t fnv(const void *data, size_t size)
+{
+    const unsigned char *p = data;
+    uint64_t hash = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < size; i++) {
+        hash ^= p[i];
+        hash *= 0x100000001b3ULL;
+    }
+    return hash;
+}
+
+static void report_bytes(const char *label, const void *data, size_t size)
+{
+    printf("read %s %zu %016" PRIx64 "\n", label, size, fnv(data, size));
+}
+
+static void report(const char *label, long long value)
+{
+    printf("%s %lld\n", label, value);
+}
+
+/* read(2) until `size` bytes or end of file. */
+static size_t read_up_to(int fd, void *buffer, size_t size)
+{
+    size_t got = 0;
+    while (got < size) {
+        ssize_t n = read(fd, (char *)buffer + got, size - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            die("read");
+        if (n == 0)
+            break;
+        got += (size_t)n;
+    }
+    return got;
+}
+
+static void read_and_report(int fd, size_t size, const char *label)
+{
+    char *buffer = malloc(size + 1);
+    if (buffer == NULL)
+        die("malloc");
+    size_t got = read_up_to(fd, buffer, size);
+    report_bytes(label, buffer, got);
+    free(buffer);
+}
+
+static int open_or_die(const char *path, int flags)
+{
+    int fd = open(path, flags);
+    if (fd < 0)
+        die(path);
+    return fd;
+}
+
+static long long offset_of(int fd)
+{
+    return (long long)lseek(fd, 0, SEEK_CUR);
+}
+
+static void probe_dup(const char *path)
+{
+    int fd = open_or_die(path, O_RDONLY);
+    int copy = dup(fd);
+    if (copy < 0)
+        die("dup");
+    read_and_report(fd, 100, "a");
+    read_and_report(copy, 50, "b");
+    if (dup2(fd, 30) != 30)
+        die("dup2");
+    read_and_report(30, 20, "c");
+    report("offset_fd", offset_of(fd));
+    report("offset_dup", offset_of(copy));
+    report("offset_dup2", offset_of(30));
+    close(copy);
+    read_and_report(30, 10, "d");  /* the copies outlive each other */
+    report("offset_after_close", offset_of(fd));
+}
+
+static void probe_pread(const char *path)
+{
+    int fd = open_or_die(path, O_RDONLY);
+    read_and_report(fd, 30, "a");
+    char buffer[256];
+    ssize_t n = pread(fd, buffer, 40, 200);
+    if (n < 0)
+        die("pread");
+    report_bytes("b", buffer, (size_t)n);
+    report("offset_after_pread", offset_of(fd));
+    read_and_report(fd, 20, "c");
+    struct iovec parts[] = {{buffer, 10}, {buffer + 10, 15}};
+    n = preadv(fd, parts, 2, 300);
+    if (n < 0)
+        die("preadv");
+    report_bytes("d", buffer, (size_t)n);
+    report("offset_after_preadv", offset_of(fd));
+    struct stat status;
+    if (fstat(fd, &status) != 0)
+        die("fstat");
+    n = pread(fd, buffer, 100, status.st_size - 10);  /* across the end */
+    if (n < 0)
+        die("pread at the end");
+    report_bytes("e", buffer, (size_t)n);
+    n = pread(fd, buffer, 100, status.st_size + 5);   /* past the end */
+    report("pread_past_end", (long long)n);
+    read_and_report(fd, 5, "f");
+}
+
+static void probe_seekend(const char *path)
+{
+    int fd = open_or_die(path, O_RDONLY);
+    struct stat status;
+    if (fstat(fd, &status) != 0)
+        die("fstat");
+    report("fstat_size", (long long)status.st_size);
+    struct stat by_path;
+    if (stat(path, &by_path) != 0)
+        die("stat");
+    report("stat_size", (long long)by_path.st_size);
+    struct statx extended;
+    if (statx(AT_FDCWD, path, 0, STATX_SIZE | STATX_TYPE, &extended) != 0)
+        die("statx");
+    report("statx_size", (long long)extended.stx_size);
+    report("seek_end", (long long)lseek(fd, 0, SEEK_END));
+    report("seek_end_minus_10", (long long)lseek(fd, -10, SEEK_END));
+    read_and_report(fd, 100, "tail");
+    char byte;
+    report("read_at_end", (long long)read(fd, &byte, 1));
+    report("offset_at_end", offset_of(fd));
+}
+
+static void read_other(int fd, const char *label)
+{
+    struct stat status;
+    if (fstat(fd, &status) != 0)
+        die("fstat of the other file");
+    report("other_size", (long long)status.st_size);
+    read_and_report(fd, 1 << 20, label);
+}
+
+static void probe_reuse(const char *path, const char *other)
+{
+    int fd = open_or_die(path, O_RDONLY);
+    read_and_report(fd, 10, "a");
+    if (close(fd) != 0)
+        die("close");
+    int reused = open_or_die(other, O_RDONLY);
+    report("same_fd", reused == fd);
+    read_other(reused, "other");
+}
+
+static void probe_dup2(const char *path, const char *other)
+{
+    int fd = open_or_die(path, O_RDONLY);
+    int other_fd = open_or_die(other, O_RDONLY);
+    if (dup2(fd, 77) != 77)
+        die("dup2 of the data descriptor");
+    read_and_report(77, 64, "a");
+    read_and_report(fd, 16, "b");
+    if (dup2(other_fd, fd) != fd)
+        die("dup2 onto the data descriptor");
+    read_other(fd, "other");
+    read_and_report(77, 16, "c");  /* 77 still holds the view */
+    close(other_fd);
+    char byte;
+    report("read_replaced_at_end", (long long)read(fd, &byte, 1));  /* shares other_fd's end */
+}
+
+static void probe_close_range(const char *path, const char *other, bool use_closefrom)
+{
+    int fd = open_or_die(path, O_RDONLY);
+    int copy = dup(fd);
+    if (copy != fd + 1)
+        die("dup did not return the next descriptor");
+    read_and_report(fd, 40, "a");
+    if (use_closefrom) {
+        closefrom(fd);
+    } else if (close_range((unsigned)fd, (unsigned)copy, 0) != 0) {
+        die("close_range");
+    }
+    int first = open_or_die(other, O_RDONLY);
+    int second = open_or_die(other, O_RDONLY);
+    report("same_fds", first == fd && second == copy);
+    read_other(first, "other1");
+    read_other(second, "other2");
+}
+
+static void probe_dupfd(const char *path)
+{
+    int fd = open_or_die(path, O_RDONLY);
+    int low = fcntl(fd, F_DUPFD, 50);
+    int cloexec = fcntl(fd, F_DUPFD_CLOEXEC, 70);
+    if (low < 0 || cloexec < 0)
+        die("fcntl F_DUPFD");
+    report("dupfd_at_least_50", low >= 50);
+    report("dupfd_cloexec_at_least_70", cloexec >= 70);
+    report("cloexec_flag", (fcntl(cloexec, F_GETFD) & FD_CLOEXEC) != 0);
+    read_and_report(fd, 64, "a");
+    read_and_report(low, 64, "b");
+    read_and_report(cloexec, 64, "c");
+    report("offset_fd", offset_of(fd));
+    report("offset_low", offset_of(low));
+    report("offset_cloexec", offset_of(cloexec));
+}
+
+static void probe_fork(const char *path)
+{
+    int fd = open_or_die(path, O_RDONLY);
+    read_and_report(fd, 100, "a");
+    fflush(stdout);
+    pid_t child = fork();
+    if (child < 0)
+        die("fork");
+    if (child == 0) {
+        read_and_report(fd, 200, "child");
+        report("child_offset", offset_of(fd));
+        fflush(stdout);
+        _exit(0);
+    }
+    int status;
+    if (waitpid(child, &status, 0) != child)
+        die("waitpid");
+    report("child_status", WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+    read_and_report(fd, 200, "parent");
+    report("parent_offset", offset_of(fd));
+}
+
+struct thread_job {
+    int fd;
+    size_t record, header;
+    size_t size;
+    unsigned index;          /* 0..3: pread chunks index, index+4, ...; 4: sequential */
+    unsigned char *out;      /* where the bytes go */
+    bool failed;
+};
+
+/* Chunk k of the view: the header for k = 0, record k - 1 after it. */
+static void chunk_bounds(const struct thread_job *job, size_t k, size_t *start, size_t *length)
+{
+    *start = k == 0 ? 0 : job->header + (k - 1) * job->record;
+    size_t end = k == 0 ? job->header : *start + job->record;
+    if (end > job->size)
+        end = job->size;
+    *length = end > *start ? end - *start : 0;
+}
+
+static void *pread_thread(void *argument)
+{
+    struct thread_job *job = argument;
+    for (int round = 0; round < 25; round++) {
+        for (size_t k = job->index;; k += 4) {
+            size_t start, length;
+            chunk_bounds(job, k, &start, &length);
+            if (start >= job->size)
+                break;
+            unsigned char buffer[4096];
+            ssize_t n = pread(job->fd, buffer, length, (off_t)start);
+            if (n != (ssize_t)length) {
+                job->failed = true;
+                return NULL;
+            }
+            if (round > 0 && memcmp(job->out + start, buffer, length) != 0)
+                job->failed = true;  /* two reads of the same bytes disagree */
+            memcpy(job->out + start, buffer, length);
+        }
+    }
+    return NULL;
+}
+
+static void *sequential_thread(void *argument)
+{
+    struct thread_job *job = argument;
+    static const size_t chunks[] = {1, 7, 13, 100, 3, 61, 4093};
+    size_t done = 0;
+    for (size_t i = 0; done < job->size; i++) {
+        size_t want = chunks[i % (sizeof chunks / sizeof chunks[0])];
+        if (want > job->size - done)
+            want = job->size - done;  /* never the read that returns 0 */
+        ssize_t n = read(job->fd, job->out + done, want);
+        if (n <= 0) {
+            job->failed = true;
+            return NULL;
+        }
+        done += (size_t)n;
+    }
+    return NULL;
+}
+
+static void probe_threads(const char *path, size_t record, size_t header)
+{
+    int fd = open_or_die(path, O_RDONLY);
+    struct stat status;
+    if (fstat(fd, &status) != 0)
+        die("fstat");
+    size_t size = (size_t)status.st_size;
+    unsigned char *whole = malloc(size), *by_pread = calloc(1, size),
+                  *sequential = calloc(1, size);
+    if (whole == NULL || by_pread == NULL || sequential == NULL)
+        die("malloc");
+    /* pread never ends a pass: the reference stays the current view */
+    size_t got = 0;
+    while (got < size) {
+        ssize_t n = pread(fd, whole + got, size - got, (off_t)got);
+        if (n <= 0)
+            die("pread of the whole view");
+        got += (size_t)n;
+    }
+    report_bytes("whole", whole, size);
+    int copy = dup(fd);
+    if (copy < 0)
+        die("dup");
+    struct thread_job jobs[5];
+    pthread_t threads[5];
+    for (unsigned i = 0; i < 5; i++) {
+        jobs[i] = (struct thread_job){.fd = i < 4 ? fd : copy, .record = record,
+                                      .header = header, .size = size,
+                                      .index = i, .out = i < 4 ? by_pread : sequential};
+        if (pthread_create(&threads[i], NULL, i < 4 ? pread_thread : sequential_thread,
+                           &jobs[i]) != 0)
+            die("pthread_create");
+    }
+    bool failed = false;
+    for (unsigned i = 0; i < 5; i++) {
+        pthread_join(threads[i], NULL);
+        failed |= jobs[i].failed;
+    }
+    report("thread_failures", failed);
+    report_bytes("threads_pread", by_pread, size);
+    report_bytes("threads_sequential", sequential, size);
+    report("pread_matches_whole", memcmp(by_pread, whole, size) == 0);
+    report("sequential_matches_whole", memcmp(sequential, whole, size) == 0);
+    report("offset_after_threads", offset_of(fd));
+    char byte;
+    report("read_at_end", (long long)read(fd, &byte, 1));
+}
+
+static void probe_pipe(const char *path)
+{
+    int fd = open_or_die(path, O_RDONLY);
+    read_and_report(fd, 10, "a");
+    close(fd);
+    int ends[2];
+    if (pipe(ends) != 0)
+        die("pipe");
+    report("same_fd", ends[0] == fd);
+    static const char payload[] = "pipe-payload\n";
+    if (write(ends[1], payload, sizeof payload - 1) != (ssize_t)(sizeof payload - 1))
+        die("write to the pipe");
+    close(ends[1]);
+    struct stat status;
+    if (fstat(ends[0], &status) != 0)
+        die("fstat of the pipe");
+    report("is_fifo", S_ISFIFO(status.st_mode));
+    read_and_report(ends[0], 4096, "pipe");
+}
+
+static void probe_rdwr(const char *path)
+{
+    int fd = open_or_die(path, O_RDWR);
+    struct stat status;
+    if (fstat(fd, &status) != 0)
+        die("fstat");
+    report("fstat_size", (long long)status.st_size);
+    report("seek_end", (long long)lseek(fd, 0, SEEK_END));
+    lseek(fd, 0, SEEK_SET);
+    read_and_report(fd, 1 << 22, "whole");
+    close(fd);
+    FILE *stream = fopen(path, "r+");
+    if (stream == NULL)
+        die("fopen r+");
+    char *buffer = malloc(1 << 22);
+    size_t got = fread(buffer, 1, 1 << 22, stream);
+    report_bytes("stdio", buffer, got);
+    free(buffer);
+    fclose(stream);
+}
+
+static int compare_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void probe_dir(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    report("open_ok", fd >= 0);
+    if (fd < 0)
+        die("open of the directory");
+    struct stat status;
+    if (fstat(fd, &status) != 0)
+        die("fstat");
+    report("is_dir", S_ISDIR(status.st_mode));
+    char byte;
+    errno = 0;
+    report("read_result", (long long)read(fd, &byte, 1));
+    report("read_errno", errno);
+    DIR *directory = fdopendir(fd);
+    if (directory == NULL)
+        die("fdopendir");
+    char *names[64];
+    size_t count = 0;
+    struct dirent *entry;
+    while ((entry = readdir(directory)) != NULL && count < 64)
+        if (strcmp(entry->d_name, ".") != 0 && strcmp(entry->d_name, ".."))
+            names[count++] = strdup(entry->d_name);
+    closedir(directory);
+    qsort(names, count, sizeof names[0], compare_names);
+    report("entries", (long long)count);
+    for (size_t i = 0; i < count; i++)
+        printf("entry %s\n", names[i]);
+    FILE *stream = fopen(path, "r");
+    report("fopen_ok", stream != NULL);
+    if (stream != NULL) {
+        errno = 0;
+        report("fread_result", (long long)fread(&byte, 1, 1, stream));
+        report("fread_errno", errno);
+        report("ferror", ferror(stream) != 0);
+        fclose(stream);
+    }
+}
+
+static void probe_fifo(const char *path, bool stdio)
+{
+    char buffer[4096];
+    size_t got = 0;
+    if (stdio) {
+        FILE *stream = fopen(path, "r");
+        if (stream == NULL)
+            die("fopen of the fifo");
+        got = fread(buffer, 1, sizeof buffer, stream);
+        fclose(stream);
+    } else {
+        int fd = open_or_die(path, O_RDONLY);
+        struct stat status;
+        if (fstat(fd, &status) != 0)
+            die("fstat");
+        report("is_fifo", S_ISFIFO(status.st_mode));
+        got = read_up_to(fd, buffer, sizeof buffer);
+        close(fd);
+    }
+    report_bytes("fifo", buffer, got);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: fd_probe CASE PATH [OTHER | RECORD]\n");
+        return 2;
+    }
+    const char *name = argv[1], *path = argv[2], *other = argc > 3 ? argv[3] : NULL;
+    bool needs_other = strcmp(name, "reuse") == 0 || strcmp(name, "dup2") == 0 ||
+                       strcmp(name, "close_range") == 0 || strcmp(name, "closefrom") == 0 ||
+                       strcmp(name, "threads") == 0;
+    if (needs_other && other == NULL) {
+        fprintf(stderr, "fd_probe: %s needs a third argument\n", name);
+        return 2;
+    }
+    if (strcmp(name, "dup") == 0) probe_dup(path);
+    else if (strcmp(name, "pread") == 0) probe_pread(path);
+    else if (strcmp(name, "seekend") == 0) probe_seekend(path);
+    else if (strcmp(name, "reuse") == 0) probe_reuse(path, other);
+    else if (strcmp(name, "dup2") == 0) probe_dup2(path, other);
+    else if (strcmp(name, "close_range") == 0) probe_close_range(path, other, false);
+    else if (strcmp(name, "closefrom") == 0) probe_close_range(path, other, true);
+    else if (strcmp(name, "dupfd") == 0) probe_dupfd(path);
+    else if (strcmp(name, "fork") == 0) probe_fork(path);
+    else if (strcmp(name, "threads") == 0) {
+        char *comma;
+        size_t record = strtoul(other, &comma, 10);
+        size_t header = *comma == ',' ? strtoul(comma + 1, NULL, 10) : 0;
+        if (record == 0 || record > 4096 || header > 4096) {
+            fprintf(stderr, "fd_probe: threads expects RECORD,HEADER (at most 4096 each)\n");
+            return 2;
+        }
+        probe_threads(path, record, header);
+    }
+    else if (strcmp(name, "pipe") == 0) probe_pipe(path);
+    else if (strcmp(name, "rdwr") == 0) probe_rdwr(path);
+    else if (strcmp(name, "dir") == 0) probe_dir(path);
+    else if (strcmp(name, "fifo") == 0) probe_fifo(path, false);
+    else if (strcmp(name, "fifo-stdio") == 0) probe_fifo(path, true);
+    else {
+        fprintf(stderr, "fd_probe: unknown case '%s'\n", name);
+        return 2;
+    }
+    return fflush(stdout) == 0 ? 0 : 1;
+}

@@ -1,0 +1,564 @@
+/* test_dataset_registry.c - registered data files, snapshot capture and
+ * restore (SPEC §4, §5 "Which position a snapshot binds").
+ *
+ * Capture reports (pass, current_index) per file and the epoch; restore
+ * re-fixes registered files that have not delivered a record, keeps the
+ * positions of files not registered yet and applies them when they are
+ * (matched by basename), refuses a different record count, and keeps
+ * untouched pending positions in later captures.  The whole-run tests go
+ * through real cursors and bytes: a run reads part of a pass, a snapshot is
+ * captured, and runs with other replica counts restore it and finish; every
+ * record of the pass is read exactly once plus the padding. */
+#include <criterion/criterion.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dataset_registry.h"
+#include "log.h"
+#include "view_cursor.h"
+
+#define DR_SEED 99
+
+static unsigned char *dr_records(uint64_t header, uint64_t count, uint64_t *size)
+{
+    *size = header + 8 * count;
+    unsigned char *bytes = malloc(*size ? *size : 1);
+    cr_assert_not_null(bytes);
+    memset(bytes, 'H', header);
+    for (uint64_t index = 0; index < count; index++)
+        memcpy(bytes + header + 8 * index, &index, 8);
+    return bytes;
+}
+
+static struct data_entry dr_entry(uint64_t header, enum data_role role)
+{
+    return (struct data_entry){
+        .record_size = 8,
+        .header_size = header,
+        .role = role,
+        .shuffle = true,
+        .shard = true,
+        .tail = TAIL_ERROR,
+    };
+}
+
+/* Creates and registers a file; returns the add status through *status. */
+static struct dataset_file *dr_add(struct dataset_registry *registry,
+                                   const struct data_entry *entry, const char *path,
+                                   const unsigned char *bytes, uint64_t size,
+                                   uint32_t replicas, uint32_t rank, uint64_t inode,
+                                   int *status, char *error, size_t error_size)
+{
+    struct dataset_file *file = malloc(sizeof *file);
+    cr_assert_not_null(file);
+    char init_error[256] = "";
+    cr_assert_eq(dataset_file_init(file, entry, path, bytes, size, DR_SEED, replicas, rank,
+                                   init_error, sizeof init_error), 0, "%s", init_error);
+    file->device = 1;
+    file->inode = inode;
+    pthread_mutex_lock(&registry->lock);
+    *status = dataset_registry_add(registry, file, error, error_size);
+    pthread_mutex_unlock(&registry->lock);
+    return file;
+}
+
+static struct dataset_file *dr_add_ok(struct dataset_registry *registry,
+                                      const struct data_entry *entry, const char *path,
+                                      const unsigned char *bytes, uint64_t size,
+                                      uint32_t replicas, uint32_t rank, uint64_t inode)
+{
+    char error[512] = "";
+    int status;
+    struct dataset_file *file = dr_add(registry, entry, path, bytes, size, replicas, rank,
+                                       inode, &status, error, sizeof error);
+    cr_assert_eq(status, 0, "dataset_registry_add: %s", error);
+    return file;
+}
+
+static void dr_release(struct dataset_registry *registry)
+{
+    struct dataset_file *file = registry->files;
+    while (file != NULL) {
+        struct dataset_file *next = file->next;
+        dataset_file_release(file);
+        free(file);
+        file = next;
+    }
+    for (size_t i = 0; i < registry->pending_count; i++)
+        free(registry->pending[i].position.name);
+    free(registry->pending);
+    pthread_mutex_destroy(&registry->lock);
+    memset(registry, 0, sizeof *registry);
+}
+
+static void dr_capture(struct dataset_registry *registry, unconsumed_records_fn unconsumed,
+                       void *context, struct adaptdl_snapshot *snapshot)
+{
+    memset(snapshot, 0, sizeof *snapshot);
+    pthread_mutex_lock(&registry->lock);
+    int status = dataset_registry_capture(registry, unconsumed, context, snapshot);
+    pthread_mutex_unlock(&registry->lock);
+    cr_assert_eq(status, 0);
+}
+
+static int dr_restore(struct dataset_registry *registry, const struct adaptdl_snapshot *snapshot,
+                      char *error, size_t error_size)
+{
+    pthread_mutex_lock(&registry->lock);
+    int status = dataset_registry_restore(registry, snapshot, error, error_size);
+    pthread_mutex_unlock(&registry->lock);
+    return status;
+}
+
+static const struct snapshot_file_position *dr_find(const struct adaptdl_snapshot *snapshot,
+                                                    const char *name)
+{
+    const struct snapshot_file_position *found = NULL;
+    for (size_t i = 0; i < snapshot->file_count; i++)
+        if (strcmp(snapshot->files[i].name, name) == 0) {
+            cr_assert_null(found, "%s is in the snapshot twice", name);
+            found = &snapshot->files[i];
+        }
+    cr_assert_not_null(found, "%s is not in the snapshot", name);
+    return found;
+}
+
+static void dr_expect_position(const struct adaptdl_snapshot *snapshot, const char *name,
+                               uint64_t pass, uint64_t index)
+{
+    const struct snapshot_file_position *position = dr_find(snapshot, name);
+    cr_expect_eq(position->pass, pass, "%s: pass %llu, expected %llu", name,
+                 (unsigned long long)position->pass, (unsigned long long)pass);
+    cr_expect_eq(position->current_index, index, "%s: index %llu, expected %llu", name,
+                 (unsigned long long)position->current_index, (unsigned long long)index);
+}
+
+/* A snapshot built by hand, as a restore would decode it. */
+static void dr_snapshot(struct adaptdl_snapshot *snapshot, size_t count, const char **names,
+                        const uint64_t *record_counts, const uint64_t *passes,
+                        const uint64_t *indices)
+{
+    memset(snapshot, 0, sizeof *snapshot);
+    snapshot->version = STATE_FORMAT_VERSION;
+    snapshot->seed = DR_SEED;
+    snapshot->files = calloc(count, sizeof *snapshot->files);
+    cr_assert_not_null(snapshot->files);
+    snapshot->file_count = count;
+    for (size_t i = 0; i < count; i++) {
+        snapshot->files[i].name = strdup(names[i]);
+        snapshot->files[i].record_count = record_counts[i];
+        snapshot->files[i].pass = passes[i];
+        snapshot->files[i].current_index = indices[i];
+        snapshot->files[i].role = DATA_ROLE_TRAIN;
+    }
+}
+
+static void dr_read(struct view_cursor *cursor, size_t size)
+{
+    unsigned char buffer[512];
+    cr_assert_leq(size, sizeof buffer);
+    cr_assert_eq(view_cursor_read(cursor, buffer, size), (ssize_t)size);
+}
+
+/* Reads records until the pass ends (read returns 0) or `limit` records;
+ * counts each record index read.  The header is read first if not yet. */
+static uint64_t dr_read_records(struct view_cursor *cursor, uint64_t header, uint64_t limit,
+                                unsigned *counts, uint64_t count)
+{
+    unsigned char buffer[64];
+    if (cursor->offset < header)
+        dr_read(cursor, header - cursor->offset);
+    uint64_t records = 0;
+    while (records < limit) {
+        ssize_t got = view_cursor_read(cursor, buffer, 8);
+        if (got == 0)
+            break;
+        cr_assert_eq(got, 8);
+        uint64_t index;
+        memcpy(&index, buffer, 8);
+        cr_assert_lt(index, count);
+        if (counts != NULL)
+            counts[index]++;
+        records++;
+    }
+    return records;
+}
+
+Test(dataset_registry, find_by_device_and_inode)
+{
+    struct dataset_registry registry;
+    dataset_registry_init(&registry, RESUME_REPLAY);
+    uint64_t size;
+    unsigned char *bytes = dr_records(0, 4, &size);
+    struct data_entry entry = dr_entry(0, DATA_ROLE_TRAIN);
+    struct dataset_file *a = dr_add_ok(&registry, &entry, "/d/a.bin", bytes, size, 1, 0, 10);
+    struct dataset_file *b = dr_add_ok(&registry, &entry, "/d/b.bin", bytes, size, 1, 0, 11);
+    cr_expect_eq(dataset_registry_find(&registry, 1, 10), a);
+    cr_expect_eq(dataset_registry_find(&registry, 1, 11), b);
+    cr_expect_null(dataset_registry_find(&registry, 2, 10));
+    cr_expect_eq(registry.file_count, 2);
+    cr_expect_eq(registry.files, a, "files are kept in registration order");
+    dr_release(&registry);
+    free(bytes);
+}
+
+Test(dataset_registry, capture_reports_each_file_and_the_train_epoch)
+{
+    struct dataset_registry registry;
+    dataset_registry_init(&registry, RESUME_REPLAY);
+    uint64_t size;
+    unsigned char *bytes = dr_records(4, 20, &size);
+    struct data_entry train = dr_entry(4, DATA_ROLE_TRAIN);
+    struct data_entry eval = dr_entry(4, DATA_ROLE_EVAL);
+    struct dataset_file *a = dr_add_ok(&registry, &train, "/d/a.bin", bytes, size, 2, 0, 1);
+    struct dataset_file *b = dr_add_ok(&registry, &train, "/d/b.bin", bytes, size, 2, 0, 2);
+    struct dataset_file *c = dr_add_ok(&registry, &eval, "/d/c.bin", bytes, size, 2, 0, 3);
+    struct view_cursor ca, cb, cc;
+    view_cursor_open(&ca, a);
+    view_cursor_open(&cb, b);
+    view_cursor_open(&cc, c);
+    cr_assert_eq(dr_read_records(&ca, 4, 3, NULL, 20), 3);
+    dr_read_records(&cb, 4, UINT64_MAX, NULL, 20);
+    cr_assert_eq(view_cursor_seek(&cb, 0, SEEK_SET), 0);
+    cr_assert_eq(dr_read_records(&cb, 4, 1, NULL, 20), 1);
+    for (int pass = 0; pass < 5; pass++) {
+        dr_read_records(&cc, 4, UINT64_MAX, NULL, 20);
+        cr_assert_eq(view_cursor_seek(&cc, 0, SEEK_SET), 0);
+    }
+    struct adaptdl_snapshot snapshot;
+    dr_capture(&registry, NULL, NULL, &snapshot);
+    cr_assert_eq(snapshot.file_count, 3);
+    dr_expect_position(&snapshot, "a.bin", 0, 6);
+    dr_expect_position(&snapshot, "b.bin", 1, 2);
+    dr_expect_position(&snapshot, "c.bin", 5, 0);
+    cr_expect_eq(dr_find(&snapshot, "a.bin")->record_count, 20);
+    cr_expect_eq(dr_find(&snapshot, "c.bin")->role, DATA_ROLE_EVAL);
+    cr_expect_eq(snapshot.epoch, 1, "eval passes do not count");
+    cr_expect_eq(dataset_registry_epoch(&registry), 1);
+    cr_expect_str_eq(snapshot.files[0].name, "a.bin", "registration order");
+    snapshot_free(&snapshot);
+    dr_release(&registry);
+    free(bytes);
+}
+
+static uint64_t dr_two_unconsumed(struct dataset_file *file, void *context)
+{
+    (void)file;
+    (*(int *)context)++;
+    return 2;
+}
+
+Test(dataset_registry, capture_subtracts_unconsumed_records)
+{
+    struct dataset_registry registry;
+    dataset_registry_init(&registry, RESUME_REPLAY);
+    uint64_t size;
+    unsigned char *bytes = dr_records(0, 30, &size);
+    struct data_entry train = dr_entry(0, DATA_ROLE_TRAIN);
+    struct dataset_file *a = dr_add_ok(&registry, &train, "/d/a.bin", bytes, size, 3, 1, 1);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, a);
+    dr_read_records(&cursor, 0, 5, NULL, 30);
+    int calls = 0;
+    struct adaptdl_snapshot snapshot;
+    dr_capture(&registry, dr_two_unconsumed, &calls, &snapshot);
+    cr_expect_eq(calls, 1);
+    dr_expect_position(&snapshot, "a.bin", 0, 9);
+    snapshot_free(&snapshot);
+    dr_release(&registry);
+    free(bytes);
+}
+
+Test(dataset_registry, restore_refixes_registered_files_not_started)
+{
+    struct dataset_registry registry;
+    dataset_registry_init(&registry, RESUME_CONTINUE);
+    uint64_t size;
+    unsigned char *bytes = dr_records(4, 20, &size);
+    struct data_entry train = dr_entry(4, DATA_ROLE_TRAIN);
+    struct dataset_file *a = dr_add_ok(&registry, &train, "/d/a.bin", bytes, size, 2, 1, 1);
+    struct dataset_file *b = dr_add_ok(&registry, &train, "/d/b.bin", bytes, size, 2, 1, 2);
+    struct view_cursor ca, cb;
+    view_cursor_open(&ca, a);
+    view_cursor_open(&cb, b);
+    dr_read_records(&ca, 4, 1, NULL, 20);
+    dr_read(&cb, 4);  /* the header only: not started */
+    log_threshold = LOG_LEVEL_ERROR;  /* a's refusal is a warning, expected here */
+    const char *names[] = {"a.bin", "b.bin"};
+    const uint64_t counts[] = {20, 20}, passes[] = {3, 2}, indices[] = {5, 4};
+    struct adaptdl_snapshot snapshot;
+    dr_snapshot(&snapshot, 2, names, counts, passes, indices);
+    char error[512] = "";
+    cr_assert_eq(dr_restore(&registry, &snapshot, error, sizeof error), 0, "%s", error);
+    cr_expect(registry.restored);
+    cr_expect_eq(a->view_pass, 0, "a had delivered a record: unchanged");
+    cr_expect_eq(a->view_start_index, 0);
+    cr_expect_eq(b->view_pass, 2);
+    cr_expect_eq(b->view_start_index, 4);
+    cr_expect_eq(b->view_length, 8);
+    snapshot_free(&snapshot);
+    dr_release(&registry);
+    free(bytes);
+}
+
+Test(dataset_registry, pending_positions_apply_when_the_file_is_registered)
+{
+    struct dataset_registry registry;
+    dataset_registry_init(&registry, RESUME_REPLAY);
+    const char *names[] = {"train.bin"};
+    const uint64_t counts[] = {16}, passes[] = {1}, indices[] = {7};
+    struct adaptdl_snapshot snapshot;
+    dr_snapshot(&snapshot, 1, names, counts, passes, indices);
+    char error[512] = "";
+    cr_assert_eq(dr_restore(&registry, &snapshot, error, sizeof error), 0, "%s", error);
+    snapshot_free(&snapshot);
+    cr_expect_eq(registry.pending_count, 1);
+
+    /* mounted somewhere else than in the run that took the snapshot */
+    uint64_t size;
+    unsigned char *bytes = dr_records(0, 16, &size);
+    struct data_entry train = dr_entry(0, DATA_ROLE_TRAIN);
+    struct dataset_file *file =
+        dr_add_ok(&registry, &train, "/mnt/other/place/train.bin", bytes, size, 3, 2, 1);
+    cr_expect(registry.pending[0].applied);
+    cr_expect_eq(file->view_length, 0, "replay: pass 0 is skipped");
+    cr_expect(file->tracker.skipped);
+    cr_assert_eq(dataset_view_end_pass(file), 0);
+    cr_expect_eq(file->view_pass, 1);
+    cr_expect_eq(file->view_start_index, 7);
+    cr_expect_eq(file->view_length, 3);
+    dr_release(&registry);
+    free(bytes);
+}
+
+Test(dataset_registry, a_different_record_count_is_refused_at_restore)
+{
+    struct dataset_registry registry;
+    dataset_registry_init(&registry, RESUME_REPLAY);
+    uint64_t size;
+    unsigned char *bytes = dr_records(0, 20, &size);
+    struct data_entry train = dr_entry(0, DATA_ROLE_TRAIN);
+    dr_add_ok(&registry, &train, "/d/data.bin", bytes, size, 1, 0, 1);
+    const char *names[] = {"data.bin"};
+    const uint64_t counts[] = {21}, passes[] = {0}, indices[] = {3};
+    struct adaptdl_snapshot snapshot;
+    dr_snapshot(&snapshot, 1, names, counts, passes, indices);
+    char error[512] = "";
+    cr_expect_eq(dr_restore(&registry, &snapshot, error, sizeof error), -1);
+    cr_expect_not_null(strstr(error, "/d/data.bin"), "%s", error);
+    cr_expect_not_null(strstr(error, "20"), "%s", error);
+    cr_expect_not_null(strstr(error, "21"), "%s", error);
+    cr_expect_eq(registry.files->view_start_index, 0, "nothing applied");
+    snapshot_free(&snapshot);
+    dr_release(&registry);
+    free(bytes);
+}
+
+Test(dataset_registry, a_different_record_count_is_refused_at_registration)
+{
+    struct dataset_registry registry;
+    dataset_registry_init(&registry, RESUME_REPLAY);
+    const char *names[] = {"data.bin"};
+    const uint64_t counts[] = {19}, passes[] = {0}, indices[] = {3};
+    struct adaptdl_snapshot snapshot;
+    dr_snapshot(&snapshot, 1, names, counts, passes, indices);
+    char error[512] = "";
+    cr_assert_eq(dr_restore(&registry, &snapshot, error, sizeof error), 0);
+    snapshot_free(&snapshot);
+    uint64_t size;
+    unsigned char *bytes = dr_records(0, 20, &size);
+    struct data_entry train = dr_entry(0, DATA_ROLE_TRAIN);
+    int status;
+    struct dataset_file *file = dr_add(&registry, &train, "/e/data.bin", bytes, size, 1, 0, 1,
+                                       &status, error, sizeof error);
+    cr_expect_eq(status, -1);
+    cr_expect_not_null(strstr(error, "/e/data.bin"), "%s", error);
+    cr_expect_not_null(strstr(error, "19"), "%s", error);
+    cr_expect_eq(file->view_start_index, 0);
+    dr_release(&registry);
+    free(bytes);
+}
+
+Test(dataset_registry, untouched_pending_positions_survive_a_capture)
+{
+    struct dataset_registry registry;
+    dataset_registry_init(&registry, RESUME_REPLAY);
+    const char *names[] = {"a.bin", "b.bin"};
+    const uint64_t counts[] = {10, 12}, passes[] = {2, 4}, indices[] = {3, 5};
+    struct adaptdl_snapshot restored;
+    dr_snapshot(&restored, 2, names, counts, passes, indices);
+    char error[512] = "";
+    cr_assert_eq(dr_restore(&registry, &restored, error, sizeof error), 0);
+    snapshot_free(&restored);
+    uint64_t size;
+    unsigned char *bytes = dr_records(0, 10, &size);
+    struct data_entry train = dr_entry(0, DATA_ROLE_TRAIN);
+    struct dataset_file *a = dr_add_ok(&registry, &train, "/d/a.bin", bytes, size, 2, 0, 1);
+    /* replay skips a.bin's pass 0; a checkpoint meanwhile binds the
+     * restored positions, of the registered file and of the pending one */
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, a);
+    dr_read_records(&cursor, 0, UINT64_MAX, NULL, 10);
+    cr_assert_eq(a->view_pass, 1);
+    struct adaptdl_snapshot snapshot;
+    dr_capture(&registry, NULL, NULL, &snapshot);
+    cr_expect_eq(snapshot.file_count, 2);
+    dr_expect_position(&snapshot, "a.bin", 2, 3);
+    dr_expect_position(&snapshot, "b.bin", 4, 5);
+    cr_expect_eq(dr_find(&snapshot, "b.bin")->record_count, 12);
+    cr_expect_eq(snapshot.epoch, 4, "the epoch the snapshot binds, not the replay's");
+    snapshot_free(&snapshot);
+    dr_release(&registry);
+    free(bytes);
+}
+
+Test(dataset_registry, files_sharing_a_basename_get_their_own_positions)
+{
+    /* shard0/data.bin (12 records) and shard1/data.bin (20 records) */
+    struct dataset_registry registry;
+    dataset_registry_init(&registry, RESUME_CONTINUE);
+    const char *names[] = {"data.bin", "data.bin"};
+    const uint64_t counts[] = {20, 12}, passes[] = {1, 2}, indices[] = {6, 4};
+    struct adaptdl_snapshot snapshot;
+    dr_snapshot(&snapshot, 2, names, counts, passes, indices);
+    char error[512] = "";
+    cr_assert_eq(dr_restore(&registry, &snapshot, error, sizeof error), 0);
+    snapshot_free(&snapshot);
+    uint64_t small_size, large_size;
+    unsigned char *small = dr_records(0, 12, &small_size);
+    unsigned char *large = dr_records(0, 20, &large_size);
+    struct data_entry train = dr_entry(0, DATA_ROLE_TRAIN);
+    struct dataset_file *first =
+        dr_add_ok(&registry, &train, "/d/shard0/data.bin", small, small_size, 1, 0, 1);
+    struct dataset_file *second =
+        dr_add_ok(&registry, &train, "/d/shard1/data.bin", large, large_size, 1, 0, 2);
+    cr_expect_eq(first->view_pass, 2);
+    cr_expect_eq(first->view_start_index, 4);
+    cr_expect_eq(second->view_pass, 1);
+    cr_expect_eq(second->view_start_index, 6);
+    dr_release(&registry);
+    free(small);
+    free(large);
+}
+
+/* --- whole runs through cursors -------------------------------------------- */
+
+#define DR_RUN_MAX_REPLICAS 5
+
+/* One run: K replicas (one registry each, as K processes), restoring
+ * `restore` when given, reads `records` per replica of the pass it is in
+ * after skipping, then captures (all replicas must agree). */
+static void dr_run(uint64_t record_count, uint32_t replicas, enum resume_mode resume,
+                   const struct adaptdl_snapshot *restore, uint64_t full_passes_first,
+                   uint64_t records, unsigned *counts, struct adaptdl_snapshot *captured)
+{
+    uint64_t size;
+    unsigned char *bytes = dr_records(6, record_count, &size);
+    struct data_entry train = dr_entry(6, DATA_ROLE_TRAIN);
+    struct adaptdl_snapshot snapshots[DR_RUN_MAX_REPLICAS];
+    for (uint32_t rank = 0; rank < replicas; rank++) {
+        struct dataset_registry registry;
+        dataset_registry_init(&registry, resume);
+        char error[512] = "";
+        if (restore != NULL)
+            cr_assert_eq(dr_restore(&registry, restore, error, sizeof error), 0, "%s", error);
+        struct dataset_file *file = dr_add_ok(&registry, &train, "/data/run/train.bin", bytes,
+                                              size, replicas, rank, 1);
+        struct view_cursor cursor;
+        view_cursor_open(&cursor, file);
+        /* the trainer's loop: whole passes (skipped ones deliver nothing) */
+        for (uint64_t pass = 0; pass < full_passes_first; pass++) {
+            dr_read_records(&cursor, 6, UINT64_MAX, NULL, record_count);
+            cr_assert_eq(view_cursor_seek(&cursor, 0, SEEK_SET), 0);
+        }
+        dr_read_records(&cursor, 6, records, counts, record_count);
+        dr_capture(&registry, NULL, NULL, &snapshots[rank]);
+        dr_release(&registry);
+    }
+    for (uint32_t rank = 1; rank < replicas; rank++) {
+        cr_assert_eq(snapshots[rank].files[0].pass, snapshots[0].files[0].pass);
+        cr_assert_eq(snapshots[rank].files[0].current_index,
+                     snapshots[0].files[0].current_index, "replicas agree");
+        snapshot_free(&snapshots[rank]);
+    }
+    *captured = snapshots[0];
+    free(bytes);
+}
+
+static void dr_expect_exactly_once_plus_padding(const unsigned *counts, uint64_t record_count,
+                                                unsigned max_padding)
+{
+    unsigned padding = 0;
+    for (uint64_t record = 0; record < record_count; record++) {
+        cr_assert_geq(counts[record], 1, "record %llu never delivered",
+                      (unsigned long long)record);
+        cr_assert_leq(counts[record], 2, "record %llu delivered %u times",
+                      (unsigned long long)record, counts[record]);
+        padding += counts[record] - 1;
+    }
+    cr_assert_lt(padding, max_padding, "%u padding records", padding);
+}
+
+Test(dataset_registry_runs, restart_1_4_2_replay_covers_the_pass_once)
+{
+    const uint64_t record_count = 37;
+    unsigned counts[37] = {0};
+    struct adaptdl_snapshot first, second, third;
+    /* run 1: one replica, pass 0 whole (not counted), 9 records of pass 1 */
+    dr_run(record_count, 1, RESUME_REPLAY, NULL, 1, 9, counts, &first);
+    cr_assert_eq(first.files[0].pass, 1);
+    cr_assert_eq(first.files[0].current_index, 9);
+    /* run 2: four replicas replay: pass 0 skipped, 3 records each of pass 1 */
+    dr_run(record_count, 4, RESUME_REPLAY, &first, 1, 3, counts, &second);
+    cr_assert_eq(second.files[0].pass, 1);
+    cr_assert_eq(second.files[0].current_index, 21);
+    /* run 3: two replicas finish pass 1 */
+    dr_run(record_count, 2, RESUME_REPLAY, &second, 1, UINT64_MAX, counts, &third);
+    cr_expect_eq(third.files[0].pass, 2, "the read returning 0 ended pass 1");
+    cr_expect_eq(third.files[0].current_index, 0);
+    cr_expect_eq(third.epoch, 2);
+    dr_expect_exactly_once_plus_padding(counts, record_count, 2);
+    snapshot_free(&first);
+    snapshot_free(&second);
+    snapshot_free(&third);
+}
+
+Test(dataset_registry_runs, every_k_to_every_k_prime_continue)
+{
+    for (uint32_t k1 = 1; k1 <= 3; k1++)
+        for (uint32_t k2 = 1; k2 <= 4; k2++) {
+            const uint64_t record_count = 23;
+            unsigned counts[23] = {0};
+            struct adaptdl_snapshot first, second;
+            dr_run(record_count, k1, RESUME_CONTINUE, NULL, 2, 2, counts, &first);
+            cr_assert_eq(first.files[0].pass, 2);
+            cr_assert_eq(first.files[0].current_index, 2 * k1);
+            /* continue: the trainer itself skips to its epoch 2 */
+            dr_run(record_count, k2, RESUME_CONTINUE, &first, 0, UINT64_MAX, counts, &second);
+            cr_expect_eq(second.files[0].pass, 3);
+            dr_expect_exactly_once_plus_padding(counts, record_count, k2);
+            snapshot_free(&first);
+            snapshot_free(&second);
+        }
+}
+
+Test(dataset_registry_runs, a_complete_pass_restores_header_only_then_moves_on)
+{
+    const uint64_t record_count = 10;
+    unsigned counts[10] = {0};
+    struct adaptdl_snapshot first, second;
+    /* all records of pass 0 read, the read returning 0 not yet */
+    dr_run(record_count, 2, RESUME_REPLAY, NULL, 0, 5, counts, &first);
+    cr_assert_eq(first.files[0].pass, 0);
+    cr_assert_eq(first.files[0].current_index, 10);
+    unsigned again[10] = {0};
+    dr_run(record_count, 3, RESUME_REPLAY, &first, 1, UINT64_MAX, again, &second);
+    cr_expect_eq(second.files[0].pass, 2);
+    /* pass 1 is a whole fresh pass over K = 3: 12 slots, 2 of them padding */
+    dr_expect_exactly_once_plus_padding(again, record_count, 3);
+    snapshot_free(&first);
+    snapshot_free(&second);
+}
