@@ -46,20 +46,25 @@ TOOLS     := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRC))
 BENCHES   := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
 .PHONY: all deps check unit unit-asan integration demo bench install clean
 all: $(LIB) $(ARCHIVE) $(TRAINERS) $(TOOLS)
 
 deps:
 	@scripts/install-deps
 
-$(BUILD)/obj/%.o: %.c $(wildcard runtime/*.h shim/*.h)
+# -MMD: every object records the headers it included, so a header change
+# rebuilds exactly what depends on it.
+$(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
-	@$(CC) $(CFLAGS_ALL) -Ishim -c $< -o $@
+	@$(CC) $(CFLAGS_ALL) -MMD -MP -Ishim -c $< -o $@
 
-$(BUILD)/asan/%.o: %.c $(wildcard runtime/*.h)
+$(BUILD)/asan/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(ASAN_FLAGS) $(CRITERION_CFLAGS) -c $< -o $@
+	@echo "  CC      $< (sanitized)"
+	@$(CC) $(CFLAGS_ALL) -MMD -MP $(ASAN_FLAGS) $(CRITERION_CFLAGS) -c $< -o $@
 
 $(ARCHIVE): $(RUNTIME_OBJ)
 	@mkdir -p $(dir $@)
@@ -76,13 +81,15 @@ $(LIB): $(SHIM_OBJ) $(ARCHIVE) shim/exports.map
 	    -Wl,--version-script=shim/exports.map -Wl,-z,now -Wl,-z,relro \
 	    $(PKG_LIBS) -ldl -lpthread -lm
 
-$(BUILD)/obj/tests/unit/%.o: tests/unit/%.c $(wildcard runtime/*.h tests/unit/*.h)
+$(BUILD)/obj/tests/unit/%.o: tests/unit/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(CRITERION_CFLAGS) -Wno-missing-prototypes -c $< -o $@
+	@echo "  CC      $<"
+	@$(CC) $(CFLAGS_ALL) -MMD -MP $(CRITERION_CFLAGS) -Wno-missing-prototypes -c $< -o $@
 
-$(BUILD)/asan/tests/unit/%.o: tests/unit/%.c $(wildcard runtime/*.h tests/unit/*.h)
+$(BUILD)/asan/tests/unit/%.o: tests/unit/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(ASAN_FLAGS) $(CRITERION_CFLAGS) -Wno-missing-prototypes -c $< -o $@
+	@echo "  CC      $< (sanitized)"
+	@$(CC) $(CFLAGS_ALL) -MMD -MP $(ASAN_FLAGS) $(CRITERION_CFLAGS) -Wno-missing-prototypes -c $< -o $@
 
 $(UNIT): $(UNIT_OBJ) $(ARCHIVE)
 	$(CC) -o $@ $(UNIT_OBJ) $(ARCHIVE) $(CRITERION_LIBS) $(PKG_LIBS) -ldl -lpthread -lm

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sysio.h"
+
 static int dataset_file_count_records_fixed(struct dataset_file *file, char *error,
                                             size_t error_size)
 {
@@ -85,6 +87,7 @@ int dataset_file_init(struct dataset_file *file, const struct data_entry *entry,
                       char *error, size_t error_size)
 {
     memset(file, 0, sizeof *file);
+    file->source_fd = -1;
     file->path = strdup(absolute_path);
     if (file->path == NULL) {
         snprintf(error, error_size, "data file %s: out of memory", absolute_path);
@@ -154,7 +157,8 @@ void dataset_file_release(struct dataset_file *file)
     free(file->line_offsets);
     free(file->view_line_prefix);
     free(file->header);
-    pthread_mutex_destroy(&file->lock);
+    memset(file, 0, sizeof *file);
+    file->source_fd = -1;
     memset(file, 0, sizeof *file);
 }
 
@@ -302,7 +306,14 @@ size_t dataset_view_copy(struct dataset_file *file, uint64_t offset, void *buffe
             available = file->view_line_prefix[position + 1] - payload_offset;
         }
         size_t chunk = available < want ? (size_t)available : want;
-        memcpy(out + copied, source, chunk);
+        if (chunk >= VIEW_PREAD_MIN_CHUNK && file->source_fd >= 0 &&
+            source >= file->map && source + chunk <= file->map + file->file_size &&
+            sysio_pread_full(file->source_fd, out + copied, chunk,
+                             (off_t)(source - file->map)) == (ssize_t)chunk) {
+            /* copied by the kernel */
+        } else {
+            memcpy(out + copied, source, chunk);
+        }
         copied += chunk;
         offset += chunk;
     }

@@ -25,6 +25,12 @@
  * array lookup rather than a Feistel evaluation each (SPEC §10). */
 #define VIEW_INDEX_BLOCK 1024
 
+/* Pieces at least this large are copied with pread(2) from source_fd rather
+ * than from the mapping: the kernel copies page-cached data faster than a
+ * first touch of mapped pages faults it in (SPEC §10, records of 4 KiB and
+ * more).  Smaller pieces come from the mapping: no syscall per record. */
+#define VIEW_PREAD_MIN_CHUNK 4096
+
 struct dataset_file {
     char *path;                   /* absolute path */
     const char *basename;         /* points into path */
@@ -32,6 +38,7 @@ struct dataset_file {
     uint64_t device;              /* st_dev, st_ino: identity for lookups */
     uint64_t inode;
     const unsigned char *map;     /* whole file, read-only */
+    int source_fd;                /* read-only descriptor of the file, or -1 */
     uint64_t file_size;
     uint64_t header_size;
     uint64_t record_size;         /* 0 in lines mode */

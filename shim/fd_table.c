@@ -6,6 +6,7 @@
  * descriptor of a process that reads no dataset -- cost one comparison
  * against fd_table_capacity, which stays 0 until the first data file opens. */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,4 +114,34 @@ struct fd_slot *fd_slot_new_checkpoint_writer(const char *absolute_path)
         return NULL;
     }
     return slot;
+}
+
+struct fd_slot *fd_slot_new_internal(struct dataset_file *file)
+{
+    struct fd_slot *slot = calloc(1, sizeof *slot);
+    if (slot == NULL)
+        return NULL;
+    slot->kind = FD_SLOT_INTERNAL;
+    slot->file = file;
+    return slot;
+}
+
+void shim_relocate_internal_fd(int fd, int above)
+{
+    struct fd_slot *slot = fd_table_lookup(fd);
+    if (slot == NULL || slot->kind != FD_SLOT_INTERNAL)
+        return;
+    struct dataset_file *file = slot->file;
+    int moved = above >= 0 ? REAL(fcntl)(fd, F_DUPFD_CLOEXEC, above + 1) : -1;
+    if (moved < 0)
+        moved = REAL(open)(file->path, O_RDONLY | O_CLOEXEC);
+    pthread_mutex_lock(&file->lock);
+    file->source_fd = moved;   /* -1: copies fall back to the mapping */
+    pthread_mutex_unlock(&file->lock);
+    if (moved >= 0) {
+        struct fd_slot *relocated = fd_slot_new_internal(file);
+        if (relocated == NULL || fd_table_install(moved, relocated) != 0)
+            free(relocated);
+    }
+    fd_slot_release(fd_table_remove(fd));
 }

@@ -1,10 +1,11 @@
 /* io_fd.c - descriptor bookkeeping: close, dup*, fcntl(F_DUPFD*),
- * close_range.  The real call happens first; the table follows what the
+ * close_range, closefrom.  The real call happens first; the table follows what the
  * kernel did.  Closing a checkpoint descriptor that was opened for writing
  * commits the checkpoint (the snapshot is written just before the close). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -17,6 +18,11 @@ SHIM_EXPORT int close(int fd)
     struct fd_slot *slot = fd_table_lookup(fd);
     if (SHIM_LIKELY(slot == NULL))
         return REAL(close)(fd);
+    if (slot->kind == FD_SLOT_INTERNAL && !shim_guarded()) {
+        /* the trainer never opened it: to the trainer it is not open */
+        errno = EBADF;
+        return -1;
+    }
     slot = fd_table_remove(fd);
     /* The content is complete once the trainer closes: the snapshot is
      * written before the close returns, so a crash after the trainer's
@@ -33,6 +39,16 @@ SHIM_EXPORT int close(int fd)
 
 SHIM_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 {
+    /* keep the shim's own descriptors out of the range first */
+    if (fd_table_capacity != 0 && !(flags & CLOSE_RANGE_CLOEXEC)) {
+        unsigned top = last < fd_table_capacity ? last : fd_table_capacity - 1;
+        for (unsigned fd = first; fd <= top; fd++) {
+            struct fd_slot *slot = fd_table_lookup((int)fd);
+            if (slot != NULL && slot->kind == FD_SLOT_INTERNAL)
+                shim_relocate_internal_fd((int)fd, last >= (unsigned)INT32_MAX ? -1
+                                                                             : (int)last);
+        }
+    }
     int result = REAL(close_range)(first, last, flags);
     if (result != 0 || (flags & CLOSE_RANGE_CLOEXEC) || fd_table_capacity == 0)
         return result;
@@ -42,6 +58,30 @@ SHIM_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
         if (fd_table_lookup((int)fd) != NULL)
             fd_slot_release(fd_table_remove((int)fd));
     return result;
+}
+
+/* closefrom (glibc 2.34) closes through the close_range system call inside
+ * libc, which the close_range wrapper never sees: forget every tracked
+ * descriptor it closed, or a file opened later in one of those numbers would
+ * be read as the old view.  The shim's own descriptors there are gone too
+ * (no number above `lowest` survives): their files copy from the mapping. */
+SHIM_EXPORT void closefrom(int lowest)
+{
+    REAL(closefrom)(lowest);
+    if (lowest < 0)
+        lowest = 0;
+    for (unsigned fd = (unsigned)lowest; fd < fd_table_capacity; fd++) {
+        if (fd_table_lookup((int)fd) == NULL)
+            continue;
+        struct fd_slot *slot = fd_table_remove((int)fd);
+        if (slot != NULL && slot->kind == FD_SLOT_INTERNAL) {
+            pthread_mutex_lock(&slot->file->lock);
+            if (slot->file->source_fd == (int)fd)
+                slot->file->source_fd = -1;
+            pthread_mutex_unlock(&slot->file->lock);
+        }
+        fd_slot_release(slot);
+    }
 }
 
 static int shim_duplicated(int result, int source)
@@ -65,13 +105,24 @@ static int shim_duplicated_onto(int result, int source, int target)
     return result;
 }
 
+/* dup2 onto the shim's own descriptor: move it away first. */
+static void shim_protect_target(int fd, int target)
+{
+    struct fd_slot *slot = fd_table_lookup(target);
+    if (SHIM_UNLIKELY(slot != NULL) && slot->kind == FD_SLOT_INTERNAL && fd != target &&
+        !shim_guarded())
+        shim_relocate_internal_fd(target, target);
+}
+
 SHIM_EXPORT int dup2(int fd, int target)
 {
+    shim_protect_target(fd, target);
     return shim_duplicated_onto(REAL(dup2)(fd, target), fd, target);
 }
 
 SHIM_EXPORT int dup3(int fd, int target, int flags)
 {
+    shim_protect_target(fd, target);
     return shim_duplicated_onto(REAL(dup3)(fd, target, flags), fd, target);
 }
 

@@ -238,9 +238,17 @@ static FILE *shim_fopen_common(FILE *(*real_fopen)(const char *, const char *),
         return NULL;  /* descriptor already closed, errno set */
     struct fd_slot *slot = fd_table_lookup(fd);
     if (slot == NULL || slot->kind != FD_SLOT_VIEW) {
-        /* matched by glob but not a regular file: the real thing */
-        REAL(close)(fd);
-        return real_fopen(path, mode);
+        /* matched by glob but not a regular file (a directory, a FIFO...):
+         * the real thing, on the descriptor already open -- closing it and
+         * opening the path again would drop a FIFO's unread bytes and wait
+         * for a writer that already left */
+        FILE *stream = REAL(fdopen)(fd, mode);
+        if (stream == NULL) {
+            int saved = errno;
+            REAL(close)(fd);
+            errno = saved;
+        }
+        return stream;
     }
     FILE *stream = shim_open_view_stream(slot->cursor.file, fd, mode);
     if (stream == NULL) {

@@ -28,6 +28,7 @@ struct statx;
     X(creat64, int, (const char *, mode_t))                                                \
     X(close, int, (int))                                                                   \
     X(close_range, int, (unsigned int, unsigned int, int))                                 \
+    X(closefrom, void, (int))                                                              \
     X(dup, int, (int))                                                                     \
     X(dup2, int, (int, int))                                                               \
     X(dup3, int, (int, int, int))                                                          \

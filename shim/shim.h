@@ -48,7 +48,11 @@ static inline bool shim_paths_active(void)
 }
 
 /* --- descriptors ------------------------------------------------------------ */
-enum fd_slot_kind { FD_SLOT_VIEW = 1, FD_SLOT_CHECKPOINT_WRITER = 2 };
+/* VIEW: a trainer's descriptor on a data view.  CHECKPOINT_WRITER: a
+ * trainer's checkpoint open for writing.  INTERNAL: the shim's own read-only
+ * descriptor of a data file, which the trainer never opened and must not
+ * disturb (see io_fd.c). */
+enum fd_slot_kind { FD_SLOT_VIEW = 1, FD_SLOT_CHECKPOINT_WRITER = 2, FD_SLOT_INTERNAL = 3 };
 
 /* Shared by descriptors that dup'd each other, as they share a file offset. */
 struct fd_slot {
@@ -56,6 +60,7 @@ struct fd_slot {
     int references;
     struct view_cursor cursor;       /* FD_SLOT_VIEW */
     char *checkpoint_path;           /* FD_SLOT_CHECKPOINT_WRITER: absolute path */
+    struct dataset_file *file;       /* FD_SLOT_INTERNAL */
 };
 
 extern struct fd_slot **fd_table;
@@ -78,6 +83,11 @@ void fd_table_share(int source, int target);
 void fd_slot_release(struct fd_slot *slot);
 struct fd_slot *fd_slot_new_view(struct dataset_file *file);
 struct fd_slot *fd_slot_new_checkpoint_writer(const char *absolute_path);
+struct fd_slot *fd_slot_new_internal(struct dataset_file *file);
+/* Moves the shim's internal descriptor at fd out of the way of a trainer
+ * operation on that number (to a descriptor above `above`, or reopened),
+ * updating the file's source_fd. */
+void shim_relocate_internal_fd(int fd, int above);
 
 /* --- paths -------------------------------------------------------------------- */
 /* Absolute, lexically normalized form of path relative to dirfd. -1 if too long. */

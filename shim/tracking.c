@@ -114,7 +114,6 @@ static struct dataset_file *shim_register_dataset(const struct data_entry *entry
             return NULL;
         }
     }
-    REAL(close)(fd);
     struct dataset_file *file = malloc(sizeof *file);
     char error[1024];
     const struct adaptdl_config *config = &shim_session.config;
@@ -127,8 +126,18 @@ static struct dataset_file *shim_register_dataset(const struct data_entry *entry
         free(file);
         if (map != NULL)
             REAL(munmap)((void *)map, (size_t)status->st_size);
+        REAL(close)(fd);
         errno = EINVAL;
         return NULL;
+    }
+    /* Large pieces are pread from this descriptor (dataset_view.h); it is
+     * tracked so that the trainer's close() or dup2() cannot disturb it. */
+    struct fd_slot *internal = fd_slot_new_internal(file);
+    if (internal != NULL && fd_table_install(fd, internal) == 0) {
+        file->source_fd = fd;
+    } else {
+        free(internal);
+        REAL(close)(fd);
     }
     file->device = (uint64_t)status->st_dev;
     file->inode = (uint64_t)status->st_ino;

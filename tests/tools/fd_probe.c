@@ -14,9 +14,14 @@
  *   reuse OTHER  close a data descriptor; the next open of OTHER gets its
  *                number and must read OTHER
  *   dup2 OTHER   dup2 of OTHER's descriptor onto a data descriptor
- *   close_range OTHER  close_range over data descriptors, then OTHER reuses
- *                their numbers
+ *   close_range OTHER  close_range over a data descriptor and its dup, then
+ *                OTHER is opened in their numbers
  *   closefrom OTHER    the same with closefrom(3)
+ *   reopen_after_close_range OTHER  close_range(fd, ~0U) of a fresh data
+ *                descriptor, OTHER opened eight times, then PATH reopened and
+ *                read whole (the shim's own descriptors must survive or be
+ *                forgotten, never read another file)
+ *   reopen_after_closefrom OTHER    the same with closefrom(fd)
  *   dupfd        fcntl F_DUPFD / F_DUPFD_CLOEXEC share the offset
  *   fork         a child reads the inherited descriptor; then the parent reads
  *   threads RECORD,HEADER  the whole view by pread, then 4 threads pread-ing
@@ -224,23 +229,53 @@ static void probe_dup2(const char *path, const char *other)
     report("read_replaced_at_end", (long long)read(fd, &byte, 1));  /* shares other_fd's end */
 }
 
+/* Closes a data descriptor and its dup with close_range or closefrom, then
+ * opens OTHER until both numbers are taken again (the shim may hold
+ * descriptors of its own in between): those two must read OTHER. */
 static void probe_close_range(const char *path, const char *other, bool use_closefrom)
 {
     int fd = open_or_die(path, O_RDONLY);
     int copy = dup(fd);
-    if (copy != fd + 1)
-        die("dup did not return the next descriptor");
+    if (copy < 0)
+        die("dup");
     read_and_report(fd, 40, "a");
+    int low = fd < copy ? fd : copy, high = fd < copy ? copy : fd;
     if (use_closefrom) {
-        closefrom(fd);
-    } else if (close_range((unsigned)fd, (unsigned)copy, 0) != 0) {
+        closefrom(low);
+    } else if (close_range((unsigned)low, (unsigned)high, 0) != 0) {
         die("close_range");
     }
-    int first = open_or_die(other, O_RDONLY);
-    int second = open_or_die(other, O_RDONLY);
-    report("same_fds", first == fd && second == copy);
-    read_other(first, "other1");
-    read_other(second, "other2");
+    int reopened_fd = -1, reopened_copy = -1;
+    for (int i = 0; i <= high - low && (reopened_fd < 0 || reopened_copy < 0); i++) {
+        int next = open_or_die(other, O_RDONLY);
+        if (next == fd)
+            reopened_fd = next;
+        else if (next == copy)
+            reopened_copy = next;
+    }
+    report("same_fds", reopened_fd >= 0 && reopened_copy >= 0);
+    if (reopened_fd < 0 || reopened_copy < 0)
+        return;
+    read_other(reopened_fd, "other1");
+    read_other(reopened_copy, "other2");
+}
+
+/* close_range(fd, ~0U) or closefrom(fd) on a fresh data descriptor (no
+ * record read yet, so the pass stays the same), then eight opens of OTHER
+ * take the freed numbers; a new open of PATH must still read the view. */
+static void probe_reopen_after(const char *path, const char *other, bool use_closefrom)
+{
+    int fd = open_or_die(path, O_RDONLY);
+    if (use_closefrom)
+        closefrom(fd);
+    else if (close_range((unsigned)fd, ~0U, 0) != 0)
+        die("close_range");
+    int others[8];
+    for (int i = 0; i < 8; i++)
+        others[i] = open_or_die(other, O_RDONLY);
+    int view = open_or_die(path, O_RDONLY);
+    read_and_report(view, 1 << 22, "view");
+    read_other(others[0], "other");
 }
 
 static void probe_dupfd(const char *path)
@@ -506,9 +541,14 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *name = argv[1], *path = argv[2], *other = argc > 3 ? argv[3] : NULL;
+    /* Descriptors inherited from the test runner would break the numbering
+     * the reuse cases rely on (the next open gets the lowest free number). */
+    for (int fd = 3; fd < 1024; fd++)
+        close(fd);
     bool needs_other = strcmp(name, "reuse") == 0 || strcmp(name, "dup2") == 0 ||
                        strcmp(name, "close_range") == 0 || strcmp(name, "closefrom") == 0 ||
-                       strcmp(name, "threads") == 0;
+                       strcmp(name, "threads") == 0 ||
+                       strncmp(name, "reopen_after_", 13) == 0;
     if (needs_other && other == NULL) {
         fprintf(stderr, "fd_probe: %s needs a third argument\n", name);
         return 2;
@@ -520,6 +560,8 @@ int main(int argc, char **argv)
     else if (strcmp(name, "dup2") == 0) probe_dup2(path, other);
     else if (strcmp(name, "close_range") == 0) probe_close_range(path, other, false);
     else if (strcmp(name, "closefrom") == 0) probe_close_range(path, other, true);
+    else if (strcmp(name, "reopen_after_close_range") == 0) probe_reopen_after(path, other, false);
+    else if (strcmp(name, "reopen_after_closefrom") == 0) probe_reopen_after(path, other, true);
     else if (strcmp(name, "dupfd") == 0) probe_dupfd(path);
     else if (strcmp(name, "fork") == 0) probe_fork(path);
     else if (strcmp(name, "threads") == 0) {
