@@ -48,7 +48,7 @@ ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
-.PHONY: all deps check unit unit-asan integration demo bench install clean
+.PHONY: all deps check unit unit-asan integration tsan demo bench install clean
 all: $(LIB) $(ARCHIVE) $(TRAINERS) $(TOOLS)
 
 deps:
@@ -111,6 +111,26 @@ $(BUILD)/bench/%: tests/bench/%.c $(ARCHIVE)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Wno-missing-prototypes -Iruntime -o $@ $< $(ARCHIVE) $(PKG_LIBS) -ldl -lpthread -lm
 
+# ThreadSanitizer: the preload library and a threaded probe, both built with
+# -fsanitize=thread (libtsan must come first in LD_PRELOAD).
+TSAN_FLAGS := -O1 -g -fsanitize=thread
+TSAN_OBJ := $(RUNTIME_SRC:%.c=$(BUILD)/tsan/%.o) $(SHIM_SRC:%.c=$(BUILD)/tsan/%.o)
+$(BUILD)/tsan/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $< (thread sanitizer)"
+	@$(CC) $(CFLAGS_ALL) -MMD -MP $(TSAN_FLAGS) -Ishim -c $< -o $@
+
+$(BUILD)/tsan/libadaptshim.so: $(TSAN_OBJ) shim/exports.map
+	$(CC) -shared -fsanitize=thread -o $@ $(TSAN_OBJ) -Wl,--version-script=shim/exports.map \
+	    $(PKG_LIBS) -ldl -lpthread -lm
+
+$(BUILD)/tsan/fd_probe: tests/tools/fd_probe.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(TSAN_FLAGS) -Wall -Wextra -Werror -o $@ $< -lm
+
+tsan: $(BUILD)/tsan/libadaptshim.so $(BUILD)/tsan/fd_probe
+	@tests/integration/run-thread-sanitizer $(BUILD)
+
 unit: $(UNIT)
 	$(UNIT) --jobs 2
 
@@ -132,6 +152,7 @@ check: deps
 	$(MAKE) unit
 	$(MAKE) unit-asan
 	$(MAKE) integration
+	$(MAKE) tsan
 
 demo: deps
 	$(MAKE) all

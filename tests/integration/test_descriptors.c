@@ -45,6 +45,8 @@ static uint64_t fnv1a(const void *data, size_t size)
 
 struct setup {
     const char *directory;
+    size_t record_size;
+    size_t records;
     char *data;                /* the data file (ids in the first 8 bytes of a record) */
     char *other;               /* a file that is not data */
     char data_entry[600];
@@ -55,22 +57,27 @@ struct setup {
     size_t file_size;
 };
 
-static void setup_init(struct setup *s)
+/* A data file of `records` records of `record_size` bytes (its id in the
+ * first 8 bytes, then a fill byte), a non-data file, and the view that rank
+ * 1 of 2 reads with shuffle on. */
+static void setup_init_geometry(struct setup *s, size_t record_size, size_t records)
 {
     s->directory = harness_temp_dir();
+    s->record_size = record_size;
+    s->records = records;
     s->data = harness_path_in(s->directory, "ids.bin");
     s->other = harness_path_in(s->directory, "other.txt");
-    s->file_size = HEADER_SIZE + RECORDS * RECORD_SIZE;
+    s->file_size = HEADER_SIZE + records * record_size;
     s->file = calloc(1, s->file_size);
     memcpy(s->file, "IDSHEADER-------", HEADER_SIZE);
-    for (uint64_t id = 0; id < RECORDS; id++) {
-        memcpy(s->file + HEADER_SIZE + id * RECORD_SIZE, &id, sizeof id);
-        memset(s->file + HEADER_SIZE + id * RECORD_SIZE + 8, (int)(id * 7 + 1), RECORD_SIZE - 8);
+    for (uint64_t id = 0; id < records; id++) {
+        memcpy(s->file + HEADER_SIZE + id * record_size, &id, sizeof id);
+        memset(s->file + HEADER_SIZE + id * record_size + 8, (int)(id * 7 + 1), record_size - 8);
     }
     cr_assert_eq(harness_write_file(s->data, s->file, s->file_size), 0);
     cr_assert_eq(harness_write_file(s->other, OTHER_TEXT, strlen(OTHER_TEXT)), 0);
     snprintf(s->data_entry, sizeof s->data_entry,
-             "ADAPTDL_DATA=%s:record=%d:header=%d:shuffle=1", s->data, RECORD_SIZE, HEADER_SIZE);
+             "ADAPTDL_DATA=%s:record=%zu:header=%d:shuffle=1", s->data, record_size, HEADER_SIZE);
     s->environment[0] = s->data_entry;
     s->environment[1] = "ADAPTDL_NUM_REPLICAS=2";
     s->environment[2] = "ADAPTDL_REPLICA_RANK=1";
@@ -82,11 +89,19 @@ static void setup_init(struct setup *s)
     pid_t pid = harness_start(argv, s->environment, true, out_path, NULL);
     cr_assert_eq(harness_wait(pid, 20), 0, "cat under the shim");
     s->view = (unsigned char *)harness_read_file(out_path, &s->view_size);
-    cr_assert_eq(s->view_size, VIEW_SIZE, "view of rank 1 of 2: %zu bytes", s->view_size);
-    cr_assert_neq(memcmp(s->view + HEADER_SIZE, s->file + HEADER_SIZE + RECORD_SIZE,
-                         VIEW_SIZE - HEADER_SIZE),
+    size_t expected = HEADER_SIZE + (records + 1) / 2 * record_size;
+    cr_assert_eq(s->view_size, expected, "view of rank 1 of 2: %zu bytes, expected %zu",
+                 s->view_size, expected);
+    cr_assert_neq(memcmp(s->view + HEADER_SIZE, s->file + HEADER_SIZE + record_size,
+                         s->view_size - HEADER_SIZE),
                   0, "the view differs from the file's own bytes");
     free(out_path);
+}
+
+static void setup_init(struct setup *s)
+{
+    setup_init_geometry(s, RECORD_SIZE, RECORDS);
+    cr_assert_eq(s->view_size, VIEW_SIZE);
 }
 
 static void probe(struct run_result *result, const struct setup *s, const char *name,
@@ -258,6 +273,40 @@ Test(descriptors, closefrom_untracks_the_numbers)
     expect_other_file(&s, r.out, "other1");
     expect_other_file(&s, r.out, "other2");
     run_result_free(&r);
+}
+
+/* The shim may keep a descriptor of its own per data file (and copy large
+ * pieces with pread from it).  close_range(fd, ~0U) and closefrom(fd) right
+ * after the first open close it too; after the freed numbers are taken by
+ * another file, a reopened view must still read the data file's bytes.
+ * Records of 8 KiB make the copies large. */
+static void check_reopen_after(const char *name)
+{
+    struct setup s;
+    setup_init_geometry(&s, 8192, 9);
+    char *big_other = harness_path_in(s.directory, "big-other.bin");
+    size_t big_size = 4 * s.file_size;
+    unsigned char *big = malloc(big_size);
+    for (size_t i = 0; i < big_size; i++)
+        big[i] = (unsigned char)(i * 131 + 7);
+    cr_assert_eq(harness_write_file(big_other, big, big_size), 0);
+    struct run_result r;
+    probe_ok(&r, &s, name, big_other);
+    expect_view_read(&s, r.out, "view", 0, s.view_size);
+    cr_expect_eq(value_of(r.out, "other_size"), (long long)big_size);
+    expect_read(r.out, "other", big, big_size, "the other file through a reused number");
+    run_result_free(&r);
+    free(big);
+}
+
+Test(descriptors, view_survives_close_range_to_the_end)
+{
+    check_reopen_after("reopen_after_close_range");
+}
+
+Test(descriptors, view_survives_closefrom)
+{
+    check_reopen_after("reopen_after_closefrom");
 }
 
 Test(descriptors, fcntl_dupfd_shares_the_view)
