@@ -131,9 +131,23 @@ int session_restore_checkpoint(struct runtime_session *session, const char *chec
     int found = snapshot_load_bound(session->config.checkpoint_path, identity, &snapshot,
                                     load_error, sizeof load_error);
     if (found == 1) {
-        log_warn("checkpoint %s (size %" PRIu64 ", hash %016" PRIx64 ") has no bound "
-                 "snapshot in %s: the data position starts fresh", checkpoint_path,
-                 identity->size, identity->hash, session->config.checkpoint_path);
+        struct adaptdl_snapshot newest;
+        char newest_error[256];
+        if (snapshot_load_latest(session->config.checkpoint_path, &newest, newest_error,
+                                 sizeof newest_error) == 0) {
+            log_warn("checkpoint %s (size %" PRIu64 ", hash %016" PRIx64 ") has no bound "
+                     "snapshot in %s (the newest one is bound to %s, size %" PRIu64
+                     ", hash %016" PRIx64 "): the data position starts fresh",
+                     checkpoint_path, identity->size, identity->hash,
+                     session->config.checkpoint_path, newest.checkpoint_path,
+                     newest.binding.size, newest.binding.hash);
+            snapshot_free(&newest);
+        } else {
+            log_warn("checkpoint %s (size %" PRIu64 ", hash %016" PRIx64 ") has no bound "
+                     "snapshot in %s (it holds none): the data position starts fresh",
+                     checkpoint_path, identity->size, identity->hash,
+                     session->config.checkpoint_path);
+        }
         return 1;
     }
     if (found < 0) {

@@ -1829,3 +1829,29 @@ int snapshot_prune(const char *directory, const struct content_identity *keep, c
     prune_state_free(&state);
     return deleted;
 }
+
+int snapshot_load_latest(const char *directory, struct adaptdl_snapshot *snapshot,
+                         char *error, size_t error_size)
+{
+    memset(snapshot, 0, sizeof *snapshot);
+    struct prune_state state = {.directory = directory};
+    if (prune_list_snapshots(&state, error, error_size) != 0) {
+        prune_state_free(&state);
+        return -1;
+    }
+    size_t newest = state.candidate_count;
+    for (size_t index = 0; index < state.candidate_count; index++)
+        if (newest == state.candidate_count ||
+            state.candidates[index].snapshot.created_unix_time >
+                state.candidates[newest].snapshot.created_unix_time)
+            newest = index;
+    if (newest == state.candidate_count) {
+        prune_state_free(&state);
+        return 1;
+    }
+    /* hand the decoded snapshot over, so freeing the state leaves it alone */
+    *snapshot = state.candidates[newest].snapshot;
+    memset(&state.candidates[newest].snapshot, 0, sizeof state.candidates[newest].snapshot);
+    prune_state_free(&state);
+    return 0;
+}

@@ -144,6 +144,11 @@ int job_record_save(const char *directory, const struct adaptdl_job_record *reco
 int job_record_load(const char *directory, struct adaptdl_job_record *record,
                     char *error, size_t error_size);
 
+/* The most recently created decodable snapshot in the directory (for
+ * messages).  0 found, 1 none, -1 error with a message. */
+int snapshot_load_latest(const char *directory, struct adaptdl_snapshot *snapshot,
+                         char *error, size_t error_size);
+
 /* Snapshots younger than this are never pruned (see snapshot_prune). */
 #define SNAPSHOT_PRUNE_GRACE_SECONDS 30.0
 

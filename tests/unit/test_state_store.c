@@ -1610,3 +1610,31 @@ Test(state_prune, missing_directory_is_an_error)
     cr_assert_eq(snapshot_prune("/nonexistent/adaptshim-state", &keep, error, sizeof error), -1);
     cr_assert_not_null(strstr(error, "/nonexistent/adaptshim-state"), "%s", error);
 }
+
+Test(state_store, load_latest_picks_the_newest_snapshot)
+{
+    char *directory = make_temp_directory();
+    struct adaptdl_snapshot found;
+    char error[256];
+    cr_assert_eq(snapshot_load_latest(directory, &found, error, sizeof error), 1,
+                 "an empty directory holds no snapshot");
+    struct adaptdl_snapshot older, newer;
+    make_rich_snapshot(&older);
+    make_rich_snapshot(&newer);
+    older.binding.hash ^= 1;
+    older.created_unix_time = 1000.0;
+    newer.created_unix_time = 2000.0;
+    cr_assert_eq(snapshot_save(directory, &newer, error, sizeof error), 0, "%s", error);
+    cr_assert_eq(snapshot_save(directory, &older, error, sizeof error), 0, "%s", error);
+    char *garbage = path_join(directory, "snapshot-1-00000000000000ff.msgpack");
+    write_text_file(garbage, "garbage");
+    free(garbage);
+    cr_assert_eq(snapshot_load_latest(directory, &found, error, sizeof error), 0, "%s", error);
+    cr_expect_eq(found.created_unix_time, 2000.0);
+    cr_expect_eq(found.binding.hash, newer.binding.hash);
+    snapshot_free(&found);
+    snapshot_free(&older);
+    snapshot_free(&newer);
+    cr_expect_eq(snapshot_load_latest("/nonexistent/adaptshim", &found, error, sizeof error), -1);
+    remove_temp_directory(directory);
+}
