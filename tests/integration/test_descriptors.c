@@ -5,7 +5,8 @@
  * fstat give the view size, descriptor numbers freed by close, close_range,
  * closefrom or replaced by dup2 read their new file, F_DUPFD shares the
  * view, a fork child reads the inherited view (from its own copy of the
- * position), threads read one view concurrently, and pipes, directories,
+ * position), a vfork child that closes descriptors before exec leaves the
+ * parent's views alone, threads read one view concurrently, and pipes, directories,
  * FIFOs and helper programs behave exactly as without the library.
  *
  * The expected view is what cat(1) prints under the same settings (cat's
@@ -257,11 +258,11 @@ Test(descriptors, close_range_untracks_the_numbers)
     run_result_free(&r);
 }
 
-/* closefrom(3) (glibc 2.34) closes through the close_range system call
- * inside libc, which no wrapper sees: the shim keeps the closed numbers'
- * view slots, and the next file opened in such a number (here a plain text
- * file) reports the view's size and reads view bytes.  Enabled once
- * closefrom is wrapped. */
+/* Regression: closefrom(3) (glibc 2.34) closes through the close_range
+ * system call inside libc, which no wrapper saw; the shim kept the closed
+ * numbers' view slots, and the next file opened in such a number (here a
+ * plain text file) reported the view's size and read view bytes.  Fixed by
+ * wrapping closefrom (shim/io_fd.c). */
 Test(descriptors, closefrom_untracks_the_numbers)
 {
     struct setup s;
@@ -344,6 +345,34 @@ Test(descriptors, fork_child_reads_the_inherited_view)
     expect_view_read(&s, r.out, "parent", 100, 200);
     cr_expect_eq(value_of(r.out, "parent_offset"), 300);
     run_result_free(&r);
+}
+
+/* A vfork child shares the parent's memory until it execs, and so the
+ * shim's descriptor table: when it closes the inherited descriptors first
+ * (CPython's subprocess does: vfork, then close_range or closefrom for
+ * close_fds=True, then exec), the wrappers remove the parent's view slots,
+ * and the parent's data descriptor afterwards reads the physical file (from
+ * the kernel offset 0, fstat reporting the file's size).  Disabled until
+ * the wrappers recognise a vfork child (for instance a pid cached at start-up
+ * and renewed by a pthread_atfork child handler, which vfork does not run)
+ * and leave shared state alone there; see the report of the test-writing
+ * session. */
+Test(descriptors, vfork_child_closing_descriptors_leaves_the_parents_view, .disabled = true)
+{
+    struct setup s;
+    setup_init(&s);
+    const char *hows[] = {"close", "close_range", "closefrom"};
+    for (size_t i = 0; i < 3; i++) {
+        struct run_result r;
+        probe_ok(&r, &s, "vfork", hows[i]);
+        expect_view_read(&s, r.out, "a", 0, 100);
+        cr_expect_eq(value_of(r.out, "child_status"), 0, "%s", hows[i]);
+        expect_view_read(&s, r.out, "parent", 100, 200);
+        cr_expect_eq(value_of(r.out, "parent_offset"), 300, "%s", hows[i]);
+        cr_expect_eq(value_of(r.out, "parent_size"), VIEW_SIZE, "%s: fstat of the parent's view",
+                     hows[i]);
+        run_result_free(&r);
+    }
 }
 
 Test(descriptors, threads_read_one_view_concurrently)
@@ -516,10 +545,11 @@ Test(descriptors, fifo_named_by_the_glob_is_left_alone_by_open)
     check_fifo("fifo");
 }
 
-/* fopen of a non-regular file matched by the glob: the shim opened it once
- * to classify it, closed it and let the real fopen open it again; on a FIFO
- * the writer's bytes are lost with the first open and the reader then waits
- * for a writer that never comes. */
+/* Regression: fopen of a non-regular file matched by the glob used to open
+ * it once to classify it, close it and let the real fopen open it again; on
+ * a FIFO the writer's bytes were lost with the first open and the reader
+ * then waited for a writer that never came (status 137 here).  Fixed in
+ * shim/io_stdio.c by fdopen'ing the descriptor already open. */
 Test(descriptors, fifo_named_by_the_glob_is_left_alone_by_fopen)
 {
     check_fifo("fifo-stdio");

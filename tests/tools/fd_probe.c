@@ -24,6 +24,8 @@
  *   reopen_after_closefrom OTHER    the same with closefrom(fd)
  *   dupfd        fcntl F_DUPFD / F_DUPFD_CLOEXEC share the offset
  *   fork         a child reads the inherited descriptor; then the parent reads
+ *   vfork HOW    a vfork child closes descriptors (HOW: close, close_range or
+ *                closefrom) and execs /bin/true; then the parent reads
  *   threads RECORD,HEADER  the whole view by pread, then 4 threads pread-ing
  *                disjoint records (the header is chunk 0; each 25 times) while
  *                a fifth reads the view sequentially through a dup'd
@@ -318,6 +320,41 @@ static void probe_fork(const char *path)
     report("parent_offset", offset_of(fd));
 }
 
+/* vfork, then in the child what CPython's subprocess does before exec:
+ * close the inherited descriptors (close, close_range or closefrom) and
+ * exec.  The child shares the parent's memory until the exec; the parent
+ * must still read its view afterwards. */
+static void probe_vfork(const char *path, const char *how)
+{
+    int fd = open_or_die(path, O_RDONLY);
+    read_and_report(fd, 100, "a");
+    fflush(stdout);
+    pid_t child = vfork();
+    if (child < 0)
+        die("vfork");
+    if (child == 0) {
+        if (strcmp(how, "close") == 0)
+            close(fd);
+        else if (strcmp(how, "close_range") == 0)
+            close_range(3, ~0U, 0);
+        else
+            closefrom(3);
+        char *argv[] = {"/bin/true", NULL};
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    int status;
+    if (waitpid(child, &status, 0) != child)
+        die("waitpid");
+    report("child_status", WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+    read_and_report(fd, 200, "parent");
+    report("parent_offset", offset_of(fd));
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        die("fstat");
+    report("parent_size", (long long)st.st_size);
+}
+
 struct thread_job {
     int fd;
     size_t record, header;
@@ -547,7 +584,7 @@ int main(int argc, char **argv)
         close(fd);
     bool needs_other = strcmp(name, "reuse") == 0 || strcmp(name, "dup2") == 0 ||
                        strcmp(name, "close_range") == 0 || strcmp(name, "closefrom") == 0 ||
-                       strcmp(name, "threads") == 0 ||
+                       strcmp(name, "threads") == 0 || strcmp(name, "vfork") == 0 ||
                        strncmp(name, "reopen_after_", 13) == 0;
     if (needs_other && other == NULL) {
         fprintf(stderr, "fd_probe: %s needs a third argument\n", name);
@@ -564,6 +601,7 @@ int main(int argc, char **argv)
     else if (strcmp(name, "reopen_after_closefrom") == 0) probe_reopen_after(path, other, true);
     else if (strcmp(name, "dupfd") == 0) probe_dupfd(path);
     else if (strcmp(name, "fork") == 0) probe_fork(path);
+    else if (strcmp(name, "vfork") == 0) probe_vfork(path, other);
     else if (strcmp(name, "threads") == 0) {
         char *comma;
         size_t record = strtoul(other, &comma, 10);
