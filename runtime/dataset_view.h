@@ -31,6 +31,9 @@
  * more).  Smaller pieces come from the mapping: no syscall per record. */
 #define VIEW_PREAD_MIN_CHUNK 4096
 
+/* How far ahead of the trainer the kernel is asked to read large records. */
+#define VIEW_PREFETCH_BYTES (32u << 20)
+
 struct dataset_file {
     char *path;                   /* absolute path */
     const char *basename;         /* points into path */
@@ -63,6 +66,7 @@ struct dataset_file {
     uint64_t block_first;         /* first position cached in block_indices */
     uint64_t block_count;
     uint64_t block_indices[VIEW_INDEX_BLOCK];
+    uint64_t prefetched_until;    /* view positions advised to the kernel */
 
     pthread_mutex_t lock;
     struct dataset_file *next;    /* registry chaining */

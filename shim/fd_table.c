@@ -132,9 +132,9 @@ void shim_relocate_internal_fd(int fd, int above)
     if (slot == NULL || slot->kind != FD_SLOT_INTERNAL)
         return;
     struct dataset_file *file = slot->file;
+    /* Only above the range: a reopen could land inside it again.  When
+     * nothing above is free, the file copies from its mapping from now on. */
     int moved = above >= 0 ? REAL(fcntl)(fd, F_DUPFD_CLOEXEC, above + 1) : -1;
-    if (moved < 0)
-        moved = REAL(open)(file->path, O_RDONLY | O_CLOEXEC);
     pthread_mutex_lock(&file->lock);
     file->source_fd = moved;   /* -1: copies fall back to the mapping */
     pthread_mutex_unlock(&file->lock);

@@ -26,6 +26,17 @@ int shim_state;
 struct runtime_session shim_session;
 
 static pthread_once_t shim_initialization_once = PTHREAD_ONCE_INIT;
+static pid_t shim_process_id;
+
+static void shim_after_fork_in_child(void)
+{
+    shim_process_id = getpid();
+}
+
+bool shim_in_vfork_child(void)
+{
+    return shim_process_id != 0 && getpid() != shim_process_id;
+}
 static char shim_configuration_message[1024];
 static bool shim_configuration_failed;
 
@@ -106,8 +117,11 @@ static void shim_initialize(void)
     if (config->save_glob != NULL && config->checkpoint_path == NULL)
         log_warn("ADAPTDL_SAVE is set but ADAPTDL_CHECKPOINT_PATH is not: checkpoints are "
                  "not bound to data positions, and a restart starts the data fresh");
-    if (config->data_count > 0 || config->save_glob != NULL)
+    if (config->data_count > 0 || config->save_glob != NULL) {
         next_state = SHIM_STATE_ACTIVE;
+        shim_process_id = getpid();
+        pthread_atfork(NULL, NULL, shim_after_fork_in_child);
+    }
     log_debug("adaptshim active in %s: %zu data entries, replica %u of %u, resume=%s, "
               "checkpoint path %s, save glob %s, restarts %u",
               program_invocation_short_name, config->data_count, config->replica_rank,

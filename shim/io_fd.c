@@ -16,7 +16,7 @@
 SHIM_EXPORT int close(int fd)
 {
     struct fd_slot *slot = fd_table_lookup(fd);
-    if (SHIM_LIKELY(slot == NULL))
+    if (SHIM_LIKELY(slot == NULL) || shim_in_vfork_child())
         return REAL(close)(fd);
     if (slot->kind == FD_SLOT_INTERNAL && !shim_guarded()) {
         /* the trainer never opened it: to the trainer it is not open */
@@ -39,6 +39,8 @@ SHIM_EXPORT int close(int fd)
 
 SHIM_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 {
+    if (shim_in_vfork_child())
+        return REAL(close_range)(first, last, flags);
     /* keep the shim's own descriptors out of the range first */
     if (fd_table_capacity != 0 && !(flags & CLOSE_RANGE_CLOEXEC)) {
         unsigned top = last < fd_table_capacity ? last : fd_table_capacity - 1;
@@ -68,6 +70,8 @@ SHIM_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 SHIM_EXPORT void closefrom(int lowest)
 {
     REAL(closefrom)(lowest);
+    if (shim_in_vfork_child())
+        return;
     if (lowest < 0)
         lowest = 0;
     for (unsigned fd = (unsigned)lowest; fd < fd_table_capacity; fd++) {
@@ -86,7 +90,7 @@ SHIM_EXPORT void closefrom(int lowest)
 
 static int shim_duplicated(int result, int source)
 {
-    if (result >= 0 && fd_table_lookup(source) != NULL)
+    if (result >= 0 && fd_table_lookup(source) != NULL && !shim_in_vfork_child())
         fd_table_share(source, result);
     return result;
 }
@@ -98,7 +102,7 @@ SHIM_EXPORT int dup(int fd)
 
 static int shim_duplicated_onto(int result, int source, int target)
 {
-    if (result < 0 || source == target)
+    if (result < 0 || source == target || shim_in_vfork_child())
         return result;
     if (fd_table_lookup(source) != NULL || fd_table_lookup(target) != NULL)
         fd_table_share(source, target);
@@ -110,7 +114,7 @@ static void shim_protect_target(int fd, int target)
 {
     struct fd_slot *slot = fd_table_lookup(target);
     if (SHIM_UNLIKELY(slot != NULL) && slot->kind == FD_SLOT_INTERNAL && fd != target &&
-        !shim_guarded())
+        !shim_guarded() && !shim_in_vfork_child())
         shim_relocate_internal_fd(target, target);
 }
 

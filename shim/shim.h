@@ -47,6 +47,12 @@ static inline bool shim_paths_active(void)
     return shim_state == SHIM_STATE_ACTIVE && !shim_guarded();
 }
 
+/* A vfork child shares the parent's memory, so its close() before exec must
+ * not touch the parent's tables: wrappers that change them check this first.
+ * (fork children have their own copy and refresh the pid in an atfork
+ * handler; vfork runs no handler.) */
+bool shim_in_vfork_child(void);
+
 /* --- descriptors ------------------------------------------------------------ */
 /* VIEW: a trainer's descriptor on a data view.  CHECKPOINT_WRITER: a
  * trainer's checkpoint open for writing.  INTERNAL: the shim's own read-only

@@ -153,6 +153,46 @@ static struct dataset_file *shim_register_dataset(const struct data_entry *entry
     return file;
 }
 
+/* Files whose registration failed (wrong geometry): remembered by identity
+ * and version, so that a stat() then an open() of the same broken file
+ * report it once, and each later attempt fails the same way at once. */
+#define SHIM_REJECTED_FILES 64
+struct shim_rejected_file {
+    uint64_t device, inode, size;
+    int64_t modified_seconds, modified_nanoseconds;
+};
+static struct shim_rejected_file shim_rejected_files[SHIM_REJECTED_FILES];
+static unsigned shim_rejected_count;
+
+static struct shim_rejected_file shim_rejected_key(const struct stat *status)
+{
+    return (struct shim_rejected_file){
+        .device = (uint64_t)status->st_dev,
+        .inode = (uint64_t)status->st_ino,
+        .size = (uint64_t)status->st_size,
+        .modified_seconds = (int64_t)status->st_mtim.tv_sec,
+        .modified_nanoseconds = (int64_t)status->st_mtim.tv_nsec,
+    };
+}
+
+/* Caller holds the registry lock. */
+static bool shim_was_rejected(const struct stat *status)
+{
+    struct shim_rejected_file key = shim_rejected_key(status);
+    unsigned count = shim_rejected_count < SHIM_REJECTED_FILES ? shim_rejected_count
+                                                               : SHIM_REJECTED_FILES;
+    for (unsigned i = 0; i < count; i++)
+        if (memcmp(&shim_rejected_files[i], &key, sizeof key) == 0)
+            return true;
+    return false;
+}
+
+static void shim_remember_rejected(const struct stat *status)
+{
+    shim_rejected_files[shim_rejected_count++ % SHIM_REJECTED_FILES] =
+        shim_rejected_key(status);
+}
+
 struct dataset_file *shim_dataset_for_path(int dirfd, const char *path, bool *matched)
 {
     *matched = false;
@@ -176,8 +216,14 @@ struct dataset_file *shim_dataset_for_path(int dirfd, const char *path, bool *ma
     struct dataset_file *file = dataset_registry_find(&shim_session.registry,
                                                       (uint64_t)status.st_dev,
                                                       (uint64_t)status.st_ino);
-    if (file == NULL)
+    if (file == NULL && shim_was_rejected(&status)) {
+        log_debug("data file %s: rejected before, refused again", absolute);
+        errno = EINVAL;
+    } else if (file == NULL) {
         file = shim_register_dataset(entry, absolute, &status);
+        if (file == NULL && errno == EINVAL)
+            shim_remember_rejected(&status);
+    }
     int saved = errno;
     pthread_mutex_unlock(&shim_session.registry.lock);
     shim_guard_leave();

@@ -135,11 +135,9 @@ Test(bad_input, record_size_not_dividing_payload_fails_fopen_too)
 }
 
 /* plain_reader's stdio modes stat() the file before fopen(): the failed
- * registration is not remembered, so the stat logs the error line and the
- * fopen logs it again (two identical lines for one failing open).  SPEC §3
- * asks for an error line at open.  Disabled until the shim reports a bad
- * file once (see the report of the test-writing session). */
-Test(bad_input, record_size_error_is_logged_once_with_stat_then_fopen, .disabled = true)
+ * registration is remembered, so one failing file gives one error line
+ * (regression: it used to be logged by the stat and again by the fopen). */
+Test(bad_input, record_size_error_is_logged_once_with_stat_then_fopen)
 {
     const char *directory;
     char *path = make_dataset(&directory);

@@ -352,12 +352,11 @@ Test(descriptors, fork_child_reads_the_inherited_view)
  * (CPython's subprocess does: vfork, then close_range or closefrom for
  * close_fds=True, then exec), the wrappers remove the parent's view slots,
  * and the parent's data descriptor afterwards reads the physical file (from
- * the kernel offset 0, fstat reporting the file's size).  Disabled until
- * the wrappers recognise a vfork child (for instance a pid cached at start-up
- * and renewed by a pthread_atfork child handler, which vfork does not run)
- * and leave shared state alone there; see the report of the test-writing
- * session. */
-Test(descriptors, vfork_child_closing_descriptors_leaves_the_parents_view, .disabled = true)
+ * the kernel offset 0, fstat reporting the file's size).  Regression: the
+ * wrappers now recognise a vfork child (a pid cached at start-up, renewed by
+ * a pthread_atfork child handler, which vfork does not run) and leave the
+ * shared tables alone there. */
+Test(descriptors, vfork_child_closing_descriptors_leaves_the_parents_view)
 {
     struct setup s;
     setup_init(&s);
