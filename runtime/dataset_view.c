@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "sysio.h"
 
@@ -172,27 +174,43 @@ static uint64_t dataset_view_logical_to_physical(const struct dataset_file *file
 }
 
 /* Physical record index of view position j, computed a block at a time. */
+/* True when the page holding `offset` of the file is in the page cache. */
+static bool dataset_view_page_resident(const struct dataset_file *file, uint64_t offset)
+{
+    long page_size = sysconf(_SC_PAGESIZE);
+    uint64_t page_start = offset - offset % (uint64_t)page_size;
+    unsigned char resident = 0;
+    if (mincore((void *)(file->map + page_start), (size_t)page_size, &resident) != 0)
+        return false;
+    return (resident & 1) != 0;
+}
+
 /* Asks the kernel to start reading the records the trainer will want next
- * (the shim knows the order): a rolling window of about 32 MiB ahead of the
- * current position.  Only for records large enough that one advice call per
- * record is cheap next to the data it brings in. */
+ * (the shim knows the order), a window of about 32 MiB at a time.  Only for
+ * records large enough that one advice call per record is cheap next to the
+ * data it brings in, and only when the data is not cached already: one
+ * residency probe per window decides, since advising cached pages costs a
+ * system call per record for nothing. */
 static void dataset_view_prefetch_ahead(struct dataset_file *file, uint64_t position)
 {
-    if (file->record_size < VIEW_PREAD_MIN_CHUNK || file->source_fd < 0)
+    if (file->record_size < VIEW_PREAD_MIN_CHUNK || file->source_fd < 0 ||
+        position < file->prefetched_until)
         return;
     uint64_t window = VIEW_PREFETCH_BYTES / file->record_size;
     if (window == 0)
         window = 1;
     uint64_t until = position + window < file->view_length ? position + window
                                                            : file->view_length;
-    if (file->prefetched_until < position)
-        file->prefetched_until = position;
-    for (; file->prefetched_until < until; file->prefetched_until++) {
-        uint64_t physical = dataset_view_logical_to_physical(file, file->prefetched_until);
+    uint64_t first = dataset_view_logical_to_physical(file, position);
+    bool cached = dataset_view_page_resident(file, file->header_size +
+                                                       first * file->record_size);
+    for (uint64_t ahead = position; !cached && ahead < until; ahead++) {
+        uint64_t physical = dataset_view_logical_to_physical(file, ahead);
         posix_fadvise(file->source_fd,
                       (off_t)(file->header_size + physical * file->record_size),
                       (off_t)file->record_size, POSIX_FADV_WILLNEED);
     }
+    file->prefetched_until = until;
 }
 
 static uint64_t dataset_view_physical_record(struct dataset_file *file, uint64_t position)
