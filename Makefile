@@ -59,7 +59,7 @@ deps:
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
-	@$(CC) $(CFLAGS_ALL) -MMD -MP -Ishim -c $< -o $@
+	@$(CC) $(CFLAGS_ALL) -MMD -MP -Ishim $(MPI_CFLAGS) -c $< -o $@
 
 $(BUILD)/asan/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -118,7 +118,7 @@ TSAN_OBJ := $(RUNTIME_SRC:%.c=$(BUILD)/tsan/%.o) $(SHIM_SRC:%.c=$(BUILD)/tsan/%.
 $(BUILD)/tsan/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $< (thread sanitizer)"
-	@$(CC) $(CFLAGS_ALL) -MMD -MP $(TSAN_FLAGS) -Ishim -c $< -o $@
+	@$(CC) $(CFLAGS_ALL) -MMD -MP $(TSAN_FLAGS) -Ishim $(MPI_CFLAGS) -c $< -o $@
 
 $(BUILD)/tsan/libadaptshim.so: $(TSAN_OBJ) shim/exports.map
 	$(CC) -shared -fsanitize=thread -o $@ $(TSAN_OBJ) -Wl,--version-script=shim/exports.map \

@@ -19,6 +19,7 @@
 #include "log.h"
 #include "real_functions.h"
 #include "shim.h"
+#include "steps.h"
 #include "sysio.h"
 
 __thread int shim_guard_depth;
@@ -27,6 +28,17 @@ struct runtime_session shim_session;
 
 static pthread_once_t shim_initialization_once = PTHREAD_ONCE_INIT;
 static pid_t shim_process_id;
+static bool shim_is_configured;
+
+bool shim_configured(void)
+{
+    return shim_is_configured;
+}
+
+static void shim_at_exit(void)
+{
+    shim_steps_finish("exit");
+}
 
 static void shim_after_fork_in_child(void)
 {
@@ -117,6 +129,9 @@ static void shim_initialize(void)
     if (config->save_glob != NULL && config->checkpoint_path == NULL)
         log_warn("ADAPTDL_SAVE is set but ADAPTDL_CHECKPOINT_PATH is not: checkpoints are "
                  "not bound to data positions, and a restart starts the data fresh");
+    shim_is_configured = true;
+    shim_steps_initialize();
+    atexit(shim_at_exit);
     if (config->data_count > 0 || config->save_glob != NULL) {
         next_state = SHIM_STATE_ACTIVE;
         shim_process_id = getpid();

@@ -8,6 +8,7 @@
 #include "log.h"
 #include "real_functions.h"
 #include "shim.h"
+#include "steps.h"
 
 extern void __chk_fail(void) __attribute__((noreturn));
 
@@ -19,8 +20,17 @@ static inline struct fd_slot *shim_view_slot(int fd)
     return slot;
 }
 
+/* Reads of a train view are where steps end (for trainers whose reads run on
+ * their MPI thread) and where an unsynchronized stop happens. */
+static inline void shim_before_view_read(struct fd_slot *slot)
+{
+    if (slot->cursor.file->entry->role == DATA_ROLE_TRAIN && shim_configured())
+        shim_steps_before_train_read();
+}
+
 static ssize_t shim_view_read(struct fd_slot *slot, int fd, void *buffer, size_t size)
 {
+    shim_before_view_read(slot);
     ssize_t got = view_cursor_read(&slot->cursor, buffer, size);
     log_trace("read fd %d: %zu requested, %zd delivered, offset now %" PRIu64, fd, size, got,
               slot->cursor.offset);
@@ -52,6 +62,7 @@ static ssize_t shim_view_pread(struct fd_slot *slot, int fd, void *buffer, size_
         errno = EINVAL;
         return -1;
     }
+    shim_before_view_read(slot);
     ssize_t got = view_cursor_pread(&slot->cursor, buffer, size, (uint64_t)offset);
     log_trace("pread fd %d: %zu at %" PRId64 ", %zd delivered", fd, size, offset, got);
     return got;
@@ -104,6 +115,7 @@ SHIM_EXPORT ssize_t readv(int fd, const struct iovec *vector, int count)
         errno = EINVAL;
         return -1;
     }
+    shim_before_view_read(slot);
     return view_cursor_readv(&slot->cursor, vector, count);
 }
 

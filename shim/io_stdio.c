@@ -24,6 +24,7 @@
 #include "log.h"
 #include "real_functions.h"
 #include "shim.h"
+#include "steps.h"
 
 struct shim_stream {
     FILE *stream;
@@ -144,6 +145,8 @@ uint64_t shim_unconsumed_records(struct dataset_file *file, void *context)
 static ssize_t shim_cookie_read(void *cookie, char *buffer, size_t size)
 {
     struct fd_slot *slot = cookie;
+    if (slot->cursor.file->entry->role == DATA_ROLE_TRAIN && shim_configured())
+        shim_steps_before_train_read();
     return view_cursor_read(&slot->cursor, buffer, size);
 }
 

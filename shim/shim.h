@@ -35,6 +35,10 @@ extern struct runtime_session shim_session;
 /* Parses the configuration once (lazily: wrappers may run before any
  * constructor).  Leaves shim_state INACTIVE or ACTIVE. */
 void shim_ensure_initialized(void);
+/* True when the configuration was parsed and the shim is not disabled or
+ * excluded by ADAPTDL_TARGET (whether or not it virtualizes any file). */
+bool shim_configured(void);
+
 /* The one-line configuration error found at initialization, or NULL. */
 const char *shim_configuration_error(void);
 

@@ -15,6 +15,7 @@
 #include "log.h"
 #include "real_functions.h"
 #include "shim.h"
+#include "steps.h"
 #include "sysio.h"
 
 /* Appends one path component, resolving "." and ".." lexically. */
@@ -315,5 +316,6 @@ void shim_commit_checkpoint_path(const char *content_path, const char *checkpoin
     if (session_commit_checkpoint(&shim_session, checkpoint_path, &identity,
                                   shim_unconsumed_records, NULL, error, sizeof error) < 0)
         log_error("checkpoint %s: snapshot not written: %s", checkpoint_path, error);
+    shim_steps_note_commit();
     shim_guard_leave();
 }

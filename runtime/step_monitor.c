@@ -1,0 +1,186 @@
+/* step_monitor.c - steps, the piggy-backed reduction and agreed stops (see
+ * step_monitor.h).
+ *
+ * Gradient convention (SPEC §6): `local` is the squared norm of this
+ * replica's own input to the all-reduce and `total` the squared norm of the
+ * result divided by K, i.e. of the mean over replicas.  A trainer that
+ * divides by K before the all-reduce makes both K^2 times smaller, one that
+ * sums instead of averaging over its batch makes both b^2 times larger: the
+ * noise scale grad_var / grad_sqr, the efficiency and the gain are the same
+ * either way; grad_sqr itself is then |G|^2 in the trainer's own units. */
+#include "step_monitor.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void step_monitor_init(struct step_monitor *monitor, struct piggyback_transport transport,
+                       uint32_t replicas, uint64_t initial_global_bsz, double drain_seconds,
+                       double now)
+{
+    memset(monitor, 0, sizeof *monitor);
+    monitor->transport = transport;
+    monitor->replicas = replicas == 0 ? 1 : replicas;
+    monitor->drain_seconds = drain_seconds;
+    monitor->step_started = now;
+    grad_noise_init(&monitor->noise, initial_global_bsz);
+}
+
+void step_monitor_gradient(struct step_monitor *monitor, const void *communicator,
+                           double local_sqr, double total_sqr, double seconds)
+{
+    if (!monitor->in_step) {
+        monitor->in_step = true;
+        monitor->step_communicator = communicator;
+    }
+    monitor->gradient_ever_seen = true;
+    monitor->gradient_pieces++;
+    monitor->local_sqr += local_sqr;
+    monitor->total_sqr += total_sqr;
+    monitor->sync_time += seconds;
+}
+
+bool step_monitor_ends_step(const struct step_monitor *monitor, const void *communicator)
+{
+    return monitor->in_step && communicator == monitor->step_communicator;
+}
+
+void step_monitor_note_commit(struct step_monitor *monitor)
+{
+    monitor->committed_since_boundary = true;
+}
+
+/* Turns the completed sums into the agreed step and the noise estimate. */
+static void step_monitor_take_sums(struct step_monitor *monitor)
+{
+    const double *sums = monitor->receive;
+    double replicas = (double)monitor->replicas;
+    struct agreed_step *step = &monitor->last;
+    memset(step, 0, sizeof *step);
+    step->step = monitor->boundaries - 1;
+    step->replicas = monitor->replicas;
+    step->replicas_with_gradient = (uint32_t)llround(sums[PIGGYBACK_HAS_GRADIENT]);
+    step->global_records = (uint64_t)llround(sums[PIGGYBACK_RECORDS]);
+    step->local_records = monitor->posted_local_records;
+    step->step_time = sums[PIGGYBACK_STEP_TIME] / replicas;
+    step->sync_time = sums[PIGGYBACK_SYNC_TIME] / replicas;
+    step->local_sqr_mean = sums[PIGGYBACK_LOCAL_SQR] / replicas;
+    step->total_sqr = sums[PIGGYBACK_TOTAL_SQR] / replicas;
+    monitor->has_last = true;
+    /* Statistics only from steps in which every replica had gradients: a
+     * partial step mixes replicas that did and did not reduce. */
+    if (monitor->replicas >= 2 && step->replicas_with_gradient == monitor->replicas &&
+        step->global_records > 0)
+        step->statistics_updated = grad_noise_update_replicas(
+            &monitor->noise, step->local_sqr_mean, step->total_sqr, monitor->replicas,
+            step->global_records / monitor->replicas, step->global_records);
+}
+
+static bool step_monitor_should_stop(struct step_monitor *monitor, double now)
+{
+    const double *sums = monitor->receive;
+    if (!monitor->exit_agreed && (sums[PIGGYBACK_EXIT] > 0.5 || sums[PIGGYBACK_RESTART] > 0.5)) {
+        monitor->exit_agreed = true;
+        monitor->restart_agreed = sums[PIGGYBACK_RESTART] > 0.5;
+        monitor->exit_agreed_at = now;
+        if (monitor->drain_seconds <= 0)
+            return true;
+        return false;  /* run on: the next commit or the drain time decides */
+    }
+    if (!monitor->exit_agreed)
+        return false;
+    return sums[PIGGYBACK_COMMITTED] > 0.5 || sums[PIGGYBACK_DRAIN_EXPIRED] > 0.5;
+}
+
+enum step_action step_monitor_boundary(struct step_monitor *monitor, double now,
+                                       uint64_t records_consumed, bool exit_requested,
+                                       bool restart_requested)
+{
+    bool stop = false;
+    monitor->boundaries++;
+    if (monitor->posted) {
+        monitor->transport.complete(monitor->transport.context);
+        monitor->posted = false;
+        step_monitor_take_sums(monitor);
+        stop = step_monitor_should_stop(monitor, now);
+    }
+    double *send = monitor->send;
+    memset(send, 0, sizeof monitor->send);
+    uint64_t records = records_consumed - monitor->records_at_step_start;
+    send[PIGGYBACK_EXIT] = exit_requested ? 1.0 : 0.0;
+    send[PIGGYBACK_RESTART] = restart_requested ? 1.0 : 0.0;
+    send[PIGGYBACK_COMMITTED] = monitor->committed_since_boundary ? 1.0 : 0.0;
+    send[PIGGYBACK_DRAIN_EXPIRED] =
+        monitor->exit_agreed && now - monitor->exit_agreed_at >= monitor->drain_seconds ? 1.0
+                                                                                        : 0.0;
+    send[PIGGYBACK_HAS_GRADIENT] = monitor->gradient_pieces > 0 ? 1.0 : 0.0;
+    send[PIGGYBACK_LOCAL_SQR] = monitor->local_sqr;
+    send[PIGGYBACK_TOTAL_SQR] = monitor->total_sqr;
+    send[PIGGYBACK_RECORDS] = (double)records;
+    send[PIGGYBACK_STEP_TIME] = now - monitor->step_started;
+    send[PIGGYBACK_SYNC_TIME] = monitor->sync_time;
+    monitor->posted_local_records = records;
+
+    /* the next step starts here */
+    monitor->in_step = false;
+    monitor->step_communicator = NULL;
+    monitor->step_started = now;
+    monitor->sync_time = 0;
+    monitor->local_sqr = 0;
+    monitor->total_sqr = 0;
+    monitor->gradient_pieces = 0;
+    monitor->records_at_step_start = records_consumed;
+    monitor->committed_since_boundary = false;
+
+    if (stop)
+        return STEP_STOP;
+    if (monitor->transport.post(monitor->transport.context, monitor->send, monitor->receive,
+                                PIGGYBACK_FIELD_COUNT) == 0)
+        monitor->posted = true;
+    return STEP_CONTINUE;
+}
+
+void step_monitor_drain_reduction(struct step_monitor *monitor)
+{
+    if (!monitor->posted)
+        return;
+    monitor->transport.complete(monitor->transport.context);
+    monitor->posted = false;
+    step_monitor_take_sums(monitor);
+}
+
+int step_monitor_record_profile(const struct step_monitor *monitor, uint32_t nodes,
+                                struct adaptdl_job_record *record)
+{
+    const struct agreed_step *step = &monitor->last;
+    if (monitor->has_last && step->local_records > 0 && step->step_time > 0) {
+        struct step_profile *bucket = NULL;
+        for (size_t i = 0; i < record->profile_count; i++) {
+            struct step_profile *candidate = &record->profiles[i];
+            if (candidate->nodes == nodes && candidate->replicas == step->replicas &&
+                candidate->local_bsz == step->local_records)
+                bucket = candidate;
+        }
+        if (bucket == NULL) {
+            struct step_profile *grown = realloc(record->profiles,
+                                                 (record->profile_count + 1) * sizeof *grown);
+            if (grown == NULL)
+                return -1;
+            record->profiles = grown;
+            bucket = &record->profiles[record->profile_count++];
+            *bucket = (struct step_profile){.nodes = nodes, .replicas = step->replicas,
+                                            .local_bsz = step->local_records};
+        }
+        bucket->count++;
+        bucket->step_time_sum += step->step_time;
+        bucket->sync_time_sum += step->sync_time;
+        if (step->replicas > record->max_replicas_profiled)
+            record->max_replicas_profiled = step->replicas;
+    }
+    record->grad_sqr = grad_noise_sqr(&monitor->noise);
+    record->grad_var = grad_noise_var(&monitor->noise);
+    record->grad_sqr_biased = monitor->noise.sqr_biased;
+    record->grad_var_biased = monitor->noise.var_biased;
+    record->grad_ema_weight = monitor->noise.var_unbias;
+    return 0;
+}

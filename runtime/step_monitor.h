@@ -1,0 +1,146 @@
+/* step_monitor.h - steps, the piggy-backed reduction and agreed stops
+ * (SPEC §6).
+ *
+ * Every replica must count the same steps, so a step boundary is taken from
+ * the sequence of collectives, which all replicas share: a step is a run of
+ * gradient all-reduces, ended by the first other collective on the same
+ * communicator or by the next train-batch read.  At each boundary the
+ * monitor completes the small non-blocking all-reduce it posted at the
+ * previous boundary and posts a new one carrying this step's numbers (exit
+ * and restart requests, the "a checkpoint was committed" flag, squared
+ * gradient norms, records consumed, step and sync times).  Every replica
+ * posts the same number of these in the same order, so they always match,
+ * and none of them sits on the critical path.
+ *
+ * The sums of step k arrive at boundary k+1, identical on every replica: a
+ * stop decided from them is taken by all replicas at the same boundary.
+ *
+ * What it cannot see: a trainer whose only collective is its gradient
+ * all-reduce and whose reads come from a prefetch thread has no boundary
+ * between two steps' gradient all-reduces; its gradient pieces then merge
+ * into one long step until the next read on the calling thread or the next
+ * other collective. */
+#ifndef ADAPTSHIM_STEP_MONITOR_H
+#define ADAPTSHIM_STEP_MONITOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "grad_noise.h"
+#include "state_store.h"
+
+enum piggyback_field {
+    PIGGYBACK_EXIT = 0,          /* replicas asked to stop (a signal) */
+    PIGGYBACK_RESTART,           /* replicas asking for a restart (batch size) */
+    PIGGYBACK_COMMITTED,         /* replicas that committed a checkpoint this step */
+    PIGGYBACK_DRAIN_EXPIRED,     /* replicas whose drain time is over */
+    PIGGYBACK_HAS_GRADIENT,      /* replicas that saw gradient all-reduces */
+    PIGGYBACK_LOCAL_SQR,         /* |own input|^2, summed over the step's pieces */
+    PIGGYBACK_TOTAL_SQR,         /* |result / K|^2, summed over the pieces */
+    PIGGYBACK_RECORDS,           /* train records consumed this step */
+    PIGGYBACK_STEP_TIME,         /* seconds from the previous boundary */
+    PIGGYBACK_SYNC_TIME,         /* seconds inside gradient all-reduces */
+    PIGGYBACK_PROGRESS,          /* statistical progress (batch-size control) */
+    PIGGYBACK_FIELD_COUNT
+};
+
+/* The transport of the piggy-backed reduction: an MPI_Iallreduce of doubles
+ * with MPI_SUM on the shim's own communicator, or a fake in tests. */
+struct piggyback_transport {
+    void *context;
+    /* posts the sum of `count` doubles; `receive` is filled by complete() */
+    int (*post)(void *context, const double *send, double *receive, int count);
+    /* waits for the posted reduction */
+    int (*complete)(void *context);
+};
+
+/* One step as every replica agrees on it (from the completed sums). */
+struct agreed_step {
+    uint64_t step;               /* 1-based step number */
+    uint32_t replicas;           /* K */
+    uint32_t replicas_with_gradient;
+    uint64_t global_records;     /* records consumed by all replicas */
+    uint64_t local_records;      /* this replica's own records in that step */
+    double step_time;            /* mean over replicas */
+    double sync_time;            /* mean over replicas */
+    double local_sqr_mean;       /* mean over replicas of |own gradient|^2 */
+    double total_sqr;            /* |mean gradient|^2 */
+    bool statistics_updated;     /* the noise estimate took this step */
+};
+
+enum step_action {
+    STEP_CONTINUE = 0,
+    STEP_STOP,                   /* every replica stops here: exit with 143 */
+};
+
+struct step_monitor {
+    struct piggyback_transport transport;
+    uint32_t replicas;           /* size of the reduction's communicator */
+    double drain_seconds;
+
+    /* the step in progress */
+    bool in_step;
+    const void *step_communicator;
+    double step_started;         /* time of the previous boundary */
+    double sync_time;
+    double local_sqr;
+    double total_sqr;
+    uint64_t gradient_pieces;
+    uint64_t records_at_step_start;
+    bool committed_since_boundary;
+
+    /* the reduction in flight */
+    bool posted;
+    double send[PIGGYBACK_FIELD_COUNT];
+    double receive[PIGGYBACK_FIELD_COUNT];
+    uint64_t posted_local_records;
+
+    /* agreement */
+    uint64_t boundaries;         /* boundaries passed, = steps counted */
+    bool exit_agreed;            /* every replica knows a stop is coming */
+    bool restart_agreed;
+    double exit_agreed_at;
+    bool gradient_ever_seen;
+
+    /* statistics */
+    struct grad_noise_state noise;
+    struct agreed_step last;     /* the latest agreed step */
+    bool has_last;
+};
+
+void step_monitor_init(struct step_monitor *monitor, struct piggyback_transport transport,
+                       uint32_t replicas, uint64_t initial_global_bsz, double drain_seconds,
+                       double now);
+
+/* A gradient all-reduce piece completed on `communicator`: squared norms of
+ * this replica's input and of the result divided by K, and the seconds it
+ * took.  Starts a step if none is in progress. */
+void step_monitor_gradient(struct step_monitor *monitor, const void *communicator,
+                           double local_sqr, double total_sqr, double seconds);
+
+/* True when a collective on `communicator` that is not a gradient all-reduce
+ * ends the step in progress. */
+bool step_monitor_ends_step(const struct step_monitor *monitor, const void *communicator);
+
+/* A checkpoint commit happened (any time): reported with the next payload. */
+void step_monitor_note_commit(struct step_monitor *monitor);
+
+/* The boundary: completes the previous reduction (filling monitor->last),
+ * posts this step's, and says whether every replica stops now.
+ * `records_consumed` is the running total of train records this replica
+ * consumed; `exit_requested` / `restart_requested` are this replica's own
+ * wishes.  Returns STEP_STOP at the same boundary on every replica. */
+enum step_action step_monitor_boundary(struct step_monitor *monitor, double now,
+                                       uint64_t records_consumed, bool exit_requested,
+                                       bool restart_requested);
+
+/* Completes a reduction still in flight (before MPI_Finalize). */
+void step_monitor_drain_reduction(struct step_monitor *monitor);
+
+/* Adds the agreed step to the job record's profile buckets (AdaptDL's
+ * _metrics profile, keyed by nodes, replicas and local batch size) and
+ * copies the gradient statistics there.  -1 on allocation failure. */
+int step_monitor_record_profile(const struct step_monitor *monitor, uint32_t nodes,
+                                struct adaptdl_job_record *record);
+
+#endif

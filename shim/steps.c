@@ -1,0 +1,224 @@
+/* steps.c - step boundaries, preemption, job record and metrics for the
+ * preloaded layer (see steps.h).
+ *
+ * Preemption: SIGTERM, SIGINT and SIGUSR1 set a flag (SIGUSR1 because mpirun
+ * forwards it to every rank, and not SIGTERM).  With gradient all-reduces
+ * the flag travels in the piggy-backed reduction and every replica stops at
+ * the same boundary; without them (no MPI, or MPI without a detected
+ * gradient) a replica stops at its next train-batch read.  A second SIGINT
+ * exits at once with 130.  The stop writes the job record (statistics,
+ * never data positions), the latest metrics, finalizes MPI and calls exit(3)
+ * with 143, so the trainer's buffered output and atexit handlers run. */
+#include "steps.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "real_functions.h"
+#include "shim.h"
+
+bool shim_steps_synchronized;
+struct step_monitor shim_monitor;
+void (*shim_steps_finalize_mpi)(void);
+
+static volatile sig_atomic_t shim_exit_signal;
+static volatile sig_atomic_t shim_interrupts;
+static struct adaptdl_job_record shim_job_record;
+static bool shim_job_record_loaded;
+static bool shim_warned_unsynchronized;
+static bool shim_finished;
+static double shim_last_step_log;
+
+static double shim_now(void)
+{
+    return log_monotonic_seconds();
+}
+
+static double shim_unix_time(void)
+{
+    struct timeval now;
+    gettimeofday(&now, NULL);
+    return (double)now.tv_sec + (double)now.tv_usec * 1e-6;
+}
+
+static void shim_stop_signal_handler(int signal_number)
+{
+    if (signal_number == SIGINT && ++shim_interrupts >= 2) {
+        log_signal_safe(LOG_LEVEL_WARN, "second SIGINT: exiting at once with status 130");
+        _exit(130);
+    }
+    if (!shim_exit_signal)
+        log_signal_safe(LOG_LEVEL_INFO, "stop requested by a signal: stopping at the next "
+                                        "agreed step boundary");
+    shim_exit_signal = signal_number;
+}
+
+static void shim_install_signal_handlers(void)
+{
+    static const int stop_signals[] = {SIGTERM, SIGINT, SIGUSR1};
+    for (size_t i = 0; i < sizeof stop_signals / sizeof stop_signals[0]; i++) {
+        struct sigaction action;
+        memset(&action, 0, sizeof action);
+        action.sa_handler = shim_stop_signal_handler;
+        sigemptyset(&action.sa_mask);
+        action.sa_flags = SA_RESTART;
+        sigaction(stop_signals[i], &action, NULL);
+    }
+}
+
+bool shim_steps_exit_requested(void)
+{
+    return shim_exit_signal != 0;
+}
+
+void shim_steps_initialize(void)
+{
+    shim_install_signal_handlers();
+    job_record_init(&shim_job_record);
+    const char *directory = shim_session.config.checkpoint_path;
+    if (directory != NULL) {
+        char error[512];
+        int status = job_record_load(directory, &shim_job_record, error, sizeof error);
+        if (status < 0)
+            log_warn("job record: %s; profiles and statistics start afresh", error);
+        shim_job_record_loaded = status == 0;
+        if (shim_job_record.last_exit_unix_time > 0)
+            log_debug("job record: %zu step profiles, %u restarts, last exit %.0f s ago",
+                      shim_job_record.profile_count, shim_job_record.restarts,
+                      shim_unix_time() - shim_job_record.last_exit_unix_time);
+    }
+    uint64_t initial = shim_session.config.batch_size ? shim_session.config.batch_size : 1;
+    step_monitor_init(&shim_monitor, (struct piggyback_transport){0},
+                      shim_session.config.num_replicas, initial,
+                      shim_session.config.drain_seconds, shim_now());
+    /* gradient statistics survive restarts through the job record */
+    if (shim_job_record_loaded && shim_job_record.grad_ema_weight > 0) {
+        shim_monitor.noise.sqr_biased = shim_job_record.grad_sqr_biased;
+        shim_monitor.noise.var_biased = shim_job_record.grad_var_biased;
+        shim_monitor.noise.sqr_unbias = shim_job_record.grad_ema_weight;
+        shim_monitor.noise.var_unbias = shim_job_record.grad_ema_weight;
+    }
+}
+
+void shim_steps_start_synchronized(struct piggyback_transport transport, uint32_t replicas)
+{
+    uint64_t initial = shim_monitor.noise.initial_global_bsz;
+    struct grad_noise_state noise = shim_monitor.noise;
+    step_monitor_init(&shim_monitor, transport, replicas, initial,
+                      shim_session.config.drain_seconds, shim_now());
+    shim_monitor.noise = noise;
+    shim_steps_synchronized = true;
+}
+
+static uint64_t shim_train_records_consumed(void)
+{
+    uint64_t total = 0;
+    pthread_mutex_lock(&shim_session.registry.lock);
+    for (struct dataset_file *file = shim_session.registry.files; file; file = file->next)
+        if (file->entry->role == DATA_ROLE_TRAIN)
+            total += file->tracker.records_served;
+    pthread_mutex_unlock(&shim_session.registry.lock);
+    return total;
+}
+
+static void shim_write_job_record(const char *why)
+{
+    const char *directory = shim_session.config.checkpoint_path;
+    if (directory == NULL)
+        return;
+    step_monitor_record_profile(&shim_monitor, shim_session.config.num_nodes,
+                                &shim_job_record);
+    shim_job_record.last_exit_unix_time = shim_unix_time();
+    shim_job_record.restarts = shim_session.config.num_restarts;
+    char error[512];
+    if (job_record_save(directory, &shim_job_record, error, sizeof error) != 0)
+        log_error("job record not written (%s): %s", why, error);
+    else
+        log_debug("job record written (%s): %zu profiles, grad_sqr %g, grad_var %g", why,
+                  shim_job_record.profile_count, shim_job_record.grad_sqr,
+                  shim_job_record.grad_var);
+}
+
+static void shim_log_agreed_step(void)
+{
+    const struct agreed_step *step = &shim_monitor.last;
+    double now = shim_now();
+    if (!log_enabled(LOG_LEVEL_DEBUG) || now - shim_last_step_log < 1.0)
+        return;
+    shim_last_step_log = now;
+    log_debug("step %" PRIu64 ": %u replicas (%u with gradients), %" PRIu64 " records "
+              "(%" PRIu64 " here), step %.6f s, sync %.6f s, grad_sqr %g, grad_var %g, "
+              "noise scale %g",
+              step->step, step->replicas, step->replicas_with_gradient, step->global_records,
+              step->local_records, step->step_time, step->sync_time,
+              grad_noise_sqr(&shim_monitor.noise), grad_noise_var(&shim_monitor.noise),
+              grad_noise_scale_simple(&shim_monitor.noise));
+}
+
+static void shim_stop_now(const char *why) __attribute__((noreturn));
+static void shim_stop_now(const char *why)
+{
+    log_info("stopping: %s; exit status 143", why);
+    shim_write_job_record(why);
+    shim_finished = true;
+    if (shim_steps_finalize_mpi != NULL)
+        shim_steps_finalize_mpi();
+    exit(143);
+}
+
+void shim_steps_boundary(void)
+{
+    if (!shim_steps_synchronized)
+        return;
+    shim_guard_enter();
+    enum step_action action = step_monitor_boundary(&shim_monitor, shim_now(),
+                                                    shim_train_records_consumed(),
+                                                    shim_exit_signal != 0, false);
+    if (shim_monitor.has_last) {
+        step_monitor_record_profile(&shim_monitor, shim_session.config.num_nodes,
+                                    &shim_job_record);
+        shim_log_agreed_step();
+    }
+    shim_guard_leave();
+    if (action == STEP_STOP)
+        shim_stop_now("every replica agreed to stop at this step");
+}
+
+void shim_steps_before_train_read(void)
+{
+    if (shim_monitor.in_step && shim_steps_synchronized && shim_mpi_on_mpi_thread())
+        shim_steps_boundary();
+    if (shim_exit_signal == 0)
+        return;
+    if (shim_steps_synchronized && shim_monitor.gradient_ever_seen)
+        return;  /* the piggy-backed reduction decides */
+    if (shim_steps_synchronized && shim_monitor.replicas > 1 && !shim_warned_unsynchronized) {
+        shim_warned_unsynchronized = true;
+        log_warn("no gradient all-reduce was detected: the stop cannot be synchronized "
+                 "across replicas; each replica stops at its next batch read");
+    }
+    /* without agreement MPI_Finalize could wait for ranks that run on */
+    shim_steps_finalize_mpi = shim_monitor.replicas > 1 ? NULL : shim_steps_finalize_mpi;
+    shim_stop_now("stop requested, at the next batch read");
+}
+
+void shim_steps_note_commit(void)
+{
+    step_monitor_note_commit(&shim_monitor);
+}
+
+void shim_steps_finish(const char *why)
+{
+    if (shim_finished)
+        return;
+    shim_finished = true;
+    shim_write_job_record(why);
+}

@@ -1,0 +1,38 @@
+/* steps.h - the shim's glue between interposed calls and the step monitor:
+ * step boundaries, preemption, the job record and metrics (SPEC §6, §9). */
+#ifndef ADAPTSHIM_STEPS_H
+#define ADAPTSHIM_STEPS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "step_monitor.h"
+
+/* Set once MPI is up and the piggy-backed reduction can run. */
+extern bool shim_steps_synchronized;
+extern struct step_monitor shim_monitor;
+
+/* Installs the signal handlers and loads the job record (at start-up of a
+ * configured process). */
+void shim_steps_initialize(void);
+/* MPI is up: `transport` carries the piggy-backed reduction over `replicas`. */
+void shim_steps_start_synchronized(struct piggyback_transport transport, uint32_t replicas);
+/* A step boundary reached inside an interposed call, before that call does
+ * anything; does not return when every replica stops here. */
+void shim_steps_boundary(void);
+/* A train-batch read is about to happen: ends a step in progress when the
+ * read is on the thread that runs MPI, and stops here when a stop was
+ * requested and no agreement point exists. */
+void shim_steps_before_train_read(void);
+/* True on the thread that initialized MPI (false before MPI is up). */
+bool shim_mpi_on_mpi_thread(void);
+/* A checkpoint commit happened. */
+void shim_steps_note_commit(void);
+/* True when a stop signal arrived. */
+bool shim_steps_exit_requested(void);
+/* The process ends normally (MPI_Finalize, exit): job record and metrics. */
+void shim_steps_finish(const char *why);
+/* Hooks of the MPI layer for the agreed stop: finalize MPI (may be NULL). */
+extern void (*shim_steps_finalize_mpi)(void);
+
+#endif

@@ -1,0 +1,402 @@
+/* test_mpi.c - the MPI runtime under mpirun (SPEC §6): sharding by the real
+ * MPI rank, a stop signal on one rank stopping every rank at the same step
+ * with status 143, a restart with another -np continuing exactly, the
+ * gradient-noise estimate against its analytic value, and no deadlock with
+ * per-layer, in-place, non-blocking or loss all-reduces. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define DIM 8
+#define RECORD_SIZE (8 + 4 * DIM + 4)
+
+struct mpi_job {
+    const char *directory;
+    char *data;
+    uint64_t records;
+    char data_setting[512];
+    char state_setting[512];
+    char save_setting[512];
+    char preload_setting[512];
+};
+
+static void mpi_job_init(struct mpi_job *job, uint64_t records)
+{
+    job->directory = harness_temp_dir();
+    job->records = records;
+    job->data = harness_path_in(job->directory, "train.bin");
+    harness_generate_dataset(job->data, records, DIM, 5);
+    snprintf(job->data_setting, sizeof job->data_setting,
+             "ADAPTDL_DATA=%s:record=%d:header=16:count=8,u64le,%d", job->data, RECORD_SIZE,
+             RECORD_SIZE);
+    snprintf(job->state_setting, sizeof job->state_setting, "ADAPTDL_CHECKPOINT_PATH=%s/state",
+             job->directory);
+    snprintf(job->save_setting, sizeof job->save_setting, "ADAPTDL_SAVE=%s/ck*",
+             job->directory);
+    snprintf(job->preload_setting, sizeof job->preload_setting, "LD_PRELOAD=%s",
+             harness_build_path("libadaptshim.so"));
+}
+
+/* Starts mpirun -np N over sgd_mpi with the job's settings and extra
+ * trainer arguments; mpirun itself is not preloaded (-x sets the ranks'). */
+static pid_t mpi_job_start(const struct mpi_job *job, unsigned ranks, const char *name,
+                           const char *epochs, const char *sleep_us, char *const extra[],
+                           char *const extra_environment[])
+{
+    char ranks_text[16];
+    snprintf(ranks_text, sizeof ranks_text, "%u", ranks);
+    char *argv[96];
+    size_t used = 0;
+    const char *head[] = {"/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe",
+                          "--mca", "btl_vader_single_copy_mechanism", "none", "-np",
+                          ranks_text};
+    for (size_t i = 0; i < sizeof head / sizeof head[0]; i++)
+        argv[used++] = (char *)head[i];
+    const char *settings[] = {job->preload_setting, job->data_setting, job->state_setting,
+                              job->save_setting, "ADAPTDL_SEED=4", "ADAPTDL_LOG=info"};
+    for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
+        argv[used++] = "-x";
+        argv[used++] = (char *)settings[i];
+    }
+    for (size_t i = 0; extra_environment && extra_environment[i]; i++) {
+        argv[used++] = "-x";
+        argv[used++] = extra_environment[i];
+    }
+    char *ids = NULL, *checkpoint = NULL, *final = NULL;
+    if (asprintf(&ids, "%s/%s.ids.%%r", job->directory, name) < 0 ||
+        asprintf(&checkpoint, "%s/ck", job->directory) < 0 ||
+        asprintf(&final, "%s/%s.final", job->directory, name) < 0)
+        abort();
+    char *trainer = strdup(harness_build_path("trainers/sgd_mpi"));
+    const char *tail[] = {trainer, "--data", job->data, "--epochs", epochs, "--batch-size",
+                          "16", "--lr", "0.05", "--checkpoint", checkpoint,
+                          "--checkpoint-every", "5", "--sleep-us", sleep_us, "--resume",
+                          "--ids-log", ids, "--final", final};
+    for (size_t i = 0; i < sizeof tail / sizeof tail[0]; i++)
+        argv[used++] = (char *)tail[i];
+    for (size_t i = 0; extra && extra[i]; i++)
+        argv[used++] = extra[i];
+    argv[used] = NULL;
+    char *out = harness_path_in(job->directory, name);
+    char *err = NULL;
+    if (asprintf(&err, "%s.err", out) < 0)
+        abort();
+    char *environment[] = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
+                           NULL};
+    pid_t pid = harness_start(argv, environment, false, out, err);
+    free(out);
+    free(err);
+    return pid;
+}
+
+static char *mpi_job_file(const struct mpi_job *job, const char *name, const char *suffix)
+{
+    char *path = NULL;
+    if (asprintf(&path, "%s/%s%s", job->directory, name, suffix) < 0)
+        abort();
+    return path;
+}
+
+static char *mpi_ids_path(const struct mpi_job *job, const char *name, unsigned rank)
+{
+    char suffix[32];
+    snprintf(suffix, sizeof suffix, ".ids.%u", rank);
+    return mpi_job_file(job, name, suffix);
+}
+
+/* Last "step S" of a rank's ids log. */
+static uint64_t mpi_last_step(const struct mpi_job *job, const char *name, unsigned rank)
+{
+    char *path = mpi_ids_path(job, name, rank);
+    struct id_log log;
+    harness_read_id_log(path, &log);
+    uint64_t last = 0;
+    for (size_t i = 0; i < log.count; i++)
+        if (log.events[i].kind == ID_EVENT_STEP)
+            last = log.events[i].value;
+    id_log_free(&log);
+    free(path);
+    return last;
+}
+
+static void wait_for_steps(const struct mpi_job *job, const char *name, uint64_t steps)
+{
+    for (int attempt = 0; attempt < 3000; attempt++) {
+        if (mpi_last_step(job, name, 0) >= steps)
+            return;
+        usleep(10000);
+    }
+    cr_assert_fail("rank 0 never reached step %llu", (unsigned long long)steps);
+}
+
+static pid_t first_rank_pid(const char *data_path, unsigned skip)
+{
+    /* the ranks are the processes whose command line names the data file */
+    char command[512];
+    snprintf(command, sizeof command, "pgrep -f 'trainers/sgd_mpi --data %s' | sort -n", data_path);
+    FILE *pipe = popen(command, "r");
+    pid_t pid = 0;
+    for (unsigned i = 0; i <= skip && pipe && fscanf(pipe, "%d", &pid) == 1; i++)
+        ;
+    if (pipe)
+        pclose(pipe);
+    return pid;
+}
+
+Test(mpi, sharding_follows_the_real_rank_for_np_1_to_4, .timeout = 180)
+{
+    for (unsigned ranks = 1; ranks <= 4; ranks++) {
+        struct mpi_job job;
+        mpi_job_init(&job, 301);
+        pid_t pid = mpi_job_start(&job, ranks, "run", "1", "0", NULL, NULL);
+        cr_assert_eq(harness_wait(pid, 120), 0, "np %u failed", ranks);
+        unsigned *seen = calloc(job.records, sizeof *seen);
+        size_t expected = (job.records + ranks - 1) / ranks;
+        for (unsigned rank = 0; rank < ranks; rank++) {
+            char *path = mpi_ids_path(&job, "run", rank);
+            struct id_log log;
+            harness_read_id_log(path, &log);
+            size_t count = 0;
+            for (size_t i = 0; i < log.count; i++)
+                if (log.events[i].kind == ID_EVENT_RECORD) {
+                    cr_assert_lt(log.events[i].value, job.records);
+                    seen[log.events[i].value]++;
+                    count++;
+                }
+            cr_expect_eq(count, expected, "np %u rank %u read %zu records", ranks, rank, count);
+            id_log_free(&log);
+            free(path);
+        }
+        size_t twice = 0;
+        for (uint64_t id = 0; id < job.records; id++) {
+            cr_expect(seen[id] == 1 || seen[id] == 2, "np %u record %llu seen %u times", ranks,
+                      (unsigned long long)id, seen[id]);
+            twice += seen[id] == 2;
+        }
+        cr_expect_eq(twice, expected * ranks - job.records, "np %u padding", ranks);
+        free(seen);
+    }
+}
+
+static void expect_same_last_step(const struct mpi_job *job, const char *name, unsigned ranks)
+{
+    uint64_t first = mpi_last_step(job, name, 0);
+    cr_expect_gt(first, 0);
+    for (unsigned rank = 1; rank < ranks; rank++)
+        cr_expect_eq(mpi_last_step(job, name, rank), first,
+                     "rank %u stopped at step %llu, rank 0 at %llu", rank,
+                     (unsigned long long)mpi_last_step(job, name, rank),
+                     (unsigned long long)first);
+}
+
+static bool job_record_written(const struct mpi_job *job)
+{
+    char *path = NULL;
+    if (asprintf(&path, "%s/state/job.msgpack", job->directory) < 0)
+        abort();
+    struct stat status;
+    bool exists = stat(path, &status) == 0 && status.st_size > 0;
+    free(path);
+    return exists;
+}
+
+Test(mpi, sigterm_on_one_rank_stops_every_rank_at_the_same_step, .timeout = 180)
+{
+    struct mpi_job job;
+    mpi_job_init(&job, 2000);
+    pid_t pid = mpi_job_start(&job, 3, "run", "50", "2000", NULL, NULL);
+    wait_for_steps(&job, "run", 20);
+    pid_t rank = first_rank_pid(job.data, 1);
+    cr_assert_gt(rank, 0);
+    kill(rank, SIGTERM);
+    cr_expect_eq(harness_wait(pid, 120), 143);
+    expect_same_last_step(&job, "run", 3);
+    cr_expect(job_record_written(&job), "the job record is written at the stop");
+}
+
+Test(mpi, sigusr1_to_mpirun_stops_every_rank_at_the_same_step, .timeout = 180)
+{
+    struct mpi_job job;
+    mpi_job_init(&job, 2000);
+    char *variants[] = {"--per-layer", "--loss-allreduce", NULL};
+    pid_t pid = mpi_job_start(&job, 2, "run", "50", "2000", variants, NULL);
+    wait_for_steps(&job, "run", 20);
+    kill(pid, SIGUSR1);
+    cr_expect_eq(harness_wait(pid, 120), 143);
+    expect_same_last_step(&job, "run", 2);
+}
+
+static void expect_variant_completes(char *const variant[])
+{
+    struct mpi_job job;
+    mpi_job_init(&job, 400);
+    pid_t pid = mpi_job_start(&job, 2, "run", "2", "0", variant, NULL);
+    cr_expect_eq(harness_wait(pid, 120), 0, "variant %s", variant[0]);
+    char *out = mpi_job_file(&job, "run", "");
+    char *text = harness_read_output(out);
+    cr_expect(strstr(text, "final weights") != NULL, "%s", text);
+    free(text);
+    free(out);
+}
+
+Test(mpi, per_layer_in_place_all_reduces_complete, .timeout = 120)
+{
+    char *variant[] = {"--per-layer", NULL};
+    expect_variant_completes(variant);
+}
+
+Test(mpi, non_blocking_all_reduces_complete, .timeout = 120)
+{
+    char *variant[] = {"--iallreduce", "--per-layer", NULL};
+    expect_variant_completes(variant);
+}
+
+Test(mpi, loss_all_reduce_and_division_before_complete, .timeout = 120)
+{
+    char *variant[] = {"--loss-allreduce", "--divide-before", NULL};
+    expect_variant_completes(variant);
+}
+
+/* Per-sample gradients of the regression at its optimum are 2 e x with
+ * e ~ N(0, 0.01) and x uniform on [-1, 1]^8: tr(Sigma) = 4 * 0.01 * 8 / 3. */
+Test(mpi, gradient_noise_estimate_matches_the_analytic_value, .timeout = 180)
+{
+    struct mpi_job job;
+    mpi_job_init(&job, 8000);
+    char *debug[] = {"ADAPTDL_LOG=debug", NULL};
+    pid_t pid = mpi_job_start(&job, 2, "run", "4", "0", NULL, debug);
+    cr_assert_eq(harness_wait(pid, 120), 0);
+    char *err = mpi_job_file(&job, "run", ".err");
+    char *text = harness_read_output(err);
+    const char *found = strstr(text, "job record written (MPI_Finalize)");
+    cr_assert(found != NULL, "%s", text);
+    const char *var = strstr(found, "grad_var ");
+    cr_assert(var != NULL);
+    double grad_var = strtod(var + strlen("grad_var "), NULL);
+    double expected = 4.0 * 0.01 * DIM / 3.0;
+    cr_expect(grad_var > 0.8 * expected && grad_var < 1.2 * expected,
+              "grad_var %g, analytic %g", grad_var, expected);
+    free(text);
+    free(err);
+}
+
+/* Stopped with SIGTERM under -np 2, restarted under -np 3, then -np 1 to the
+ * end: counting each run's records up to the step the next run resumed at,
+ * every epoch sees every record once plus padding. */
+Test(mpi, restart_with_another_np_continues_exactly, .timeout = 240)
+{
+    struct mpi_job job;
+    mpi_job_init(&job, 600);
+    const unsigned plan[] = {2, 3, 1};
+    const char *names[] = {"first", "second", "third"};
+    enum { EPOCHS = 3 };
+    for (unsigned run = 0; run < 3; run++) {
+        pid_t pid = mpi_job_start(&job, plan[run], names[run], "3", "3000", NULL, NULL);
+        if (run < 2) {
+            wait_for_steps(&job, names[run], mpi_last_step(&job, names[run], 0) + 8);
+            kill(pid, SIGUSR1);
+            cr_assert_eq(harness_wait(pid, 120), 143, "run %u", run);
+        } else {
+            cr_assert_eq(harness_wait(pid, 120), 0, "last run");
+        }
+    }
+    unsigned *counts = calloc(EPOCHS * job.records, sizeof *counts);
+    for (unsigned run = 0; run < 3; run++) {
+        uint64_t cut = UINT64_MAX;
+        if (run < 2) {
+            char *out = mpi_job_file(&job, names[run + 1], "");
+            char *text = harness_read_output(out);
+            const char *resumed = strstr(text, "resumed at step ");
+            cut = resumed ? strtoull(resumed + strlen("resumed at step "), NULL, 10) : 0;
+            free(text);
+            free(out);
+        }
+        for (unsigned rank = 0; rank < plan[run]; rank++) {
+            char *path = mpi_ids_path(&job, names[run], rank);
+            struct id_log log;
+            harness_read_id_log(path, &log);
+            id_log_count_committed(&log, cut, counts, job.records, EPOCHS);
+            id_log_free(&log);
+            free(path);
+        }
+    }
+    unsigned padding_allowance = (2 - 1) + (3 - 1) + (1 - 1);
+    for (unsigned epoch = 0; epoch < EPOCHS; epoch++) {
+        unsigned total = 0;
+        for (uint64_t id = 0; id < job.records; id++) {
+            cr_expect_geq(counts[epoch * job.records + id], 1, "epoch %u record %llu missing",
+                          epoch, (unsigned long long)id);
+            total += counts[epoch * job.records + id];
+        }
+        cr_expect_leq(total, job.records + padding_allowance, "epoch %u: %u delivered", epoch,
+                      total);
+    }
+    free(counts);
+}
+
+/* One replica, no MPI: the stop happens at the next batch read. */
+Test(mpi, stop_without_mpi_happens_at_the_next_batch_read, .timeout = 120)
+{
+    struct mpi_job job;
+    mpi_job_init(&job, 2000);
+    char *trainer = strdup(harness_build_path("trainers/sgd_read"));
+    char *checkpoint = harness_path_in(job.directory, "ck");
+    char *ids = harness_path_in(job.directory, "single.ids");
+    char *argv[] = {trainer, "--data", job.data, "--epochs", "50", "--batch", "16", "--lr",
+                    "0.05", "--checkpoint", checkpoint, "--sleep-us", "2000", "--ids-log",
+                    ids, "--resume", NULL};
+    char *environment[] = {job.data_setting, job.state_setting, job.save_setting, NULL};
+    char *out = harness_path_in(job.directory, "single.out");
+    pid_t pid = harness_start(argv, environment, true, out, NULL);
+    for (int attempt = 0; attempt < 1000; attempt++) {
+        char *text = harness_read_file(ids, NULL);
+        bool ready = text && strstr(text, "step 10\n");
+        free(text);
+        if (ready)
+            break;
+        usleep(10000);
+    }
+    kill(pid, SIGTERM);
+    cr_expect_eq(harness_wait(pid, 60), 143);
+    cr_expect(job_record_written(&job));
+    /* the trainer's buffered stdout was flushed by exit(3) */
+    char *text = harness_read_output(out);
+    cr_expect(strstr(text, "no checkpoint") != NULL, "stdout: %s", text);
+    free(text);
+}
+
+Test(mpi, second_sigint_exits_at_once_with_130, .timeout = 60)
+{
+    const char *directory = harness_temp_dir();
+    char *data = harness_path_in(directory, "train.bin");
+    harness_generate_dataset(data, 100, DIM, 1);
+    char setting[512];
+    snprintf(setting, sizeof setting, "ADAPTDL_DATA=%s:record=%d:header=16", data,
+             RECORD_SIZE);
+    char *environment[] = {setting, NULL};
+    /* sleep stands for a trainer stuck outside any batch read */
+    char *argv[] = {"/bin/sleep", "30", NULL};
+    pid_t pid = harness_start(argv, environment, true, NULL, NULL);
+    usleep(300000);
+    kill(pid, SIGINT);
+    usleep(100000);
+    kill(pid, SIGINT);
+    cr_expect_eq(harness_wait(pid, 20), 130);
+}
+
+Test(mpi, a_process_without_mpi_never_loads_libmpi)
+{
+    char setting[] = "ADAPTDL_LOG=info";
+    char *environment[] = {setting, NULL};
+    char *argv[] = {"/bin/grep", "-c", "libmpi", "/proc/self/maps", NULL};
+    struct run_result result;
+    harness_run(&result, argv, environment, true, 20);
+    cr_expect_str_eq(result.out, "0\n");
+    run_result_free(&result);
+}

@@ -1,0 +1,662 @@
+/* sgd_mpi.c - data-parallel linear-regression SGD over an ADSD dataset with
+ * MPI, replay-style resume.  The MPI sibling of sgd_read.c.
+ *
+ *   sgd_mpi --data PATH --epochs E --batch-size B --lr LR --checkpoint PATH
+ *           [--checkpoint-every STEPS=10] [--resume] [--ids-log PATH] [--final PATH]
+ *           [--sleep-us US] [--pad N=1024] [--per-layer] [--iallreduce]
+ *           [--loss-allreduce] [--divide-before] [--own-sigterm-handler]
+ *
+ * A plain user program: it knows nothing about any preloaded library.  Every
+ * value option also accepts the --name=VALUE form; without --batch-size the
+ * batch size comes from the environment variable BATCH_SIZE.
+ *
+ * MPI: MPI_Init, rank and size from MPI_COMM_WORLD.  The ranks do NOT shard
+ * the data themselves: every rank open()s the data file and, per epoch,
+ * lseek(fd, 0, SEEK_SET), read()s the 16-byte header, checks header count *
+ * record size + 16 against fstat() (exit 3 if not) and read()s mini-batches of
+ * B records until a read returns 0 (as sgd_read does).  Without a sharding
+ * layer underneath, every rank thus trains on the whole file; with one that
+ * gives every rank the same number of records per pass, all ranks take the
+ * same number of steps.
+ *
+ * Per step: local gradient of the batch's mean squared error, then an
+ * all-reduce (MPI_SUM over MPI_COMM_WORLD) of a float vector made of the dim
+ * real gradient entries followed by --pad zero floats: the padding stands in
+ * for a model with more parameters (a linear model's gradient alone is
+ * smaller than what gradient-statistics tools count as a gradient).  The sum
+ * is divided by the number of ranks, after the all-reduce (default) or, with
+ * --divide-before, on the local gradient before it; every rank applies the
+ * same update.  Variants:
+ *   default           MPI_Allreduce(grad, global, dim + pad, MPI_FLOAT, MPI_SUM)
+ *   --iallreduce      the same through MPI_Iallreduce + MPI_Wait
+ *   --per-layer       three "layers", each all-reduced with MPI_IN_PLACE, in
+ *                     this order: [real gradient dim | pad zeros] (dim + pad
+ *                     floats), a second layer of pad zero floats, and a small
+ *                     "bias" layer of PER_LAYER_BIAS zero floats (smaller than
+ *                     a gradient: it is the one non-gradient-sized piece,
+ *                     and comes last).  With --iallreduce all three are
+ *                     posted as MPI_Iallreduce and then MPI_Wait-ed in order.
+ *   --loss-allreduce  after the gradient, MPI_Allreduce of the batch's summed
+ *                     squared error (1 double, MPI_SUM): the epoch line then
+ *                     shows the global loss.
+ * The zero padding does not change the gradient's squared norm, so all
+ * variants carry the same gradient; without a sharding layer (every rank has
+ * the same batch) the result is bit-identical to sgd_read's.
+ *
+ * Checkpoints (rank 0 only): {"SGDM", version, dim, reserved, step, epoch,
+ * float w[dim]} written with open/write/fsync/close to PATH.tmp and rename()d
+ * onto PATH, every STEPS steps and at the end of every epoch.  --resume: every
+ * rank loads PATH if it exists (weights and step counter), prints "rank R
+ * resumed at step S" and re-runs the epoch loop from 0 (replay style).
+ * --ids-log PATH (a %r in it is replaced by the rank): per rank, an O_APPEND
+ * file with one write() per batch of "id <ID> epoch <E>" per record then
+ * "step <S>"; "ckpt <STEP>" after each checkpoint rename (rank 0) and
+ * "epoch_end <E>" (every rank), as in sgd_read.
+ * --own-sigterm-handler: a sigaction() SIGTERM handler sets a flag; after
+ * each step the ranks agree on it with a 1-int MPI_MAX all-reduce (so all
+ * stop after the same step), then rank 0 writes a checkpoint, every rank
+ * prints "rank R caught SIGTERM" and "rank R steps S", MPI_Finalize, exit 0.
+ * At the end rank 0 prints "final weights w0 w1 ..." and with --final writes
+ * the raw float weights; every rank prints "rank R steps S".
+ * Exit status: 0 ok, 1 I/O error, 2 usage, 3 bad data or checkpoint (through
+ * MPI_Abort once MPI is up, so that no rank is left waiting). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <mpi.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CKPT_MAGIC "SGDM"
+#define CKPT_VERSION 1u
+#define PER_LAYER_BIAS 16 /* floats in the small last layer of --per-layer */
+
+struct options {
+    const char *data, *checkpoint, *ids_log, *final;
+    uint64_t epochs, batch, every, sleep_us, pad;
+    float lr;
+    bool resume, per_layer, iallreduce, loss_allreduce, divide_before, own_sigterm;
+};
+
+struct dataset {
+    int fd;
+    uint32_t dim;
+    uint64_t count;
+    size_t record_size;
+};
+
+/* Checkpoint file: this header followed by float w[dim]. */
+struct ckpt_header {
+    char magic[4];
+    uint32_t version, dim, reserved;
+    uint64_t step, epoch;
+};
+
+static int mpi_rank, mpi_size = 1;
+static volatile sig_atomic_t sigterm_caught;
+
+static void die(int status, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    fprintf(stderr, "sgd_mpi[%d]: ", mpi_rank);
+    vfprintf(stderr, format, args);
+    fputc('\n', stderr);
+    va_end(args);
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (initialized && !finalized) {
+        fflush(stdout);
+        fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, status);
+    }
+    exit(status);
+}
+
+static void *xmalloc(size_t size)
+{
+    void *memory = calloc(1, size);
+    if (memory == NULL)
+        die(1, "out of memory");
+    return memory;
+}
+
+static uint64_t parse_count(const char *flag, const char *text, uint64_t min, uint64_t max)
+{
+    char *end;
+    errno = 0;
+    unsigned long long value = strtoull(text, &end, 10);
+    if (errno || end == text || *end || text[0] == '-' || value < min || value > max)
+        die(2, "%s expects an integer in %" PRIu64 "..%" PRIu64 ", got '%s'", flag, min, max, text);
+    return value;
+}
+
+static const char usage[] =
+    "usage: sgd_mpi --data PATH --epochs E --batch-size B --lr LR --checkpoint PATH "
+    "[--checkpoint-every STEPS] [--sleep-us US] [--resume] [--ids-log PATH] [--final PATH] "
+    "[--pad N] [--per-layer] [--iallreduce] [--loss-allreduce] [--divide-before] "
+    "[--own-sigterm-handler]";
+
+static void parse_options(int argc, char **argv, struct options *o)
+{
+    *o = (struct options){.every = 10, .pad = 1024, .lr = -1};
+    bool have_epochs = false, have_batch = false;
+    static const struct { const char *name; size_t offset; } switches[] = {
+        {"--resume", offsetof(struct options, resume)},
+        {"--per-layer", offsetof(struct options, per_layer)},
+        {"--iallreduce", offsetof(struct options, iallreduce)},
+        {"--loss-allreduce", offsetof(struct options, loss_allreduce)},
+        {"--divide-before", offsetof(struct options, divide_before)},
+        {"--own-sigterm-handler", offsetof(struct options, own_sigterm)},
+    };
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        bool matched = false;
+        for (size_t s = 0; s < sizeof switches / sizeof switches[0]; s++)
+            if (strcmp(arg, switches[s].name) == 0) {
+                *(bool *)((char *)o + switches[s].offset) = true;
+                matched = true;
+            }
+        if (matched)
+            continue;
+        /* --name VALUE or --name=VALUE */
+        char flag[64];
+        const char *value;
+        const char *equals = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
+        if (equals != NULL) {
+            if ((size_t)(equals - arg) >= sizeof flag)
+                die(2, "unknown option: %s", arg);
+            memcpy(flag, arg, (size_t)(equals - arg));
+            flag[equals - arg] = '\0';
+            value = equals + 1;
+        } else {
+            if (strlen(arg) >= sizeof flag || i + 1 >= argc)
+                die(2, "unknown option or missing value: %s", arg);
+            strcpy(flag, arg);
+            value = argv[++i];
+        }
+        if (strcmp(flag, "--data") == 0) o->data = value;
+        else if (strcmp(flag, "--checkpoint") == 0) o->checkpoint = value;
+        else if (strcmp(flag, "--ids-log") == 0) o->ids_log = value;
+        else if (strcmp(flag, "--final") == 0) o->final = value;
+        else if (strcmp(flag, "--epochs") == 0) o->epochs = parse_count(flag, value, 0, 1000000), have_epochs = true;
+        else if (strcmp(flag, "--batch-size") == 0) o->batch = parse_count(flag, value, 1, 1 << 20), have_batch = true;
+        else if (strcmp(flag, "--sleep-us") == 0) o->sleep_us = parse_count(flag, value, 0, 10000000);
+        else if (strcmp(flag, "--checkpoint-every") == 0) o->every = parse_count(flag, value, 1, UINT32_MAX);
+        else if (strcmp(flag, "--pad") == 0) o->pad = parse_count(flag, value, 0, 1 << 24);
+        else if (strcmp(flag, "--lr") == 0) {
+            char *end;
+            o->lr = strtof(value, &end);
+            if (end == value || *end || !(o->lr > 0))
+                die(2, "--lr expects a positive number, got '%s'", value);
+        } else
+            die(2, "unknown option: %s", arg);
+    }
+    const char *env_batch = getenv("BATCH_SIZE");
+    if (!have_batch && env_batch != NULL) {
+        o->batch = parse_count("BATCH_SIZE", env_batch, 1, 1 << 20);
+        have_batch = true;
+    }
+    if (!o->data || !o->checkpoint || !have_epochs || !have_batch || o->lr < 0)
+        die(2, "%s", usage);
+}
+
+static uint64_t get_u64le(const unsigned char *p)
+{
+    uint64_t value = 0;
+    for (int i = 7; i >= 0; i--)
+        value = value << 8 | p[i];
+    return value;
+}
+
+static uint32_t get_u32le(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static float get_f32le(const unsigned char *p)
+{
+    uint32_t bits = get_u32le(p);
+    float value;
+    memcpy(&value, &bits, sizeof value);
+    return value;
+}
+
+/* read() until size bytes or end of file; returns the bytes read. */
+static size_t read_full(int fd, void *buffer, size_t size, bool *at_end, const char *what)
+{
+    size_t got = 0;
+    *at_end = false;
+    while (got < size) {
+        ssize_t n = read(fd, (char *)buffer + got, size - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            die(1, "reading %s: %s", what, strerror(errno));
+        if (n == 0) {
+            *at_end = true;
+            break;
+        }
+        got += (size_t)n;
+    }
+    return got;
+}
+
+static void write_all(int fd, const void *data, size_t size, const char *what)
+{
+    while (size > 0) {
+        ssize_t n = write(fd, data, size);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            die(1, "writing %s: %s", what, strerror(errno));
+        data = (const char *)data + n;
+        size -= (size_t)n;
+    }
+}
+
+static void log_line(int log_fd, const char *format, ...)
+{
+    if (log_fd < 0)
+        return;
+    char line[128];
+    va_list args;
+    va_start(args, format);
+    int length = vsnprintf(line, sizeof line, format, args);
+    va_end(args);
+    write_all(log_fd, line, (size_t)length, "ids log");
+}
+
+/* The ids-log path with every "%r" replaced by the rank. */
+static char *rank_path(const char *pattern, int rank)
+{
+    char digits[16];
+    int digit_count = snprintf(digits, sizeof digits, "%d", rank);
+    char *path = xmalloc(strlen(pattern) * (size_t)digit_count + 1);
+    size_t length = 0;
+    for (const char *p = pattern; *p; p++) {
+        if (p[0] == '%' && p[1] == 'r') {
+            memcpy(path + length, digits, (size_t)digit_count);
+            length += (size_t)digit_count;
+            p++;
+        } else
+            path[length++] = *p;
+    }
+    path[length] = '\0';
+    return path;
+}
+
+/* Rewinds to the start, reads and checks the header against fstat(). */
+static void begin_epoch(struct dataset *data, const char *path)
+{
+    if (lseek(data->fd, 0, SEEK_SET) != 0)
+        die(1, "lseek on %s: %s", path, strerror(errno));
+    unsigned char header[16];
+    bool at_end;
+    if (read_full(data->fd, header, sizeof header, &at_end, path) != sizeof header)
+        die(3, "%s: file shorter than its 16-byte header", path);
+    if (memcmp(header, "ADSD", 4) != 0)
+        die(3, "%s: bad magic (not an ADSD dataset)", path);
+    uint32_t dim = get_u32le(header + 4);
+    if (dim == 0 || dim > 65536 || (data->dim != 0 && dim != data->dim))
+        die(3, "%s: bad or changed dimension %" PRIu32, path, dim);
+    data->dim = dim;
+    data->count = get_u64le(header + 8);
+    data->record_size = 8 + 4 * (size_t)dim + 4;
+    struct stat st;
+    if (fstat(data->fd, &st) != 0)
+        die(1, "fstat on %s: %s", path, strerror(errno));
+    uint64_t size = (uint64_t)st.st_size;
+    if (size < 16 || (size - 16) % data->record_size != 0 ||
+        (size - 16) / data->record_size != data->count)
+        die(3, "%s: header says %" PRIu64 " records of %zu bytes (+16 header) but the file has "
+               "%lld bytes", path, data->count, data->record_size, (long long)st.st_size);
+}
+
+/* Reads up to batch records; *at_end is set when a read returned 0. */
+static size_t read_batch(struct dataset *data, unsigned char *buffer, uint64_t batch,
+                         bool *at_end, const char *path)
+{
+    size_t got = read_full(data->fd, buffer, batch * data->record_size, at_end, path);
+    if (got % data->record_size != 0)
+        die(3, "%s: truncated record at end of file", path);
+    return got / data->record_size;
+}
+
+/* Local gradient of the mean squared error of n records into grad[0..dim);
+ * returns the summed squared error.  Fixed order, float only: reproducible
+ * (the same arithmetic as sgd_read's sgd_step). */
+static float local_gradient(const float *w, float *grad, uint32_t dim,
+                            const unsigned char *records, size_t n, size_t record_size)
+{
+    float loss = 0.0f;
+    memset(grad, 0, dim * sizeof *grad);
+    for (size_t r = 0; r < n; r++) {
+        const unsigned char *x = records + r * record_size + 8;
+        float prediction = 0.0f;
+        for (uint32_t j = 0; j < dim; j++)
+            prediction += w[j] * get_f32le(x + 4 * (size_t)j);
+        float error = prediction - get_f32le(x + 4 * (size_t)dim);
+        loss += error * error;
+        for (uint32_t j = 0; j < dim; j++)
+            grad[j] += error * get_f32le(x + 4 * (size_t)j);
+    }
+    float scale = 2.0f / (float)n;
+    for (uint32_t j = 0; j < dim; j++)
+        grad[j] = grad[j] * scale;
+    return loss;
+}
+
+static void check_mpi(int status, const char *what)
+{
+    if (status != MPI_SUCCESS)
+        die(1, "%s failed (MPI error %d)", what, status);
+}
+
+/* Sums the padded gradient vector over the ranks.  grad holds the local
+ * gradient (length `length`), global receives the sum, except with
+ * --per-layer where every layer is reduced in place in grad and then copied.
+ * (grad_sqr: with the default the ranks send their local mean gradient and
+ * receive the sum; with --divide-before they send gradient / size and the
+ * all-reduce result is already the mean over the ranks.) */
+static void allreduce_gradient(const struct options *o, float *grad, float *global,
+                               size_t length, uint32_t dim)
+{
+    if (o->per_layer) {
+        size_t pieces[3][2] = {
+            {0, dim + o->pad},                        /* real gradient + padding */
+            {dim + o->pad, o->pad},                   /* a second, all-zero layer */
+            {dim + 2 * o->pad, PER_LAYER_BIAS},       /* a small "bias" layer */
+        };
+        MPI_Request requests[3];
+        for (int p = 0; p < 3; p++) {
+            float *start = grad + pieces[p][0];
+            int count = (int)pieces[p][1];
+            if (o->iallreduce)
+                check_mpi(MPI_Iallreduce(MPI_IN_PLACE, start, count, MPI_FLOAT, MPI_SUM,
+                                         MPI_COMM_WORLD, &requests[p]), "MPI_Iallreduce");
+            else
+                check_mpi(MPI_Allreduce(MPI_IN_PLACE, start, count, MPI_FLOAT, MPI_SUM,
+                                        MPI_COMM_WORLD), "MPI_Allreduce");
+        }
+        if (o->iallreduce)
+            for (int p = 0; p < 3; p++)
+                check_mpi(MPI_Wait(&requests[p], MPI_STATUS_IGNORE), "MPI_Wait");
+        memcpy(global, grad, length * sizeof *global);
+    } else if (o->iallreduce) {
+        MPI_Request request;
+        check_mpi(MPI_Iallreduce(grad, global, (int)length, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                                 &request), "MPI_Iallreduce");
+        check_mpi(MPI_Wait(&request, MPI_STATUS_IGNORE), "MPI_Wait");
+    } else
+        check_mpi(MPI_Allreduce(grad, global, (int)length, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+                  "MPI_Allreduce");
+}
+
+/* One data-parallel SGD step on n local records; returns the summed squared
+ * error of the local batch (before the update). */
+static float sgd_step(const struct options *o, float *w, float *grad, float *global,
+                      size_t length, uint32_t dim, const unsigned char *records, size_t n,
+                      size_t record_size)
+{
+    memset(grad, 0, length * sizeof *grad);
+    float loss = local_gradient(w, grad, dim, records, n, record_size);
+    float ranks = (float)mpi_size;
+    if (o->divide_before)
+        for (uint32_t j = 0; j < dim; j++)
+            grad[j] = grad[j] / ranks;
+    allreduce_gradient(o, grad, global, length, dim);
+    if (!o->divide_before)
+        for (uint32_t j = 0; j < dim; j++)
+            global[j] = global[j] / ranks;
+    for (uint32_t j = 0; j < dim; j++)
+        w[j] -= o->lr * global[j];
+    return loss;
+}
+
+/* --sleep-us: stands in for the compute time of a real model's step. */
+static void pause_between_steps(uint64_t microseconds)
+{
+    if (microseconds > 0)
+        usleep((useconds_t)microseconds);
+}
+
+static void log_batch_ids(int log_fd, const unsigned char *records, size_t n,
+                          size_t record_size, uint64_t epoch, uint64_t step)
+{
+    if (log_fd < 0)
+        return;
+    char *text = xmalloc(n * 64 + 32);
+    size_t length = 0;
+    for (size_t r = 0; r < n; r++)
+        length += (size_t)sprintf(text + length, "id %" PRIu64 " epoch %" PRIu64 "\n",
+                                  get_u64le(records + r * record_size), epoch);
+    length += (size_t)sprintf(text + length, "step %" PRIu64 "\n", step);
+    write_all(log_fd, text, length, "ids log");
+    free(text);
+}
+
+/* Rank 0 only. */
+static void save_checkpoint(const char *path, const float *w, uint32_t dim, uint64_t step,
+                            uint64_t epoch, int log_fd)
+{
+    if (mpi_rank != 0)
+        return;
+    struct ckpt_header header = {.version = CKPT_VERSION, .dim = dim, .step = step, .epoch = epoch};
+    memcpy(header.magic, CKPT_MAGIC, 4);
+    char temp[4096];
+    if ((size_t)snprintf(temp, sizeof temp, "%s.tmp", path) >= sizeof temp)
+        die(2, "checkpoint path too long: %s", path);
+    int fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0)
+        die(1, "cannot create %s: %s", temp, strerror(errno));
+    write_all(fd, &header, sizeof header, temp);
+    write_all(fd, w, dim * sizeof *w, temp);
+    if (fsync(fd) != 0 || close(fd) != 0)
+        die(1, "flushing %s: %s", temp, strerror(errno));
+    if (rename(temp, path) != 0)
+        die(1, "renaming %s to %s: %s", temp, path, strerror(errno));
+    log_line(log_fd, "ckpt %" PRIu64 "\n", step);
+}
+
+/* Returns the saved weights (and *dim, *step), or NULL when path does not exist. */
+static float *load_checkpoint(const char *path, uint32_t *dim, uint64_t *step)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0 && errno == ENOENT)
+        return NULL;
+    if (fd < 0)
+        die(1, "cannot open checkpoint %s: %s", path, strerror(errno));
+    struct ckpt_header header;
+    bool at_end;
+    if (read_full(fd, &header, sizeof header, &at_end, path) != sizeof header ||
+        memcmp(header.magic, CKPT_MAGIC, 4) != 0 || header.version != CKPT_VERSION ||
+        header.dim == 0 || header.dim > 65536)
+        die(3, "%s: not a valid sgd_mpi checkpoint", path);
+    float *w = xmalloc(header.dim * sizeof *w);
+    char extra;
+    if (read_full(fd, w, header.dim * sizeof *w, &at_end, path) != header.dim * sizeof *w ||
+        read_full(fd, &extra, 1, &at_end, path) != 0)
+        die(3, "%s: checkpoint has the wrong size for dimension %" PRIu32, path, header.dim);
+    close(fd);
+    *dim = header.dim;
+    *step = header.step;
+    return w;
+}
+
+static void write_final(const char *path, const float *w, uint32_t dim)
+{
+    FILE *file = fopen(path, "wb");
+    if (file == NULL)
+        die(1, "cannot create %s: %s", path, strerror(errno));
+    if (fwrite(w, sizeof *w, dim, file) != dim || fclose(file) != 0)
+        die(1, "writing %s: %s", path, strerror(errno));
+}
+
+/* Length of the padded gradient vector that is all-reduced. */
+static size_t gradient_length(const struct options *o, uint32_t dim)
+{
+    return o->per_layer ? dim + 2 * o->pad + PER_LAYER_BIAS : dim + o->pad;
+}
+
+/* Allocates the weights (unless loaded), gradient and batch buffers once the
+ * first header has told the dimension. */
+static void prepare_buffers(const struct dataset *data, const struct options *o, float **w,
+                            uint32_t saved_dim, float **grad, float **global,
+                            unsigned char **batch)
+{
+    if (*w != NULL && saved_dim != data->dim)
+        die(3, "checkpoint dimension %" PRIu32 " does not match data dimension %" PRIu32,
+            saved_dim, data->dim);
+    if (*w == NULL)
+        *w = xmalloc(data->dim * sizeof **w);
+    size_t length = gradient_length(o, data->dim);
+    *grad = xmalloc(length * sizeof **grad);
+    *global = xmalloc(length * sizeof **global);
+    *batch = xmalloc(o->batch * data->record_size);
+}
+
+static void on_sigterm(int signal_number)
+{
+    (void)signal_number;
+    sigterm_caught = 1;
+}
+
+static void install_sigterm_handler(void)
+{
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = on_sigterm;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    if (sigaction(SIGTERM, &action, NULL) != 0)
+        die(1, "sigaction(SIGTERM): %s", strerror(errno));
+}
+
+/* --own-sigterm-handler: true on every rank once any rank caught SIGTERM.
+ * The flag is agreed through a 1-int MPI_MAX all-reduce so that all ranks
+ * stop after the same step. */
+static bool sigterm_agreed(void)
+{
+    int local = sigterm_caught ? 1 : 0, any = 0;
+    check_mpi(MPI_Allreduce(&local, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+    return any != 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct options o;
+    parse_options(argc, argv, &o);
+    check_mpi(MPI_Init(&argc, &argv), "MPI_Init");
+    MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &mpi_size);
+    if (o.own_sigterm)
+        install_sigterm_handler();
+
+    uint64_t step = 0;
+    uint32_t saved_dim = 0;
+    float *w = NULL;
+    if (o.resume) {
+        w = load_checkpoint(o.checkpoint, &saved_dim, &step);
+        if (w)
+            printf("rank %d resumed at step %" PRIu64 "\n", mpi_rank, step);
+        else
+            printf("rank %d no checkpoint at %s, starting fresh\n", mpi_rank, o.checkpoint);
+        fflush(stdout);  /* a supervisor reads this even if the run is killed */
+    }
+    int log_fd = -1;
+    if (o.ids_log) {
+        char *path = rank_path(o.ids_log, mpi_rank);
+        if ((log_fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644)) < 0)
+            die(1, "cannot open ids log %s: %s", path, strerror(errno));
+        free(path);
+    }
+    struct dataset data = {.fd = open(o.data, O_RDONLY)};
+    if (data.fd < 0)
+        die(1, "cannot open %s: %s", o.data, strerror(errno));
+
+    unsigned char *batch = NULL;
+    float *grad = NULL, *global = NULL;
+    bool stopped = false;
+    for (uint64_t epoch = 0; epoch < o.epochs && !stopped; epoch++) {
+        begin_epoch(&data, o.data);
+        if (batch == NULL)
+            prepare_buffers(&data, &o, &w, saved_dim, &grad, &global, &batch);
+        size_t length = gradient_length(&o, data.dim);
+        uint64_t seen = 0;
+        float loss = 0.0f;
+        double global_loss = 0.0;
+        bool at_end = false;
+        while (!at_end) {
+            size_t n = read_batch(&data, batch, o.batch, &at_end, o.data);
+            if (n == 0)
+                break;
+            float batch_loss = sgd_step(&o, w, grad, global, length, data.dim, batch, n,
+                                        data.record_size);
+            loss += batch_loss;
+            if (o.loss_allreduce) {
+                double local_sum = (double)batch_loss, sum = 0.0;
+                check_mpi(MPI_Allreduce(&local_sum, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
+                          "MPI_Allreduce");
+                global_loss += sum;
+            }
+            step++;
+            seen += n;
+            log_batch_ids(log_fd, batch, n, data.record_size, epoch, step);
+            pause_between_steps(o.sleep_us);
+            if (step % o.every == 0)
+                save_checkpoint(o.checkpoint, w, data.dim, step, epoch, log_fd);
+            if (o.own_sigterm && sigterm_agreed()) {
+                save_checkpoint(o.checkpoint, w, data.dim, step, epoch, log_fd);
+                printf("rank %d caught SIGTERM\n", mpi_rank);
+                stopped = true;
+                break;
+            }
+        }
+        if (stopped)
+            break;
+        log_line(log_fd, "epoch_end %" PRIu64 "\n", epoch);
+        save_checkpoint(o.checkpoint, w, data.dim, step, epoch, log_fd);
+        if (mpi_rank == 0) {
+            double mean = seen == 0 ? 0.0
+                          : o.loss_allreduce ? global_loss / ((double)seen * mpi_size)
+                                             : (double)loss / (double)seen;
+            printf("epoch %" PRIu64 " records %" PRIu64 " step %" PRIu64 " %s %.6g\n", epoch,
+                   seen, step, o.loss_allreduce ? "global_loss" : "loss", mean);
+        }
+        fflush(stdout);
+    }
+    close(data.fd);
+    if (log_fd >= 0)
+        close(log_fd);
+    if (w == NULL)
+        die(3, "no epoch was run and no checkpoint was loaded: no weights to report");
+    uint32_t dim = data.dim ? data.dim : saved_dim;
+    if (mpi_rank == 0 && !stopped) {
+        printf("final weights");
+        for (uint32_t j = 0; j < dim; j++)
+            printf(" %.9g", (double)w[j]);
+        printf("\n");
+        if (o.final)
+            write_final(o.final, w, dim);
+    }
+    printf("rank %d steps %" PRIu64 "\n", mpi_rank, step);
+    if (fflush(stdout) != 0)
+        die(1, "writing stdout: %s", strerror(errno));
+    free(w);
+    free(grad);
+    free(global);
+    free(batch);
+    MPI_Finalize();
+    return 0;
+}
