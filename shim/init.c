@@ -35,10 +35,6 @@ bool shim_configured(void)
     return shim_is_configured;
 }
 
-static void shim_at_exit(void)
-{
-    shim_steps_finish("exit");
-}
 
 static void shim_after_fork_in_child(void)
 {
@@ -131,7 +127,7 @@ static void shim_initialize(void)
                  "not bound to data positions, and a restart starts the data fresh");
     shim_is_configured = true;
     shim_steps_initialize();
-    atexit(shim_at_exit);
+    atexit(shim_steps_at_exit);
     if (config->data_count > 0 || config->save_glob != NULL) {
         next_state = SHIM_STATE_ACTIVE;
         shim_process_id = getpid();

@@ -24,13 +24,12 @@
 #include "log.h"
 #include "real_functions.h"
 #include "shim.h"
+#include "signals.h"
 
 bool shim_steps_synchronized;
 struct step_monitor shim_monitor;
 void (*shim_steps_finalize_mpi)(void);
 
-static volatile sig_atomic_t shim_exit_signal;
-static volatile sig_atomic_t shim_interrupts;
 static struct adaptdl_job_record shim_job_record;
 static bool shim_job_record_loaded;
 static bool shim_warned_unsynchronized;
@@ -49,39 +48,14 @@ static double shim_unix_time(void)
     return (double)now.tv_sec + (double)now.tv_usec * 1e-6;
 }
 
-static void shim_stop_signal_handler(int signal_number)
-{
-    if (signal_number == SIGINT && ++shim_interrupts >= 2) {
-        log_signal_safe(LOG_LEVEL_WARN, "second SIGINT: exiting at once with status 130");
-        _exit(130);
-    }
-    if (!shim_exit_signal)
-        log_signal_safe(LOG_LEVEL_INFO, "stop requested by a signal: stopping at the next "
-                                        "agreed step boundary");
-    shim_exit_signal = signal_number;
-}
-
-static void shim_install_signal_handlers(void)
-{
-    static const int stop_signals[] = {SIGTERM, SIGINT, SIGUSR1};
-    for (size_t i = 0; i < sizeof stop_signals / sizeof stop_signals[0]; i++) {
-        struct sigaction action;
-        memset(&action, 0, sizeof action);
-        action.sa_handler = shim_stop_signal_handler;
-        sigemptyset(&action.sa_mask);
-        action.sa_flags = SA_RESTART;
-        sigaction(stop_signals[i], &action, NULL);
-    }
-}
-
 bool shim_steps_exit_requested(void)
 {
-    return shim_exit_signal != 0;
+    return shim_stop_signal != 0;
 }
 
 void shim_steps_initialize(void)
 {
-    shim_install_signal_handlers();
+    shim_signals_install();
     job_record_init(&shim_job_record);
     const char *directory = shim_session.config.checkpoint_path;
     if (directory != NULL) {
@@ -181,7 +155,7 @@ void shim_steps_boundary(void)
     shim_guard_enter();
     enum step_action action = step_monitor_boundary(&shim_monitor, shim_now(),
                                                     shim_train_records_consumed(),
-                                                    shim_exit_signal != 0, false);
+                                                    shim_stop_signal != 0, false);
     if (shim_monitor.has_last) {
         step_monitor_record_profile(&shim_monitor, shim_session.config.num_nodes,
                                     &shim_job_record);
@@ -196,7 +170,7 @@ void shim_steps_before_train_read(void)
 {
     if (shim_monitor.in_step && shim_steps_synchronized && shim_mpi_on_mpi_thread())
         shim_steps_boundary();
-    if (shim_exit_signal == 0)
+    if (shim_stop_signal == 0)
         return;
     if (shim_steps_synchronized && shim_monitor.gradient_ever_seen)
         return;  /* the piggy-backed reduction decides */
@@ -221,4 +195,18 @@ void shim_steps_finish(const char *why)
         return;
     shim_finished = true;
     shim_write_job_record(why);
+}
+
+void shim_steps_at_exit(void)
+{
+    shim_steps_finish("exit");
+    if (shim_stop_signal == 0)
+        return;
+    /* The trainer stopped on its own after a stop signal (its own handler
+     * ran too): the job was preempted, so the status says "restart me".
+     * This handler was registered first, so it runs after every atexit
+     * handler of the trainer; stdio is flushed here because _exit skips it. */
+    log_info("the trainer exited by itself after a stop signal: exit status 143");
+    fflush(NULL);
+    _exit(143);
 }

@@ -32,6 +32,9 @@ void shim_steps_note_commit(void);
 bool shim_steps_exit_requested(void);
 /* The process ends normally (MPI_Finalize, exit): job record and metrics. */
 void shim_steps_finish(const char *why);
+/* The atexit hook: finishes, and turns a trainer's own exit after a stop
+ * signal into status 143. */
+void shim_steps_at_exit(void);
 /* Hooks of the MPI layer for the agreed stop: finalize MPI (may be NULL). */
 extern void (*shim_steps_finalize_mpi)(void);
 

@@ -400,3 +400,49 @@ Test(mpi, a_process_without_mpi_never_loads_libmpi)
     cr_expect_str_eq(result.out, "0\n");
     run_result_free(&result);
 }
+
+/* A trainer with its own SIGTERM handler (petuum/adaptdl issue 105): both
+ * handlers run.  The trainer's graceful shutdown happens as it wrote it, and
+ * the job still ends with 143, "restart me", because it was preempted. */
+Test(mpi, a_trainers_own_sigterm_handler_runs_and_the_status_is_143, .timeout = 180)
+{
+    struct mpi_job job;
+    mpi_job_init(&job, 2000);
+    char *variant[] = {"--own-sigterm-handler", NULL};
+    pid_t pid = mpi_job_start(&job, 2, "run", "50", "2000", variant, NULL);
+    wait_for_steps(&job, "run", 20);
+    pid_t rank = first_rank_pid(job.data, 1);
+    cr_assert_gt(rank, 0);
+    kill(rank, SIGTERM);
+    cr_expect_eq(harness_wait(pid, 120), 143);
+    char *out = mpi_job_file(&job, "run", "");
+    char *text = harness_read_output(out);
+    cr_expect(strstr(text, "rank 0 caught SIGTERM") != NULL, "%s", text);
+    cr_expect(strstr(text, "rank 1 caught SIGTERM") != NULL, "%s", text);
+    free(text);
+    free(out);
+    expect_same_last_step(&job, "run", 2);
+}
+
+/* The same without MPI: sgd_read has no handler, so this uses a shell
+ * trap-like helper: a process that installs its own SIGTERM handler with
+ * signal() and exits 0 from it, under the shim, ends with 143. */
+Test(mpi, a_single_process_with_its_own_handler_exits_143)
+{
+    const char *directory = harness_temp_dir();
+    char *data = harness_path_in(directory, "train.bin");
+    harness_generate_dataset(data, 100, DIM, 1);
+    char setting[512];
+    snprintf(setting, sizeof setting, "ADAPTDL_DATA=%s:record=%d:header=16", data,
+             RECORD_SIZE);
+    char *environment[] = {setting, NULL};
+    /* bash installs its own SIGTERM handling for `trap`: the trap runs, and
+     * the shell exits 0 from it */
+    char *argv[] = {"/bin/bash", "-c", "trap 'echo trapped; exit 0' TERM; kill -TERM $$; "
+                    "sleep 0.2; echo not-reached", NULL};
+    struct run_result result;
+    harness_run(&result, argv, environment, true, 20);
+    cr_expect_eq(result.status, 143, "status %d, stderr %s", result.status, result.err);
+    cr_expect(strstr(result.out, "trapped") != NULL, "stdout: %s", result.out);
+    run_result_free(&result);
+}
