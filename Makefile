@@ -120,6 +120,10 @@ $(BUILD)/tsan/%.o: %.c
 	@echo "  CC      $< (thread sanitizer)"
 	@$(CC) $(CFLAGS_ALL) -MMD -MP $(TSAN_FLAGS) -Ishim $(MPI_CFLAGS) -c $< -o $@
 
+# ThreadSanitizer calls sigaction while it initializes, before instrumented
+# code may run: the signal wrappers are built without instrumentation.
+$(BUILD)/tsan/shim/signals.o: TSAN_FLAGS := -O1 -g
+
 $(BUILD)/tsan/libadaptshim.so: $(TSAN_OBJ) shim/exports.map
 	$(CC) -shared -fsanitize=thread -o $@ $(TSAN_OBJ) -Wl,--version-script=shim/exports.map \
 	    $(PKG_LIBS) -ldl -lpthread -lm

@@ -40,6 +40,27 @@ void step_monitor_gradient(struct step_monitor *monitor, const void *communicato
     monitor->sync_time += seconds;
 }
 
+void step_monitor_gradient_pair(struct step_monitor *monitor, double mean_sqr, bool valid)
+{
+    if (monitor->gradient_pieces == 1)
+        monitor->pair_valid = valid;   /* the first piece of the step decides */
+    else
+        monitor->pair_valid = monitor->pair_valid && valid;
+    monitor->pair_mean_sqr += mean_sqr;
+}
+
+/* K = 1: AdaptDL's difference estimator over consecutive steps. */
+static void step_monitor_single_replica_statistics(struct step_monitor *monitor,
+                                                   uint64_t records)
+{
+    if (monitor->replicas != 1 || monitor->gradient_pieces == 0 || records == 0)
+        return;
+    if (!monitor->pair_valid)
+        grad_noise_forget_previous(&monitor->noise);
+    grad_noise_update_consecutive(&monitor->noise, monitor->local_sqr, monitor->pair_mean_sqr,
+                                  records);
+}
+
 bool step_monitor_ends_step(const struct step_monitor *monitor, const void *communicator)
 {
     return monitor->in_step && communicator == monitor->step_communicator;
@@ -120,6 +141,7 @@ enum step_action step_monitor_boundary(struct step_monitor *monitor, double now,
     send[PIGGYBACK_STEP_TIME] = now - monitor->step_started;
     send[PIGGYBACK_SYNC_TIME] = monitor->sync_time;
     monitor->posted_local_records = records;
+    step_monitor_single_replica_statistics(monitor, records);
 
     /* the next step starts here */
     monitor->in_step = false;
@@ -131,6 +153,8 @@ enum step_action step_monitor_boundary(struct step_monitor *monitor, double now,
     monitor->gradient_pieces = 0;
     monitor->records_at_step_start = records_consumed;
     monitor->committed_since_boundary = false;
+    monitor->pair_mean_sqr = 0;
+    monitor->pair_valid = false;
 
     if (stop)
         return STEP_STOP;

@@ -88,6 +88,9 @@ struct step_monitor {
     uint64_t gradient_pieces;
     uint64_t records_at_step_start;
     bool committed_since_boundary;
+    /* K = 1: |(a + b)/2|^2 of this step's gradient with the previous one's */
+    double pair_mean_sqr;
+    bool pair_valid;
 
     /* the reduction in flight */
     bool posted;
@@ -117,6 +120,12 @@ void step_monitor_init(struct step_monitor *monitor, struct piggyback_transport 
  * took.  Starts a step if none is in progress. */
 void step_monitor_gradient(struct step_monitor *monitor, const void *communicator,
                            double local_sqr, double total_sqr, double seconds);
+
+/* K = 1 only: this step's piece and the previous step's same piece give
+ * |(a + b)/2|^2 = mean_sqr; `valid` false when the previous step had no such
+ * piece (first step, other sizes).  The difference estimator of AdaptDL
+ * then runs at the boundary (grad_noise_update_consecutive). */
+void step_monitor_gradient_pair(struct step_monitor *monitor, double mean_sqr, bool valid);
 
 /* True when a collective on `communicator` that is not a gradient all-reduce
  * ends the step in progress. */

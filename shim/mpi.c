@@ -223,6 +223,53 @@ static void shim_other_collective(MPI_Comm communicator)
         shim_steps_boundary();
 }
 
+/* K = 1: the difference estimator needs the previous step's gradient.  One
+ * copy per gradient piece of a step is kept (pieces come in the same order
+ * and sizes every step); |(a + b)/2|^2 is computed while both are at hand. */
+#define SHIM_PIECES_KEPT 64
+struct shim_previous_piece {
+    void *data;
+    int count;
+    MPI_Datatype type;
+};
+static struct shim_previous_piece shim_previous_pieces[SHIM_PIECES_KEPT];
+
+static void shim_single_replica_pair(const void *gradient, int count, MPI_Datatype type)
+{
+    uint64_t index = shim_monitor.gradient_pieces - 1;  /* this piece, just counted */
+    if (index >= SHIM_PIECES_KEPT) {
+        step_monitor_gradient_pair(&shim_monitor, 0, false);
+        return;
+    }
+    struct shim_previous_piece *previous = &shim_previous_pieces[index];
+    size_t element = type == handles.float_type ? sizeof(float) : sizeof(double);
+    bool valid = previous->data != NULL && previous->count == count && previous->type == type;
+    double mean_sqr = 0;
+    if (valid) {
+        for (int i = 0; i < count; i++) {
+            double a, b;
+            if (type == handles.float_type) {
+                a = ((const float *)previous->data)[i];
+                b = ((const float *)gradient)[i];
+            } else {
+                a = ((const double *)previous->data)[i];
+                b = ((const double *)gradient)[i];
+            }
+            mean_sqr += (a + b) * (a + b) * 0.25;
+        }
+    }
+    step_monitor_gradient_pair(&shim_monitor, mean_sqr, valid);
+    if (previous->count != count || previous->type != type || previous->data == NULL) {
+        void *grown = realloc(previous->data, (size_t)count * element);
+        if (grown == NULL)
+            return;
+        previous->data = grown;
+        previous->count = count;
+        previous->type = type;
+    }
+    memcpy(previous->data, gradient, (size_t)count * element);
+}
+
 SHIM_EXPORT int MPI_Allreduce(const void *send, void *receive, int count, MPI_Datatype type,
                               MPI_Op op, MPI_Comm communicator)
 {
@@ -240,9 +287,12 @@ SHIM_EXPORT int MPI_Allreduce(const void *send, void *receive, int count, MPI_Da
     int result = pmpi.allreduce(send, receive, count, type, op, communicator);
     double seconds = log_monotonic_seconds() - started;
     if (result == MPI_SUCCESS) {
-        double replicas = (double)shim_communicator_size(communicator);
-        double total_sqr = shim_squared_norm(receive, count, type) / (replicas * replicas);
+        int replicas = shim_communicator_size(communicator);
+        double total_sqr = shim_squared_norm(receive, count, type) / ((double)replicas *
+                                                                       (double)replicas);
         step_monitor_gradient(&shim_monitor, communicator, local_sqr, total_sqr, seconds);
+        if (replicas == 1)
+            shim_single_replica_pair(receive, count, type);
         log_trace("gradient all-reduce: %d elements, |local|^2 %g, |mean|^2 %g, %.6f s",
                   count, local_sqr, total_sqr, seconds);
     }

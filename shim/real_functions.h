@@ -8,7 +8,6 @@
 #define ADAPTSHIM_REAL_FUNCTIONS_H
 
 #include <dirent.h>
-#include <signal.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -95,9 +94,7 @@ struct statx;
     X(rewind, void, (FILE *))                                                              \
     X(fsetpos, int, (FILE *, const fpos_t *))                                              \
     X(fsetpos64, int, (FILE *, const fpos64_t *))                                          \
-    X(fileno, int, (FILE *))                                                               \
-    X(sigaction, int, (int, const struct sigaction *, struct sigaction *))                 \
-    X(signal, sighandler_t, (int, sighandler_t))
+    X(fileno, int, (FILE *))
 
 #define SHIM_DECLARE_REAL_POINTER(name, return_type, arguments) return_type(*name) arguments;
 struct shim_real_functions {

@@ -24,6 +24,14 @@
 #include "real_functions.h"
 #include "shim.h"
 
+/* glibc's own names for the functions wrapped here, bound at link time: a
+ * tool preloaded before this library (ThreadSanitizer, for one) calls
+ * sigaction while it initializes, before dlsym may be used, so these two are
+ * never looked up with dlsym. */
+extern int __sigaction(int signal_number, const struct sigaction *action,
+                       struct sigaction *old_action);
+extern sighandler_t bsd_signal(int signal_number, sighandler_t handler);
+
 volatile sig_atomic_t shim_stop_signal;
 static volatile sig_atomic_t shim_interrupts;
 static bool shim_signals_installed;
@@ -87,7 +95,7 @@ void shim_signals_install(void)
         /* a handler the trainer (or a library) installed before us is kept
          * and chained, as if it had been installed through the wrapper */
         struct sigaction previous;
-        if (REAL(sigaction)(shim_stop_signals[i], &action, &previous) == 0 &&
+        if (__sigaction(shim_stop_signals[i], &action, &previous) == 0 &&
             ((previous.sa_flags & SA_SIGINFO) ||
              (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN))) {
             shim_trainer_actions[i] = previous;
@@ -110,7 +118,7 @@ SHIM_EXPORT int sigaction(int signal_number, const struct sigaction *action,
 {
     int index = shim_stop_signal_index(signal_number);
     if (SHIM_LIKELY(index < 0) || !shim_signals_installed || shim_guarded())
-        return REAL(sigaction)(signal_number, action, old_action);
+        return __sigaction(signal_number, action, old_action);
     if (old_action != NULL) {
         if (shim_trainer_installed[index]) {
             *old_action = shim_trainer_actions[index];
@@ -133,7 +141,7 @@ SHIM_EXPORT sighandler_t signal(int signal_number, sighandler_t handler)
 {
     int index = shim_stop_signal_index(signal_number);
     if (SHIM_LIKELY(index < 0) || !shim_signals_installed || shim_guarded())
-        return REAL(signal)(signal_number, handler);
+        return bsd_signal(signal_number, handler);
     struct sigaction action, previous;
     memset(&action, 0, sizeof action);
     action.sa_handler = handler;

@@ -35,6 +35,7 @@ static bool shim_job_record_loaded;
 static bool shim_warned_unsynchronized;
 static bool shim_finished;
 static double shim_last_step_log;
+static double shim_overhead_seconds;  /* time spent in step boundaries */
 
 static double shim_now(void)
 {
@@ -137,11 +138,13 @@ static void shim_log_agreed_step(void)
               grad_noise_scale_simple(&shim_monitor.noise));
 }
 
+static void shim_log_summary(const char *why);
 static void shim_stop_now(const char *why) __attribute__((noreturn));
 static void shim_stop_now(const char *why)
 {
     log_info("stopping: %s; exit status 143", why);
     shim_write_job_record(why);
+    shim_log_summary(why);
     shim_finished = true;
     if (shim_steps_finalize_mpi != NULL)
         shim_steps_finalize_mpi();
@@ -153,7 +156,8 @@ void shim_steps_boundary(void)
     if (!shim_steps_synchronized)
         return;
     shim_guard_enter();
-    enum step_action action = step_monitor_boundary(&shim_monitor, shim_now(),
+    double started = shim_now();
+    enum step_action action = step_monitor_boundary(&shim_monitor, started,
                                                     shim_train_records_consumed(),
                                                     shim_stop_signal != 0, false);
     if (shim_monitor.has_last) {
@@ -161,6 +165,7 @@ void shim_steps_boundary(void)
                                     &shim_job_record);
         shim_log_agreed_step();
     }
+    shim_overhead_seconds += shim_now() - started;
     shim_guard_leave();
     if (action == STEP_STOP)
         shim_stop_now("every replica agreed to stop at this step");
@@ -189,12 +194,41 @@ void shim_steps_note_commit(void)
     step_monitor_note_commit(&shim_monitor);
 }
 
+/* The one summary line per rank that `info` prints at exit (SPEC §9). */
+static void shim_log_summary(const char *why)
+{
+    if (!log_enabled(LOG_LEVEL_INFO))
+        return;
+    uint64_t records = 0, passes = 0;
+    pthread_mutex_lock(&shim_session.registry.lock);
+    for (struct dataset_file *file = shim_session.registry.files; file; file = file->next) {
+        records += file->tracker.records_served;
+        passes += file->tracker.passes_completed;
+    }
+    pthread_mutex_unlock(&shim_session.registry.lock);
+    const struct step_profile *profiles = shim_job_record.profiles;
+    double step_time_sum = 0;
+    uint64_t steps = 0;
+    for (size_t i = 0; i < shim_job_record.profile_count; i++) {
+        step_time_sum += profiles[i].step_time_sum;
+        steps += profiles[i].count;
+    }
+    log_info("summary (%s): %" PRIu64 " records served, %" PRIu64 " passes, %u restarts, "
+             "%" PRIu64 " steps, mean step time %.6f s, gradient noise scale %g, "
+             "%" PRIu64 " snapshots, shim overhead %.6f s",
+             why, records, passes, shim_session.config.num_restarts, shim_monitor.boundaries,
+             steps ? step_time_sum / (double)steps : 0.0,
+             grad_noise_scale_simple(&shim_monitor.noise), shim_session.snapshots_written,
+             shim_overhead_seconds);
+}
+
 void shim_steps_finish(const char *why)
 {
     if (shim_finished)
         return;
     shim_finished = true;
     shim_write_job_record(why);
+    shim_log_summary(why);
 }
 
 void shim_steps_at_exit(void)
