@@ -164,6 +164,26 @@ enum step_action step_monitor_boundary(struct step_monitor *monitor, double now,
     return STEP_CONTINUE;
 }
 
+bool step_monitor_local_boundary(struct step_monitor *monitor, double now,
+                                 uint64_t records_consumed)
+{
+    uint64_t records = records_consumed - monitor->records_at_step_start;
+    if (records == 0)
+        return false;
+    monitor->boundaries++;
+    struct agreed_step *step = &monitor->last;
+    memset(step, 0, sizeof *step);
+    step->step = monitor->boundaries;
+    step->replicas = 1;
+    step->global_records = records;
+    step->local_records = records;
+    step->step_time = now - monitor->step_started;
+    monitor->has_last = true;
+    monitor->step_started = now;
+    monitor->records_at_step_start = records_consumed;
+    return true;
+}
+
 void step_monitor_drain_reduction(struct step_monitor *monitor)
 {
     if (!monitor->posted)

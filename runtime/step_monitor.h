@@ -143,6 +143,13 @@ enum step_action step_monitor_boundary(struct step_monitor *monitor, double now,
                                        uint64_t records_consumed, bool exit_requested,
                                        bool restart_requested);
 
+/* A boundary of a replica that has no collective to agree on (no MPI): a
+ * step is the time between two train-batch reads that delivered records.
+ * Fills monitor->last from this replica's own numbers; returns true when a
+ * step was completed (records were consumed since the previous one). */
+bool step_monitor_local_boundary(struct step_monitor *monitor, double now,
+                                 uint64_t records_consumed);
+
 /* Completes a reduction still in flight (before MPI_Finalize). */
 void step_monitor_drain_reduction(struct step_monitor *monitor);
 

@@ -171,10 +171,26 @@ void shim_steps_boundary(void)
         shim_stop_now("every replica agreed to stop at this step");
 }
 
+/* Without MPI a step is the time between two train-batch reads. */
+static void shim_steps_local_boundary(void)
+{
+    shim_guard_enter();
+    double now = shim_now();
+    if (step_monitor_local_boundary(&shim_monitor, now, shim_train_records_consumed())) {
+        step_monitor_record_profile(&shim_monitor, shim_session.config.num_nodes,
+                                    &shim_job_record);
+        shim_log_agreed_step();
+        shim_overhead_seconds += shim_now() - now;
+    }
+    shim_guard_leave();
+}
+
 void shim_steps_before_train_read(void)
 {
     if (shim_monitor.in_step && shim_steps_synchronized && shim_mpi_on_mpi_thread())
         shim_steps_boundary();
+    else if (!shim_steps_synchronized)
+        shim_steps_local_boundary();
     if (shim_stop_signal == 0)
         return;
     if (shim_steps_synchronized && shim_monitor.gradient_ever_seen)

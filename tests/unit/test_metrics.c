@@ -413,10 +413,12 @@ Test(metrics, doubles_ignore_a_decimal_comma_locale)
         cr_skip_test("no locale with a decimal comma is installed");
     struct json_line line;
     json_line_begin(&line, "t", 0.5);
-    json_line_add_double(&line, "value", -1.25e-7);
+    json_line_add_double(&line, "value", -1234.375);
+    json_line_add_double(&line, "small", 0.1);
     json_line_end(&line);
     setlocale(LC_NUMERIC, "C");
-    const char *expected = "{\"type\": \"t\", \"time\": 0.5, \"value\": -1.25e-07}\n";
+    const char *expected = "{\"type\": \"t\", \"time\": 0.5, \"value\": -1234.375, "
+                           "\"small\": 0.10000000000000001}\n";
     cr_assert_arr_eq(line.text, expected, strlen(expected), "%s: %.*s", chosen,
                      (int)line.length, line.text);
 }
