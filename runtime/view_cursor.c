@@ -6,10 +6,15 @@
 
 #include "log.h"
 
+void (*view_cursor_pass_observer)(const struct dataset_file *file, bool begins, uint64_t pass,
+                                  uint64_t records_consumed, const char *why);
+
 static void view_cursor_end_pass_locked(struct dataset_file *file, const char *why)
 {
     uint64_t ended = file->view_pass;
     uint64_t served = file->tracker.delivered;
+    if (view_cursor_pass_observer != NULL)
+        view_cursor_pass_observer(file, false, ended, served, why);
     dataset_view_end_pass(file);
     log_debug("pass end: %s pass %llu (%s), %llu records consumed; next pass %llu starts at "
               "index %llu, %llu records on this replica%s",
@@ -53,6 +58,9 @@ static bool view_cursor_is_current_locked(struct view_cursor *cursor)
 static void view_cursor_note_pass_begin_locked(struct dataset_file *file, uint64_t offset,
                                                size_t count)
 {
+    if (!dataset_view_started(file) && offset + count > file->header_size &&
+        view_cursor_pass_observer != NULL)
+        view_cursor_pass_observer(file, true, file->view_pass, 0, "first record read");
     if (!dataset_view_started(file) && offset + count > file->header_size &&
         log_enabled(LOG_LEVEL_DEBUG))
         log_debug("pass begin: %s pass %llu, indices from %llu, %llu records on replica "

@@ -28,6 +28,13 @@ struct view_cursor {
     int references;              /* descriptors sharing this cursor */
 };
 
+/* Told (under the file's lock) when a pass of a file begins (its first
+ * payload byte is read) or ends (`why`: "read to the end", "rewound",
+ * "reopened").  NULL: nobody listens.  The shim writes metrics events. */
+extern void (*view_cursor_pass_observer)(const struct dataset_file *file, bool begins,
+                                         uint64_t pass, uint64_t records_consumed,
+                                         const char *why);
+
 /* A cursor whose pass is over joins the current pass on its next read only
  * when it is still at most at the header and has not itself read to the end
  * (a cursor opened before another one finished the pass); otherwise it keeps

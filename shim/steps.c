@@ -25,6 +25,7 @@
 #include "real_functions.h"
 #include "shim.h"
 #include "signals.h"
+#include "events.h"
 
 bool shim_steps_synchronized;
 struct step_monitor shim_monitor;
@@ -57,6 +58,7 @@ bool shim_steps_exit_requested(void)
 void shim_steps_initialize(void)
 {
     shim_signals_install();
+    shim_events_open();
     job_record_init(&shim_job_record);
     const char *directory = shim_session.config.checkpoint_path;
     if (directory != NULL) {
@@ -145,6 +147,7 @@ static void shim_stop_now(const char *why)
     log_info("stopping: %s; exit status 143", why);
     shim_write_job_record(why);
     shim_log_summary(why);
+    shim_events_exit(143, why);
     shim_finished = true;
     if (shim_steps_finalize_mpi != NULL)
         shim_steps_finalize_mpi();
@@ -164,6 +167,9 @@ void shim_steps_boundary(void)
         step_monitor_record_profile(&shim_monitor, shim_session.config.num_nodes,
                                     &shim_job_record);
         shim_log_agreed_step();
+        shim_events_step(&shim_monitor.last, &shim_monitor.noise,
+                         dataset_registry_epoch(&shim_session.registry),
+                         shim_session.config.data_count > 0);
     }
     shim_overhead_seconds += shim_now() - started;
     shim_guard_leave();
@@ -180,6 +186,8 @@ static void shim_steps_local_boundary(void)
         step_monitor_record_profile(&shim_monitor, shim_session.config.num_nodes,
                                     &shim_job_record);
         shim_log_agreed_step();
+        shim_events_step(&shim_monitor.last, &shim_monitor.noise,
+                         dataset_registry_epoch(&shim_session.registry), true);
         shim_overhead_seconds += shim_now() - now;
     }
     shim_guard_leave();
@@ -245,6 +253,7 @@ void shim_steps_finish(const char *why)
     shim_finished = true;
     shim_write_job_record(why);
     shim_log_summary(why);
+    shim_events_exit(shim_stop_signal ? 143 : 0, why);
 }
 
 void shim_steps_at_exit(void)

@@ -16,6 +16,7 @@
 #include "real_functions.h"
 #include "shim.h"
 #include "steps.h"
+#include "events.h"
 #include "sysio.h"
 
 /* Appends one path component, resolving "." and ".." lexically. */
@@ -246,8 +247,10 @@ static void shim_restore_from_checkpoint_fd(int fd, const char *absolute_path)
         return;
     }
     char error[1024];
-    if (session_restore_checkpoint(&shim_session, absolute_path, &identity, error,
-                                   sizeof error) < 0)
+    int status = session_restore_checkpoint(&shim_session, absolute_path, &identity, error,
+                                            sizeof error);
+    shim_events_restore(absolute_path, status);
+    if (status < 0)
         shim_refuse_different_data(error);
 }
 
@@ -313,9 +316,11 @@ void shim_commit_checkpoint_path(const char *content_path, const char *checkpoin
         return;
     }
     char error[1024];
-    if (session_commit_checkpoint(&shim_session, checkpoint_path, &identity,
-                                  shim_unconsumed_records, NULL, error, sizeof error) < 0)
+    int status = session_commit_checkpoint(&shim_session, checkpoint_path, &identity,
+                                           shim_unconsumed_records, NULL, error, sizeof error);
+    if (status < 0)
         log_error("checkpoint %s: snapshot not written: %s", checkpoint_path, error);
+    shim_events_snapshot(checkpoint_path, &identity, status == 0);
     shim_steps_note_commit();
     shim_guard_leave();
 }

@@ -458,3 +458,69 @@ Test(mpi, a_single_process_with_its_own_handler_exits_143)
     cr_expect(strstr(result.out, "trapped") != NULL, "stdout: %s", result.out);
     run_result_free(&result);
 }
+
+/* The metrics file (SPEC §9): JSON lines with a "type", step lines with the
+ * required fields, the latest step line written before the stop, an exit
+ * event with the status. */
+static void expect_metrics_file(const char *path, int exit_status, uint64_t last_step)
+{
+    char *text = harness_read_file(path, NULL);
+    cr_assert(text != NULL, "no metrics file %s", path);
+    static const char *const step_fields[] = {
+        "\"step\": ", "\"epoch\": ", "\"replicas\": ", "\"local_bsz\": ", "\"global_bsz\": ",
+        "\"step_time\": ", "\"grad_sqr\": ", "\"grad_var\": ", "\"noise_scale\": ",
+        "\"progress\": "};
+    size_t steps = 0;
+    uint64_t previous = 0, final_step = 0;
+    bool exit_seen = false, pass_seen = false;
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        cr_assert(line[0] == '{' && line[strlen(line) - 1] == '}', "not a JSON object: %s",
+                  line);
+        cr_assert(strstr(line, "\"type\": \"") != NULL, "no type: %s", line);
+        if (strstr(line, "\"type\": \"step\"")) {
+            for (size_t i = 0; i < sizeof step_fields / sizeof step_fields[0]; i++)
+                cr_expect(strstr(line, step_fields[i]) != NULL, "missing %s in %s",
+                          step_fields[i], line);
+            uint64_t step = strtoull(strstr(line, "\"step\": ") + 8, NULL, 10);
+            cr_expect_gt(step, previous, "step numbers increase: %s", line);
+            previous = final_step = step;
+            steps++;
+        }
+        if (strstr(line, "\"type\": \"pass_begin\""))
+            pass_seen = true;
+        if (strstr(line, "\"type\": \"exit\"")) {
+            char expected[32];
+            snprintf(expected, sizeof expected, "\"status\": %d", exit_status);
+            cr_expect(strstr(line, expected) != NULL, "%s", line);
+            exit_seen = true;
+        }
+    }
+    cr_expect_gt(steps, 0);
+    cr_expect(pass_seen);
+    cr_expect(exit_seen);
+    if (last_step > 0)
+        cr_expect_geq(final_step + 1, last_step, "latest step line %llu, trainer at %llu",
+                      (unsigned long long)final_step, (unsigned long long)last_step);
+    free(text);
+}
+
+Test(mpi, metrics_file_has_step_lines_and_the_stop, .timeout = 180)
+{
+    struct mpi_job job;
+    mpi_job_init(&job, 2000);
+    char metrics[512];
+    snprintf(metrics, sizeof metrics, "ADAPTDL_METRICS_FILE=%s/metrics.%%r", job.directory);
+    char *environment[] = {metrics, NULL};
+    pid_t pid = mpi_job_start(&job, 2, "run", "50", "2000", NULL, environment);
+    wait_for_steps(&job, "run", 30);
+    kill(pid, SIGUSR1);
+    cr_expect_eq(harness_wait(pid, 120), 143);
+    for (unsigned rank = 0; rank < 2; rank++) {
+        char name[32];
+        snprintf(name, sizeof name, "metrics.%u", rank);
+        char *path = harness_path_in(job.directory, name);
+        expect_metrics_file(path, 143, mpi_last_step(&job, "run", rank));
+        free(path);
+    }
+}

@@ -1,0 +1,122 @@
+/* events.c - the metrics file (see events.h).  Lines are built in a fixed
+ * buffer and written with one write(2) each, so ranks that share a file
+ * never interleave; step lines are rate-limited by the writer. */
+#include "events.h"
+
+#include <stdio.h>
+#include <sys/time.h>
+
+#include "log.h"
+#include "metrics.h"
+#include "shim.h"
+
+static struct metrics_writer shim_metrics;
+
+static double shim_events_time(void)
+{
+    struct timeval now;
+    gettimeofday(&now, NULL);
+    return (double)now.tv_sec + (double)now.tv_usec * 1e-6;
+}
+
+static void shim_events_pass_observer(const struct dataset_file *file, bool begins,
+                                      uint64_t pass, uint64_t records_consumed,
+                                      const char *why)
+{
+    struct json_line line;
+    json_line_begin(&line, begins ? "pass_begin" : "pass_end", shim_events_time());
+    json_line_add_string(&line, "file", file->path);
+    json_line_add_string(&line, "role", file->entry->role == DATA_ROLE_TRAIN ? "train" : "eval");
+    json_line_add_uint(&line, "pass", pass);
+    json_line_add_uint(&line, "start_index", file->view_start_index);
+    json_line_add_uint(&line, "length", file->view_length);
+    json_line_add_uint(&line, "records", file->record_count);
+    json_line_add_uint(&line, "replicas", file->replicas);
+    json_line_add_uint(&line, "rank", file->rank);
+    if (!begins)
+        json_line_add_uint(&line, "consumed", records_consumed);
+    json_line_add_string(&line, "why", why);
+    json_line_end(&line);
+    metrics_write_event(&shim_metrics, &line);
+}
+
+void shim_events_open(void)
+{
+    const char *pattern = shim_session.config.metrics_file;
+    if (pattern == NULL)
+        return;
+    char error[512];
+    if (metrics_writer_open(&shim_metrics, pattern, shim_session.config.replica_rank, error,
+                            sizeof error) != 0) {
+        log_warn("%s; no metrics are written", error);
+        return;
+    }
+    view_cursor_pass_observer = shim_events_pass_observer;
+}
+
+void shim_events_step(const struct agreed_step *step, const struct grad_noise_state *noise,
+                      uint64_t epoch, bool local_bsz_known)
+{
+    if (!metrics_writer_enabled(&shim_metrics))
+        return;
+    struct json_line line;
+    double now = shim_events_time();
+    json_line_begin(&line, "step", now);
+    json_line_add_uint(&line, "step", step->step);
+    json_line_add_uint(&line, "epoch", epoch);
+    json_line_add_uint(&line, "replicas", step->replicas);
+    json_line_add_double_or_null_if(&line, "local_bsz", local_bsz_known,
+                                    (double)step->local_records);
+    json_line_add_double_or_null_if(&line, "global_bsz", local_bsz_known,
+                                    (double)step->global_records);
+    json_line_add_double(&line, "step_time", step->step_time);
+    json_line_add_double(&line, "sync_time", step->sync_time);
+    json_line_add_double(&line, "grad_sqr", grad_noise_sqr(noise));
+    json_line_add_double(&line, "grad_var", grad_noise_var(noise));
+    json_line_add_double(&line, "noise_scale", grad_noise_scale_simple(noise));
+    json_line_add_double(&line, "progress", 0.0);
+    json_line_end(&line);
+    metrics_offer_step(&shim_metrics, &line, log_monotonic_seconds());
+}
+
+void shim_events_snapshot(const char *checkpoint_path, const struct content_identity *identity,
+                          bool written)
+{
+    if (!metrics_writer_enabled(&shim_metrics))
+        return;
+    struct json_line line;
+    json_line_begin(&line, "snapshot", shim_events_time());
+    json_line_add_string(&line, "checkpoint", checkpoint_path);
+    json_line_add_uint(&line, "size", identity->size);
+    char hash[17];
+    snprintf(hash, sizeof hash, "%016llx", (unsigned long long)identity->hash);
+    json_line_add_string(&line, "hash", hash);
+    json_line_add_bool(&line, "written", written);
+    json_line_end(&line);
+    metrics_write_event(&shim_metrics, &line);
+}
+
+void shim_events_restore(const char *checkpoint_path, int status)
+{
+    if (!metrics_writer_enabled(&shim_metrics))
+        return;
+    struct json_line line;
+    json_line_begin(&line, "restore", shim_events_time());
+    json_line_add_string(&line, "checkpoint", checkpoint_path);
+    json_line_add_bool(&line, "restored", status == 0);
+    json_line_end(&line);
+    metrics_write_event(&shim_metrics, &line);
+}
+
+void shim_events_exit(int status, const char *why)
+{
+    if (!metrics_writer_enabled(&shim_metrics))
+        return;
+    metrics_flush_latest_step(&shim_metrics);
+    struct json_line line;
+    json_line_begin(&line, "exit", shim_events_time());
+    json_line_add_int(&line, "status", status);
+    json_line_add_string(&line, "why", why);
+    json_line_end(&line);
+    metrics_write_event(&shim_metrics, &line);
+}

@@ -1,0 +1,22 @@
+/* events.h - the machine-readable metrics file (ADAPTDL_METRICS_FILE, SPEC
+ * §9): one JSON line per optimizer step (rate-limited, the latest always
+ * written before exit) and one per event (pass begin/end, snapshot,
+ * restore, exit). */
+#ifndef ADAPTSHIM_EVENTS_H
+#define ADAPTSHIM_EVENTS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "state_store.h"
+#include "step_monitor.h"
+
+void shim_events_open(void);
+void shim_events_step(const struct agreed_step *step, const struct grad_noise_state *noise,
+                      uint64_t epoch, bool local_bsz_known);
+void shim_events_snapshot(const char *checkpoint_path, const struct content_identity *identity,
+                          bool written);
+void shim_events_restore(const char *checkpoint_path, int status);
+void shim_events_exit(int status, const char *why);
+
+#endif
