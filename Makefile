@@ -7,7 +7,7 @@ DESTDIR ?=
 BUILD   ?= build
 
 CC      ?= gcc
-PKGS    := msgpack
+PKGS    := msgpack nlopt
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null)
