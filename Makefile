@@ -20,7 +20,7 @@ ELF_LIBS   := $(shell pkg-config --libs libelf 2>/dev/null)
 WARNINGS := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
             -Wno-unused-parameter
 BASE_CFLAGS := -std=gnu11 -O2 -g -fPIC -fvisibility=hidden -D_GNU_SOURCE \
-               -ftls-model=initial-exec $(WARNINGS)
+               -ftls-model=initial-exec -fopenmp-simd $(WARNINGS)
 CFLAGS_ALL := $(BASE_CFLAGS) $(CFLAGS) -Iruntime $(PKG_CFLAGS)
 
 RUNTIME_SRC := $(sort $(wildcard runtime/*.c))

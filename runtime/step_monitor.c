@@ -23,12 +23,16 @@ void step_monitor_init(struct step_monitor *monitor, struct piggyback_transport 
     monitor->replicas = replicas == 0 ? 1 : replicas;
     monitor->drain_seconds = drain_seconds;
     monitor->step_started = now;
+    monitor->measure_period = 1;
+    monitor->measuring = true;
     grad_noise_init(&monitor->noise, initial_global_bsz);
 }
 
 void step_monitor_gradient(struct step_monitor *monitor, const void *communicator,
-                           double local_sqr, double total_sqr, double seconds)
+                           double local_sqr, double total_sqr, double seconds,
+                           double norm_seconds)
 {
+    monitor->norm_time += norm_seconds;
     if (!monitor->in_step) {
         monitor->in_step = true;
         monitor->step_communicator = communicator;
@@ -42,8 +46,8 @@ void step_monitor_gradient(struct step_monitor *monitor, const void *communicato
 
 void step_monitor_gradient_pair(struct step_monitor *monitor, double mean_sqr, bool valid)
 {
-    if (monitor->gradient_pieces == 1)
-        monitor->pair_valid = valid;   /* the first piece of the step decides */
+    if (monitor->gradient_pieces == 0)
+        monitor->pair_valid = valid;   /* the step's first piece (not counted yet) */
     else
         monitor->pair_valid = monitor->pair_valid && valid;
     monitor->pair_mean_sqr += mean_sqr;
@@ -53,7 +57,8 @@ void step_monitor_gradient_pair(struct step_monitor *monitor, double mean_sqr, b
 static void step_monitor_single_replica_statistics(struct step_monitor *monitor,
                                                    uint64_t records)
 {
-    if (monitor->replicas != 1 || monitor->gradient_pieces == 0 || records == 0)
+    if (monitor->replicas != 1 || monitor->gradient_pieces == 0 || records == 0 ||
+        !monitor->measuring)
         return;
     if (!monitor->pair_valid)
         grad_noise_forget_previous(&monitor->noise);
@@ -88,10 +93,18 @@ static void step_monitor_take_sums(struct step_monitor *monitor)
     step->local_sqr_mean = sums[PIGGYBACK_LOCAL_SQR] / replicas;
     step->total_sqr = sums[PIGGYBACK_TOTAL_SQR] / replicas;
     monitor->has_last = true;
-    /* Statistics only from steps in which every replica had gradients: a
-     * partial step mixes replicas that did and did not reduce. */
-    if (monitor->replicas >= 2 && step->replicas_with_gradient == monitor->replicas &&
-        step->global_records > 0)
+    bool measured = llround(sums[PIGGYBACK_MEASURED]) == (long long)monitor->replicas;
+    if (measured && step->step_time > 0) {
+        double norm_time = sums[PIGGYBACK_NORM_TIME] / replicas;
+        double period = ceil(norm_time / (STEP_MEASURE_BUDGET * step->step_time));
+        monitor->measure_period = period < 1                         ? 1
+                                  : period > STEP_MEASURE_PERIOD_MAX ? STEP_MEASURE_PERIOD_MAX
+                                                                     : (uint64_t)period;
+    }
+    /* Statistics only from measured steps in which every replica had
+     * gradients: a partial step mixes replicas that did and did not reduce. */
+    if (measured && monitor->replicas >= 2 &&
+        step->replicas_with_gradient == monitor->replicas && step->global_records > 0)
         step->statistics_updated = grad_noise_update_replicas(
             &monitor->noise, step->local_sqr_mean, step->total_sqr, monitor->replicas,
             step->global_records / monitor->replicas, step->global_records);
@@ -140,6 +153,8 @@ enum step_action step_monitor_boundary(struct step_monitor *monitor, double now,
     send[PIGGYBACK_RECORDS] = (double)records;
     send[PIGGYBACK_STEP_TIME] = now - monitor->step_started;
     send[PIGGYBACK_SYNC_TIME] = monitor->sync_time;
+    send[PIGGYBACK_MEASURED] = monitor->measuring && monitor->gradient_pieces > 0 ? 1.0 : 0.0;
+    send[PIGGYBACK_NORM_TIME] = monitor->norm_time;
     monitor->posted_local_records = records;
     step_monitor_single_replica_statistics(monitor, records);
 
@@ -155,6 +170,12 @@ enum step_action step_monitor_boundary(struct step_monitor *monitor, double now,
     monitor->committed_since_boundary = false;
     monitor->pair_mean_sqr = 0;
     monitor->pair_valid = false;
+    monitor->norm_time = 0;
+    /* the step starting now is number boundaries + 1; with one replica the
+     * difference estimator needs the step before a measured one too */
+    uint64_t next = monitor->boundaries + 1;
+    monitor->measuring = next % monitor->measure_period == 0 ||
+                         (monitor->replicas == 1 && (next + 1) % monitor->measure_period == 0);
 
     if (stop)
         return STEP_STOP;

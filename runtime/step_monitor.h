@@ -41,6 +41,8 @@ enum piggyback_field {
     PIGGYBACK_STEP_TIME,         /* seconds from the previous boundary */
     PIGGYBACK_SYNC_TIME,         /* seconds inside gradient all-reduces */
     PIGGYBACK_PROGRESS,          /* statistical progress (batch-size control) */
+    PIGGYBACK_MEASURED,          /* replicas that measured gradient norms this step */
+    PIGGYBACK_NORM_TIME,         /* seconds spent measuring them */
     PIGGYBACK_FIELD_COUNT
 };
 
@@ -88,6 +90,14 @@ struct step_monitor {
     uint64_t gradient_pieces;
     uint64_t records_at_step_start;
     bool committed_since_boundary;
+    /* Norms cost a pass over the gradient: they are measured on one step in
+     * `measure_period` (two consecutive ones with K = 1), the period chosen
+     * from the agreed sums so that measuring costs at most
+     * STEP_MEASURE_BUDGET of the step time.  Every replica derives the same
+     * period at the same boundary, so all measure the same steps. */
+    uint64_t measure_period;
+    bool measuring;              /* the step in progress is measured */
+    double norm_time;            /* seconds spent measuring this step */
     /* K = 1: |(a + b)/2|^2 of this step's gradient with the previous one's */
     double pair_mean_sqr;
     bool pair_valid;
@@ -111,17 +121,30 @@ struct step_monitor {
     bool has_last;
 };
 
+/* Share of the step time that measuring gradient norms may take. */
+#define STEP_MEASURE_BUDGET 0.005
+#define STEP_MEASURE_PERIOD_MAX 1000
+
 void step_monitor_init(struct step_monitor *monitor, struct piggyback_transport transport,
                        uint32_t replicas, uint64_t initial_global_bsz, double drain_seconds,
                        double now);
 
+/* True when the step in progress measures its gradient norms. */
+static inline bool step_monitor_measuring(const struct step_monitor *monitor)
+{
+    return monitor->measuring;
+}
+
 /* A gradient all-reduce piece completed on `communicator`: squared norms of
- * this replica's input and of the result divided by K, and the seconds it
+ * this replica's input and of the result divided by K (0 when the step is
+ * not measured), the seconds the all-reduce took and the seconds measuring
  * took.  Starts a step if none is in progress. */
 void step_monitor_gradient(struct step_monitor *monitor, const void *communicator,
-                           double local_sqr, double total_sqr, double seconds);
+                           double local_sqr, double total_sqr, double seconds,
+                           double norm_seconds);
 
-/* K = 1 only: this step's piece and the previous step's same piece give
+/* K = 1 only, called before step_monitor_gradient() for the same piece:
+ * this step's piece and the previous step's same piece give
  * |(a + b)/2|^2 = mean_sqr; `valid` false when the previous step had no such
  * piece (first step, other sizes).  The difference estimator of AdaptDL
  * then runs at the boundary (grad_noise_update_consecutive). */

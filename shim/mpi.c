@@ -21,6 +21,7 @@
 #include "real_functions.h"
 #include "shim.h"
 #include "steps.h"
+#include "vector_norm.h"
 
 struct shim_pmpi {
     int (*init)(int *, char ***);
@@ -196,17 +197,9 @@ static bool shim_is_gradient(const void *send, int count, MPI_Datatype type, MPI
 
 static double shim_squared_norm(const void *buffer, int count, MPI_Datatype type)
 {
-    double sum = 0;
-    if (type == handles.float_type) {
-        const float *values = buffer;
-        for (int i = 0; i < count; i++)
-            sum += (double)values[i] * (double)values[i];
-    } else {
-        const double *values = buffer;
-        for (int i = 0; i < count; i++)
-            sum += values[i] * values[i];
-    }
-    return sum;
+    if (type == handles.float_type)
+        return squared_norm_float(buffer, (size_t)count);
+    return squared_norm_double(buffer, (size_t)count);
 }
 
 static int shim_communicator_size(MPI_Comm communicator)
@@ -231,19 +224,22 @@ struct shim_previous_piece {
     void *data;
     int count;
     MPI_Datatype type;
+    uint64_t step;               /* the step it was copied in */
 };
 static struct shim_previous_piece shim_previous_pieces[SHIM_PIECES_KEPT];
 
 static void shim_single_replica_pair(const void *gradient, int count, MPI_Datatype type)
 {
-    uint64_t index = shim_monitor.gradient_pieces - 1;  /* this piece, just counted */
+    uint64_t index = shim_monitor.gradient_pieces;  /* this piece, not counted yet */
     if (index >= SHIM_PIECES_KEPT) {
         step_monitor_gradient_pair(&shim_monitor, 0, false);
         return;
     }
     struct shim_previous_piece *previous = &shim_previous_pieces[index];
     size_t element = type == handles.float_type ? sizeof(float) : sizeof(double);
-    bool valid = previous->data != NULL && previous->count == count && previous->type == type;
+    uint64_t step = shim_monitor.boundaries + 1;
+    bool valid = previous->data != NULL && previous->count == count &&
+                 previous->type == type && previous->step + 1 == step;
     double mean_sqr = 0;
     if (valid) {
         for (int i = 0; i < count; i++) {
@@ -268,6 +264,7 @@ static void shim_single_replica_pair(const void *gradient, int count, MPI_Dataty
         previous->type = type;
     }
     memcpy(previous->data, gradient, (size_t)count * element);
+    previous->step = step;
 }
 
 SHIM_EXPORT int MPI_Allreduce(const void *send, void *receive, int count, MPI_Datatype type,
@@ -282,19 +279,24 @@ SHIM_EXPORT int MPI_Allreduce(const void *send, void *receive, int count, MPI_Da
     }
     /* with MPI_IN_PLACE the input is in the receive buffer and is overwritten */
     const void *input = send == MPI_IN_PLACE ? receive : send;
-    double local_sqr = shim_squared_norm(input, count, type);
+    bool measuring = step_monitor_measuring(&shim_monitor);
+    double before = log_monotonic_seconds();
+    double local_sqr = measuring ? shim_squared_norm(input, count, type) : 0;
     double started = log_monotonic_seconds();
     int result = pmpi.allreduce(send, receive, count, type, op, communicator);
-    double seconds = log_monotonic_seconds() - started;
+    double finished = log_monotonic_seconds();
     if (result == MPI_SUCCESS) {
         int replicas = shim_communicator_size(communicator);
-        double total_sqr = shim_squared_norm(receive, count, type) / ((double)replicas *
-                                                                       (double)replicas);
-        step_monitor_gradient(&shim_monitor, communicator, local_sqr, total_sqr, seconds);
-        if (replicas == 1)
+        double total_sqr = measuring ? shim_squared_norm(receive, count, type) /
+                                           ((double)replicas * (double)replicas)
+                                     : 0;
+        if (measuring && replicas == 1)
             shim_single_replica_pair(receive, count, type);
+        double norm_seconds = (started - before) + (log_monotonic_seconds() - finished);
+        step_monitor_gradient(&shim_monitor, communicator, local_sqr, total_sqr,
+                              finished - started, norm_seconds);
         log_trace("gradient all-reduce: %d elements, |local|^2 %g, |mean|^2 %g, %.6f s",
-                  count, local_sqr, total_sqr, seconds);
+                  count, local_sqr, total_sqr, finished - started);
     }
     return result;
 }
@@ -308,6 +310,8 @@ struct shim_pending_gradient {
     MPI_Datatype type;
     double local_sqr;
     double started;
+    bool measuring;
+    double norm_seconds;
 };
 #define SHIM_PENDING_MAX 256
 static struct shim_pending_gradient shim_pending[SHIM_PENDING_MAX];
@@ -325,7 +329,9 @@ SHIM_EXPORT int MPI_Iallreduce(const void *send, void *receive, int count, MPI_D
         return pmpi.iallreduce(send, receive, count, type, op, communicator, request);
     }
     const void *input = send == MPI_IN_PLACE ? receive : send;
-    double local_sqr = shim_squared_norm(input, count, type);
+    bool measuring = step_monitor_measuring(&shim_monitor);
+    double before = log_monotonic_seconds();
+    double local_sqr = measuring ? shim_squared_norm(input, count, type) : 0;
     double started = log_monotonic_seconds();
     int result = pmpi.iallreduce(send, receive, count, type, op, communicator, request);
     if (result == MPI_SUCCESS) {
@@ -333,7 +339,8 @@ SHIM_EXPORT int MPI_Iallreduce(const void *send, void *receive, int count, MPI_D
         if (shim_pending_count < SHIM_PENDING_MAX)
             shim_pending[shim_pending_count++] = (struct shim_pending_gradient){
                 .request = *request, .communicator = communicator, .receive = receive,
-                .count = count, .type = type, .local_sqr = local_sqr, .started = started};
+                .count = count, .type = type, .local_sqr = local_sqr, .started = started,
+                .measuring = measuring, .norm_seconds = started - before};
         pthread_mutex_unlock(&shim_pending_lock);
     }
     return result;
@@ -359,10 +366,15 @@ static void shim_request_completed(MPI_Request request)
     if (!found)
         return;
     double replicas = (double)shim_communicator_size(done.communicator);
-    double total_sqr = shim_squared_norm(done.receive, done.count, done.type) /
-                       (replicas * replicas);
+    double completed = log_monotonic_seconds();
+    double total_sqr = done.measuring ? shim_squared_norm(done.receive, done.count, done.type) /
+                                            (replicas * replicas)
+                                      : 0;
+    if (done.measuring && replicas == 1)
+        shim_single_replica_pair(done.receive, done.count, done.type);
+    double norm_seconds = done.norm_seconds + (log_monotonic_seconds() - completed);
     step_monitor_gradient(&shim_monitor, done.communicator, done.local_sqr, total_sqr,
-                          log_monotonic_seconds() - done.started);
+                          completed - done.started, norm_seconds);
 }
 
 SHIM_EXPORT int MPI_Wait(MPI_Request *request, MPI_Status *status)

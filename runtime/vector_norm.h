@@ -1,0 +1,12 @@
+/* vector_norm.h - squared Euclidean norms of gradient buffers, fast enough to
+ * run on every gradient all-reduce (SPEC §10: a trainer's step time within
+ * 1% of its time without the shim). */
+#ifndef ADAPTSHIM_VECTOR_NORM_H
+#define ADAPTSHIM_VECTOR_NORM_H
+
+#include <stddef.h>
+
+double squared_norm_float(const float *values, size_t count);
+double squared_norm_double(const double *values, size_t count);
+
+#endif
