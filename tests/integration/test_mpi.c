@@ -524,3 +524,35 @@ Test(mpi, metrics_file_has_step_lines_and_the_stop, .timeout = 180)
         free(path);
     }
 }
+
+/* ADAPTDL_DRAIN: after the stop is agreed the ranks run on until the step
+ * after the trainer's next checkpoint commit (rank 0 commits every 25
+ * steps here), so the last step lies just after a commit. */
+Test(mpi, drain_runs_on_to_the_next_checkpoint_commit, .timeout = 180)
+{
+    struct mpi_job job;
+    mpi_job_init(&job, 4000);
+    char *drain[] = {"ADAPTDL_DRAIN=60", NULL};
+    char *every[] = {"--checkpoint-every", "25", NULL};
+    pid_t pid = mpi_job_start(&job, 2, "run", "50", "2000", every, drain);
+    wait_for_steps(&job, "run", 30);
+    kill(pid, SIGUSR1);
+    cr_expect_eq(harness_wait(pid, 120), 143);
+    char *path = mpi_ids_path(&job, "run", 0);
+    struct id_log log;
+    harness_read_id_log(path, &log);
+    uint64_t last_checkpoint = 0, last_step = 0;
+    for (size_t i = 0; i < log.count; i++) {
+        if (log.events[i].kind == ID_EVENT_CHECKPOINT)
+            last_checkpoint = log.events[i].value;
+        if (log.events[i].kind == ID_EVENT_STEP)
+            last_step = log.events[i].value;
+    }
+    cr_expect_gt(last_checkpoint, 0);
+    cr_expect(last_step >= last_checkpoint && last_step - last_checkpoint <= 2,
+              "stopped at step %llu, last commit at step %llu",
+              (unsigned long long)last_step, (unsigned long long)last_checkpoint);
+    id_log_free(&log);
+    free(path);
+    expect_same_last_step(&job, "run", 2);
+}
