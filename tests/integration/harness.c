@@ -311,3 +311,22 @@ char *harness_read_output(const char *path)
     char *text = harness_read_file(path, NULL);
     return text ? text : strdup("");
 }
+
+uint64_t harness_fnv1a(const void *data, size_t size)
+{
+    const unsigned char *bytes = data;
+    uint64_t hash = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < size; i++) {
+        hash ^= bytes[i];
+        hash *= 0x100000001b3ULL;
+    }
+    return hash;
+}
+
+size_t harness_count_occurrences(const char *text, const char *needle)
+{
+    size_t count = 0;
+    for (const char *at = text; (at = strstr(at, needle)) != NULL; at += strlen(needle))
+        count++;
+    return count;
+}

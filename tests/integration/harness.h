@@ -70,4 +70,9 @@ uint64_t harness_resumed_step(const char *output);
 /* Reads the whole stdout file of a started process. */
 char *harness_read_output(const char *path);
 
+/* FNV-1a 64 of a buffer (what the probe programs print). */
+uint64_t harness_fnv1a(const void *data, size_t size);
+/* How many times needle occurs in text, without overlaps. */
+size_t harness_count_occurrences(const char *text, const char *needle);
+
 #endif

@@ -22,28 +22,9 @@
 #define RECORDS 200
 #define CHECKPOINT_SIZE (32 + 4 * DIM) /* sgd_read: 32-byte header + float w[DIM] */
 
-static uint64_t fnv1a(const void *data, size_t size)
-{
-    const unsigned char *p = data;
-    uint64_t hash = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < size; i++) {
-        hash ^= p[i];
-        hash *= 0x100000001b3ULL;
-    }
-    return hash;
-}
-
-static size_t count_occurrences(const char *text, const char *needle)
-{
-    size_t count = 0;
-    for (const char *at = text; (at = strstr(at, needle)) != NULL; at += strlen(needle))
-        count++;
-    return count;
-}
-
 static size_t count_lines(const char *text)
 {
-    return count_occurrences(text, "\n");
+    return harness_count_occurrences(text, "\n");
 }
 
 static void run_program(struct run_result *result, const char *program, char *const arguments[],
@@ -91,7 +72,7 @@ static void check_bad_record_size(const char *mode)
     cr_expect(strstr(result.err, expected_error) != NULL, "%s: the trainer sees EINVAL: %s", mode,
               result.err);
     /* every shim error line names the file, its size, header and record size */
-    cr_expect_geq(count_occurrences(result.err, "error:"), 1, "%s: no error line: %s", mode,
+    cr_expect_geq(harness_count_occurrences(result.err, "error:"), 1, "%s: no error line: %s", mode,
                   result.err);
     char size_text[32];
     snprintf(size_text, sizeof size_text, "%d", HEADER_SIZE + RECORDS * RECORD_SIZE);
@@ -122,7 +103,7 @@ Test(bad_input, record_size_not_dividing_payload_is_einval_with_one_error_line)
     char *arguments[] = {"read", path, NULL};
     struct run_result result;
     run_program(&result, "trainers/plain_reader", arguments, environment, true);
-    cr_expect_eq(count_occurrences(result.err, "error:"), 1, "one error line: %s", result.err);
+    cr_expect_eq(harness_count_occurrences(result.err, "error:"), 1, "one error line: %s", result.err);
     cr_expect_eq(count_lines(result.err), 2, "the shim's line and plain_reader's: %s",
                  result.err);
     run_result_free(&result);
@@ -149,7 +130,7 @@ Test(bad_input, record_size_error_is_logged_once_with_stat_then_fopen)
     struct run_result result;
     run_program(&result, "trainers/plain_reader", arguments, environment, true);
     cr_expect_eq(result.status, 1);
-    cr_expect_eq(count_occurrences(result.err, "error:"), 1, "one error line: %s", result.err);
+    cr_expect_eq(harness_count_occurrences(result.err, "error:"), 1, "one error line: %s", result.err);
     run_result_free(&result);
     free(path);
 }
@@ -167,7 +148,7 @@ Test(bad_input, tail_drop_reads_the_whole_records)
     size_t view_size = HEADER_SIZE + (file_size - HEADER_SIZE) / BAD_RECORD_SIZE * BAD_RECORD_SIZE;
     char expected[128];
     snprintf(expected, sizeof expected, "size %zu bytes %zu hash %016" PRIx64 "\n", view_size,
-             view_size, fnv1a(file, view_size));
+             view_size, harness_fnv1a(file, view_size));
     const char *modes[] = {"read", "stdio-fread", "pread"};
     for (size_t i = 0; i < 3; i++) {
         char *arguments[] = {(char *)modes[i], path, NULL};
@@ -234,15 +215,15 @@ Test(bad_input, data_file_opened_for_writing_is_not_virtualized)
     run_program(&result, "tools/fd_probe", arguments, environment, true);
     cr_assert_eq(result.status, 0, "%s", result.err);
     char expected[512];
-    uint64_t hash = fnv1a(before, file_size);
+    uint64_t hash = harness_fnv1a(before, file_size);
     snprintf(expected, sizeof expected,
              "fstat_size %zu\nseek_end %zu\nread whole %zu %016" PRIx64 "\n"
              "read stdio %zu %016" PRIx64 "\n",
              file_size, file_size, file_size, hash, file_size, hash);
     cr_expect_str_eq(result.out, expected, "O_RDWR and \"r+\" see the physical file");
     /* a warning per write-open, each naming the file */
-    cr_expect_eq(count_occurrences(result.err, "warn:"), 2, "%s", result.err);
-    cr_expect_eq(count_occurrences(result.err, path), 2, "the warnings name %s: %s", path,
+    cr_expect_eq(harness_count_occurrences(result.err, "warn:"), 2, "%s", result.err);
+    cr_expect_eq(harness_count_occurrences(result.err, path), 2, "the warnings name %s: %s", path,
                  result.err);
     cr_expect(strstr(result.err, "writing") != NULL, "%s", result.err);
     size_t after_size;
@@ -498,8 +479,8 @@ Test(bad_input, save_without_checkpoint_path_warns_and_runs_normally)
                          resume);
         cr_expect(strstr(shimmed.err, "ADAPTDL_SAVE") && strstr(shimmed.err, "ADAPTDL_CHECKPOINT_PATH"),
                   "the warning names both variables: %s", shimmed.err);
-        cr_expect_geq(count_occurrences(shimmed.err, "warn:"), 1, "%s", shimmed.err);
-        cr_expect_eq(count_occurrences(shimmed.err, "error:"), 0, "%s", shimmed.err);
+        cr_expect_geq(harness_count_occurrences(shimmed.err, "warn:"), 1, "%s", shimmed.err);
+        cr_expect_eq(harness_count_occurrences(shimmed.err, "error:"), 0, "%s", shimmed.err);
         expect_checkpoint_intact(t.checkpoint, resume ? 80 : 40);
         size_t a_size, b_size;
         char *a = harness_read_file(t.checkpoint, &a_size);

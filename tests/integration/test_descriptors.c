@@ -33,17 +33,6 @@
 #define VIEW_SIZE (HEADER_SIZE + VIEW_RECORDS * RECORD_SIZE)
 #define OTHER_TEXT "a file that is not data\nsecond line\n"
 
-static uint64_t fnv1a(const void *data, size_t size)
-{
-    const unsigned char *p = data;
-    uint64_t hash = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < size; i++) {
-        hash ^= p[i];
-        hash *= 0x100000001b3ULL;
-    }
-    return hash;
-}
-
 struct setup {
     const char *directory;
     size_t record_size;
@@ -144,7 +133,7 @@ static void expect_read(const char *output, const char *label, const void *bytes
 {
     char expected[128];
     snprintf(expected, sizeof expected, "read %s %zu %016" PRIx64 "\n", label, size,
-             fnv1a(bytes, size));
+             harness_fnv1a(bytes, size));
     cr_expect(strstr(output, expected) != NULL, "%s: expected \"%.*s\" in\n%s", what,
               (int)strlen(expected) - 1, expected, output);
 }

@@ -210,6 +210,25 @@ static unsigned *count_committed_records(struct run_record *records, unsigned ru
     return counts;
 }
 
+/* The interrupted run ends with exactly the uninterrupted run's weights. */
+static void expect_same_final_weights(const struct resume_setup *reference,
+                                      const struct resume_setup *setup)
+{
+    char *expected = harness_path_in(reference->directory, "final0");
+    char *actual = harness_path_in(setup->directory, "final0");
+    size_t expected_size, actual_size;
+    char *expected_bytes = harness_read_file(expected, &expected_size);
+    char *actual_bytes = harness_read_file(actual, &actual_size);
+    cr_assert(expected_bytes && actual_bytes);
+    cr_assert_eq(expected_size, actual_size);
+    cr_expect_eq(memcmp(expected_bytes, actual_bytes, actual_size), 0,
+                 "final weights differ from the uninterrupted run");
+    free(expected);
+    free(actual);
+    free(expected_bytes);
+    free(actual_bytes);
+}
+
 Test(resume, killed_k1_run_equals_uninterrupted_run_bit_for_bit, .timeout = 240)
 {
     struct resume_setup reference;
@@ -234,15 +253,7 @@ Test(resume, killed_k1_run_equals_uninterrupted_run_bit_for_bit, .timeout = 240)
                          epoch, id, counts[epoch * RECORDS + id]);
     free(counts);
 
-    char *expected = harness_path_in(reference.directory, "final0");
-    char *actual = harness_path_in(setup.directory, "final0");
-    size_t expected_size, actual_size;
-    char *expected_bytes = harness_read_file(expected, &expected_size);
-    char *actual_bytes = harness_read_file(actual, &actual_size);
-    cr_assert(expected_bytes && actual_bytes);
-    cr_assert_eq(expected_size, actual_size);
-    cr_expect_eq(memcmp(expected_bytes, actual_bytes, actual_size), 0,
-                 "final weights differ from the uninterrupted run");
+    expect_same_final_weights(&reference, &setup);
 }
 
 Test(resume, replica_count_changes_between_killed_runs, .timeout = 240)
@@ -334,15 +345,7 @@ Test(resume, continue_mode_stdio_trainer_equals_uninterrupted_run, .timeout = 24
             cr_expect_eq(counts[epoch * RECORDS + id], 1, "epoch %u record %u seen %u times",
                          epoch, id, counts[epoch * RECORDS + id]);
     free(counts);
-    char *expected = harness_path_in(reference.directory, "final0");
-    char *actual = harness_path_in(setup.directory, "final0");
-    size_t expected_size, actual_size;
-    char *expected_bytes = harness_read_file(expected, &expected_size);
-    char *actual_bytes = harness_read_file(actual, &actual_size);
-    cr_assert(expected_bytes && actual_bytes);
-    cr_assert_eq(expected_size, actual_size);
-    cr_expect_eq(memcmp(expected_bytes, actual_bytes, actual_size), 0,
-                 "final weights differ from the uninterrupted run");
+    expect_same_final_weights(&reference, &setup);
 }
 
 /* bigram_text reads newline records with fgets through the shim's stdio

@@ -33,25 +33,6 @@ static const char *const reader_programs[] = {
 };
 #define READER_PROGRAM_COUNT (sizeof reader_programs / sizeof reader_programs[0])
 
-static uint64_t fnv1a(const void *data, size_t size)
-{
-    const unsigned char *p = data;
-    uint64_t hash = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < size; i++) {
-        hash ^= p[i];
-        hash *= 0x100000001b3ULL;
-    }
-    return hash;
-}
-
-static size_t count_occurrences(const char *text, const char *needle)
-{
-    size_t count = 0;
-    for (const char *at = text; (at = strstr(at, needle)) != NULL; at += strlen(needle))
-        count++;
-    return count;
-}
-
 struct dataset {
     const char *directory;
     char *path;
@@ -179,7 +160,7 @@ static void check_mmap(const struct dataset *data, const char *program)
     cr_assert_eq(plain.status, 0);
     cr_expect_eq(shimmed.status, 0, "%s", shimmed.err);
     cr_expect_str_eq(shimmed.out, plain.out);
-    cr_expect_eq(count_occurrences(shimmed.err, "warn:"), 1, "one warning: %s", shimmed.err);
+    cr_expect_eq(harness_count_occurrences(shimmed.err, "warn:"), 1, "one warning: %s", shimmed.err);
     cr_expect(strstr(shimmed.err, "mmap") && strstr(shimmed.err, data->path),
               "the warning names mmap and the file: %s", shimmed.err);
     run_result_free(&plain);
@@ -205,9 +186,9 @@ static void check_mmap(const struct dataset *data, const char *program)
     cr_expect_lt((size_t)size, file_size, "fstat reports the (smaller) view: %lld", size);
     cr_expect_eq(bytes, (unsigned long long)size);
     char expected[32];
-    snprintf(expected, sizeof expected, "%016" PRIx64, fnv1a(file, (size_t)size));
+    snprintf(expected, sizeof expected, "%016" PRIx64, harness_fnv1a(file, (size_t)size));
     cr_expect_str_eq(hash_text, expected, "the mapping shows the physical file");
-    cr_expect_eq(count_occurrences(shimmed.err, "warn:"), 1, "one warning: %s", shimmed.err);
+    cr_expect_eq(harness_count_occurrences(shimmed.err, "warn:"), 1, "one warning: %s", shimmed.err);
     free(file);
     run_result_free(&shimmed);
 }
