@@ -92,9 +92,11 @@ $(BUILD)/asan/tests/unit/%.o: tests/unit/%.c
 	@$(CC) $(CFLAGS_ALL) -MMD -MP $(ASAN_FLAGS) $(CRITERION_CFLAGS) -Wno-missing-prototypes -c $< -o $@
 
 $(UNIT): $(UNIT_OBJ) $(ARCHIVE)
+	@mkdir -p $(dir $@)
 	$(CC) -o $@ $(UNIT_OBJ) $(ARCHIVE) $(CRITERION_LIBS) $(PKG_LIBS) -ldl -lpthread -lm
 
 $(UNIT_ASAN): $(UNIT_ASAN_OBJ) $(ASAN_ARCHIVE)
+	@mkdir -p $(dir $@)
 	$(CC) $(ASAN_FLAGS) -o $@ $(UNIT_ASAN_OBJ) $(ASAN_ARCHIVE) $(CRITERION_LIBS) $(PKG_LIBS) -ldl -lpthread -lm
 
 # Example trainers are plain user programs: no adaptshim header, no runtime.
