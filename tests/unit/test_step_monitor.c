@@ -1,0 +1,197 @@
+/* test_step_monitor.c - the step protocol with K replicas in one process: a
+ * fake transport sums what every replica posted in the same round, as
+ * MPI_Iallreduce would.  Checks that every replica stops at the same
+ * boundary, that draining waits for a commit, that the agreed numbers are
+ * the sums, and that measuring follows one agreed period. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <string.h>
+
+#include "step_monitor.h"
+
+#define MAX_REPLICAS 4
+
+struct fake_round {
+    double sums[PIGGYBACK_FIELD_COUNT];
+    int posted;
+};
+
+struct fake_network {
+    struct fake_round rounds[1024];
+    int round_of[MAX_REPLICAS];      /* next round each replica posts to */
+    double *receive_of[MAX_REPLICAS];
+    int pending_round[MAX_REPLICAS];
+};
+
+struct fake_endpoint {
+    struct fake_network *network;
+    int replica;
+};
+
+static int fake_post(void *context, const double *send, double *receive, int count)
+{
+    struct fake_endpoint *endpoint = context;
+    struct fake_network *network = endpoint->network;
+    int round = network->round_of[endpoint->replica]++;
+    for (int i = 0; i < count; i++)
+        network->rounds[round].sums[i] += send[i];
+    network->rounds[round].posted++;
+    network->receive_of[endpoint->replica] = receive;
+    network->pending_round[endpoint->replica] = round;
+    return 0;
+}
+
+static int fake_complete(void *context)
+{
+    struct fake_endpoint *endpoint = context;
+    struct fake_network *network = endpoint->network;
+    int round = network->pending_round[endpoint->replica];
+    memcpy(network->receive_of[endpoint->replica], network->rounds[round].sums,
+           sizeof network->rounds[round].sums);
+    return 0;
+}
+
+struct cluster {
+    struct fake_network network;
+    struct fake_endpoint endpoints[MAX_REPLICAS];
+    struct step_monitor monitors[MAX_REPLICAS];
+    int replicas;
+};
+
+static void cluster_init(struct cluster *cluster, int replicas, double drain)
+{
+    memset(cluster, 0, sizeof *cluster);
+    cluster->replicas = replicas;
+    for (int r = 0; r < replicas; r++) {
+        cluster->endpoints[r] = (struct fake_endpoint){&cluster->network, r};
+        step_monitor_init(&cluster->monitors[r],
+                          (struct piggyback_transport){&cluster->endpoints[r], fake_post,
+                                                       fake_complete},
+                          (uint32_t)replicas, 8, drain, 0.0);
+    }
+}
+
+/* One step on every replica: a gradient piece, then the boundary (all
+ * replicas post before any completes, as the collective order guarantees).
+ * Returns how many replicas were told to stop. */
+static int cluster_step(struct cluster *cluster, int step, bool exit_on_replica_1,
+                        bool commit_on_replica_0)
+{
+    static const int communicator;
+    int stops = 0;
+    for (int r = 0; r < cluster->replicas; r++) {
+        struct step_monitor *monitor = &cluster->monitors[r];
+        bool measuring = step_monitor_measuring(monitor);
+        step_monitor_gradient(monitor, &communicator, measuring ? 2.0 + r : 0,
+                              measuring ? 1.0 : 0, 0.001, measuring ? 0.0001 : 0);
+        if (commit_on_replica_0 && r == 0)
+            step_monitor_note_commit(monitor);
+        if (step_monitor_boundary(monitor, 0.01 * step, (uint64_t)(step * 4),
+                                  exit_on_replica_1 && r == 1, false) == STEP_STOP)
+            stops++;
+    }
+    return stops;
+}
+
+Test(step_monitor, a_stop_on_one_replica_stops_every_replica_at_the_same_boundary)
+{
+    struct cluster cluster;
+    cluster_init(&cluster, 3, 0);
+    for (int step = 1; step <= 5; step++)
+        cr_assert_eq(cluster_step(&cluster, step, false, false), 0);
+    cr_assert_eq(cluster_step(&cluster, 6, true, false), 0, "the request travels first");
+    cr_expect_eq(cluster_step(&cluster, 7, false, false), 3,
+                 "every replica stops at the next boundary");
+}
+
+Test(step_monitor, drain_waits_for_the_next_commit)
+{
+    struct cluster cluster;
+    cluster_init(&cluster, 2, 1000);
+    cluster_step(&cluster, 1, true, false);
+    for (int step = 2; step <= 6; step++)
+        cr_assert_eq(cluster_step(&cluster, step, false, false), 0, "step %d runs on", step);
+    cr_assert_eq(cluster_step(&cluster, 7, false, true), 0, "the commit travels first");
+    cr_expect_eq(cluster_step(&cluster, 8, false, false), 2, "stop after the commit");
+}
+
+Test(step_monitor, agreed_numbers_are_the_sums_over_replicas)
+{
+    struct cluster cluster;
+    cluster_init(&cluster, 2, 0);
+    cluster_step(&cluster, 1, false, false);
+    cluster_step(&cluster, 2, false, false);
+    const struct agreed_step *step = &cluster.monitors[0].last;
+    cr_assert(cluster.monitors[0].has_last);
+    cr_expect_eq(step->replicas, 2);
+    cr_expect_eq(step->replicas_with_gradient, 2);
+    cr_expect_eq(step->global_records, 8, "4 records on each replica");
+    cr_expect_eq(step->local_records, 4);
+    cr_expect(fabs(step->local_sqr_mean - 2.5) < 1e-12, "mean of 2 and 3");
+    cr_expect(fabs(step->total_sqr - 1.0) < 1e-12);
+    cr_expect(grad_noise_has_estimate(&cluster.monitors[0].noise));
+    const struct agreed_step *other = &cluster.monitors[1].last;
+    cr_expect_eq(other->global_records, step->global_records, "the same sums everywhere");
+    cr_expect_eq(other->total_sqr, step->total_sqr);
+    cr_expect_eq(other->step_time, step->step_time);
+}
+
+Test(step_monitor, every_replica_measures_the_same_steps)
+{
+    struct cluster cluster;
+    cluster_init(&cluster, 3, 0);
+    /* norm time 0.0001 s in a 0.01 s step: 1% > 0.5%, so a period of 2 */
+    for (int step = 1; step <= 40; step++) {
+        bool first = step_monitor_measuring(&cluster.monitors[0]);
+        for (int r = 1; r < 3; r++)
+            cr_assert_eq(step_monitor_measuring(&cluster.monitors[r]), first, "step %d", step);
+        cluster_step(&cluster, step, false, false);
+    }
+    cr_expect_eq(cluster.monitors[0].measure_period, 2);
+}
+
+Test(step_monitor, a_collective_on_the_step_communicator_ends_the_step)
+{
+    struct cluster cluster;
+    cluster_init(&cluster, 1, 0);
+    static const int step_communicator, other_communicator;
+    struct step_monitor *monitor = &cluster.monitors[0];
+    cr_expect_not(step_monitor_ends_step(monitor, &step_communicator), "no step yet");
+    step_monitor_gradient(monitor, &step_communicator, 1, 1, 0.001, 0);
+    cr_expect(step_monitor_ends_step(monitor, &step_communicator));
+    cr_expect_not(step_monitor_ends_step(monitor, &other_communicator));
+}
+
+Test(step_monitor, local_boundaries_count_steps_that_consumed_records)
+{
+    struct cluster cluster;
+    cluster_init(&cluster, 1, 0);
+    struct step_monitor *monitor = &cluster.monitors[0];
+    cr_expect_not(step_monitor_local_boundary(monitor, 0.5, 0), "nothing read yet");
+    cr_expect(step_monitor_local_boundary(monitor, 1.0, 16));
+    cr_expect_eq(monitor->last.local_records, 16);
+    cr_expect(fabs(monitor->last.step_time - 1.0) < 1e-12);
+    cr_expect(step_monitor_local_boundary(monitor, 1.5, 32));
+    cr_expect(fabs(monitor->last.step_time - 0.5) < 1e-12);
+}
+
+Test(step_monitor, profiles_are_bucketed_by_configuration)
+{
+    struct cluster cluster;
+    cluster_init(&cluster, 1, 0);
+    struct step_monitor *monitor = &cluster.monitors[0];
+    struct adaptdl_job_record record;
+    job_record_init(&record);
+    step_monitor_local_boundary(monitor, 1.0, 16);
+    cr_assert_eq(step_monitor_record_profile(monitor, 1, &record), 0);
+    step_monitor_local_boundary(monitor, 2.0, 32);
+    cr_assert_eq(step_monitor_record_profile(monitor, 1, &record), 0);
+    step_monitor_local_boundary(monitor, 2.5, 40);
+    cr_assert_eq(step_monitor_record_profile(monitor, 1, &record), 0);
+    cr_assert_eq(record.profile_count, 2, "batches of 16 and of 8");
+    cr_expect_eq(record.profiles[0].local_bsz, 16);
+    cr_expect_eq(record.profiles[0].count, 2);
+    cr_expect(fabs(record.profiles[0].step_time_sum - 2.0) < 1e-12);
+    cr_expect_eq(record.profiles[1].local_bsz, 8);
+    job_record_free(&record);
+}
