@@ -91,7 +91,7 @@ struct step_monitor {
     uint64_t records_at_step_start;
     bool committed_since_boundary;
     /* Norms cost a pass over the gradient: they are measured on one step in
-     * `measure_period` (two consecutive ones with K = 1), the period chosen
+     * `measure_period` (every step with K = 1), the period chosen
      * from the agreed sums so that measuring costs at most
      * STEP_MEASURE_BUDGET of the step time.  Every replica derives the same
      * period at the same boundary, so all measure the same steps. */
@@ -125,6 +125,7 @@ struct step_monitor {
 #define STEP_MEASURE_BUDGET 0.005
 #define STEP_MEASURE_PERIOD_MAX 1000
 
+/* initial_global_bsz 0: taken from the first step's global batch. */
 void step_monitor_init(struct step_monitor *monitor, struct piggyback_transport transport,
                        uint32_t replicas, uint64_t initial_global_bsz, double drain_seconds,
                        double now);

