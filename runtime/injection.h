@@ -130,13 +130,13 @@ void injection_free_environment(char **new_envp);
  *   LR_RULE_NONE      1
  *   LR_RULE_LINEAR    scale
  *   LR_RULE_SQRT      sqrt(scale)
- *   LR_RULE_ADASCALE  the_adascale_gain, computed by the caller with
+ *   LR_RULE_ADASCALE  gain_from_adascale, computed by the caller with
  *                     adascale_gain() below
  * A scale that is not finite and positive gives 1 for every rule (nothing
  * sensible to rescale by), and so does an AdaScale gain that is not finite
  * and positive. */
 double injection_learning_rate_factor(enum lr_rule rule, double scale,
-                                      double the_adascale_gain);
+                                      double gain_from_adascale);
 
 /* AdaScale's gain at `scale` (Johnson et al. 2020, as AdaptDL's
  * GradientNoiseScale.gain):
