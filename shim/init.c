@@ -177,5 +177,7 @@ SHIM_EXPORT int __libc_start_main(main_function main, int argc, char **argv,
         sysio_write_all(STDERR_FILENO, line, (size_t)length);
         _exit(2);
     }
+    if (shim_configured())
+        shim_inject_batch_size(&argc, &argv);
     return real_start(main, argc, argv, init, fini, rtld_fini, stack_end);
 }

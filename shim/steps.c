@@ -107,6 +107,20 @@ static uint64_t shim_train_records_consumed(void)
     return total;
 }
 
+struct adaptdl_job_record *shim_steps_job_record(void)
+{
+    return &shim_job_record;
+}
+
+void shim_steps_save_job_record(const char *why)
+{
+    const char *directory = shim_session.config.checkpoint_path;
+    char error[512];
+    if (directory != NULL &&
+        job_record_save(directory, &shim_job_record, error, sizeof error) != 0)
+        log_error("job record not written (%s): %s", why, error);
+}
+
 static void shim_write_job_record(const char *why)
 {
     const char *directory = shim_session.config.checkpoint_path;

@@ -35,6 +35,13 @@ void shim_steps_finish(const char *why);
 /* The atexit hook: finishes, and turns a trainer's own exit after a stop
  * signal into status 143. */
 void shim_steps_at_exit(void);
+/* The job record loaded at start-up (SPEC §5). */
+struct adaptdl_job_record *shim_steps_job_record(void);
+void shim_steps_save_job_record(const char *why);
+/* Injects the planned batch size (and learning rate) into argv/environ
+ * before main; exits 2 with one line when that cannot be done. */
+void shim_inject_batch_size(int *argc, char ***argv);
+
 /* Hooks of the MPI layer for the agreed stop: finalize MPI (may be NULL). */
 extern void (*shim_steps_finalize_mpi)(void);
 

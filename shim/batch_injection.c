@@ -1,0 +1,105 @@
+/* batch_injection.c - puts the planned batch size and learning rate into the
+ * trainer's argv or environment before its main runs (SPEC §7).  The plan
+ * is runtime/batch_plan; the rewriting is runtime/injection. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "batch_plan.h"
+#include "injection.h"
+#include "log.h"
+#include "shim.h"
+#include "steps.h"
+#include "sysio.h"
+
+extern char **environ;
+
+static void shim_injection_fail(const char *message) __attribute__((noreturn));
+static void shim_injection_fail(const char *message)
+{
+    char line[1200];
+    int length = snprintf(line, sizeof line, "adaptshim: %s\n", message);
+    if (length > (int)sizeof line - 1)
+        length = (int)sizeof line - 1;
+    sysio_write_all(STDERR_FILENO, line, (size_t)length);
+    _exit(2);
+}
+
+/* Rewrites one value where `target` says; argv may be replaced. */
+static void shim_inject_value(const struct injection_target *target,
+                              enum injection_quantity quantity, const char *value, int *argc,
+                              char ***argv)
+{
+    char error[1024];
+    if (target->kind == INJECT_ARGV) {
+        int new_argc;
+        char **new_argv;
+        if (injection_rewrite_argv(target, quantity, *argc, *argv, value, &new_argc, &new_argv,
+                                   error, sizeof error) != 0)
+            shim_injection_fail(error);
+        /* kept for the life of the process: main owns it now */
+        *argc = new_argc;
+        *argv = new_argv;
+    } else if (target->kind == INJECT_ENV) {
+        char **new_environment;
+        if (injection_rewrite_environment(target, quantity, environ, value, &new_environment,
+                                          error, sizeof error) != 0)
+            shim_injection_fail(error);
+        environ = new_environment;
+    }
+}
+
+static void shim_inject_learning_rate(const struct batch_plan *plan, int *argc, char ***argv)
+{
+    const struct adaptdl_config *config = &shim_session.config;
+    if (config->lr_arg.kind == INJECT_NONE)
+        return;
+    char error[1024];
+    double learning_rate;
+    bool present;
+    if (injection_read_value(&config->lr_arg, INJECTION_LEARNING_RATE, *argc, *argv, environ,
+                             &learning_rate, &present, error, sizeof error) != 0)
+        shim_injection_fail(error);
+    if (!present) {
+        log_warn("ADAPTDL_LR_ARG: the trainer was given no %s: its learning rate cannot be "
+                 "rescaled", config->lr_arg.name);
+        return;
+    }
+    char text[INJECTION_NUMBER_SIZE];
+    injection_format_number(learning_rate * plan->lr_factor, false, text, sizeof text);
+    shim_inject_value(&config->lr_arg, INJECTION_LEARNING_RATE, text, argc, argv);
+    static const char *const rule_names[] = {"none", "linear", "sqrt", "adascale"};
+    log_info("learning rate: %s %g -> %s (rule %s, factor %g)", config->lr_arg.name,
+             learning_rate, text, rule_names[config->lr_rule], plan->lr_factor);
+}
+
+void shim_inject_batch_size(int *argc, char ***argv)
+{
+    const struct adaptdl_config *config = &shim_session.config;
+    if (config->bsz_arg.kind == INJECT_NONE)
+        return;
+    char error[1024];
+    double trainer_value;
+    bool present;
+    if (injection_read_value(&config->bsz_arg, INJECTION_BATCH_SIZE, *argc, *argv, environ,
+                             &trainer_value, &present, error, sizeof error) != 0)
+        shim_injection_fail(error);
+    struct adaptdl_job_record *record = shim_steps_job_record();
+    struct batch_plan plan;
+    if (batch_plan_decide(config, record, trainer_value, present, &plan, error,
+                          sizeof error) != 0)
+        shim_injection_fail(error);
+    if (plan.initial_is_new) {
+        record->initial_global_bsz = plan.initial_global;
+        shim_steps_save_job_record("initial batch size learned");
+    }
+    char text[INJECTION_NUMBER_SIZE];
+    injection_format_number((double)plan.local, true, text, sizeof text);
+    shim_inject_value(&config->bsz_arg, INJECTION_BATCH_SIZE, text, argc, argv);
+    log_info("batch size: %s %s on each of %u replicas (global %llu, initial %llu%s)",
+             config->bsz_arg.name, text, config->num_replicas,
+             (unsigned long long)plan.global, (unsigned long long)plan.initial_global,
+             present ? "" : "; the trainer was given none");
+    shim_inject_learning_rate(&plan, argc, argv);
+}
