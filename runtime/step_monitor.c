@@ -116,19 +116,30 @@ static void step_monitor_take_sums(struct step_monitor *monitor)
             step->global_records / monitor->replicas, step->global_records);
 }
 
+/* A stop signal stops at once (or after the drain); a restart request for a
+ * new batch size always waits for the trainer's next checkpoint commit, so
+ * that the restart loses no training. */
 static bool step_monitor_should_stop(struct step_monitor *monitor, double now)
 {
     const double *sums = monitor->receive;
-    if (!monitor->exit_agreed && (sums[PIGGYBACK_EXIT] > 0.5 || sums[PIGGYBACK_RESTART] > 0.5)) {
+    bool signalled = sums[PIGGYBACK_EXIT] > 0.5;
+    if (!monitor->exit_agreed && (signalled || sums[PIGGYBACK_RESTART] > 0.5)) {
         monitor->exit_agreed = true;
-        monitor->restart_agreed = sums[PIGGYBACK_RESTART] > 0.5;
+        monitor->restart_agreed = !signalled;
         monitor->exit_agreed_at = now;
-        if (monitor->drain_seconds <= 0)
-            return true;
-        return false;  /* run on: the next commit or the drain time decides */
+        return signalled && monitor->drain_seconds <= 0;
     }
     if (!monitor->exit_agreed)
         return false;
+    if (monitor->restart_agreed && signalled) {
+        /* a stop signal during the wait for a commit: it is a stop now */
+        monitor->restart_agreed = false;
+        monitor->exit_agreed_at = now;
+        if (monitor->drain_seconds <= 0)
+            return true;
+    }
+    if (monitor->restart_agreed)
+        return sums[PIGGYBACK_COMMITTED] > 0.5;
     return sums[PIGGYBACK_COMMITTED] > 0.5 || sums[PIGGYBACK_DRAIN_EXPIRED] > 0.5;
 }
 

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <sys/time.h>
 
+#include "batch_decision.h"
 #include "log.h"
 #include "metrics.h"
 #include "shim.h"
@@ -117,6 +118,41 @@ void shim_events_exit(int status, const char *why)
     json_line_begin(&line, "exit", shim_events_time());
     json_line_add_int(&line, "status", status);
     json_line_add_string(&line, "why", why);
+    json_line_end(&line);
+    metrics_write_event(&shim_metrics, &line);
+}
+
+void shim_events_decision(const struct batch_decision_inputs *inputs,
+                          const struct batch_decision *decision, bool restart)
+{
+    if (!metrics_writer_enabled(&shim_metrics))
+        return;
+    struct json_line line;
+    json_line_begin(&line, "decision", shim_events_time());
+    json_line_add_bool(&line, "restart", restart);
+    json_line_begin_object(&line, "perf_params");
+    json_line_add_double(&line, "alpha_c", decision->perf.alpha_c);
+    json_line_add_double(&line, "beta_c", decision->perf.beta_c);
+    json_line_add_double(&line, "alpha_n", decision->perf.alpha_n);
+    json_line_add_double(&line, "beta_n", decision->perf.beta_n);
+    json_line_add_double(&line, "alpha_r", decision->perf.alpha_r);
+    json_line_add_double(&line, "beta_r", decision->perf.beta_r);
+    json_line_add_double(&line, "gamma", decision->perf.gamma);
+    json_line_end_object(&line);
+    json_line_add_double(&line, "grad_sqr", inputs->grad_sqr);
+    json_line_add_double(&line, "grad_var", inputs->grad_var);
+    json_line_add_uint(&line, "replicas", inputs->replicas);
+    json_line_add_uint(&line, "current_global_bsz",
+                       inputs->current_local_bsz * inputs->replicas);
+    json_line_add_uint(&line, "initial_global_bsz", inputs->initial_global_bsz);
+    json_line_add_uint(&line, "max_global_bsz", inputs->max_global_bsz);
+    json_line_add_uint(&line, "chosen_global_bsz", decision->choice.global_bsz);
+    json_line_add_uint(&line, "chosen_local_bsz", decision->choice.local_bsz);
+    json_line_add_double(&line, "goodput_current", decision->goodput_current);
+    json_line_add_double(&line, "goodput_chosen", decision->choice.goodput);
+    json_line_add_double(&line, "speedup", decision->speedup);
+    json_line_add_double(&line, "restart_cost", decision->restart_cost);
+    json_line_add_double(&line, "payback_seconds", decision->payback_time);
     json_line_end(&line);
     metrics_write_event(&shim_metrics, &line);
 }

@@ -19,4 +19,10 @@ void shim_events_snapshot(const char *checkpoint_path, const struct content_iden
 void shim_events_restore(const char *checkpoint_path, int status);
 void shim_events_exit(int status, const char *why);
 
+struct batch_decision_inputs;
+struct batch_decision;
+/* A batch-size decision with its inputs and outputs (SPEC §7 "Events"). */
+void shim_events_decision(const struct batch_decision_inputs *inputs,
+                          const struct batch_decision *decision, bool restart);
+
 #endif

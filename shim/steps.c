@@ -25,6 +25,7 @@
 #include "real_functions.h"
 #include "shim.h"
 #include "signals.h"
+#include "batch_decision.h"
 #include "events.h"
 
 bool shim_steps_synchronized;
@@ -116,7 +117,7 @@ void shim_steps_save_job_record(const char *why)
 {
     const char *directory = shim_session.config.checkpoint_path;
     char error[512];
-    if (directory != NULL &&
+    if (directory != NULL && shim_session.config.replica_rank == 0 &&
         job_record_save(directory, &shim_job_record, error, sizeof error) != 0)
         log_error("job record not written (%s): %s", why, error);
 }
@@ -124,7 +125,9 @@ void shim_steps_save_job_record(const char *why)
 static void shim_write_job_record(const char *why)
 {
     const char *directory = shim_session.config.checkpoint_path;
-    if (directory == NULL)
+    /* one job record per job: rank 0 writes it (the others would race it,
+     * and only rank 0 knows the batch-size decision) */
+    if (directory == NULL || shim_session.config.replica_rank != 0)
         return;
     step_monitor_record_profile(&shim_monitor, shim_session.config.num_nodes,
                                 &shim_job_record);
@@ -169,15 +172,97 @@ static void shim_stop_now(const char *why)
     exit(143);
 }
 
+/* Rank 0 re-decides the batch size every ADAPTDL_DECIDE_SECONDS (SPEC §7);
+ * a restart request then travels to every rank in the piggy-backed
+ * reduction. */
+static bool shim_restart_requested;
+static double shim_last_decision;
+static bool shim_warned_no_save;
+
+static void shim_steps_decide(double now)
+{
+    const struct adaptdl_config *config = &shim_session.config;
+    if (config->max_batch_size == 0 || config->bsz_arg.kind == INJECT_NONE ||
+        config->replica_rank != 0 || shim_restart_requested ||
+        now - shim_last_decision < config->decide_seconds || !shim_monitor.has_last)
+        return;
+    shim_last_decision = now;
+    struct batch_decision_inputs inputs = {
+        .record = &shim_job_record,
+        .grad_sqr = grad_noise_sqr(&shim_monitor.noise),
+        .grad_var = grad_noise_var(&shim_monitor.noise),
+        .nodes = config->num_nodes,
+        .replicas = shim_monitor.replicas,
+        .current_local_bsz = shim_monitor.last.local_records,
+        .initial_global_bsz = shim_job_record.initial_global_bsz ? shim_job_record.initial_global_bsz
+                                                                 : config->batch_size,
+        .max_global_bsz = config->max_batch_size,
+        .local_bsz_min = config->local_bsz_min,
+        .local_bsz_max = config->local_bsz_max,
+        .speedup_threshold = config->speedup_threshold,
+        .payback_seconds = config->payback_seconds,
+    };
+    struct batch_decision decision;
+    char error[512];
+    if (batch_decide(&inputs, &decision, error, sizeof error) != 0) {
+        log_warn("batch-size decision skipped: %s", error);
+        return;
+    }
+    if (!decision.valid)
+        return;
+    bool restart = decision.restart;
+    if (restart && config->save_glob == NULL) {
+        if (!shim_warned_no_save)
+            log_warn("a larger batch size would pay off, but without ADAPTDL_SAVE no "
+                     "checkpoint can carry the job across a restart: none is requested");
+        shim_warned_no_save = true;
+        restart = false;
+    }
+    shim_events_decision(&inputs, &decision, restart);
+    log_debug("batch-size decision: current local %llu, chosen global %llu (local %llu), "
+              "speedup %.3f, restart cost %.1f s, payback %.1f s: %s",
+              (unsigned long long)inputs.current_local_bsz,
+              (unsigned long long)decision.choice.global_bsz,
+              (unsigned long long)decision.choice.local_bsz, decision.speedup,
+              decision.restart_cost, decision.payback_time,
+              restart ? "restart requested" : "keep");
+    shim_job_record.perf_params_valid = true;
+    perf_params_to_array(&decision.perf, shim_job_record.perf_params);
+    if (restart) {
+        shim_job_record.decided_global_bsz = decision.choice.global_bsz;
+        shim_job_record.decided_local_bsz = decision.choice.local_bsz;
+        shim_job_record.decided_replicas = shim_monitor.replicas;
+        shim_restart_requested = true;
+    }
+}
+
+/* The restart cost: from the previous run's exit to this run's first step. */
+static void shim_measure_restart_cost(void)
+{
+    static bool measured;
+    if (measured || shim_job_record.last_exit_unix_time <= 0 ||
+        shim_session.config.num_restarts == 0)
+        return;
+    measured = true;
+    double cost = shim_unix_time() - shim_job_record.last_exit_unix_time;
+    if (cost > 0 && cost < 86400) {
+        shim_job_record.restart_cost_seconds = cost;
+        log_debug("restart cost measured: %.1f s", cost);
+    }
+}
+
 void shim_steps_boundary(void)
 {
     if (!shim_steps_synchronized)
         return;
     shim_guard_enter();
     double started = shim_now();
+    shim_measure_restart_cost();
+    shim_steps_decide(started);
     enum step_action action = step_monitor_boundary(&shim_monitor, started,
                                                     shim_train_records_consumed(),
-                                                    shim_stop_signal != 0, false);
+                                                    shim_stop_signal != 0,
+                                                    shim_restart_requested);
     if (shim_monitor.has_last) {
         step_monitor_record_profile(&shim_monitor, shim_session.config.num_nodes,
                                     &shim_job_record);
@@ -189,7 +274,9 @@ void shim_steps_boundary(void)
     shim_overhead_seconds += shim_now() - started;
     shim_guard_leave();
     if (action == STEP_STOP)
-        shim_stop_now("every replica agreed to stop at this step");
+        shim_stop_now(shim_monitor.restart_agreed
+                          ? "restart for a new batch size, after the checkpoint just committed"
+                          : "every replica agreed to stop at this step");
 }
 
 /* Without MPI a step is the time between two train-batch reads. */

@@ -151,3 +151,126 @@ Test(batch_size, bad_input_is_one_line_and_status_2_before_main)
     char *rule[] = {"ADAPTDL_BSZ_ARG=argv:--batch", "ADAPTDL_LR_RULE=cubic", NULL};
     expect_injection_error(good, rule, "ADAPTDL_LR_RULE");
 }
+
+/* Batch-size adaptation under mpirun: the shim profiles the trainer, decides
+ * that a larger batch pays off, requests a restart at the next checkpoint
+ * commit (status 143); the relaunch gets the larger batch and a learning rate
+ * scaled by the rule.  With a payback time below the restart cost nothing is
+ * requested and the trainer runs to its end. */
+static pid_t start_adaptive_job(const char *directory, const char *data, unsigned restarts,
+                                const char *payback, const char *name)
+{
+    static char settings[10][512];
+    snprintf(settings[0], sizeof settings[0], "LD_PRELOAD=%s",
+             harness_build_path("libadaptshim.so"));
+    snprintf(settings[1], sizeof settings[1],
+             "ADAPTDL_DATA=%s:record=%d:header=16:count=8,u64le,%d", data, RECORD_SIZE,
+             RECORD_SIZE);
+    snprintf(settings[2], sizeof settings[2], "ADAPTDL_CHECKPOINT_PATH=%s/state", directory);
+    snprintf(settings[3], sizeof settings[3], "ADAPTDL_SAVE=%s/ck*", directory);
+    snprintf(settings[4], sizeof settings[4], "ADAPTDL_METRICS_FILE=%s/%s.metrics.%%r",
+             directory, name);
+    snprintf(settings[5], sizeof settings[5], "ADAPTDL_NUM_RESTARTS=%u", restarts);
+    snprintf(settings[6], sizeof settings[6], "ADAPTDL_PAYBACK_SECONDS=%s", payback);
+    const char *fixed[] = {"ADAPTDL_BSZ_ARG=argv:--batch-size", "ADAPTDL_BATCH_SIZE=8",
+                           "ADAPTDL_MAX_BATCH_SIZE=256", "ADAPTDL_DECIDE_SECONDS=0.3",
+                           "ADAPTDL_LR_ARG=argv:--lr", "ADAPTDL_LR_RULE=linear",
+                           "ADAPTDL_LOG=info"};
+    char *argv[64] = {"/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2"};
+    size_t used = 5;
+    for (int i = 0; i < 7; i++) {
+        argv[used++] = "-x";
+        argv[used++] = settings[i];
+    }
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+        argv[used++] = "-x";
+        argv[used++] = (char *)fixed[i];
+    }
+    static char checkpoint[512], trainer[512];
+    snprintf(checkpoint, sizeof checkpoint, "%s/ck", directory);
+    snprintf(trainer, sizeof trainer, "%s", harness_build_path("trainers/sgd_mpi"));
+    const char *tail[] = {trainer, "--data", data, "--epochs", "30", "--batch-size", "16",
+                          "--lr", "0.01", "--checkpoint", checkpoint, "--resume",
+                          "--sleep-us", "200"};
+    for (size_t i = 0; i < sizeof tail / sizeof tail[0]; i++)
+        argv[used++] = (char *)tail[i];
+    argv[used] = NULL;
+    char *out = harness_path_in(directory, name);
+    char *err = NULL;
+    if (asprintf(&err, "%s.err", out) < 0)
+        abort();
+    char *environment[] = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
+                           NULL};
+    pid_t pid = harness_start(argv, environment, false, out, err);
+    free(out);
+    free(err);
+    return pid;
+}
+
+static unsigned injected_batch(const char *directory, const char *name)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s.err", directory, name);
+    char *text = harness_read_output(path);
+    const char *found = strstr(text, "batch size: --batch-size ");
+    unsigned value = found ? (unsigned)strtoul(found + strlen("batch size: --batch-size "),
+                                               NULL, 10)
+                           : 0;
+    free(text);
+    return value;
+}
+
+Test(batch_size, a_larger_batch_that_pays_off_is_applied_through_a_restart, .timeout = 240)
+{
+    const char *directory = harness_temp_dir();
+    char *data = harness_path_in(directory, "train.bin");
+    harness_generate_dataset(data, 4000, DIM, 3);
+    pid_t pid = start_adaptive_job(directory, data, 0, "100000", "first");
+    cr_assert_eq(harness_wait(pid, 200), 143, "the first run asks for a restart");
+    cr_expect_eq(injected_batch(directory, "first"), 4, "8 over 2 replicas");
+    char metrics[600];
+    snprintf(metrics, sizeof metrics, "%s/first.metrics.0", directory);
+    char *text = harness_read_output(metrics);
+    const char *decision = strstr(text, "\"type\": \"decision\", ");
+    cr_assert(decision != NULL, "a decision event: %s", text);
+    cr_expect(strstr(decision, "\"restart\": true") != NULL, "%.600s", decision);
+    static const char *const fields[] = {"\"perf_params\": {", "\"alpha_c\"", "\"gamma\"",
+                                         "\"grad_sqr\"", "\"grad_var\"", "\"replicas\"",
+                                         "\"current_global_bsz\"", "\"initial_global_bsz\"",
+                                         "\"max_global_bsz\"", "\"chosen_global_bsz\"",
+                                         "\"chosen_local_bsz\"", "\"goodput_current\"",
+                                         "\"goodput_chosen\"", "\"speedup\"",
+                                         "\"restart_cost\"", "\"payback_seconds\""};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        cr_expect(strstr(decision, fields[i]) != NULL, "missing %s", fields[i]);
+    free(text);
+
+    pid = start_adaptive_job(directory, data, 1, "100000", "second");
+    int status = harness_wait(pid, 200);
+    cr_expect(status == 143 || status == 0, "second run status %d", status);
+    unsigned second = injected_batch(directory, "second");
+    cr_expect_gt(second, 4, "the relaunch gets a larger batch (got %u)", second);
+    char path[600];
+    snprintf(path, sizeof path, "%s/second.err", directory);
+    char *log = harness_read_output(path);
+    char expected[64];
+    snprintf(expected, sizeof expected, "(rule linear, factor %g)", (double)(second * 2) / 8.0);
+    cr_expect(strstr(log, expected) != NULL, "learning rate scaled: %s", log);
+    free(log);
+}
+
+Test(batch_size, no_restart_when_it_would_not_pay_back, .timeout = 240)
+{
+    const char *directory = harness_temp_dir();
+    char *data = harness_path_in(directory, "train.bin");
+    harness_generate_dataset(data, 1000, DIM, 3);
+    /* the restart costs 30 s until measured: a payback time of 1 s never holds */
+    pid_t pid = start_adaptive_job(directory, data, 0, "1", "run");
+    cr_expect_eq(harness_wait(pid, 200), 0);
+    char metrics[600];
+    snprintf(metrics, sizeof metrics, "%s/run.metrics.0", directory);
+    char *text = harness_read_output(metrics);
+    cr_expect(strstr(text, "\"type\": \"decision\", ") != NULL, "decisions were made");
+    cr_expect(strstr(text, "\"restart\": true") == NULL, "none asked for a restart");
+    free(text);
+}
