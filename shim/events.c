@@ -4,7 +4,13 @@
 #include "events.h"
 
 #include <stdio.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
 #include <sys/time.h>
+#include <unistd.h>
+
+#include "sysio.h"
 
 #include "batch_decision.h"
 #include "log.h"
@@ -56,7 +62,8 @@ void shim_events_open(void)
 }
 
 void shim_events_step(const struct agreed_step *step, const struct grad_noise_state *noise,
-                      uint64_t epoch, bool local_bsz_known)
+                      uint64_t epoch, bool local_bsz_known, const struct goodput_model *model,
+                      uint32_t nodes)
 {
     if (!metrics_writer_enabled(&shim_metrics))
         return;
@@ -76,6 +83,13 @@ void shim_events_step(const struct agreed_step *step, const struct grad_noise_st
     json_line_add_double(&line, "grad_var", grad_noise_var(noise));
     json_line_add_double(&line, "noise_scale", grad_noise_scale_simple(noise));
     json_line_add_double(&line, "progress", 0.0);
+    if (model != NULL && local_bsz_known && step->local_records > 0) {
+        json_line_add_double(&line, "efficiency",
+                             goodput_efficiency(model, (double)step->global_records));
+        json_line_add_double(&line, "goodput",
+                             goodput_evaluate(model, nodes ? nodes : 1, step->replicas,
+                                              (double)step->local_records, 0));
+    }
     json_line_end(&line);
     metrics_offer_step(&shim_metrics, &line, log_monotonic_seconds());
 }
@@ -155,4 +169,70 @@ void shim_events_decision(const struct batch_decision_inputs *inputs,
     json_line_add_double(&line, "payback_seconds", decision->payback_time);
     json_line_end(&line);
     metrics_write_event(&shim_metrics, &line);
+}
+
+/* Hints are rewritten whole at each decision: temporary file, then rename,
+ * so a reader never sees half of one. */
+void shim_events_write_hints(const char *path, const struct batch_decision_inputs *inputs,
+                             const struct batch_decision *decision,
+                             uint32_t max_replicas_profiled)
+{
+    if (path == NULL || !decision->valid)
+        return;
+    static char text[16384];
+    size_t used = 0;
+    struct json_line line;
+    json_line_begin(&line, "hints", shim_events_time());
+    json_line_begin_object(&line, "perf_params");
+    json_line_add_double(&line, "alpha_c", decision->perf.alpha_c);
+    json_line_add_double(&line, "beta_c", decision->perf.beta_c);
+    json_line_add_double(&line, "alpha_n", decision->perf.alpha_n);
+    json_line_add_double(&line, "beta_n", decision->perf.beta_n);
+    json_line_add_double(&line, "alpha_r", decision->perf.alpha_r);
+    json_line_add_double(&line, "beta_r", decision->perf.beta_r);
+    json_line_add_double(&line, "gamma", decision->perf.gamma);
+    json_line_end_object(&line);
+    json_line_add_double(&line, "grad_sqr", inputs->grad_sqr);
+    json_line_add_double(&line, "grad_var", inputs->grad_var);
+    json_line_add_uint(&line, "initial_global_bsz", inputs->initial_global_bsz);
+    json_line_add_uint(&line, "max_global_bsz", inputs->max_global_bsz);
+    json_line_add_uint(&line, "local_bsz_min", inputs->local_bsz_min);
+    json_line_add_uint(&line, "local_bsz_max", inputs->local_bsz_max);
+    json_line_add_uint(&line, "max_profiled_replicas", max_replicas_profiled);
+    /* predicted goodput for each replica count up to twice the most profiled */
+    struct goodput_model model = {
+        .perf = decision->perf,
+        .grad = {.sqr = inputs->grad_sqr, .var = inputs->grad_var},
+        .initial_global_bsz = inputs->initial_global_bsz,
+    };
+    uint32_t most = max_replicas_profiled ? max_replicas_profiled : inputs->replicas;
+    json_line_begin_object(&line, "goodput_by_replicas");
+    for (uint32_t replicas = 1; replicas <= 2 * most && replicas <= 64; replicas++) {
+        struct goodput_choice choice;
+        char key[16];
+        snprintf(key, sizeof key, "%u", replicas);
+        if (goodput_optimize(&model, inputs->nodes ? inputs->nodes : 1, replicas,
+                             inputs->max_global_bsz, inputs->local_bsz_min,
+                             inputs->local_bsz_max, false, &choice) == 0)
+            json_line_add_double(&line, key, choice.goodput);
+    }
+    json_line_end_object(&line);
+    json_line_end(&line);
+    if (!json_line_is_writable(&line))
+        return;
+    used = line.length < sizeof text ? line.length : sizeof text - 1;
+    memcpy(text, line.text, used);
+    char temporary[4096];
+    snprintf(temporary, sizeof temporary, "%s.tmp.%ld", path, (long)getpid());
+    int fd = runtime_sysio.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        log_warn("ADAPTDL_HINTS_FILE: cannot write %s: %s", temporary, strerror(errno));
+        return;
+    }
+    int status = sysio_write_all(fd, text, used);
+    runtime_sysio.close(fd);
+    if (status != 0 || runtime_sysio.rename(temporary, path) != 0) {
+        log_warn("ADAPTDL_HINTS_FILE: cannot write %s: %s", path, strerror(errno));
+        runtime_sysio.unlink(temporary);
+    }
 }

@@ -12,8 +12,12 @@
 #include "step_monitor.h"
 
 void shim_events_open(void);
+struct goodput_model;
+/* `model` (may be NULL): once a decision fitted one, the step line also
+ * carries the efficiency and goodput of the step's batch. */
 void shim_events_step(const struct agreed_step *step, const struct grad_noise_state *noise,
-                      uint64_t epoch, bool local_bsz_known);
+                      uint64_t epoch, bool local_bsz_known, const struct goodput_model *model,
+                      uint32_t nodes);
 void shim_events_snapshot(const char *checkpoint_path, const struct content_identity *identity,
                           bool written);
 void shim_events_restore(const char *checkpoint_path, int status);
@@ -24,5 +28,10 @@ struct batch_decision;
 /* A batch-size decision with its inputs and outputs (SPEC §7 "Events"). */
 void shim_events_decision(const struct batch_decision_inputs *inputs,
                           const struct batch_decision *decision, bool restart);
+/* ADAPTDL_HINTS_FILE: the latest model as JSON, for a launcher or a
+ * scheduler (AdaptDL's scheduler hints). */
+void shim_events_write_hints(const char *path, const struct batch_decision_inputs *inputs,
+                             const struct batch_decision *decision,
+                             uint32_t max_replicas_profiled);
 
 #endif

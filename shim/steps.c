@@ -178,6 +178,8 @@ static void shim_stop_now(const char *why)
 static bool shim_restart_requested;
 static double shim_last_decision;
 static bool shim_warned_no_save;
+static struct goodput_model shim_model;      /* from the latest decision */
+static bool shim_model_valid;
 
 static void shim_steps_decide(double now)
 {
@@ -219,6 +221,14 @@ static void shim_steps_decide(double now)
         restart = false;
     }
     shim_events_decision(&inputs, &decision, restart);
+    shim_events_write_hints(config->hints_file, &inputs, &decision,
+                            shim_job_record.max_replicas_profiled);
+    shim_model = (struct goodput_model){
+        .perf = decision.perf,
+        .grad = {.sqr = inputs.grad_sqr, .var = inputs.grad_var},
+        .initial_global_bsz = inputs.initial_global_bsz,
+    };
+    shim_model_valid = true;
     log_debug("batch-size decision: current local %llu, chosen global %llu (local %llu), "
               "speedup %.3f, restart cost %.1f s, payback %.1f s: %s",
               (unsigned long long)inputs.current_local_bsz,
@@ -269,7 +279,8 @@ void shim_steps_boundary(void)
         shim_log_agreed_step();
         shim_events_step(&shim_monitor.last, &shim_monitor.noise,
                          dataset_registry_epoch(&shim_session.registry),
-                         shim_session.config.data_count > 0);
+                         shim_session.config.data_count > 0,
+                         shim_model_valid ? &shim_model : NULL, shim_session.config.num_nodes);
     }
     shim_overhead_seconds += shim_now() - started;
     shim_guard_leave();
@@ -289,7 +300,8 @@ static void shim_steps_local_boundary(void)
                                     &shim_job_record);
         shim_log_agreed_step();
         shim_events_step(&shim_monitor.last, &shim_monitor.noise,
-                         dataset_registry_epoch(&shim_session.registry), true);
+                         dataset_registry_epoch(&shim_session.registry), true, NULL,
+                         shim_session.config.num_nodes);
         shim_overhead_seconds += shim_now() - now;
     }
     shim_guard_leave();

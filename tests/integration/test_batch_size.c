@@ -161,6 +161,8 @@ static pid_t start_adaptive_job(const char *directory, const char *data, unsigne
                                 const char *payback, const char *name)
 {
     static char settings[10][512];
+    snprintf(settings[7], sizeof settings[7], "ADAPTDL_HINTS_FILE=%s/%s.hints", directory,
+             name);
     snprintf(settings[0], sizeof settings[0], "LD_PRELOAD=%s",
              harness_build_path("libadaptshim.so"));
     snprintf(settings[1], sizeof settings[1],
@@ -178,7 +180,7 @@ static pid_t start_adaptive_job(const char *directory, const char *data, unsigne
                            "ADAPTDL_LOG=info"};
     char *argv[64] = {"/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2"};
     size_t used = 5;
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < 8; i++) {
         argv[used++] = "-x";
         argv[used++] = settings[i];
     }
@@ -243,7 +245,17 @@ Test(batch_size, a_larger_batch_that_pays_off_is_applied_through_a_restart, .tim
                                          "\"restart_cost\"", "\"payback_seconds\""};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         cr_expect(strstr(decision, fields[i]) != NULL, "missing %s", fields[i]);
+    cr_expect(strstr(decision, "\"efficiency\": ") != NULL ||
+                  strstr(text, "\"efficiency\": ") != NULL,
+              "step lines after the decision carry the efficiency");
     free(text);
+    char hints[600];
+    snprintf(hints, sizeof hints, "%s/first.hints", directory);
+    char *hint_text = harness_read_output(hints);
+    cr_expect(strstr(hint_text, "\"perf_params\": {") != NULL, "hints: %s", hint_text);
+    cr_expect(strstr(hint_text, "\"goodput_by_replicas\": {\"1\": ") != NULL, "hints: %s",
+              hint_text);
+    free(hint_text);
 
     pid = start_adaptive_job(directory, data, 1, "100000", "second");
     int status = harness_wait(pid, 200);
