@@ -3,10 +3,12 @@
  * split over the replicas, every form of flag, the environment, and the
  * one-line errors with status 2. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "goodput.h"
 #include "harness.h"
 
 #define DIM 4
@@ -284,5 +286,55 @@ Test(batch_size, no_restart_when_it_would_not_pay_back, .timeout = 240)
     char *text = harness_read_output(metrics);
     cr_expect(strstr(text, "\"type\": \"decision\", ") != NULL, "decisions were made");
     cr_expect(strstr(text, "\"restart\": true") == NULL, "none asked for a restart");
+    free(text);
+}
+
+/* A number logged in a JSON line, by key. */
+static double json_number(const char *line, const char *key)
+{
+    char pattern[64];
+    snprintf(pattern, sizeof pattern, "\"%s\": ", key);
+    const char *found = strstr(line, pattern);
+    cr_assert(found != NULL, "no %s in %s", key, line);
+    return strtod(found + strlen(pattern), NULL);
+}
+
+/* SPEC §7: a decision recomputed from the inputs it logged gives the same
+ * answer (its perf_params are written with 17 significant digits). */
+Test(batch_size, a_logged_decision_recomputes_to_the_same_answer, .timeout = 240)
+{
+    const char *directory = harness_temp_dir();
+    char *data = harness_path_in(directory, "train.bin");
+    harness_generate_dataset(data, 4000, DIM, 3);
+    pid_t pid = start_adaptive_job(directory, data, 0, "100000", "run");
+    harness_wait(pid, 200);
+    char metrics[600];
+    snprintf(metrics, sizeof metrics, "%s/run.metrics.0", directory);
+    char *text = harness_read_output(metrics);
+    char *line = strstr(text, "\"type\": \"decision\", ");
+    cr_assert(line != NULL, "no decision logged");
+    char *end = strchr(line, '\n');
+    if (end)
+        *end = '\0';
+    struct goodput_model model = {
+        .perf = {json_number(line, "alpha_c"), json_number(line, "beta_c"),
+                 json_number(line, "alpha_n"), json_number(line, "beta_n"),
+                 json_number(line, "alpha_r"), json_number(line, "beta_r"),
+                 json_number(line, "gamma")},
+        .grad = {json_number(line, "grad_sqr"), json_number(line, "grad_var")},
+        .initial_global_bsz = (uint64_t)json_number(line, "initial_global_bsz"),
+    };
+    uint32_t replicas = (uint32_t)json_number(line, "replicas");
+    uint64_t current_local = (uint64_t)json_number(line, "current_global_bsz") / replicas;
+    struct goodput_config current = {.local_bsz = current_local};
+    struct goodput_choice choice;
+    cr_assert_eq(goodput_optimize_from(&model, 1, replicas,
+                                       (uint64_t)json_number(line, "max_global_bsz"), 0, 0,
+                                       false, &current, &choice), 0);
+    cr_expect_eq(choice.global_bsz, (uint64_t)json_number(line, "chosen_global_bsz"));
+    cr_expect_eq(choice.local_bsz, (uint64_t)json_number(line, "chosen_local_bsz"));
+    double speedup = choice.goodput / choice.goodput_current;
+    cr_expect(fabs(speedup - json_number(line, "speedup")) <= 1e-9 * speedup,
+              "speedup %.17g vs %.17g", speedup, json_number(line, "speedup"));
     free(text);
 }
