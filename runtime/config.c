@@ -55,7 +55,8 @@ report_error(char *error, size_t error_size, const char *format, ...)
 /* Copies text into out for use between double quotes in a one-line message.
  * Control bytes become \xNN (a newline inside a value must not break the
  * line), a double quote becomes \", and long values end in "...". */
-static const char *quote_for_message(char *out, size_t out_size, const char *text, size_t length)
+const char *config_quote_for_message(char *out, size_t out_size, const char *text,
+                                     size_t length)
 {
     /* Longest escape (4) + "..." (3) + NUL (1) must always still fit. */
     const size_t reserve = 4 + 3 + 1;
@@ -420,7 +421,7 @@ report_data_entry_error(const struct data_parse *parse, const char *format, ...)
     va_end(args);
     return report_error(parse->error, parse->error_size, "ADAPTDL_DATA entry %zu (\"%s\"): %s",
                         parse->entry_number,
-                        quote_for_message(quoted_entry, sizeof quoted_entry, parse->entry_text,
+                        config_quote_for_message(quoted_entry, sizeof quoted_entry, parse->entry_text,
                                           parse->entry_length),
                         detail);
 }
@@ -480,7 +481,7 @@ static int parse_data_key_item(const struct data_parse *parse, struct data_entry
     key = find_data_key(item);
     if (key == NULL)
         return report_data_entry_error(parse, "unknown key \"%s\"; accepted: %s",
-                                       quote_for_message(quoted, sizeof quoted, item, strlen(item)),
+                                       config_quote_for_message(quoted, sizeof quoted, item, strlen(item)),
                                        join_data_key_names(names, sizeof names));
     key_bit = 1u << (key - data_keys);
     if (draft->keys_seen & key_bit)
@@ -490,7 +491,7 @@ static int parse_data_key_item(const struct data_parse *parse, struct data_entry
 
     if (key->is_flag && value != NULL)
         return report_data_entry_error(parse, "%s=\"%s\" takes no value; accepted: %s", key->name,
-                                       quote_for_message(quoted, sizeof quoted, value, strlen(value)),
+                                       config_quote_for_message(quoted, sizeof quoted, value, strlen(value)),
                                        key->accepted);
     if (!key->is_flag && value == NULL)
         return report_data_entry_error(parse, "%s has no value; accepted: %s", key->name,
@@ -498,7 +499,7 @@ static int parse_data_key_item(const struct data_parse *parse, struct data_entry
     problem = key->parse(draft, value);
     if (problem != NULL)
         return report_data_entry_error(parse, "%s=\"%s\" %s; accepted: %s", key->name,
-                                       quote_for_message(quoted, sizeof quoted, value, strlen(value)),
+                                       config_quote_for_message(quoted, sizeof quoted, value, strlen(value)),
                                        problem, key->accepted);
     return 0;
 }
@@ -522,7 +523,7 @@ static int finish_data_entry(const struct data_parse *parse, struct data_entry_d
                 parse,
                 "count=\"%s\" lies outside the header (bytes %" PRIu64 "..%" PRIu64
                 " of a %" PRIu64 "-byte header); accepted: OFFSET + %" PRIu64 " <= header=BYTES",
-                quote_for_message(quoted, sizeof quoted, draft->count_text,
+                config_quote_for_message(quoted, sizeof quoted, draft->count_text,
                                   strlen(draft->count_text)),
                 entry->count_offset, entry->count_offset + width - 1, entry->header_size, width);
     }
@@ -685,7 +686,7 @@ static int parse_word_variable(struct config_parse_state *state, const char *nam
     if (find_word_choice(choices, count, value, out))
         return 0;
     return report_error(state->error, state->error_size, "%s: unknown %s \"%s\"; accepted: %s",
-                        name, noun, quote_for_message(quoted, sizeof quoted, value, strlen(value)),
+                        name, noun, config_quote_for_message(quoted, sizeof quoted, value, strlen(value)),
                         join_word_choices(accepted, sizeof accepted, choices, count));
 }
 
@@ -700,7 +701,7 @@ static int parse_integer_variable(struct config_parse_state *state, const char *
         return 0;
     return report_error(state->error, state->error_size,
                         "%s: \"%s\" %s; accepted: an integer from %" PRIu64 " to %" PRIu64, name,
-                        quote_for_message(quoted, sizeof quoted, value, strlen(value)),
+                        config_quote_for_message(quoted, sizeof quoted, value, strlen(value)),
                         status == NUMBER_MALFORMED ? "is not an unsigned decimal integer"
                                                    : "is out of range",
                         minimum, maximum);
@@ -730,12 +731,12 @@ static int parse_real_variable(struct config_parse_state *state, const char *nam
     if (!parse_finite_number(value, &number))
         return report_error(state->error, state->error_size,
                             "%s: \"%s\" is not a finite number; accepted: a finite number %s %g",
-                            name, quote_for_message(quoted, sizeof quoted, value, strlen(value)),
+                            name, config_quote_for_message(quoted, sizeof quoted, value, strlen(value)),
                             bound, minimum);
     if (number < minimum || (!minimum_included && number == minimum))
         return report_error(state->error, state->error_size,
                             "%s: \"%s\" is out of range; accepted: a finite number %s %g", name,
-                            quote_for_message(quoted, sizeof quoted, value, strlen(value)), bound,
+                            config_quote_for_message(quoted, sizeof quoted, value, strlen(value)), bound,
                             minimum);
     *out = number;
     return 0;
@@ -786,7 +787,7 @@ static int parse_injection_variable(struct config_parse_state *state, const char
     const char *problem;
     const char *rest;
 
-    quote_for_message(quoted, sizeof quoted, value, strlen(value));
+    config_quote_for_message(quoted, sizeof quoted, value, strlen(value));
     if (strncmp(value, "argv:", 5) == 0) {
         kind = INJECT_ARGV;
         rest = value + 5;
@@ -938,7 +939,7 @@ static int parse_local_bsz_bounds_variable(struct config_parse_state *state, con
     const char *colon = strchr(value, ':');
     uint64_t minimum, maximum;
 
-    quote_for_message(quoted, sizeof quoted, value, strlen(value));
+    config_quote_for_message(quoted, sizeof quoted, value, strlen(value));
     if (colon == NULL ||
         parse_decimal_span(value, (size_t)(colon - value), 1, BATCH_SIZE_LIMIT, &minimum) !=
             NUMBER_OK ||

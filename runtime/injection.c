@@ -45,33 +45,10 @@ report_error(char *error, size_t error_size, const char *format, ...)
     return -1;
 }
 
-/* Copies text into out for use between double quotes in a one-line message.
- * Control bytes become \xNN (a newline inside a value must not break the
- * line), a double quote becomes \", and long text ends in "...". */
+/* Quotes text for a one-line message (see config_quote_for_message). */
 static const char *quote_for_message(char *out, size_t out_size, const char *text)
 {
-    /* Longest escape (4) + "..." (3) + NUL (1) must always still fit. */
-    const size_t reserve = 4 + 3 + 1;
-    size_t used = 0;
-
-    for (const char *p = text; *p != '\0'; p++) {
-        unsigned char c = (unsigned char)*p;
-        if (used + reserve > out_size) {
-            memcpy(out + used, "...", 3);
-            used += 3;
-            break;
-        }
-        if (c < 0x20 || c == 0x7f) {
-            used += (size_t)snprintf(out + used, out_size - used, "\\x%02x", c);
-        } else if (c == '"') {
-            out[used++] = '\\';
-            out[used++] = '"';
-        } else {
-            out[used++] = (char)c;
-        }
-    }
-    out[used] = '\0';
-    return out;
+    return config_quote_for_message(out, out_size, text, strlen(text));
 }
 
 const char *injection_variable_name(enum injection_quantity quantity)

@@ -15,17 +15,6 @@
 
 extern char **environ;
 
-static void shim_injection_fail(const char *message) __attribute__((noreturn));
-static void shim_injection_fail(const char *message)
-{
-    char line[1200];
-    int length = snprintf(line, sizeof line, "adaptshim: %s\n", message);
-    if (length > (int)sizeof line - 1)
-        length = (int)sizeof line - 1;
-    sysio_write_all(STDERR_FILENO, line, (size_t)length);
-    _exit(2);
-}
-
 /* Rewrites one value where `target` says; argv may be replaced. */
 static void shim_inject_value(const struct injection_target *target,
                               enum injection_quantity quantity, const char *value, int *argc,
@@ -37,7 +26,7 @@ static void shim_inject_value(const struct injection_target *target,
         char **new_argv;
         if (injection_rewrite_argv(target, quantity, *argc, *argv, value, &new_argc, &new_argv,
                                    error, sizeof error) != 0)
-            shim_injection_fail(error);
+            shim_exit_with_message(error);
         /* kept for the life of the process: main owns it now */
         *argc = new_argc;
         *argv = new_argv;
@@ -45,7 +34,7 @@ static void shim_inject_value(const struct injection_target *target,
         char **new_environment;
         if (injection_rewrite_environment(target, quantity, environ, value, &new_environment,
                                           error, sizeof error) != 0)
-            shim_injection_fail(error);
+            shim_exit_with_message(error);
         environ = new_environment;
     }
 }
@@ -60,7 +49,7 @@ static void shim_inject_learning_rate(const struct batch_plan *plan, int *argc, 
     bool present;
     if (injection_read_value(&config->lr_arg, INJECTION_LEARNING_RATE, *argc, *argv, environ,
                              &learning_rate, &present, error, sizeof error) != 0)
-        shim_injection_fail(error);
+        shim_exit_with_message(error);
     if (!present) {
         log_warn("ADAPTDL_LR_ARG: the trainer was given no %s: its learning rate cannot be "
                  "rescaled", config->lr_arg.name);
@@ -84,12 +73,12 @@ void shim_inject_batch_size(int *argc, char ***argv)
     bool present;
     if (injection_read_value(&config->bsz_arg, INJECTION_BATCH_SIZE, *argc, *argv, environ,
                              &trainer_value, &present, error, sizeof error) != 0)
-        shim_injection_fail(error);
+        shim_exit_with_message(error);
     struct adaptdl_job_record *record = shim_steps_job_record();
     struct batch_plan plan;
     if (batch_plan_decide(config, record, trainer_value, present, &plan, error,
                           sizeof error) != 0)
-        shim_injection_fail(error);
+        shim_exit_with_message(error);
     if (plan.initial_is_new) {
         record->initial_global_bsz = plan.initial_global;
         shim_steps_save_job_record("initial batch size learned");

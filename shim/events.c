@@ -136,6 +136,20 @@ void shim_events_exit(int status, const char *why)
     metrics_write_event(&shim_metrics, &line);
 }
 
+/* The seven fitted parameters as a "perf_params" object. */
+static void shim_events_add_perf_params(struct json_line *line, const struct perf_params *perf)
+{
+    static const char *const names[PERF_PARAMS_COUNT] = {"alpha_c", "beta_c", "alpha_n",
+                                                         "beta_n",  "alpha_r", "beta_r",
+                                                         "gamma"};
+    double values[PERF_PARAMS_COUNT];
+    perf_params_to_array(perf, values);
+    json_line_begin_object(line, "perf_params");
+    for (int i = 0; i < PERF_PARAMS_COUNT; i++)
+        json_line_add_double(line, names[i], values[i]);
+    json_line_end_object(line);
+}
+
 void shim_events_decision(const struct batch_decision_inputs *inputs,
                           const struct batch_decision *decision, bool restart)
 {
@@ -144,15 +158,7 @@ void shim_events_decision(const struct batch_decision_inputs *inputs,
     struct json_line line;
     json_line_begin(&line, "decision", shim_events_time());
     json_line_add_bool(&line, "restart", restart);
-    json_line_begin_object(&line, "perf_params");
-    json_line_add_double(&line, "alpha_c", decision->perf.alpha_c);
-    json_line_add_double(&line, "beta_c", decision->perf.beta_c);
-    json_line_add_double(&line, "alpha_n", decision->perf.alpha_n);
-    json_line_add_double(&line, "beta_n", decision->perf.beta_n);
-    json_line_add_double(&line, "alpha_r", decision->perf.alpha_r);
-    json_line_add_double(&line, "beta_r", decision->perf.beta_r);
-    json_line_add_double(&line, "gamma", decision->perf.gamma);
-    json_line_end_object(&line);
+    shim_events_add_perf_params(&line, &decision->perf);
     json_line_add_double(&line, "grad_sqr", inputs->grad_sqr);
     json_line_add_double(&line, "grad_var", inputs->grad_var);
     json_line_add_uint(&line, "replicas", inputs->replicas);
@@ -183,15 +189,7 @@ void shim_events_write_hints(const char *path, const struct batch_decision_input
     size_t used = 0;
     struct json_line line;
     json_line_begin(&line, "hints", shim_events_time());
-    json_line_begin_object(&line, "perf_params");
-    json_line_add_double(&line, "alpha_c", decision->perf.alpha_c);
-    json_line_add_double(&line, "beta_c", decision->perf.beta_c);
-    json_line_add_double(&line, "alpha_n", decision->perf.alpha_n);
-    json_line_add_double(&line, "beta_n", decision->perf.beta_n);
-    json_line_add_double(&line, "alpha_r", decision->perf.alpha_r);
-    json_line_add_double(&line, "beta_r", decision->perf.beta_r);
-    json_line_add_double(&line, "gamma", decision->perf.gamma);
-    json_line_end_object(&line);
+    shim_events_add_perf_params(&line, &decision->perf);
     json_line_add_double(&line, "grad_sqr", inputs->grad_sqr);
     json_line_add_double(&line, "grad_var", inputs->grad_var);
     json_line_add_uint(&line, "initial_global_bsz", inputs->initial_global_bsz);

@@ -149,6 +149,20 @@ void shim_ensure_initialized(void)
     pthread_once(&shim_initialization_once, shim_initialize);
 }
 
+void shim_exit_with_message(const char *message)
+{
+    char line[1200];
+    int length = snprintf(line, sizeof line, "adaptshim: %s\n", message);
+    if (length < 0)
+        length = 0;
+    if (length > (int)sizeof line - 1) {
+        length = (int)sizeof line - 1;
+        line[length - 1] = '\n';
+    }
+    sysio_write_all(STDERR_FILENO, line, (size_t)length);
+    _exit(2);
+}
+
 typedef int (*main_function)(int, char **, char **);
 typedef int (*libc_start_main_function)(main_function, int, char **, void (*)(void),
                                         void (*)(void), void (*)(void), void *);
@@ -169,14 +183,8 @@ SHIM_EXPORT int __libc_start_main(main_function main, int argc, char **argv,
         environ = &argv[argc + 1];
     shim_ensure_initialized();
     const char *error = shim_configuration_error();
-    if (error != NULL) {
-        char line[1200];
-        int length = snprintf(line, sizeof line, "adaptshim: %s\n", error);
-        if (length > (int)sizeof line - 1)
-            length = (int)sizeof line - 1;
-        sysio_write_all(STDERR_FILENO, line, (size_t)length);
-        _exit(2);
-    }
+    if (error != NULL)
+        shim_exit_with_message(error);
     if (shim_configured())
         shim_inject_batch_size(&argc, &argv);
     return real_start(main, argc, argv, init, fini, rtld_fini, stack_end);

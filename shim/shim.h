@@ -39,6 +39,10 @@ void shim_ensure_initialized(void);
  * excluded by ADAPTDL_TARGET (whether or not it virtualizes any file). */
 bool shim_configured(void);
 
+/* Writes "adaptshim: MESSAGE" as one line on stderr and exits with status 2
+ * at once (_exit: nothing of the trainer runs after it). */
+void shim_exit_with_message(const char *message) __attribute__((noreturn));
+
 /* The one-line configuration error found at initialization, or NULL. */
 const char *shim_configuration_error(void);
 

@@ -84,16 +84,12 @@ int shim_absolute_path(int dirfd, const char *path, char *out, size_t out_size)
     return shim_append_path(out, &length, out_size, path);
 }
 
+/* _exit, not exit: the trainer's atexit handlers could overwrite its
+ * checkpoint with a model trained on different data. */
 static void shim_refuse_different_data(const char *message)
 {
     log_error("%s", message);
-    char line[1200];
-    int length = snprintf(line, sizeof line, "adaptshim: %s\n", message);
-    if (length > (int)sizeof line - 1)
-        length = (int)sizeof line - 1;
-    sysio_write_all(STDERR_FILENO, line, (size_t)length);
-    /* _exit: the trainer's atexit handlers could overwrite its checkpoint */
-    _exit(2);
+    shim_exit_with_message(message);
 }
 
 /* Maps and registers a data file.  Caller holds the registry lock. */
