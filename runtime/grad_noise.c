@@ -70,7 +70,11 @@ static bool grad_noise_observe(struct grad_noise_state *state, double local_sqr_
     double scale = (double)samples / (double)state->initial_global_bsz;
     double grad_sqr = (k * total_sqr - local_sqr_mean) / (k - 1.0);
     double grad_var = (local_sqr_mean - total_sqr) * (double)samples / (k - 1.0);
-    double theta = pow(GRAD_NOISE_SMOOTHING, scale);
+    /* An observation standing for several steps (norms measured on one step
+     * in N) decays the averages as those N steps would have. */
+    double steps = state->steps_per_observation >= 1 ? (double)state->steps_per_observation
+                                                     : 1.0;
+    double theta = pow(GRAD_NOISE_SMOOTHING, scale * steps);
 
     /* Finite inputs can still overflow here (huge norms times a huge batch);
      * one such value would poison the averages for good. */

@@ -82,6 +82,10 @@ struct grad_noise_state {
     bool has_previous;
     double previous_sqr;       /* |a|^2 of the previous local gradient */
     uint64_t previous_bsz;
+    /* How many optimizer steps the next observation stands for (0 or 1:
+     * one).  The step monitor measures norms on one step in N and sets N
+     * here, so the averages keep covering the same span of training. */
+    uint64_t steps_per_observation;
 };
 
 /* Starts with no estimate.  A zero initial_global_bsz leaves the state unable

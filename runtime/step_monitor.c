@@ -25,6 +25,9 @@ void step_monitor_init(struct step_monitor *monitor, struct piggyback_transport 
     monitor->step_started = now;
     monitor->measure_period = 1;
     monitor->measuring = true;
+    monitor->measured_period_pending = 1;
+    monitor->measured_period_posted = 1;
+    monitor->measured_period_in_force = 1;
     grad_noise_init(&monitor->noise, initial_global_bsz);
 }
 
@@ -96,6 +99,8 @@ static void step_monitor_take_sums(struct step_monitor *monitor)
     step->total_sqr = sums[PIGGYBACK_TOTAL_SQR] / replicas;
     monitor->has_last = true;
     bool measured = llround(sums[PIGGYBACK_MEASURED]) == (long long)monitor->replicas;
+    if (measured)
+        monitor->measured_period_in_force = monitor->measured_period_posted;
     if (measured && step->step_time > 0) {
         double norm_time = sums[PIGGYBACK_NORM_TIME] / replicas;
         double period = ceil(norm_time / (STEP_MEASURE_BUDGET * step->step_time));
@@ -109,6 +114,8 @@ static void step_monitor_take_sums(struct step_monitor *monitor)
         monitor->noise.initial_global_bsz = step->global_records;
     /* Statistics only from measured steps in which every replica had
      * gradients: a partial step mixes replicas that did and did not reduce. */
+    /* this observation stands for the steps since the previous measured one */
+    monitor->noise.steps_per_observation = monitor->measured_period_in_force;
     if (measured && monitor->replicas >= 2 &&
         step->replicas_with_gradient == monitor->replicas && step->global_records > 0)
         step->statistics_updated = grad_noise_update_replicas(
@@ -171,6 +178,7 @@ enum step_action step_monitor_boundary(struct step_monitor *monitor, double now,
     send[PIGGYBACK_STEP_TIME] = now - monitor->step_started;
     send[PIGGYBACK_SYNC_TIME] = monitor->sync_time;
     send[PIGGYBACK_MEASURED] = monitor->measuring && monitor->gradient_pieces > 0 ? 1.0 : 0.0;
+    monitor->measured_period_posted = monitor->measured_period_pending;
     send[PIGGYBACK_NORM_TIME] = monitor->norm_time;
     monitor->posted_local_records = records;
     step_monitor_single_replica_statistics(monitor, records);
@@ -193,6 +201,8 @@ enum step_action step_monitor_boundary(struct step_monitor *monitor, double now,
      * came out biased high in tests (to be understood; see README). */
     uint64_t next = monitor->boundaries + 1;
     monitor->measuring = monitor->replicas == 1 || next % monitor->measure_period == 0;
+    if (monitor->measuring)
+        monitor->measured_period_pending = monitor->replicas == 1 ? 1 : monitor->measure_period;
 
     if (stop)
         return STEP_STOP;

@@ -97,6 +97,11 @@ struct step_monitor {
      * period at the same boundary, so all measure the same steps. */
     uint64_t measure_period;
     bool measuring;              /* the step in progress is measured */
+    /* the period a measured step stands for, carried from its start to the
+     * boundary where its sums arrive */
+    uint64_t measured_period_pending;
+    uint64_t measured_period_posted;
+    uint64_t measured_period_in_force;
     double norm_time;            /* seconds spent measuring this step */
     /* K = 1: |(a + b)/2|^2 of this step's gradient with the previous one's */
     double pair_mean_sqr;

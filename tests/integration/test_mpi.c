@@ -271,12 +271,12 @@ static void expect_noise_estimate(unsigned ranks)
 {
     struct mpi_job job;
     mpi_job_init(&job, 8000);
-    /* An initial global batch of 4 makes the averages' theta 0.999^(32/4):
-     * they cover the last ~125 steps, long after convergence (AdaptDL's
-     * rule; with the trainer's own batch as the initial one they would
-     * average over ~1000 steps and still remember the first ones). */
-    char *settings[] = {"ADAPTDL_LOG=debug", "ADAPTDL_BATCH_SIZE=4", NULL};
-    pid_t pid = mpi_job_start(&job, ranks, "run", "6", "0", NULL, settings);
+    /* An initial global batch of 8 makes the averages' theta 0.999^(32/8):
+     * they cover the last ~250 measured steps, long after convergence
+     * (AdaptDL's rule; with the trainer's own batch as the initial one they
+     * would average over ~1000 and still remember the first steps). */
+    char *settings[] = {"ADAPTDL_LOG=debug", "ADAPTDL_BATCH_SIZE=8", NULL};
+    pid_t pid = mpi_job_start(&job, ranks, "run", "8", "0", NULL, settings);
     cr_assert_eq(harness_wait(pid, 120), 0);
     char *err = mpi_job_file(&job, "run", ".err");
     char *text = harness_read_output(err);
