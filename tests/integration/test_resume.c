@@ -116,6 +116,19 @@ static void copy_file(const char *from, const char *to)
     free(data);
 }
 
+/* The last "step S" a trainer logged (0 when none). */
+static uint64_t last_logged_step(const char *log_path)
+{
+    struct id_log log;
+    harness_read_id_log(log_path, &log);
+    uint64_t last = 0;
+    for (size_t i = 0; i < log.count; i++)
+        if (log.events[i].kind == ID_EVENT_STEP)
+            last = log.events[i].value;
+    id_log_free(&log);
+    return last;
+}
+
 struct run_record {
     unsigned replicas;
     char *logs[8];
@@ -153,8 +166,26 @@ static void run_kill_sequence(const struct resume_setup *setup, const char *trai
         if (!last) {
             uint64_t delay_us = 20000 + next_random(&random_state) % 250000;
             usleep((useconds_t)delay_us);
-            for (unsigned rank = 0; rank < replicas; rank++)
+            /* Rank 0's checkpoint is what every rank of the next run resumes
+             * from: the other ranks must have got at least as far (as they
+             * would in lockstep), so they are killed once they pass it. */
+            kill(processes[0].pid, SIGKILL);
+            siginfo_t information;
+            /* WNOWAIT: wait for its death without reaping it (harness_wait does) */
+            waitid(P_PID, (id_t)processes[0].pid, &information, WEXITED | WNOWAIT);
+            uint64_t reached = last_logged_step(processes[0].log_path);
+            for (unsigned rank = 1; rank < replicas; rank++) {
+                for (int attempt = 0; attempt < 20000; attempt++) {
+                    memset(&information, 0, sizeof information);
+                    waitid(P_PID, (id_t)processes[rank].pid, &information,
+                           WEXITED | WNOHANG | WNOWAIT);
+                    if (last_logged_step(processes[rank].log_path) >= reached ||
+                        information.si_pid != 0)
+                        break;
+                    usleep(500);
+                }
                 kill(processes[rank].pid, SIGKILL);
+            }
         }
         for (unsigned rank = 0; rank < replicas; rank++) {
             int status = harness_wait(processes[rank].pid, 120);
