@@ -50,14 +50,14 @@ static int dataset_registry_apply_position(struct dataset_registry *registry,
         return -1;
     pthread_mutex_lock(&file->lock);
     bool applied = dataset_view_restore(file, registry->resume, position->pass,
-                                        position->current_index);
+                                        position->current_index, position->pass_length);
     pthread_mutex_unlock(&file->lock);
     if (applied)
         log_debug("restore: %s bound to pass %llu index %llu of %llu (%s); this pass now "
                   "starts at %llu with %llu records on replica %u of %u",
                   file->path, (unsigned long long)position->pass,
                   (unsigned long long)position->current_index,
-                  (unsigned long long)file->record_count,
+                  (unsigned long long)file->tracker.bound_length,
                   registry->resume == RESUME_REPLAY ? "replay" : "continue",
                   (unsigned long long)file->view_start_index,
                   (unsigned long long)file->view_length, file->rank, file->replicas);
@@ -136,7 +136,7 @@ int dataset_registry_capture(struct dataset_registry *registry,
         position->record_count = file->record_count;
         position->role = (uint32_t)file->entry->role;
         pass_tracker_position(&file->tracker, unconsumed_records, &position->pass,
-                              &position->current_index);
+                              &position->current_index, &position->pass_length);
         pthread_mutex_unlock(&file->lock);
     }
     /* Files restored but not touched yet in this run keep their bound

@@ -145,6 +145,7 @@ int dataset_file_init(struct dataset_file *file, const struct data_entry *entry,
         return -1;
     }
     pass_tracker_init(&file->tracker, file->record_count, file->replicas, file->rank);
+    pass_tracker_set_statistical(&file->tracker, entry->role == DATA_ROLE_TRAIN);
     if (dataset_view_fix(file) != 0) {
         snprintf(error, error_size, "data file %s: out of memory building its view",
                  file->path);
@@ -165,12 +166,32 @@ void dataset_file_release(struct dataset_file *file)
     memset(file, 0, sizeof *file);
 }
 
-static uint64_t dataset_view_logical_to_physical(const struct dataset_file *file,
-                                                 uint64_t position)
+/* The permutation of sweep `wrap` of the current pass: sweeps after the
+ * first are keyed by their wrap count; the latest one is cached, since a
+ * view walks its sweeps in order. */
+static const struct record_permutation *dataset_view_sweep_permutation(struct dataset_file *file,
+                                                                      uint64_t wrap)
 {
-    uint64_t logical = view_logical_index(file->record_count, file->replicas, file->rank,
+    if (wrap == 0)
+        return &file->permutation;
+    if (file->wrap_cached != wrap) {
+        record_permutation_init(&file->wrap_permutation, file->record_count,
+                                file->entry->shuffle, file->seed, file->basename,
+                                file->view_pass, wrap);
+        file->wrap_cached = wrap;
+    }
+    return &file->wrap_permutation;
+}
+
+static uint64_t dataset_view_logical_to_physical(struct dataset_file *file, uint64_t position)
+{
+    uint64_t logical = view_logical_index(file->view_pass_length, file->replicas, file->rank,
                                           file->view_start_index, position);
-    return record_permutation_apply(&file->permutation, logical);
+    if (logical < file->record_count || file->record_count == 0)
+        return record_permutation_apply(&file->permutation, logical);
+    const struct record_permutation *sweep =
+        dataset_view_sweep_permutation(file, logical / file->record_count);
+    return record_permutation_apply(sweep, logical % file->record_count);
 }
 
 /* Physical record index of view position j, computed a block at a time. */
@@ -274,7 +295,9 @@ int dataset_view_fix(struct dataset_file *file)
     pass_tracker_plan(&file->tracker, &plan);
     record_permutation_init(&file->permutation, file->record_count, file->entry->shuffle,
                             file->seed, file->basename, plan.pass, 0);
+    file->wrap_cached = 0;
     file->view_pass = plan.pass;
+    file->view_pass_length = plan.pass_length;
     file->view_start_index = plan.start_index;
     file->view_length = plan.length;
     file->block_first = 0;
@@ -403,9 +426,9 @@ int dataset_view_end_pass(struct dataset_file *file)
 }
 
 bool dataset_view_restore(struct dataset_file *file, enum resume_mode resume,
-                          uint64_t pass, uint64_t current_index)
+                          uint64_t pass, uint64_t current_index, uint64_t pass_length)
 {
-    if (!pass_tracker_restore(&file->tracker, resume, pass, current_index))
+    if (!pass_tracker_restore(&file->tracker, resume, pass, current_index, pass_length))
         return false;
     dataset_view_fix(file);
     return true;

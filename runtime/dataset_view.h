@@ -7,7 +7,10 @@
  * mode, the prefix sums of the view's line lengths).
  *
  * View layout: the header (verbatim, except a rewritten count field), then
- * the L records perm[s + r + j*K] (with AdaptDL's padding).  All functions
+ * the L records perm[s + r + j*K] (with AdaptDL's padding).  A pass of
+ * length M > N (a statistical epoch, SPEC §7) reads logical index v as
+ * record perm_w[v mod N] of sweep w = v / N, each sweep with its own
+ * permutation keyed by (pass, w), as AdaptDL seeds by epoch and wrap count.  All functions
  * here are pure memory operations on the mapping; callers hold `lock`. */
 #ifndef ADAPTSHIM_DATASET_VIEW_H
 #define ADAPTSHIM_DATASET_VIEW_H
@@ -55,7 +58,10 @@ struct dataset_file {
     struct pass_tracker tracker;
 
     /* the view of the current pass */
-    struct record_permutation permutation;
+    struct record_permutation permutation;      /* of its first sweep (wrap 0) */
+    struct record_permutation wrap_permutation; /* of sweep `wrap_cached` > 0 */
+    uint64_t wrap_cached;                       /* 0: none */
+    uint64_t view_pass_length;    /* M: logical records of the pass (SPEC §7) */
     uint64_t view_pass;
     uint64_t view_start_index;
     uint64_t view_length;         /* L */
@@ -103,7 +109,7 @@ int dataset_view_end_pass(struct dataset_file *file);
 /* Applies a restored position (pass_tracker_restore) and re-fixes the view
  * when it was accepted. */
 bool dataset_view_restore(struct dataset_file *file, enum resume_mode resume,
-                          uint64_t pass, uint64_t current_index);
+                          uint64_t pass, uint64_t current_index, uint64_t pass_length);
 
 /* True when at least one payload byte of the current pass was read. */
 static inline bool dataset_view_started(const struct dataset_file *file)

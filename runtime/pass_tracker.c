@@ -6,29 +6,42 @@
  *             pass p >  bound pass -> starts at 0
  *   continue: the first pass after the restore *is* the bound pass, from the
  *             bound index; later passes start at 0.
- * A bound index equal to N means "all records delivered": the bound pass is
- * header-only and ends at once, which is exactly what the trainer's loop
- * expects whichever way it counted its epochs. */
+ * A bound index equal to the pass length means "all records delivered": the
+ * bound pass is header-only and ends at once, which is exactly what the
+ * trainer's loop expects whichever way it counted its epochs.
+ *
+ * The bound pass keeps the length it had when it was captured (a
+ * statistical epoch planned in the previous run); skipped passes are
+ * header-only whatever their length; fresh passes ask the planner. */
 #include "pass_tracker.h"
 
 #include "permutation.h"
 
-static uint64_t pass_tracker_start_index_for(const struct pass_tracker *tracker,
-                                             uint64_t pass, bool *skipped)
+uint64_t (*pass_tracker_length_planner)(uint64_t record_count, uint64_t pass);
+
+static uint64_t pass_tracker_fresh_length(const struct pass_tracker *tracker, uint64_t pass)
 {
-    *skipped = false;
-    if (!tracker->has_bound || pass > tracker->bound_pass)
-        return 0;
-    if (pass == tracker->bound_pass)
-        return tracker->bound_index;
-    *skipped = true;
-    return tracker->record_count;
+    uint64_t length = 0;
+    if (tracker->statistical && pass_tracker_length_planner != NULL)
+        length = pass_tracker_length_planner(tracker->record_count, pass);
+    return length == 0 ? tracker->record_count : length;
 }
 
 static void pass_tracker_fix_current_pass(struct pass_tracker *tracker)
 {
-    tracker->start_index = pass_tracker_start_index_for(tracker, tracker->pass,
-                                                        &tracker->skipped);
+    uint64_t pass = tracker->pass;
+    tracker->skipped = false;
+    if (!tracker->has_bound || pass > tracker->bound_pass) {
+        tracker->pass_length = pass_tracker_fresh_length(tracker, pass);
+        tracker->start_index = 0;
+    } else if (pass == tracker->bound_pass) {
+        tracker->pass_length = tracker->bound_length;
+        tracker->start_index = tracker->bound_index;
+    } else {
+        tracker->skipped = true;
+        tracker->pass_length = tracker->record_count;
+        tracker->start_index = tracker->record_count;
+    }
     tracker->delivered = 0;
     tracker->started = false;
 }
@@ -44,13 +57,20 @@ void pass_tracker_init(struct pass_tracker *tracker, uint64_t record_count,
     pass_tracker_fix_current_pass(tracker);
 }
 
+void pass_tracker_set_statistical(struct pass_tracker *tracker, bool statistical)
+{
+    tracker->statistical = statistical;
+    if (!tracker->started)
+        pass_tracker_fix_current_pass(tracker);
+}
+
 void pass_tracker_plan(const struct pass_tracker *tracker, struct pass_plan *plan)
 {
     plan->pass = tracker->pass;
+    plan->pass_length = tracker->pass_length;
     plan->start_index = tracker->start_index;
     plan->skipped = tracker->skipped;
-    plan->length = view_length(tracker->record_count, tracker->replicas,
-                               tracker->start_index);
+    plan->length = view_length(tracker->pass_length, tracker->replicas, tracker->start_index);
 }
 
 void pass_tracker_note_delivered(struct pass_tracker *tracker, uint64_t delivered,
@@ -72,29 +92,32 @@ void pass_tracker_end_pass(struct pass_tracker *tracker)
 }
 
 void pass_tracker_position(const struct pass_tracker *tracker, uint64_t unconsumed,
-                           uint64_t *pass, uint64_t *current_index)
+                           uint64_t *pass, uint64_t *current_index, uint64_t *pass_length)
 {
     if (tracker->has_bound && tracker->resume == RESUME_REPLAY &&
         tracker->pass < tracker->bound_pass) {
         *pass = tracker->bound_pass;
         *current_index = tracker->bound_index;
+        *pass_length = tracker->bound_length;
         return;
     }
     uint64_t consumed = tracker->delivered > unconsumed ? tracker->delivered - unconsumed : 0;
     *pass = tracker->pass;
-    *current_index = view_current_index(tracker->record_count, tracker->replicas,
+    *pass_length = tracker->pass_length;
+    *current_index = view_current_index(tracker->pass_length, tracker->replicas,
                                         tracker->start_index, consumed);
 }
 
 bool pass_tracker_restore(struct pass_tracker *tracker, enum resume_mode resume,
-                          uint64_t bound_pass, uint64_t current_index)
+                          uint64_t bound_pass, uint64_t current_index, uint64_t pass_length)
 {
     if (tracker->started)
         return false;
     tracker->has_bound = true;
     tracker->resume = resume;
     tracker->bound_pass = bound_pass;
-    tracker->bound_index = current_index > tracker->record_count ? tracker->record_count
+    tracker->bound_length = pass_length == 0 ? tracker->record_count : pass_length;
+    tracker->bound_index = current_index > tracker->bound_length ? tracker->bound_length
                                                                  : current_index;
     if (resume == RESUME_CONTINUE)
         tracker->pass = bound_pass;

@@ -4,7 +4,13 @@
  * is in, where that pass's view starts (s), how many records this replica has
  * consumed in order, and a bound position restored from a snapshot under
  * `replay` or `continue`.  It does no I/O: the data view reports records
- * delivered and pass ends, and asks which view the current pass has. */
+ * delivered and pass ends, and asks which view the current pass has.
+ *
+ * A pass has a length M in logical records: N for a plain pass; for a train
+ * file under statistical epochs (SPEC §7) the length a planner chose, which
+ * may exceed N (the pass then wraps around the records with a fresh
+ * permutation per wrap) or fall short of it.  Start and current indices
+ * count in [0, M]. */
 #ifndef ADAPTSHIM_PASS_TRACKER_H
 #define ADAPTSHIM_PASS_TRACKER_H
 
@@ -18,22 +24,31 @@ struct pass_tracker {
     uint32_t replicas;         /* K (1 when the file is not sharded) */
     uint32_t rank;             /* r (0 when the file is not sharded) */
     uint64_t pass;             /* the pass whose view is fixed now */
-    uint64_t start_index;      /* s of that pass; N means header-only */
+    uint64_t pass_length;      /* M of that pass */
+    uint64_t start_index;      /* s of that pass; M means header-only */
     bool skipped;              /* header-only because replay skips it */
     uint64_t delivered;        /* records consumed in order in this pass */
     bool started;              /* a payload byte was read in this pass */
     uint64_t passes_completed; /* in this run, for the summary */
     uint64_t records_served;   /* in this run, for the summary */
+    bool statistical;          /* fresh passes take their length from the planner */
 
     bool has_bound;            /* a snapshot position was restored */
     enum resume_mode resume;
     uint64_t bound_pass;
     uint64_t bound_index;
+    uint64_t bound_length;     /* M of the bound pass */
 };
+
+/* Chooses the length M of a fresh pass of a file with `statistical` set
+ * (statistical epochs, SPEC §7); NULL, or a return of 0, means N.  Called
+ * with the file's lock held: it must not take the registry lock. */
+extern uint64_t (*pass_tracker_length_planner)(uint64_t record_count, uint64_t pass);
 
 /* What the current pass looks like, for building its view. */
 struct pass_plan {
     uint64_t pass;
+    uint64_t pass_length;      /* M */
     uint64_t start_index;
     uint64_t length;           /* L records on this replica */
     bool skipped;
@@ -42,6 +57,9 @@ struct pass_plan {
 void pass_tracker_init(struct pass_tracker *tracker, uint64_t record_count,
                        uint32_t replicas, uint32_t rank);
 void pass_tracker_plan(const struct pass_tracker *tracker, struct pass_plan *plan);
+/* Marks a train file whose fresh passes follow statistical epochs and
+ * re-plans the current pass when it has not started. */
+void pass_tracker_set_statistical(struct pass_tracker *tracker, bool statistical);
 
 /* The replica has now consumed `delivered` records of the current pass in
  * order (a running total, never decreasing); `any_payload` when at least one
@@ -51,19 +69,20 @@ void pass_tracker_note_delivered(struct pass_tracker *tracker, uint64_t delivere
 /* Ends the current pass and fixes the next one. */
 void pass_tracker_end_pass(struct pass_tracker *tracker);
 
-/* Position a snapshot binds: (pass, current_index), `unconsumed` records
- * fewer than delivered (stdio buffer and lookahead), never before s.
- * While replay is still skipping towards a bound position, the bound
- * position itself (the replay consumes nothing new). */
+/* Position a snapshot binds: (pass, current_index, pass length),
+ * `unconsumed` records fewer than delivered (stdio buffer and lookahead),
+ * never before s.  While replay is still skipping towards a bound position,
+ * the bound position itself (the replay consumes nothing new). */
 void pass_tracker_position(const struct pass_tracker *tracker, uint64_t unconsumed,
-                           uint64_t *pass, uint64_t *current_index);
+                           uint64_t *pass, uint64_t *current_index, uint64_t *pass_length);
 
 /* Applies a restored position.  Only meaningful before the current pass has
  * delivered a record; returns false (and changes nothing) otherwise.  Under
  * replay the pass counter keeps running from where this run is and earlier
  * passes become header-only; under continue the current pass becomes the
- * bound one.  `current_index` > N is clamped to N. */
+ * bound one.  The bound pass keeps its length `pass_length` (0: N);
+ * `current_index` beyond it is clamped to it. */
 bool pass_tracker_restore(struct pass_tracker *tracker, enum resume_mode resume,
-                          uint64_t bound_pass, uint64_t current_index);
+                          uint64_t bound_pass, uint64_t current_index, uint64_t pass_length);
 
 #endif

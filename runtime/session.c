@@ -13,6 +13,7 @@ void session_init(struct runtime_session *session)
 {
     memset(session, 0, sizeof *session);
     dataset_registry_init(&session->registry, RESUME_REPLAY);
+    statistical_epochs_init(&session->epochs);
 }
 
 static bool session_glob_matches(const char *glob, const char *path, const char *absolute_path)
@@ -82,6 +83,7 @@ int session_commit_checkpoint(struct runtime_session *session, const char *check
     snapshot.sequence = ++session->commit_sequence;
     int captured = dataset_registry_capture(&session->registry, unconsumed, context, &snapshot);
     pthread_mutex_unlock(&session->registry.lock);
+    statistical_epochs_capture(&session->epochs, &snapshot.progress, &snapshot.step);
     snapshot.checkpoint_path = strdup(checkpoint_path);
     if (captured != 0 || snapshot.checkpoint_path == NULL) {
         snprintf(error, error_size, "out of memory capturing a snapshot for %s",
@@ -94,12 +96,14 @@ int session_commit_checkpoint(struct runtime_session *session, const char *check
         session->snapshots_written++;
         if (log_enabled(LOG_LEVEL_DEBUG)) {
             log_debug("snapshot %" PRIu64 " bound to %s (size %" PRIu64 ", hash %016" PRIx64
-                      "), epoch %" PRIu64, snapshot.sequence, checkpoint_path, identity->size,
-                      identity->hash, snapshot.epoch);
+                      "), epoch %" PRIu64 ", step %" PRIu64 ", progress %.6g",
+                      snapshot.sequence, checkpoint_path, identity->size, identity->hash,
+                      snapshot.epoch, snapshot.step, snapshot.progress);
             for (size_t i = 0; i < snapshot.file_count; i++)
                 log_debug("snapshot %" PRIu64 ":   %s pass %" PRIu64 " index %" PRIu64
-                          " of %" PRIu64, snapshot.sequence, snapshot.files[i].name,
-                          snapshot.files[i].pass, snapshot.files[i].current_index,
+                          " of %" PRIu64 " (%" PRIu64 " records)", snapshot.sequence,
+                          snapshot.files[i].name, snapshot.files[i].pass,
+                          snapshot.files[i].current_index, snapshot.files[i].pass_length,
                           snapshot.files[i].record_count);
         }
         char prune_error[256];
@@ -166,6 +170,8 @@ int session_restore_checkpoint(struct runtime_session *session, const char *chec
     for (struct dataset_file *file = session->registry.files; file; file = file->next)
         file->seed = snapshot.seed;
     session->registry.resume = session->config.resume;
+    /* before the views are re-fixed: a fresh pass is planned from it */
+    statistical_epochs_restore(&session->epochs, snapshot.progress, snapshot.step);
     int status = dataset_registry_restore(&session->registry, &snapshot, error, error_size);
     pthread_mutex_unlock(&session->registry.lock);
     if (status == 0)

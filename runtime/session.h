@@ -12,6 +12,7 @@
 #include "config.h"
 #include "dataset_registry.h"
 #include "state_store.h"
+#include "statistical_epoch.h"
 
 struct runtime_session {
     struct adaptdl_config config;
@@ -20,6 +21,8 @@ struct runtime_session {
     uint64_t commit_sequence;
     bool warned_no_checkpoint_path;
     uint64_t snapshots_written;
+    /* progress and step counter: data positions bound with the files' */
+    struct statistical_epochs epochs;
 };
 
 void session_init(struct runtime_session *session);

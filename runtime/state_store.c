@@ -365,6 +365,7 @@ static const struct field_spec file_position_fields[] = {
     FIELD(struct snapshot_file_position, record_count, FIELD_U64),
     FIELD(struct snapshot_file_position, pass, FIELD_U64),
     FIELD(struct snapshot_file_position, current_index, FIELD_U64),
+    FIELD(struct snapshot_file_position, pass_length, FIELD_U64),
     FIELD(struct snapshot_file_position, role, FIELD_U32),
 };
 static const struct record_schema file_position_schema = {

@@ -41,7 +41,8 @@ struct snapshot_file_position {
     char *name;              /* basename of the data file */
     uint64_t record_count;   /* N of the physical file, checked at restore */
     uint64_t pass;           /* bound pass number */
-    uint64_t current_index;  /* 0..N within that pass */
+    uint64_t current_index;  /* 0..pass_length within that pass */
+    uint64_t pass_length;    /* M of that pass: N, or a statistical epoch's length */
     uint32_t role;           /* enum data_role */
 };
 

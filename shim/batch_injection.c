@@ -10,6 +10,7 @@
 #include "injection.h"
 #include "log.h"
 #include "shim.h"
+#include "statistical_epochs.h"
 #include "steps.h"
 #include "sysio.h"
 
@@ -91,4 +92,5 @@ void shim_inject_batch_size(int *argc, char ***argv)
              (unsigned long long)plan.global, (unsigned long long)plan.initial_global,
              present ? "" : "; the trainer was given none");
     shim_inject_learning_rate(&plan, argc, argv);
+    shim_epochs_configure(&plan, record);
 }

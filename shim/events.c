@@ -37,6 +37,7 @@ static void shim_events_pass_observer(const struct dataset_file *file, bool begi
     json_line_add_uint(&line, "pass", pass);
     json_line_add_uint(&line, "start_index", file->view_start_index);
     json_line_add_uint(&line, "length", file->view_length);
+    json_line_add_uint(&line, "pass_length", file->view_pass_length);
     json_line_add_uint(&line, "records", file->record_count);
     json_line_add_uint(&line, "replicas", file->replicas);
     json_line_add_uint(&line, "rank", file->rank);
@@ -62,16 +63,16 @@ void shim_events_open(void)
 }
 
 void shim_events_step(const struct agreed_step *step, const struct grad_noise_state *noise,
-                      uint64_t epoch, bool local_bsz_known, const struct goodput_model *model,
-                      uint32_t nodes)
+                      const struct job_position *position, bool local_bsz_known,
+                      const struct goodput_model *model, uint32_t nodes)
 {
     if (!metrics_writer_enabled(&shim_metrics))
         return;
     struct json_line line;
     double now = shim_events_time();
     json_line_begin(&line, "step", now);
-    json_line_add_uint(&line, "step", step->step);
-    json_line_add_uint(&line, "epoch", epoch);
+    json_line_add_uint(&line, "step", position->step);
+    json_line_add_uint(&line, "epoch", position->epoch);
     json_line_add_uint(&line, "replicas", step->replicas);
     json_line_add_double_or_null_if(&line, "local_bsz", local_bsz_known,
                                     (double)step->local_records);
@@ -82,7 +83,7 @@ void shim_events_step(const struct agreed_step *step, const struct grad_noise_st
     json_line_add_double(&line, "grad_sqr", grad_noise_sqr(noise));
     json_line_add_double(&line, "grad_var", grad_noise_var(noise));
     json_line_add_double(&line, "noise_scale", grad_noise_scale_simple(noise));
-    json_line_add_double(&line, "progress", 0.0);
+    json_line_add_double(&line, "progress", position->progress);
     if (model != NULL && local_bsz_known && step->local_records > 0) {
         json_line_add_double(&line, "efficiency",
                              goodput_efficiency(model, (double)step->global_records));

@@ -13,11 +13,18 @@
 
 void shim_events_open(void);
 struct goodput_model;
+/* Where the job is: the step counter and progress continue across
+ * restarts (they are bound in snapshots), unlike agreed_step.step. */
+struct job_position {
+    uint64_t step;
+    uint64_t epoch;
+    double progress;
+};
 /* `model` (may be NULL): once a decision fitted one, the step line also
  * carries the efficiency and goodput of the step's batch. */
 void shim_events_step(const struct agreed_step *step, const struct grad_noise_state *noise,
-                      uint64_t epoch, bool local_bsz_known, const struct goodput_model *model,
-                      uint32_t nodes);
+                      const struct job_position *position, bool local_bsz_known,
+                      const struct goodput_model *model, uint32_t nodes);
 void shim_events_snapshot(const char *checkpoint_path, const struct content_identity *identity,
                           bool written);
 void shim_events_restore(const char *checkpoint_path, int status);

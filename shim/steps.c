@@ -27,6 +27,7 @@
 #include "signals.h"
 #include "batch_decision.h"
 #include "events.h"
+#include "statistical_epochs.h"
 
 bool shim_steps_synchronized;
 struct step_monitor shim_monitor;
@@ -140,6 +141,12 @@ static void shim_write_job_record(const char *why)
         log_debug("job record written (%s): %zu profiles, grad_sqr %g, grad_var %g", why,
                   shim_job_record.profile_count, shim_job_record.grad_sqr,
                   shim_job_record.grad_var);
+}
+
+static void shim_steps_job_position(struct job_position *position)
+{
+    statistical_epochs_capture(&shim_session.epochs, &position->progress, &position->step);
+    position->epoch = dataset_registry_epoch(&shim_session.registry);
 }
 
 static void shim_log_agreed_step(void)
@@ -276,9 +283,11 @@ void shim_steps_boundary(void)
     if (shim_monitor.has_last) {
         step_monitor_record_profile(&shim_monitor, shim_session.config.num_nodes,
                                     &shim_job_record);
+        shim_epochs_note_agreed_step(&shim_monitor.last, &shim_monitor.noise);
         shim_log_agreed_step();
-        shim_events_step(&shim_monitor.last, &shim_monitor.noise,
-                         dataset_registry_epoch(&shim_session.registry),
+        struct job_position position;
+        shim_steps_job_position(&position);
+        shim_events_step(&shim_monitor.last, &shim_monitor.noise, &position,
                          shim_session.config.data_count > 0,
                          shim_model_valid ? &shim_model : NULL, shim_session.config.num_nodes);
     }
@@ -298,9 +307,11 @@ static void shim_steps_local_boundary(void)
     if (step_monitor_local_boundary(&shim_monitor, now, shim_train_records_consumed())) {
         step_monitor_record_profile(&shim_monitor, shim_session.config.num_nodes,
                                     &shim_job_record);
+        shim_epochs_note_agreed_step(&shim_monitor.last, &shim_monitor.noise);
         shim_log_agreed_step();
-        shim_events_step(&shim_monitor.last, &shim_monitor.noise,
-                         dataset_registry_epoch(&shim_session.registry), true, NULL,
+        struct job_position position;
+        shim_steps_job_position(&position);
+        shim_events_step(&shim_monitor.last, &shim_monitor.noise, &position, true, NULL,
                          shim_session.config.num_nodes);
         shim_overhead_seconds += shim_now() - now;
     }

@@ -115,6 +115,10 @@ static struct dataset_file *shim_register_dataset(const struct data_entry *entry
     struct dataset_file *file = malloc(sizeof *file);
     char error[1024];
     const struct adaptdl_config *config = &shim_session.config;
+    /* counted before its first pass is planned (statistical epochs correct
+     * their length only while there is one train file) */
+    if (entry->role == DATA_ROLE_TRAIN)
+        statistical_epochs_note_train_file(&shim_session.epochs);
     if (file == NULL ||
         dataset_file_init(file, entry, absolute_path, map, (uint64_t)status->st_size,
                           config->seed, config->num_replicas, config->replica_rank,

@@ -254,7 +254,7 @@ Test(dataset_view, view_is_header_then_permuted_records_for_every_layout)
                         dv_init(&file, &entry, bytes, size, replicas, rank);
                         if (starts[si] != 0)
                             cr_assert(dataset_view_restore(&file, RESUME_CONTINUE, 0,
-                                                           starts[si]));
+                                                           starts[si], 0));
                         struct dv_layout layout = {count, replicas, rank, starts[si], 0,
                                                    shuffle, DV_SEED, DV_BASENAME};
                         cr_assert_eq(file.view_length, dv_expected_length(&layout));
@@ -488,7 +488,7 @@ Test(dataset_view, note_read_counts_only_records_read_in_order)
     dataset_view_note_read(&file, 36, 0);
     cr_expect_eq(file.frontier, 36);
     uint64_t pass, index;
-    pass_tracker_position(&file.tracker, 0, &pass, &index);
+    pass_tracker_position(&file.tracker, 0, &pass, &index, &(uint64_t){0});
     cr_expect_eq(index, 6);
     cr_assert_eq(dataset_view_end_pass(&file), 0);
     cr_expect_eq(file.frontier, 0);
@@ -504,7 +504,7 @@ Test(dataset_view, restore_refixes_the_view_only_before_start)
     struct data_entry entry = dv_entry(0, 8, true, true);
     struct dataset_file file;
     dv_init(&file, &entry, bytes, size, 4, 2);
-    cr_assert(dataset_view_restore(&file, RESUME_REPLAY, 1, 10));
+    cr_assert(dataset_view_restore(&file, RESUME_REPLAY, 1, 10, 0));
     cr_expect_eq(file.view_length, 0, "pass 0 skipped under replay");
     cr_expect_eq(file.view_size, 0);
     cr_assert_eq(dataset_view_end_pass(&file), 0);
@@ -516,7 +516,7 @@ Test(dataset_view, restore_refixes_the_view_only_before_start)
     dataset_view_note_read(&file, 0, 8);
     struct dv_layout layout = {30, 4, 2, 10, 1, true, DV_SEED, DV_BASENAME};
     cr_expect_eq(first, dv_expected_physical(&layout, 0));
-    cr_expect_not(dataset_view_restore(&file, RESUME_CONTINUE, 0, 0));
+    cr_expect_not(dataset_view_restore(&file, RESUME_CONTINUE, 0, 0, 0));
     cr_expect_eq(file.view_pass, 1);
     cr_expect_eq(file.view_start_index, 10);
     dataset_file_release(&file);
@@ -655,7 +655,7 @@ Test(dataset_view, lines_view_after_restore_and_next_pass)
     struct data_entry entry = dv_entry(4, 0, true, true);
     struct dataset_file file;
     dv_init(&file, &entry, bytes, size, 2, 1);
-    cr_assert(dataset_view_restore(&file, RESUME_CONTINUE, 3, 12));
+    cr_assert(dataset_view_restore(&file, RESUME_CONTINUE, 3, 12, 0));
     for (uint64_t pass = 3; pass <= 4; pass++) {
         struct dv_layout layout = {count, 2, 1, pass == 3 ? 12 : 0, pass, true, DV_SEED,
                                    DV_BASENAME};
@@ -781,10 +781,10 @@ Test(dataset_view, count_field_is_rewritten_for_each_type)
                 cr_expect_eq(view_header[i], bytes[i], "header byte %llu changed",
                              (unsigned long long)i);
         /* the field follows the view: a restored pass, then header-only */
-        cr_assert(dataset_view_restore(&file, RESUME_CONTINUE, 0, 7));
+        cr_assert(dataset_view_restore(&file, RESUME_CONTINUE, 0, 7, 0));
         cr_assert_eq(dataset_view_copy(&file, 0, view_header, header), header);
         cr_expect_eq(dv_read_count(view_header + 3, types[t]), 3, "1 record = 3 units");
-        cr_assert(dataset_view_restore(&file, RESUME_CONTINUE, 0, count));
+        cr_assert(dataset_view_restore(&file, RESUME_CONTINUE, 0, count, 0));
         cr_assert_eq(dataset_view_copy(&file, 0, view_header, header), header);
         cr_expect_eq(dv_read_count(view_header + 3, types[t]), 0);
         dataset_file_release(&file);
@@ -846,5 +846,95 @@ Test(dataset_view, transparency_with_a_matching_count_field)
     dv_init(&file, &entry, bytes, size, 2, 1);
     dv_expect_whole_view(&file, bytes, size, "IDX-like transparent view");
     dataset_file_release(&file);
+    free(bytes);
+}
+
+/* --- statistical epochs: passes longer than one sweep (SPEC §7) ------------- */
+
+static uint64_t dv_planned_length;
+static uint64_t dv_planner(uint64_t record_count, uint64_t pass)
+{
+    (void)record_count;
+    (void)pass;
+    return dv_planned_length;
+}
+
+/* Physical record at logical index v of a pass of M >= N records: sweep
+ * v / N has its own permutation, keyed by the wrap count. */
+static uint64_t dv_expected_wrapped(uint64_t count, uint64_t pass, uint64_t v)
+{
+    struct record_permutation permutation;
+    record_permutation_init(&permutation, count, true, DV_SEED, DV_BASENAME, pass,
+                            v / count);
+    return record_permutation_apply(&permutation, v % count);
+}
+
+/* A pass of 25 records over a 10-record file, 3 replicas: two whole sweeps
+ * and half of a third, each in its own order, split as any pass is, with
+ * AdaptDL's padding taken from the pass's own start. */
+Test(dataset_view, a_pass_longer_than_the_file_wraps_with_a_fresh_order_per_sweep)
+{
+    const uint64_t count = 10, record_size = 16, header = 4;
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(header, record_size, count, 0, &size);
+    struct data_entry entry = dv_entry(header, record_size, true, true);
+    dv_planned_length = 25;
+    pass_tracker_length_planner = dv_planner;
+    uint64_t seen[10] = {0};
+    for (uint32_t rank = 0; rank < 3; rank++) {
+        struct dataset_file file;
+        dv_init(&file, &entry, bytes, size, 3, rank);
+        cr_assert_eq(file.view_pass_length, 25);
+        cr_assert_eq(file.view_length, 9, "ceil(25 / 3)");
+        cr_assert_eq(file.view_size, header + 9 * record_size);
+        for (uint64_t j = 0; j < file.view_length; j++) {
+            unsigned char record[16];
+            cr_assert_eq(dataset_view_copy(&file, header + j * record_size, record,
+                                           record_size), record_size);
+            uint64_t v = rank + 3 * j;
+            if (v >= 25)
+                v -= 25;  /* padding */
+            uint64_t expected = dv_expected_wrapped(count, 0, v);
+            cr_expect_eq(record[0], (unsigned char)expected, "rank %u position %llu", rank,
+                         (unsigned long long)j);
+            seen[record[0]]++;
+        }
+        dataset_file_release(&file);
+    }
+    uint64_t total = 0;
+    for (uint64_t i = 0; i < count; i++) {
+        total += seen[i];
+        cr_expect(seen[i] >= 2 && seen[i] <= 4, "record %llu seen %llu times",
+                  (unsigned long long)i, (unsigned long long)seen[i]);
+    }
+    cr_expect_eq(total, 27, "25 records and 2 padding");
+    bool sweeps_differ = false;
+    for (uint64_t i = 0; i < count; i++)
+        sweeps_differ |= dv_expected_wrapped(count, 0, i) != dv_expected_wrapped(count, 0, i + 10);
+    cr_expect(sweeps_differ, "the second sweep has its own order");
+    pass_tracker_length_planner = NULL;
+    free(bytes);
+}
+
+/* A pass shorter than the file (a statistical epoch ahead of its target):
+ * the first M records of the pass's order. */
+Test(dataset_view, a_pass_shorter_than_the_file_is_a_prefix_of_its_order)
+{
+    const uint64_t count = 40, record_size = 8;
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(0, record_size, count, 0, &size);
+    struct data_entry entry = dv_entry(0, record_size, true, true);
+    dv_planned_length = 13;
+    pass_tracker_length_planner = dv_planner;
+    struct dataset_file file;
+    dv_init(&file, &entry, bytes, size, 1, 0);
+    cr_assert_eq(file.view_length, 13);
+    for (uint64_t j = 0; j < 13; j++) {
+        unsigned char record[8];
+        dataset_view_copy(&file, j * record_size, record, record_size);
+        cr_expect_eq(record[0], (unsigned char)dv_expected_wrapped(count, 0, j));
+    }
+    dataset_file_release(&file);
+    pass_tracker_length_planner = NULL;
     free(bytes);
 }

@@ -32,7 +32,7 @@ static void expect_position(const struct pass_tracker *tracker, uint64_t unconsu
                             uint64_t pass, uint64_t index)
 {
     uint64_t got_pass = UINT64_MAX, got_index = UINT64_MAX;
-    pass_tracker_position(tracker, unconsumed, &got_pass, &got_index);
+    pass_tracker_position(tracker, unconsumed, &got_pass, &got_index, &(uint64_t){0});
     cr_expect_eq(got_pass, pass, "position pass %llu, expected %llu",
                  (unsigned long long)got_pass, (unsigned long long)pass);
     cr_expect_eq(got_index, index, "position index %llu, expected %llu",
@@ -135,7 +135,7 @@ Test(pass_tracker, unconsumed_adjustment_never_goes_below_start)
 {
     struct pass_tracker tracker;
     pass_tracker_init(&tracker, 100, 2, 1);
-    cr_assert(pass_tracker_restore(&tracker, RESUME_REPLAY, 0, 41));
+    cr_assert(pass_tracker_restore(&tracker, RESUME_REPLAY, 0, 41, 0));
     expect_plan(&tracker, 0, 41, 30, false);
     pass_tracker_note_delivered(&tracker, 3, true);
     expect_position(&tracker, 0, 0, 47);
@@ -148,7 +148,7 @@ Test(pass_tracker, replay_skips_earlier_passes_then_resumes_at_bound_index)
 {
     struct pass_tracker tracker;
     pass_tracker_init(&tracker, 10, 3, 0);
-    cr_assert(pass_tracker_restore(&tracker, RESUME_REPLAY, 2, 5));
+    cr_assert(pass_tracker_restore(&tracker, RESUME_REPLAY, 2, 5, 0));
     /* passes 0 and 1 are header-only; a snapshot meanwhile binds (2, 5) */
     expect_plan(&tracker, 0, 10, 0, true);
     expect_position(&tracker, 0, 2, 5);
@@ -174,7 +174,7 @@ Test(pass_tracker, replay_with_bound_pass_zero_skips_nothing)
 {
     struct pass_tracker tracker;
     pass_tracker_init(&tracker, 10, 1, 0);
-    cr_assert(pass_tracker_restore(&tracker, RESUME_REPLAY, 0, 0));
+    cr_assert(pass_tracker_restore(&tracker, RESUME_REPLAY, 0, 0, 0));
     expect_plan(&tracker, 0, 0, 10, false);
     pass_tracker_end_pass(&tracker);
     expect_plan(&tracker, 1, 0, 10, false);
@@ -184,7 +184,7 @@ Test(pass_tracker, replay_complete_bound_pass_is_header_only)
 {
     struct pass_tracker tracker;
     pass_tracker_init(&tracker, 10, 2, 1);
-    cr_assert(pass_tracker_restore(&tracker, RESUME_REPLAY, 1, 10));
+    cr_assert(pass_tracker_restore(&tracker, RESUME_REPLAY, 1, 10, 0));
     expect_plan(&tracker, 0, 10, 0, true);
     pass_tracker_end_pass(&tracker);
     expect_plan(&tracker, 1, 10, 0, false);
@@ -198,7 +198,7 @@ Test(pass_tracker, continue_makes_the_current_pass_the_bound_one)
 {
     struct pass_tracker tracker;
     pass_tracker_init(&tracker, 10, 4, 3);
-    cr_assert(pass_tracker_restore(&tracker, RESUME_CONTINUE, 4, 7));
+    cr_assert(pass_tracker_restore(&tracker, RESUME_CONTINUE, 4, 7, 0));
     expect_plan(&tracker, 4, 7, 1, false);
     expect_position(&tracker, 0, 4, 7);
     pass_tracker_note_delivered(&tracker, 1, true);
@@ -211,7 +211,7 @@ Test(pass_tracker, continue_with_complete_index_is_header_only_then_next_pass)
 {
     struct pass_tracker tracker;
     pass_tracker_init(&tracker, 10, 1, 0);
-    cr_assert(pass_tracker_restore(&tracker, RESUME_CONTINUE, 3, 10));
+    cr_assert(pass_tracker_restore(&tracker, RESUME_CONTINUE, 3, 10, 0));
     expect_plan(&tracker, 3, 10, 0, false);
     expect_position(&tracker, 0, 3, 10);
     pass_tracker_end_pass(&tracker);
@@ -225,7 +225,7 @@ Test(pass_tracker, continue_can_go_back_to_an_earlier_pass)
     pass_tracker_init(&tracker, 10, 1, 0);
     pass_tracker_end_pass(&tracker);
     pass_tracker_end_pass(&tracker);
-    cr_assert(pass_tracker_restore(&tracker, RESUME_CONTINUE, 1, 4));
+    cr_assert(pass_tracker_restore(&tracker, RESUME_CONTINUE, 1, 4, 0));
     expect_plan(&tracker, 1, 4, 6, false);
 }
 
@@ -233,7 +233,7 @@ Test(pass_tracker, bound_index_past_n_is_clamped)
 {
     struct pass_tracker tracker;
     pass_tracker_init(&tracker, 10, 1, 0);
-    cr_assert(pass_tracker_restore(&tracker, RESUME_CONTINUE, 0, 999));
+    cr_assert(pass_tracker_restore(&tracker, RESUME_CONTINUE, 0, 999, 0));
     cr_expect_eq(tracker.bound_index, 10);
     expect_plan(&tracker, 0, 10, 0, false);
     expect_position(&tracker, 0, 0, 10);
@@ -245,8 +245,8 @@ Test(pass_tracker, restore_after_started_is_refused_and_changes_nothing)
     pass_tracker_init(&tracker, 10, 2, 0);
     pass_tracker_note_delivered(&tracker, 2, true);
     struct pass_tracker before = tracker;
-    cr_expect_not(pass_tracker_restore(&tracker, RESUME_REPLAY, 3, 4));
-    cr_expect_not(pass_tracker_restore(&tracker, RESUME_CONTINUE, 3, 4));
+    cr_expect_not(pass_tracker_restore(&tracker, RESUME_REPLAY, 3, 4, 0));
+    cr_expect_not(pass_tracker_restore(&tracker, RESUME_CONTINUE, 3, 4, 0));
     cr_expect_eq(memcmp(&before, &tracker, sizeof tracker), 0);
     expect_position(&tracker, 0, 0, 4);
 }
@@ -255,8 +255,8 @@ Test(pass_tracker, a_second_restore_before_start_replaces_the_first)
 {
     struct pass_tracker tracker;
     pass_tracker_init(&tracker, 10, 1, 0);
-    cr_assert(pass_tracker_restore(&tracker, RESUME_REPLAY, 2, 3));
-    cr_assert(pass_tracker_restore(&tracker, RESUME_REPLAY, 0, 6));
+    cr_assert(pass_tracker_restore(&tracker, RESUME_REPLAY, 2, 3, 0));
+    cr_assert(pass_tracker_restore(&tracker, RESUME_REPLAY, 0, 6, 0));
     expect_plan(&tracker, 0, 6, 4, false);
 }
 
@@ -280,7 +280,7 @@ static void sim_start(struct sim_run *run, uint64_t record_count, uint32_t repli
     for (uint32_t rank = 0; rank < replicas; rank++) {
         pass_tracker_init(&run->trackers[rank], record_count, replicas, rank);
         if (restore)
-            cr_assert(pass_tracker_restore(&run->trackers[rank], resume, pass, index));
+            cr_assert(pass_tracker_restore(&run->trackers[rank], resume, pass, index, 0));
     }
 }
 
@@ -329,10 +329,10 @@ static uint64_t sim_length(const struct sim_run *run)
 /* The snapshot position, identical on every replica in lock-step. */
 static void sim_position(const struct sim_run *run, uint64_t *pass, uint64_t *index)
 {
-    pass_tracker_position(&run->trackers[0], 0, pass, index);
+    pass_tracker_position(&run->trackers[0], 0, pass, index, &(uint64_t){0});
     for (uint32_t rank = 1; rank < run->replicas; rank++) {
         uint64_t other_pass, other_index;
-        pass_tracker_position(&run->trackers[rank], 0, &other_pass, &other_index);
+        pass_tracker_position(&run->trackers[rank], 0, &other_pass, &other_index, &(uint64_t){0});
         cr_assert_eq(other_pass, *pass);
         cr_assert_eq(other_index, *index, "replicas disagree on current_index");
     }
@@ -482,4 +482,71 @@ Test(pass_tracker_simulation, replay_skips_finished_passes_and_runs_later_ones_f
     cr_expect_eq(plan.start_index, 0);
     cr_expect_eq(plan.length, 12);
     free(counts);
+}
+
+/* --- statistical epochs: planned pass lengths (SPEC §7) --------------------- */
+
+static uint64_t planner_calls;
+/* pass p of N records holds N + 5p records (pass 0: N) */
+static uint64_t growing_planner(uint64_t record_count, uint64_t pass)
+{
+    planner_calls++;
+    return record_count + 5 * pass;
+}
+
+Test(pass_tracker, a_statistical_file_takes_its_fresh_pass_lengths_from_the_planner)
+{
+    pass_tracker_length_planner = growing_planner;
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 10, 3, 1);
+    expect_plan(&tracker, 0, 0, 4, false);
+    pass_tracker_set_statistical(&tracker, true);
+    pass_tracker_end_pass(&tracker);
+    pass_tracker_end_pass(&tracker);
+    /* pass 2: M = 20, L = ceil(20 / 3) = 7 */
+    expect_plan(&tracker, 2, 0, 7, false);
+    cr_expect_eq(tracker.pass_length, 20);
+    pass_tracker_note_delivered(&tracker, 7, true);
+    uint64_t pass, index, length;
+    pass_tracker_position(&tracker, 0, &pass, &index, &length);
+    cr_expect_eq(index, 20, "current_index is capped at M, not N");
+    cr_expect_eq(length, 20);
+    pass_tracker_position(&tracker, 2, &pass, &index, &length);
+    cr_expect_eq(index, 15);
+
+    struct pass_tracker eval;
+    uint64_t calls = planner_calls;
+    pass_tracker_init(&eval, 10, 3, 1);
+    pass_tracker_end_pass(&eval);
+    expect_plan(&eval, 1, 0, 4, false);
+    cr_expect_eq(planner_calls, calls, "an eval file is never planned");
+    pass_tracker_length_planner = NULL;
+}
+
+Test(pass_tracker, the_bound_pass_keeps_its_length_and_later_passes_are_planned)
+{
+    pass_tracker_length_planner = growing_planner;
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 10, 2, 0);
+    pass_tracker_set_statistical(&tracker, true);
+    /* bound: pass 1 of length 37, 30 records done; now replayed with K = 2 */
+    cr_assert(pass_tracker_restore(&tracker, RESUME_REPLAY, 1, 30, 37));
+    expect_plan(&tracker, 0, 10, 0, true);
+    pass_tracker_end_pass(&tracker);
+    expect_plan(&tracker, 1, 30, 4, false);
+    cr_expect_eq(tracker.pass_length, 37);
+    pass_tracker_end_pass(&tracker);
+    expect_plan(&tracker, 2, 0, 10, false);
+    cr_expect_eq(tracker.pass_length, 20, "planned afresh");
+
+    struct pass_tracker clamped;
+    pass_tracker_init(&clamped, 10, 1, 0);
+    cr_assert(pass_tracker_restore(&clamped, RESUME_CONTINUE, 0, 99, 12));
+    expect_plan(&clamped, 0, 12, 0, false);
+    struct pass_tracker old_snapshot;
+    pass_tracker_init(&old_snapshot, 10, 1, 0);
+    cr_assert(pass_tracker_restore(&old_snapshot, RESUME_CONTINUE, 0, 4, 0));
+    expect_plan(&old_snapshot, 0, 4, 6, false);
+    cr_expect_eq(old_snapshot.pass_length, 10, "length 0 means N");
+    pass_tracker_length_planner = NULL;
 }

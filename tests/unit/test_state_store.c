@@ -196,6 +196,7 @@ static void make_rich_snapshot(struct adaptdl_snapshot *snapshot)
         snapshot->files[index].record_count = files[index].records;
         snapshot->files[index].pass = files[index].pass;
         snapshot->files[index].current_index = files[index].index;
+        snapshot->files[index].pass_length = files[index].records * (index + 1);
         snapshot->files[index].role = files[index].role;
     }
 
@@ -232,6 +233,7 @@ static void assert_snapshots_equal(const struct adaptdl_snapshot *a,
         cr_assert_eq(a->files[index].record_count, b->files[index].record_count);
         cr_assert_eq(a->files[index].pass, b->files[index].pass);
         cr_assert_eq(a->files[index].current_index, b->files[index].current_index);
+        cr_assert_eq(a->files[index].pass_length, b->files[index].pass_length);
         cr_assert_eq(a->files[index].role, b->files[index].role);
     }
     cr_assert_eq(a->accumulator_count, b->accumulator_count);
@@ -740,7 +742,7 @@ static void pack_binding_missing_hash(msgpack_packer *packer)
 
 static void pack_file(msgpack_packer *packer, const char *name, bool with_role)
 {
-    msgpack_pack_map(packer, with_role ? 5 : 4);
+    msgpack_pack_map(packer, with_role ? 6 : 5);
     pack_text(packer, "name");
     pack_text(packer, name);
     pack_text(packer, "record_count");
@@ -749,6 +751,8 @@ static void pack_file(msgpack_packer *packer, const char *name, bool with_role)
     msgpack_pack_uint64(packer, 1);
     pack_text(packer, "current_index");
     msgpack_pack_uint64(packer, 5);
+    pack_text(packer, "pass_length");
+    msgpack_pack_uint64(packer, 10);
     if (with_role) {
         pack_text(packer, "role");
         msgpack_pack_uint32(packer, 0);
@@ -772,7 +776,7 @@ static void pack_second_file_without_role(msgpack_packer *packer)
 static void pack_file_name_with_nul(msgpack_packer *packer)
 {
     msgpack_pack_array(packer, 1);
-    msgpack_pack_map(packer, 5);
+    msgpack_pack_map(packer, 6);
     pack_text(packer, "name");
     msgpack_pack_str(packer, 3);
     msgpack_pack_str_body(packer, "a\0b", 3);
@@ -782,6 +786,8 @@ static void pack_file_name_with_nul(msgpack_packer *packer)
     msgpack_pack_uint64(packer, 1);
     pack_text(packer, "current_index");
     msgpack_pack_uint64(packer, 5);
+    pack_text(packer, "pass_length");
+    msgpack_pack_uint64(packer, 10);
     pack_text(packer, "role");
     msgpack_pack_uint32(packer, 0);
 }

@@ -109,7 +109,7 @@ Test(view_cursor, the_last_record_read_does_not_end_the_pass_by_itself)
     vc_read_exactly(&cursor, VC_HEADER + VC_RECORD * VC_COUNT);
     cr_expect_eq(data.file.view_pass, 0, "only a read returning 0 ends it");
     uint64_t pass, index;
-    pass_tracker_position(&data.file.tracker, 0, &pass, &index);
+    pass_tracker_position(&data.file.tracker, 0, &pass, &index, &(uint64_t){0});
     cr_expect_eq(pass, 0);
     cr_expect_eq(index, VC_COUNT, "all delivered: current_index N");
     vc_teardown(&data);
@@ -141,7 +141,7 @@ Test(view_cursor, a_second_read_at_eof_of_a_header_only_pass_does_not_swallow_th
     for (uint64_t header = 0; header <= VC_HEADER; header += VC_HEADER) {
         struct vc_data data;
         vc_setup(&data, header, true, 1, 0);
-        cr_assert(dataset_view_restore(&data.file, RESUME_REPLAY, 2, 0));
+        cr_assert(dataset_view_restore(&data.file, RESUME_REPLAY, 2, 0, 0));
         struct view_cursor cursor;
         view_cursor_open(&cursor, &data.file);
         unsigned char buffer[32];
@@ -330,7 +330,7 @@ Test(view_cursor, the_next_view_is_fixed_as_soon_as_a_pass_ends)
 {
     struct vc_data data;
     vc_setup(&data, VC_HEADER, true, 2, 0);
-    cr_assert(dataset_view_restore(&data.file, RESUME_REPLAY, 1, 6));
+    cr_assert(dataset_view_restore(&data.file, RESUME_REPLAY, 1, 6, 0));
     struct view_cursor cursor;
     view_cursor_open(&cursor, &data.file);
     cr_expect_eq(view_cursor_size(&cursor), VC_HEADER, "pass 0 skipped: header only");
@@ -447,11 +447,11 @@ Test(view_cursor, cursors_on_one_file_share_the_pass)
     view_cursor_open(&probe, &data.file);
     vc_read_exactly(&loader, VC_HEADER + 3 * VC_RECORD);
     uint64_t pass, index;
-    pass_tracker_position(&data.file.tracker, 0, &pass, &index);
+    pass_tracker_position(&data.file.tracker, 0, &pass, &index, &(uint64_t){0});
     cr_expect_eq(index, 3);
     /* the probe rereads from the start: not in order, no extra progress */
     vc_read_exactly(&probe, VC_HEADER + VC_RECORD);
-    pass_tracker_position(&data.file.tracker, 0, &pass, &index);
+    pass_tracker_position(&data.file.tracker, 0, &pass, &index, &(uint64_t){0});
     cr_expect_eq(index, 3);
     /* the loader finishes the pass; the probe, mid-way, sees its end too */
     vc_read_to_end(&loader, 32, NULL, 0);
@@ -576,7 +576,7 @@ Test(view_cursor, a_header_only_pass_ends_when_the_trainer_rewinds_without_readi
      * sees a read return 0: the rewind must end the skipped pass. */
     struct vc_data data;
     vc_setup(&data, VC_HEADER, true, 1, 0);
-    cr_assert(dataset_view_restore(&data.file, RESUME_REPLAY, 2, 0));
+    cr_assert(dataset_view_restore(&data.file, RESUME_REPLAY, 2, 0, 0));
     struct view_cursor cursor;
     view_cursor_open(&cursor, &data.file);
     unsigned char header[VC_HEADER];

@@ -1,0 +1,123 @@
+/* statistical_epoch.c - pass lengths planned from the progress of
+ * statistical epochs (see statistical_epoch.h). */
+#include "statistical_epoch.h"
+
+#include <math.h>
+
+#include "goodput.h"
+
+/* Slack when rounding a planned length up: progress sums of fractions such
+ * as 16/24 carry rounding errors far below one record, and a pass that is
+ * exactly on target must come out as N, not N + 1. */
+#define STATISTICAL_EPOCH_ROUNDING_SLACK 1e-6
+
+void statistical_epochs_init(struct statistical_epochs *epochs)
+{
+    *epochs = (struct statistical_epochs){.efficiency = 1.0};
+    pthread_mutex_init(&epochs->lock, NULL);
+}
+
+double statistical_epoch_efficiency(double grad_sqr, double grad_var,
+                                    double initial_global_bsz, double global_bsz)
+{
+    struct goodput_model model = {
+        .grad = {.sqr = grad_sqr, .var = grad_var},
+        .initial_global_bsz = initial_global_bsz > 0 ? (uint64_t)llround(initial_global_bsz) : 0,
+    };
+    if (!goodput_has_grad_statistics(&model.grad))
+        return 1.0;
+    double efficiency = goodput_efficiency(&model, global_bsz);
+    return isfinite(efficiency) && efficiency > 0 ? efficiency : 1.0;
+}
+
+void statistical_epochs_enable(struct statistical_epochs *epochs, double initial_global_bsz,
+                               double global_bsz, double grad_sqr, double grad_var)
+{
+    pthread_mutex_lock(&epochs->lock);
+    epochs->enabled = initial_global_bsz > 0 && global_bsz > 0;
+    epochs->initial_global_bsz = initial_global_bsz;
+    epochs->global_bsz = global_bsz;
+    epochs->efficiency = statistical_epoch_efficiency(grad_sqr, grad_var, initial_global_bsz,
+                                                      global_bsz);
+    pthread_mutex_unlock(&epochs->lock);
+}
+
+void statistical_epochs_note_step(struct statistical_epochs *epochs, uint64_t global_records,
+                                  double grad_sqr, double grad_var)
+{
+    pthread_mutex_lock(&epochs->lock);
+    epochs->step++;
+    if (epochs->enabled) {
+        epochs->efficiency = statistical_epoch_efficiency(
+            grad_sqr, grad_var, epochs->initial_global_bsz, epochs->global_bsz);
+        epochs->progress +=
+            (double)global_records * epochs->efficiency / epochs->initial_global_bsz;
+    }
+    pthread_mutex_unlock(&epochs->lock);
+}
+
+uint64_t statistical_epoch_plan_length(uint64_t record_count, uint64_t epoch, double progress,
+                                       double initial_global_bsz, double efficiency,
+                                       bool correct)
+{
+    if (record_count == 0)
+        return 0;
+    if (!(efficiency > 0) || !isfinite(efficiency) || efficiency > 1)
+        efficiency = 1.0;
+    double nominal = (double)record_count / efficiency;
+    double wanted = nominal;
+    if (correct && initial_global_bsz > 0 && isfinite(progress)) {
+        double target = (double)record_count * ((double)epoch + 1.0) / initial_global_bsz;
+        wanted = (target - progress) * initial_global_bsz / efficiency;
+    }
+    double low = STATISTICAL_EPOCH_MIN_STRETCH * nominal;
+    double high = STATISTICAL_EPOCH_MAX_STRETCH * nominal;
+    if (!(wanted >= low))  /* also a NAN */
+        wanted = low;
+    if (wanted > high)
+        wanted = high;
+    double length = ceil(wanted - STATISTICAL_EPOCH_ROUNDING_SLACK);
+    return length < 1 ? 1 : (uint64_t)length;
+}
+
+uint64_t statistical_epochs_pass_length(struct statistical_epochs *epochs,
+                                        uint64_t record_count, uint64_t pass,
+                                        uint64_t pending_records)
+{
+    pthread_mutex_lock(&epochs->lock);
+    uint64_t length = record_count;
+    if (epochs->enabled) {
+        double progress = epochs->progress + (double)pending_records * epochs->efficiency /
+                                                 epochs->initial_global_bsz;
+        length = statistical_epoch_plan_length(record_count, pass, progress,
+                                               epochs->initial_global_bsz, epochs->efficiency,
+                                               epochs->train_files <= 1);
+    }
+    pthread_mutex_unlock(&epochs->lock);
+    return length;
+}
+
+void statistical_epochs_note_train_file(struct statistical_epochs *epochs)
+{
+    pthread_mutex_lock(&epochs->lock);
+    epochs->train_files++;
+    pthread_mutex_unlock(&epochs->lock);
+}
+
+void statistical_epochs_capture(struct statistical_epochs *epochs, double *progress,
+                                uint64_t *step)
+{
+    pthread_mutex_lock(&epochs->lock);
+    *progress = epochs->progress;
+    *step = epochs->step;
+    pthread_mutex_unlock(&epochs->lock);
+}
+
+void statistical_epochs_restore(struct statistical_epochs *epochs, double progress,
+                                uint64_t step)
+{
+    pthread_mutex_lock(&epochs->lock);
+    epochs->progress = isfinite(progress) && progress > 0 ? progress : 0.0;
+    epochs->step = step;
+    pthread_mutex_unlock(&epochs->lock);
+}
