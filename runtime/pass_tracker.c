@@ -11,13 +11,16 @@
  * trainer's loop expects whichever way it counted its epochs.
  *
  * The bound pass keeps the length it had when it was captured (a
- * statistical epoch planned in the previous run); skipped passes are
- * header-only whatever their length; fresh passes ask the planner. */
+ * statistical epoch planned in the previous run) unless the resumed-length
+ * planner re-plans its rest; skipped passes are header-only whatever their
+ * length; fresh passes ask the planner. */
 #include "pass_tracker.h"
 
 #include "permutation.h"
 
 uint64_t (*pass_tracker_length_planner)(uint64_t record_count, uint64_t pass);
+uint64_t (*pass_tracker_resumed_length_planner)(uint64_t record_count, uint64_t pass,
+                                                uint64_t consumed, uint64_t bound_length);
 
 static uint64_t pass_tracker_fresh_length(const struct pass_tracker *tracker, uint64_t pass)
 {
@@ -119,6 +122,12 @@ bool pass_tracker_restore(struct pass_tracker *tracker, enum resume_mode resume,
     tracker->bound_length = pass_length == 0 ? tracker->record_count : pass_length;
     tracker->bound_index = current_index > tracker->bound_length ? tracker->bound_length
                                                                  : current_index;
+    if (tracker->statistical && pass_tracker_resumed_length_planner != NULL) {
+        uint64_t length = pass_tracker_resumed_length_planner(
+            tracker->record_count, bound_pass, tracker->bound_index, tracker->bound_length);
+        if (length >= tracker->bound_index)
+            tracker->bound_length = length;
+    }
     if (resume == RESUME_CONTINUE)
         tracker->pass = bound_pass;
     pass_tracker_fix_current_pass(tracker);

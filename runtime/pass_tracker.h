@@ -44,6 +44,13 @@ struct pass_tracker {
  * (statistical epochs, SPEC §7); NULL, or a return of 0, means N.  Called
  * with the file's lock held: it must not take the registry lock. */
 extern uint64_t (*pass_tracker_length_planner)(uint64_t record_count, uint64_t pass);
+/* Chooses the length of a restored pass of such a file, from the global
+ * index `consumed` it resumes at and the length `bound_length` it was bound
+ * with; NULL keeps the bound length, and so does any answer below
+ * `consumed` (what was consumed stays consumed).  Same locking rule. */
+extern uint64_t (*pass_tracker_resumed_length_planner)(uint64_t record_count, uint64_t pass,
+                                                       uint64_t consumed,
+                                                       uint64_t bound_length);
 
 /* What the current pass looks like, for building its view. */
 struct pass_plan {
@@ -80,8 +87,9 @@ void pass_tracker_position(const struct pass_tracker *tracker, uint64_t unconsum
  * delivered a record; returns false (and changes nothing) otherwise.  Under
  * replay the pass counter keeps running from where this run is and earlier
  * passes become header-only; under continue the current pass becomes the
- * bound one.  The bound pass keeps its length `pass_length` (0: N);
- * `current_index` beyond it is clamped to it. */
+ * bound one.  The bound pass keeps its length `pass_length` (0: N), unless
+ * the resumed-length planner re-plans it; `current_index` beyond it is
+ * clamped to it. */
 bool pass_tracker_restore(struct pass_tracker *tracker, enum resume_mode resume,
                           uint64_t bound_pass, uint64_t current_index, uint64_t pass_length);
 

@@ -83,7 +83,15 @@ int session_commit_checkpoint(struct runtime_session *session, const char *check
     snapshot.sequence = ++session->commit_sequence;
     int captured = dataset_registry_capture(&session->registry, unconsumed, context, &snapshot);
     pthread_mutex_unlock(&session->registry.lock);
-    statistical_epochs_capture(&session->epochs, &snapshot.progress, &snapshot.step);
+    uint64_t pending_steps = 0, pending_records = 0;
+    if (session->uncounted_steps)
+        session->uncounted_steps(&pending_steps, &pending_records);
+    struct statistical_epoch_position position;
+    statistical_epochs_capture_with_pending(&session->epochs, pending_steps, pending_records,
+                                            &position);
+    snapshot.progress = position.progress;
+    snapshot.step = position.step;
+    snapshot.global_bsz = position.global_bsz;
     snapshot.checkpoint_path = strdup(checkpoint_path);
     if (captured != 0 || snapshot.checkpoint_path == NULL) {
         snprintf(error, error_size, "out of memory capturing a snapshot for %s",
@@ -171,7 +179,9 @@ int session_restore_checkpoint(struct runtime_session *session, const char *chec
         file->seed = snapshot.seed;
     session->registry.resume = session->config.resume;
     /* before the views are re-fixed: a fresh pass is planned from it */
-    statistical_epochs_restore(&session->epochs, snapshot.progress, snapshot.step);
+    struct statistical_epoch_position position = {
+        .progress = snapshot.progress, .step = snapshot.step, .global_bsz = snapshot.global_bsz};
+    statistical_epochs_restore(&session->epochs, &position);
     int status = dataset_registry_restore(&session->registry, &snapshot, error, error_size);
     pthread_mutex_unlock(&session->registry.lock);
     if (status == 0)

@@ -14,6 +14,11 @@
 #include "state_store.h"
 #include "statistical_epoch.h"
 
+/* Steps the trainer has finished that the step counter has not counted yet
+ * (their agreed sums are still in flight), and their records on all
+ * replicas: a checkpoint committed now includes them. */
+typedef void (*uncounted_steps_fn)(uint64_t *steps, uint64_t *records);
+
 struct runtime_session {
     struct adaptdl_config config;
     struct dataset_registry registry;
@@ -23,6 +28,7 @@ struct runtime_session {
     uint64_t snapshots_written;
     /* progress and step counter: data positions bound with the files' */
     struct statistical_epochs epochs;
+    uncounted_steps_fn uncounted_steps;  /* NULL: every finished step is counted */
 };
 
 void session_init(struct runtime_session *session);

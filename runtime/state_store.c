@@ -397,6 +397,7 @@ static const struct field_spec snapshot_fields[] = {
     RECORD_ARRAY(struct adaptdl_snapshot, accumulators, accumulator_count, accumulator_schema),
     FIELD(struct adaptdl_snapshot, step, FIELD_U64),
     FIELD(struct adaptdl_snapshot, progress, FIELD_DOUBLE),
+    FIELD(struct adaptdl_snapshot, global_bsz, FIELD_U64),
 };
 static const struct record_schema snapshot_schema = {
     "snapshot", SNAPSHOT_MAGIC, sizeof(struct adaptdl_snapshot),

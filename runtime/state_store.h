@@ -67,6 +67,7 @@ struct adaptdl_snapshot {
     /* statistical-epoch state (SPEC §7), zero when adaptation is off */
     uint64_t step;
     double progress;
+    uint64_t global_bsz;             /* the global batch of the committing run */
 };
 
 /* One step-time profile bucket, as AdaptDL's _metrics profile. */

@@ -107,17 +107,77 @@ void statistical_epochs_note_train_file(struct statistical_epochs *epochs)
 void statistical_epochs_capture(struct statistical_epochs *epochs, double *progress,
                                 uint64_t *step)
 {
+    struct statistical_epoch_position position;
+    statistical_epochs_capture_with_pending(epochs, 0, 0, &position);
+    *progress = position.progress;
+    *step = position.step;
+}
+
+void statistical_epochs_capture_with_pending(struct statistical_epochs *epochs,
+                                             uint64_t pending_steps, uint64_t pending_records,
+                                             struct statistical_epoch_position *position)
+{
     pthread_mutex_lock(&epochs->lock);
-    *progress = epochs->progress;
-    *step = epochs->step;
+    position->progress = epochs->progress;
+    position->global_bsz = 0;
+    if (epochs->enabled) {
+        position->progress +=
+            (double)pending_records * epochs->efficiency / epochs->initial_global_bsz;
+        position->global_bsz = (uint64_t)llround(epochs->global_bsz);
+    }
+    position->step = epochs->step + pending_steps;
     pthread_mutex_unlock(&epochs->lock);
 }
 
-void statistical_epochs_restore(struct statistical_epochs *epochs, double progress,
-                                uint64_t step)
+void statistical_epochs_restore(struct statistical_epochs *epochs,
+                                const struct statistical_epoch_position *position)
 {
     pthread_mutex_lock(&epochs->lock);
+    double progress = position->progress;
     epochs->progress = isfinite(progress) && progress > 0 ? progress : 0.0;
-    epochs->step = step;
+    epochs->step = position->step;
+    epochs->restored_global_bsz = position->global_bsz;
     pthread_mutex_unlock(&epochs->lock);
+}
+
+uint64_t statistical_epoch_plan_remaining(uint64_t record_count, uint64_t epoch,
+                                          double progress, double initial_global_bsz,
+                                          double efficiency)
+{
+    if (record_count == 0 || !(initial_global_bsz > 0))
+        return 0;
+    if (!(efficiency > 0) || !isfinite(efficiency) || efficiency > 1)
+        efficiency = 1.0;
+    double high = STATISTICAL_EPOCH_MAX_STRETCH * (double)record_count / efficiency;
+    double target = (double)record_count * ((double)epoch + 1.0) / initial_global_bsz;
+    double wanted = (target - progress) * initial_global_bsz / efficiency;
+    if (!(wanted > 0))  /* also a NAN progress */
+        return 0;
+    if (wanted > high)
+        wanted = high;
+    double length = ceil(wanted - STATISTICAL_EPOCH_ROUNDING_SLACK);
+    return length < 0 ? 0 : (uint64_t)length;
+}
+
+uint64_t statistical_epochs_resumed_pass_length(struct statistical_epochs *epochs,
+                                                uint64_t record_count, uint64_t pass,
+                                                uint64_t consumed, uint64_t bound_length)
+{
+    pthread_mutex_lock(&epochs->lock);
+    uint64_t length = bound_length;
+    bool replan = epochs->enabled && epochs->train_files <= 1 &&
+                  epochs->restored_global_bsz != 0 &&
+                  epochs->restored_global_bsz != (uint64_t)llround(epochs->global_bsz) &&
+                  consumed < bound_length;
+    if (replan && consumed == 0)
+        length = statistical_epoch_plan_length(record_count, pass, epochs->progress,
+                                               epochs->initial_global_bsz,
+                                               epochs->efficiency, true);
+    else if (replan)
+        length = consumed + statistical_epoch_plan_remaining(record_count, pass,
+                                                             epochs->progress,
+                                                             epochs->initial_global_bsz,
+                                                             epochs->efficiency);
+    pthread_mutex_unlock(&epochs->lock);
+    return length;
 }

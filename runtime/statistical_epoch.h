@@ -50,6 +50,16 @@ struct statistical_epochs {
     uint64_t step;             /* agreed steps, continuing across restarts */
     double efficiency;         /* at global_bsz from the latest statistics; 1 without */
     uint32_t train_files;      /* registered train files */
+    /* the global batch of the run whose snapshot was restored (0: none or
+     * unknown): a resumed pass planned at another batch is re-planned */
+    uint64_t restored_global_bsz;
+};
+
+/* What a bound snapshot keeps of statistical epochs. */
+struct statistical_epoch_position {
+    double progress;
+    uint64_t step;
+    uint64_t global_bsz;       /* the committing run's; 0 when planning is off */
 };
 
 void statistical_epochs_init(struct statistical_epochs *epochs);
@@ -94,10 +104,40 @@ uint64_t statistical_epoch_plan_length(uint64_t record_count, uint64_t epoch, do
 /* A train file was registered (the plan corrects only with one). */
 void statistical_epochs_note_train_file(struct statistical_epochs *epochs);
 
-/* Data positions, for bound snapshots. */
+/* The progress and step counter so far (for step lines and logs). */
 void statistical_epochs_capture(struct statistical_epochs *epochs, double *progress,
                                 uint64_t *step);
-void statistical_epochs_restore(struct statistical_epochs *epochs, double progress,
-                                uint64_t step);
+/* The position a checkpoint committed now stands for: besides the counted
+ * steps, `pending_steps` the trainer has finished whose agreed sums have
+ * not arrived yet, of `pending_records` records (all replicas), counted at
+ * the current efficiency.  Without them a restart would lose a step of
+ * progress, and one count of the step counter, each time. */
+void statistical_epochs_capture_with_pending(struct statistical_epochs *epochs,
+                                             uint64_t pending_steps, uint64_t pending_records,
+                                             struct statistical_epoch_position *position);
+/* From a bound snapshot (a non-finite or negative progress counts as 0). */
+void statistical_epochs_restore(struct statistical_epochs *epochs,
+                                const struct statistical_epoch_position *position);
+
+/* The length of pass `pass`, restored at global index `consumed` with the
+ * length `bound_length` the committing run planned.  Kept when this run
+ * trains at the batch that run used (a preempted job then reads exactly
+ * what it would have read uninterrupted).  After a restart for another
+ * batch, that plan counted on another efficiency: the rest of the pass is
+ * re-planned from the restored progress, so that the epoch still ends
+ * where its progress reaches the target (AdaptDL ends it there whatever
+ * batch sizes it went through): consumed + the records still needed,
+ * at most the upper stretch of N / efficiency, possibly none.  A pass not
+ * begun is planned as a fresh one; a finished one stays finished. */
+uint64_t statistical_epochs_resumed_pass_length(struct statistical_epochs *epochs,
+                                                uint64_t record_count, uint64_t pass,
+                                                uint64_t consumed, uint64_t bound_length);
+
+/* The pure rule behind it for a begun pass: records still needed from
+ * `progress` to reach N (epoch + 1) / B0 at `efficiency`, within
+ * [0, upper stretch of N / efficiency]. */
+uint64_t statistical_epoch_plan_remaining(uint64_t record_count, uint64_t epoch,
+                                          double progress, double initial_global_bsz,
+                                          double efficiency);
 
 #endif

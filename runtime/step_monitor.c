@@ -88,7 +88,7 @@ static void step_monitor_take_sums(struct step_monitor *monitor)
     double replicas = (double)monitor->replicas;
     struct agreed_step *step = &monitor->last;
     memset(step, 0, sizeof *step);
-    step->step = monitor->boundaries - 1;
+    step->step = monitor->posted_step;
     step->replicas = monitor->replicas;
     step->replicas_with_gradient = (uint32_t)llround(sums[PIGGYBACK_HAS_GRADIENT]);
     step->global_records = (uint64_t)llround(sums[PIGGYBACK_RECORDS]);
@@ -181,6 +181,7 @@ enum step_action step_monitor_boundary(struct step_monitor *monitor, double now,
     monitor->measured_period_posted = monitor->measured_period_pending;
     send[PIGGYBACK_NORM_TIME] = monitor->norm_time;
     monitor->posted_local_records = records;
+    monitor->posted_step = monitor->boundaries;
     step_monitor_single_replica_statistics(monitor, records);
 
     /* the next step starts here */
@@ -232,13 +233,14 @@ bool step_monitor_local_boundary(struct step_monitor *monitor, double now,
     return true;
 }
 
-void step_monitor_drain_reduction(struct step_monitor *monitor)
+bool step_monitor_drain_reduction(struct step_monitor *monitor)
 {
     if (!monitor->posted)
-        return;
+        return false;
     monitor->transport.complete(monitor->transport.context);
     monitor->posted = false;
     step_monitor_take_sums(monitor);
+    return true;
 }
 
 int step_monitor_record_profile(const struct step_monitor *monitor, uint32_t nodes,

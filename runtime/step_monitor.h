@@ -112,6 +112,7 @@ struct step_monitor {
     double send[PIGGYBACK_FIELD_COUNT];
     double receive[PIGGYBACK_FIELD_COUNT];
     uint64_t posted_local_records;
+    uint64_t posted_step;        /* the number of the step whose sums are in flight */
 
     /* agreement */
     uint64_t boundaries;         /* boundaries passed, = steps counted */
@@ -179,8 +180,9 @@ enum step_action step_monitor_boundary(struct step_monitor *monitor, double now,
 bool step_monitor_local_boundary(struct step_monitor *monitor, double now,
                                  uint64_t records_consumed);
 
-/* Completes a reduction still in flight (before MPI_Finalize). */
-void step_monitor_drain_reduction(struct step_monitor *monitor);
+/* Completes a reduction still in flight (before MPI_Finalize); true when
+ * one was, and its sums are now the latest agreed step. */
+bool step_monitor_drain_reduction(struct step_monitor *monitor);
 
 /* Adds the agreed step to the job record's profile buckets (AdaptDL's
  * _metrics profile, keyed by nodes, replicas and local batch size) and

@@ -19,6 +19,7 @@
 #include "log.h"
 #include "real_functions.h"
 #include "shim.h"
+#include "statistical_epochs.h"
 #include "steps.h"
 #include "sysio.h"
 
@@ -106,6 +107,7 @@ static void shim_initialize(void)
         goto done;
 
     session_init(&shim_session);
+    shim_epochs_install();
     if (config_parse(&shim_session.config, envp, error, sizeof error) != 0) {
         shim_fail_configuration(error);
         goto done;

@@ -178,7 +178,7 @@ SHIM_EXPORT int MPI_Finalize(void)
         shim_guard_enter();
         if (shim_monitor.in_step)
             shim_guard_leave(), shim_steps_boundary(), shim_guard_enter();
-        step_monitor_drain_reduction(&shim_monitor);
+        shim_steps_drain_last_step();
         shim_steps_finish("MPI_Finalize");
         shim_mpi_finalized = true;
         shim_guard_leave();

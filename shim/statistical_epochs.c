@@ -47,6 +47,57 @@ static uint64_t shim_epochs_plan_pass(uint64_t record_count, uint64_t pass)
     return length;
 }
 
+/* A pass restored from a snapshot of a run that trained at another batch
+ * size: every replica restores the same snapshot and computes the same
+ * efficiency from the same job record, so all re-plan alike. */
+static uint64_t shim_epochs_plan_resumed_pass(uint64_t record_count, uint64_t pass,
+                                              uint64_t consumed, uint64_t bound_length)
+{
+    uint64_t length = statistical_epochs_resumed_pass_length(&shim_session.epochs, record_count,
+                                                             pass, consumed, bound_length);
+    if (length != bound_length)
+        log_info("statistical epoch: pass %" PRIu64 " resumes at record %" PRIu64 " of %" PRIu64
+                 " planned at the previous batch size; at this one it holds %" PRIu64,
+                 pass, consumed, bound_length, length);
+    return length;
+}
+
+/* At a checkpoint commit, the steps the trainer finished that are not
+ * counted yet: the step whose sums are in flight, and the step in progress
+ * once its gradient was reduced (a trainer that checkpoints after its
+ * optimizer step, before its next read, has finished it).  Records read
+ * but not yet reduced belong to a step the checkpoint does not include.
+ * The monitor belongs to the MPI thread: from another, nothing is added. */
+static void shim_epochs_uncounted_steps(uint64_t *steps, uint64_t *records)
+{
+    *steps = 0;
+    *records = 0;
+    uint64_t in_progress = shim_steps_train_records_consumed() -
+                           shim_monitor.records_at_step_start;
+    if (!shim_steps_synchronized) {
+        if (in_progress > 0) {
+            *steps = 1;
+            *records = in_progress;
+        }
+        return;
+    }
+    if (!shim_mpi_on_mpi_thread())
+        return;
+    if (shim_monitor.posted) {
+        *steps += 1;
+        *records += shim_monitor.posted_local_records * shim_monitor.replicas;
+    }
+    if (shim_monitor.in_step) {
+        *steps += 1;
+        *records += in_progress * shim_monitor.replicas;
+    }
+}
+
+void shim_epochs_install(void)
+{
+    shim_session.uncounted_steps = shim_epochs_uncounted_steps;
+}
+
 void shim_epochs_configure(const struct batch_plan *plan,
                            const struct adaptdl_job_record *record)
 {
@@ -59,6 +110,7 @@ void shim_epochs_configure(const struct batch_plan *plan,
     statistical_epochs_enable(&shim_session.epochs, (double)plan->initial_global,
                               (double)plan->global, grad_sqr, grad_var);
     pass_tracker_length_planner = shim_epochs_plan_pass;
+    pass_tracker_resumed_length_planner = shim_epochs_plan_resumed_pass;
     log_debug("statistical epochs: initial global batch %" PRIu64 ", this run's %" PRIu64
               ", efficiency %.4f", plan->initial_global, plan->global,
               shim_session.epochs.efficiency);

@@ -10,6 +10,8 @@
 #include "state_store.h"
 #include "step_monitor.h"
 
+/* At start-up: checkpoints commit the steps still in flight too. */
+void shim_epochs_install(void);
 /* Before main, once the batch plan is known: turns planning on when
  * adaptation is (ADAPTDL_MAX_BATCH_SIZE with an injected batch size). */
 void shim_epochs_configure(const struct batch_plan *plan,

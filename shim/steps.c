@@ -98,7 +98,7 @@ void shim_steps_start_synchronized(struct piggyback_transport transport, uint32_
     shim_steps_synchronized = true;
 }
 
-static uint64_t shim_train_records_consumed(void)
+uint64_t shim_steps_train_records_consumed(void)
 {
     uint64_t total = 0;
     pthread_mutex_lock(&shim_session.registry.lock);
@@ -268,6 +268,26 @@ static void shim_measure_restart_cost(void)
     }
 }
 
+/* The latest agreed step goes into the profiles, the statistical epochs,
+ * the log and the metrics. */
+static void shim_steps_publish_agreed_step(void)
+{
+    step_monitor_record_profile(&shim_monitor, shim_session.config.num_nodes, &shim_job_record);
+    shim_epochs_note_agreed_step(&shim_monitor.last, &shim_monitor.noise);
+    shim_log_agreed_step();
+    struct job_position position;
+    shim_steps_job_position(&position);
+    shim_events_step(&shim_monitor.last, &shim_monitor.noise, &position,
+                     shim_session.config.data_count > 0,
+                     shim_model_valid ? &shim_model : NULL, shim_session.config.num_nodes);
+}
+
+void shim_steps_drain_last_step(void)
+{
+    if (step_monitor_drain_reduction(&shim_monitor))
+        shim_steps_publish_agreed_step();
+}
+
 void shim_steps_boundary(void)
 {
     if (!shim_steps_synchronized)
@@ -277,20 +297,11 @@ void shim_steps_boundary(void)
     shim_measure_restart_cost();
     shim_steps_decide(started);
     enum step_action action = step_monitor_boundary(&shim_monitor, started,
-                                                    shim_train_records_consumed(),
+                                                    shim_steps_train_records_consumed(),
                                                     shim_stop_signal != 0,
                                                     shim_restart_requested);
-    if (shim_monitor.has_last) {
-        step_monitor_record_profile(&shim_monitor, shim_session.config.num_nodes,
-                                    &shim_job_record);
-        shim_epochs_note_agreed_step(&shim_monitor.last, &shim_monitor.noise);
-        shim_log_agreed_step();
-        struct job_position position;
-        shim_steps_job_position(&position);
-        shim_events_step(&shim_monitor.last, &shim_monitor.noise, &position,
-                         shim_session.config.data_count > 0,
-                         shim_model_valid ? &shim_model : NULL, shim_session.config.num_nodes);
-    }
+    if (shim_monitor.has_last)
+        shim_steps_publish_agreed_step();
     shim_overhead_seconds += shim_now() - started;
     shim_guard_leave();
     if (action == STEP_STOP)
@@ -304,7 +315,7 @@ static void shim_steps_local_boundary(void)
 {
     shim_guard_enter();
     double now = shim_now();
-    if (step_monitor_local_boundary(&shim_monitor, now, shim_train_records_consumed())) {
+    if (step_monitor_local_boundary(&shim_monitor, now, shim_steps_train_records_consumed())) {
         step_monitor_record_profile(&shim_monitor, shim_session.config.num_nodes,
                                     &shim_job_record);
         shim_epochs_note_agreed_step(&shim_monitor.last, &shim_monitor.noise);

@@ -20,10 +20,15 @@ void shim_steps_start_synchronized(struct piggyback_transport transport, uint32_
 /* A step boundary reached inside an interposed call, before that call does
  * anything; does not return when every replica stops here. */
 void shim_steps_boundary(void);
+/* At MPI_Finalize: the last step's sums, still in flight, are completed
+ * and published like any agreed step's. */
+void shim_steps_drain_last_step(void);
 /* A train-batch read is about to happen: ends a step in progress when the
  * read is on the thread that runs MPI, and stops here when a stop was
  * requested and no agreement point exists. */
 void shim_steps_before_train_read(void);
+/* Train records served so far in this run, over every train file. */
+uint64_t shim_steps_train_records_consumed(void);
 /* True on the thread that initialized MPI (false before MPI is up). */
 bool shim_mpi_on_mpi_thread(void);
 /* A checkpoint commit happened. */

@@ -550,3 +550,37 @@ Test(pass_tracker, the_bound_pass_keeps_its_length_and_later_passes_are_planned)
     cr_expect_eq(old_snapshot.pass_length, 10, "length 0 means N");
     pass_tracker_length_planner = NULL;
 }
+
+static uint64_t resumed_answer;
+static uint64_t resumed_consumed_seen;
+static uint64_t fixed_resumed_planner(uint64_t record_count, uint64_t pass, uint64_t consumed,
+                                      uint64_t bound_length)
+{
+    resumed_consumed_seen = consumed;
+    return resumed_answer;
+}
+
+Test(pass_tracker, a_restored_pass_takes_the_resumed_planners_length_never_below_consumed)
+{
+    pass_tracker_resumed_length_planner = fixed_resumed_planner;
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 10, 2, 1);
+    pass_tracker_set_statistical(&tracker, true);
+    resumed_answer = 24;
+    cr_assert(pass_tracker_restore(&tracker, RESUME_CONTINUE, 3, 30, 37));
+    cr_expect_eq(resumed_consumed_seen, 30);
+    /* M = 24 replaces 37 only if it keeps the 30 consumed: it does not */
+    cr_expect_eq(tracker.pass_length, 37);
+    resumed_answer = 32;
+    pass_tracker_init(&tracker, 10, 2, 1);
+    pass_tracker_set_statistical(&tracker, true);
+    cr_assert(pass_tracker_restore(&tracker, RESUME_CONTINUE, 3, 30, 37));
+    cr_expect_eq(tracker.pass_length, 32);
+    expect_plan(&tracker, 3, 30, 1, false);  /* rank 1 of the 2 left: 31 */
+
+    struct pass_tracker eval;
+    pass_tracker_init(&eval, 10, 2, 1);
+    cr_assert(pass_tracker_restore(&eval, RESUME_CONTINUE, 3, 30, 37));
+    cr_expect_eq(eval.pass_length, 37, "an eval file is never re-planned");
+    pass_tracker_resumed_length_planner = NULL;
+}

@@ -213,6 +213,7 @@ static void make_rich_snapshot(struct adaptdl_snapshot *snapshot)
     }
     snapshot->step = 424242;
     snapshot->progress = 0.3333333333333333;
+    snapshot->global_bsz = 96;
 }
 
 static void assert_snapshots_equal(const struct adaptdl_snapshot *a,
@@ -243,6 +244,7 @@ static void assert_snapshots_equal(const struct adaptdl_snapshot *a,
     }
     cr_assert_eq(a->step, b->step);
     cr_assert_eq(a->progress, b->progress);
+    cr_assert_eq(a->global_bsz, b->global_bsz);
 }
 
 static void make_rich_job_record(struct adaptdl_job_record *record)
@@ -806,7 +808,7 @@ static const struct crafted_entry baseline_snapshot[] = {
     {"created_unix_time", pack_float}, {"checkpoint_path", pack_path},
     {"binding", pack_binding},    {"files", pack_two_files},
     {"accumulators", pack_empty_array}, {"step", pack_seven},
-    {"progress", pack_float32},
+    {"progress", pack_float32},   {"global_bsz", pack_seven},
 };
 #define BASELINE_COUNT (sizeof baseline_snapshot / sizeof baseline_snapshot[0])
 

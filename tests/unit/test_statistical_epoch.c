@@ -184,19 +184,95 @@ Test(statistical_epoch, progress_and_step_are_captured_and_restored)
     statistical_epochs_init(&epochs);
     statistical_epochs_enable(&epochs, 8, 32, NAN, NAN);
     statistical_epochs_note_step(&epochs, 32, NAN, NAN);
-    double progress;
-    uint64_t step;
-    statistical_epochs_capture(&epochs, &progress, &step);
-    cr_expect_float_eq(progress, 4.0, 1e-12);
-    cr_expect_eq(step, 1);
+    struct statistical_epoch_position position;
+    statistical_epochs_capture_with_pending(&epochs, 0, 0, &position);
+    cr_expect_float_eq(position.progress, 4.0, 1e-12);
+    cr_expect_eq(position.step, 1);
+    cr_expect_eq(position.global_bsz, 32);
 
     struct statistical_epochs next;
     statistical_epochs_init(&next);
-    statistical_epochs_restore(&next, progress, step);
+    statistical_epochs_restore(&next, &position);
     statistical_epochs_note_step(&next, 8, NAN, NAN);
     cr_expect_eq(next.step, 2);
-    statistical_epochs_restore(&next, NAN, 7);
+    cr_expect_eq(next.restored_global_bsz, 32);
+    position.progress = NAN;
+    statistical_epochs_restore(&next, &position);
     cr_expect_eq(next.progress, 0.0, "a non-finite progress is not restored");
-    statistical_epochs_restore(&next, -3.0, 7);
+    position.progress = -3.0;
+    statistical_epochs_restore(&next, &position);
     cr_expect_eq(next.progress, 0.0);
+}
+
+/* A checkpoint committed while a finished step's sums are in flight stands
+ * for that step too: without it every restart would lose one step. */
+Test(statistical_epoch, a_commit_includes_the_steps_still_in_flight)
+{
+    struct statistical_epochs epochs;
+    statistical_epochs_init(&epochs);
+    statistical_epochs_enable(&epochs, 8, 32, 1.0, 0.0);  /* no noise: efficiency 1/4 */
+    statistical_epochs_note_step(&epochs, 32, 1.0, 0.0);
+    struct statistical_epoch_position position;
+    statistical_epochs_capture_with_pending(&epochs, 2, 64, &position);
+    cr_expect_eq(position.step, 3);
+    cr_expect_float_eq(position.progress, 3.0, 1e-12, "1 counted + 2 pending steps at gain 1");
+    cr_expect_eq(epochs.step, 1, "capturing counts nothing");
+
+    struct statistical_epochs plain;
+    statistical_epochs_init(&plain);
+    statistical_epochs_note_step(&plain, 32, NAN, NAN);
+    statistical_epochs_capture_with_pending(&plain, 1, 32, &position);
+    cr_expect_eq(position.step, 2, "the step counter runs without adaptation too");
+    cr_expect_eq(position.progress, 0.0, "progress only with adaptation");
+    cr_expect_eq(position.global_bsz, 0, "no batch recorded without adaptation");
+}
+
+/* Restored at the batch it was planned at, a pass keeps its length: a
+ * preempted job reads what it would have read uninterrupted. */
+Test(statistical_epoch, a_pass_resumed_at_the_same_batch_keeps_its_length)
+{
+    struct statistical_epochs epochs;
+    statistical_epochs_init(&epochs);
+    statistical_epochs_note_train_file(&epochs);
+    statistical_epochs_enable(&epochs, 8, 32, 1.0, 0.0);
+    struct statistical_epoch_position position = {.progress = 100, .step = 100,
+                                                  .global_bsz = 32};
+    statistical_epochs_restore(&epochs, &position);
+    cr_expect_eq(statistical_epochs_resumed_pass_length(&epochs, 1000, 0, 400, 4000), 4000);
+}
+
+/* Planned at efficiency 1/4 (batch 32), the pass resumes at batch 8
+ * (efficiency 1): the rest needs a quarter of the records. */
+Test(statistical_epoch, a_pass_resumed_at_another_batch_is_replanned_from_its_progress)
+{
+    struct statistical_epochs epochs;
+    statistical_epochs_init(&epochs);
+    statistical_epochs_note_train_file(&epochs);
+    statistical_epochs_enable(&epochs, 8, 8, 1.0, 0.0);
+    /* 2000 of 4000 records at gain 1/4 per initial batch: progress 62.5 of 125 */
+    struct statistical_epoch_position position = {.progress = 62.5, .step = 62,
+                                                  .global_bsz = 32};
+    statistical_epochs_restore(&epochs, &position);
+    cr_expect_eq(statistical_epochs_resumed_pass_length(&epochs, 1000, 0, 2000, 4000), 2500,
+                 "62.5 initial steps still needed: 500 records at efficiency 1");
+    cr_expect_eq(statistical_epochs_resumed_pass_length(&epochs, 1000, 0, 4000, 4000), 4000,
+                 "a finished pass stays finished");
+    cr_expect_eq(statistical_epochs_resumed_pass_length(&epochs, 1000, 1, 0, 4000), 1500,
+                 "a pass not begun is planned afresh: 250 - 62.5 initial steps to go");
+
+    statistical_epochs_restore(&epochs, &(struct statistical_epoch_position){
+                                            .progress = 200, .global_bsz = 32});
+    cr_expect_eq(statistical_epochs_resumed_pass_length(&epochs, 1000, 0, 2000, 4000), 2000,
+                 "past the target: the pass ends where it resumes");
+}
+
+Test(statistical_epoch, remaining_records_are_bounded)
+{
+    cr_expect_eq(statistical_epoch_plan_remaining(1000, 0, 0, 8, 1.0), 1000);
+    cr_expect_eq(statistical_epoch_plan_remaining(1000, 0, 125, 8, 1.0), 0);
+    cr_expect_eq(statistical_epoch_plan_remaining(1000, 0, 200, 8, 1.0), 0);
+    cr_expect_eq(statistical_epoch_plan_remaining(1000, 5, 0, 8, 0.5), 4000,
+                 "at most twice the nominal 2000");
+    cr_expect_eq(statistical_epoch_plan_remaining(1000, 0, NAN, 8, 1.0), 0);
+    cr_expect_eq(statistical_epoch_plan_remaining(0, 0, 0, 8, 1.0), 0);
 }

@@ -136,6 +136,24 @@ Test(step_monitor, agreed_numbers_are_the_sums_over_replicas)
     cr_expect_eq(other->step_time, step->step_time);
 }
 
+/* Steps are numbered from 1 as they end; the last one's sums, drained at
+ * MPI_Finalize, carry its own number (the step counter of the statistical
+ * epochs counts each number once, so a repeated one would be lost). */
+Test(step_monitor, agreed_steps_are_numbered_and_the_drained_one_too)
+{
+    struct cluster cluster;
+    cluster_init(&cluster, 2, 0);
+    for (int step = 1; step <= 3; step++)
+        cluster_step(&cluster, step, false, false);
+    cr_expect_eq(cluster.monitors[0].last.step, 2, "step 3's sums are in flight");
+    for (int r = 0; r < 2; r++)
+        cr_assert(step_monitor_drain_reduction(&cluster.monitors[r]));
+    cr_expect_eq(cluster.monitors[0].last.step, 3);
+    cr_expect_eq(cluster.monitors[1].last.step, 3);
+    cr_expect_eq(cluster.monitors[0].last.global_records, 8);
+    cr_expect_not(step_monitor_drain_reduction(&cluster.monitors[0]), "nothing left");
+}
+
 Test(step_monitor, every_replica_measures_the_same_steps)
 {
     struct cluster cluster;
