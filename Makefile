@@ -159,8 +159,10 @@ $(INTEGRATION): $(INTEGRATION_SRC) tests/integration/harness.h $(ARCHIVE)
 integration: all $(INTEGRATION)
 	ADAPTSHIM_BUILD=$(abspath $(BUILD)) $(INTEGRATION) --jobs 2
 
+# The benchmarks are built (not run) too, so that a change cannot break them
+# unnoticed.
 check: deps
-	$(MAKE) all $(UNIT) $(UNIT_ASAN) $(INTEGRATION)
+	$(MAKE) all $(UNIT) $(UNIT_ASAN) $(INTEGRATION) $(BENCHES)
 	$(MAKE) unit
 	$(MAKE) unit-asan
 	$(MAKE) integration

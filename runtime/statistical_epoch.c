@@ -56,27 +56,46 @@ void statistical_epochs_note_step(struct statistical_epochs *epochs, uint64_t gl
     pthread_mutex_unlock(&epochs->lock);
 }
 
+/* An efficiency a plan can divide by: in (0, 1], else 1. */
+static double statistical_epoch_usable_efficiency(double efficiency)
+{
+    return efficiency > 0 && isfinite(efficiency) && efficiency <= 1 ? efficiency : 1.0;
+}
+
+/* Records whose expected progress takes `progress` to the target of
+ * `epoch` (negative past it, NAN for a NAN progress). */
+static double statistical_epoch_records_to_target(uint64_t record_count, uint64_t epoch,
+                                                  double progress, double initial_global_bsz,
+                                                  double efficiency)
+{
+    double target = (double)record_count * ((double)epoch + 1.0) / initial_global_bsz;
+    return (target - progress) * initial_global_bsz / efficiency;
+}
+
+static double statistical_epoch_round_up(double records)
+{
+    return ceil(records - STATISTICAL_EPOCH_ROUNDING_SLACK);
+}
+
 uint64_t statistical_epoch_plan_length(uint64_t record_count, uint64_t epoch, double progress,
                                        double initial_global_bsz, double efficiency,
                                        bool correct)
 {
     if (record_count == 0)
         return 0;
-    if (!(efficiency > 0) || !isfinite(efficiency) || efficiency > 1)
-        efficiency = 1.0;
+    efficiency = statistical_epoch_usable_efficiency(efficiency);
     double nominal = (double)record_count / efficiency;
     double wanted = nominal;
-    if (correct && initial_global_bsz > 0 && isfinite(progress)) {
-        double target = (double)record_count * ((double)epoch + 1.0) / initial_global_bsz;
-        wanted = (target - progress) * initial_global_bsz / efficiency;
-    }
+    if (correct && initial_global_bsz > 0 && isfinite(progress))
+        wanted = statistical_epoch_records_to_target(record_count, epoch, progress,
+                                                     initial_global_bsz, efficiency);
     double low = STATISTICAL_EPOCH_MIN_STRETCH * nominal;
     double high = STATISTICAL_EPOCH_MAX_STRETCH * nominal;
     if (!(wanted >= low))  /* also a NAN */
         wanted = low;
     if (wanted > high)
         wanted = high;
-    double length = ceil(wanted - STATISTICAL_EPOCH_ROUNDING_SLACK);
+    double length = statistical_epoch_round_up(wanted);
     return length < 1 ? 1 : (uint64_t)length;
 }
 
@@ -146,16 +165,13 @@ uint64_t statistical_epoch_plan_remaining(uint64_t record_count, uint64_t epoch,
 {
     if (record_count == 0 || !(initial_global_bsz > 0))
         return 0;
-    if (!(efficiency > 0) || !isfinite(efficiency) || efficiency > 1)
-        efficiency = 1.0;
-    double high = STATISTICAL_EPOCH_MAX_STRETCH * (double)record_count / efficiency;
-    double target = (double)record_count * ((double)epoch + 1.0) / initial_global_bsz;
-    double wanted = (target - progress) * initial_global_bsz / efficiency;
+    efficiency = statistical_epoch_usable_efficiency(efficiency);
+    double wanted = statistical_epoch_records_to_target(record_count, epoch, progress,
+                                                        initial_global_bsz, efficiency);
     if (!(wanted > 0))  /* also a NAN progress */
         return 0;
-    if (wanted > high)
-        wanted = high;
-    double length = ceil(wanted - STATISTICAL_EPOCH_ROUNDING_SLACK);
+    double high = STATISTICAL_EPOCH_MAX_STRETCH * (double)record_count / efficiency;
+    double length = statistical_epoch_round_up(wanted > high ? high : wanted);
     return length < 0 ? 0 : (uint64_t)length;
 }
 

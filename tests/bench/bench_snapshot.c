@@ -67,9 +67,10 @@ static int remove_entry(const char *path, const struct stat *status, int type, s
 static void make_typical_snapshot(struct adaptdl_snapshot *snapshot)
 {
     static struct snapshot_file_position files[3] = {
-        {"train-shuffled.bin", 1281167, 3, 640583, 0},
-        {"validation.bin", 50000, 0, 0, 1},
-        {"test-split.txt", 10000, 0, 0, 1},
+        {.name = "train-shuffled.bin", .record_count = 1281167, .pass = 3,
+         .current_index = 640583, .pass_length = 1281167, .role = 0},
+        {.name = "validation.bin", .record_count = 50000, .pass_length = 50000, .role = 1},
+        {.name = "test-split.txt", .record_count = 10000, .pass_length = 10000, .role = 1},
     };
     static struct snapshot_accumulator accumulators[2] = {
         {"loss_sum", 1234.5678},
@@ -91,6 +92,7 @@ static void make_typical_snapshot(struct adaptdl_snapshot *snapshot)
     snapshot->accumulators = accumulators;
     snapshot->step = 30012;
     snapshot->progress = 3.4375;
+    snapshot->global_bsz = 512;
 }
 
 /* Median microseconds of encoding alone. */

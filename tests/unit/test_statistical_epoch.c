@@ -229,15 +229,22 @@ Test(statistical_epoch, a_commit_includes_the_steps_still_in_flight)
 
 /* Restored at the batch it was planned at, a pass keeps its length: a
  * preempted job reads what it would have read uninterrupted. */
+/* One train file, B0 = 8, this run at `global_bsz` without noise, restored
+ * from `position`. */
+static void restored_epochs(struct statistical_epochs *epochs, double global_bsz,
+                            struct statistical_epoch_position position)
+{
+    statistical_epochs_init(epochs);
+    statistical_epochs_note_train_file(epochs);
+    statistical_epochs_enable(epochs, 8, global_bsz, 1.0, 0.0);
+    statistical_epochs_restore(epochs, &position);
+}
+
 Test(statistical_epoch, a_pass_resumed_at_the_same_batch_keeps_its_length)
 {
     struct statistical_epochs epochs;
-    statistical_epochs_init(&epochs);
-    statistical_epochs_note_train_file(&epochs);
-    statistical_epochs_enable(&epochs, 8, 32, 1.0, 0.0);
-    struct statistical_epoch_position position = {.progress = 100, .step = 100,
-                                                  .global_bsz = 32};
-    statistical_epochs_restore(&epochs, &position);
+    restored_epochs(&epochs, 32,
+                    (struct statistical_epoch_position){.progress = 100, .global_bsz = 32});
     cr_expect_eq(statistical_epochs_resumed_pass_length(&epochs, 1000, 0, 400, 4000), 4000);
 }
 
@@ -246,13 +253,9 @@ Test(statistical_epoch, a_pass_resumed_at_the_same_batch_keeps_its_length)
 Test(statistical_epoch, a_pass_resumed_at_another_batch_is_replanned_from_its_progress)
 {
     struct statistical_epochs epochs;
-    statistical_epochs_init(&epochs);
-    statistical_epochs_note_train_file(&epochs);
-    statistical_epochs_enable(&epochs, 8, 8, 1.0, 0.0);
     /* 2000 of 4000 records at gain 1/4 per initial batch: progress 62.5 of 125 */
-    struct statistical_epoch_position position = {.progress = 62.5, .step = 62,
-                                                  .global_bsz = 32};
-    statistical_epochs_restore(&epochs, &position);
+    restored_epochs(&epochs, 8,
+                    (struct statistical_epoch_position){.progress = 62.5, .global_bsz = 32});
     cr_expect_eq(statistical_epochs_resumed_pass_length(&epochs, 1000, 0, 2000, 4000), 2500,
                  "62.5 initial steps still needed: 500 records at efficiency 1");
     cr_expect_eq(statistical_epochs_resumed_pass_length(&epochs, 1000, 0, 4000, 4000), 4000,
