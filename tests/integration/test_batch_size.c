@@ -379,8 +379,10 @@ Test(batch_size, a_logged_decision_recomputes_to_the_same_answer, .timeout = 240
 
 /* The length rank 0 last announced for each train pass (0: never) in the
  * run `name` of a job, overriding what earlier runs announced: a pass
- * resumed at another batch size is re-planned (SPEC §7, README).  Within
- * one run every announcement of a pass agrees. */
+ * resumed at another batch size is re-planned (SPEC §7, README).  Both ends
+ * of a pass count: one re-planned to end where it resumed begins nothing.
+ * Passes skipped on replay say nothing of their epoch.  Within one run
+ * every announcement of a pass agrees. */
 static void collect_pass_lengths(const char *directory, const char *name, uint64_t *lengths,
                                  unsigned passes)
 {
@@ -390,8 +392,10 @@ static void collect_pass_lengths(const char *directory, const char *name, uint64
     uint64_t *in_this_run = calloc(passes, sizeof *in_this_run);
     char *save = NULL;
     for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        if (strstr(line, "\"type\": \"pass_begin\"") == NULL ||
-            strstr(line, "\"role\": \"train\"") == NULL)
+        bool pass_event = strstr(line, "\"type\": \"pass_begin\"") != NULL ||
+                          strstr(line, "\"type\": \"pass_end\"") != NULL;
+        if (!pass_event || strstr(line, "\"role\": \"train\"") == NULL ||
+            strstr(line, "\"skipped\": false") == NULL)
             continue;
         uint64_t pass = (uint64_t)json_number(line, "pass");
         uint64_t length = (uint64_t)json_number(line, "pass_length");
@@ -409,6 +413,67 @@ static void collect_pass_lengths(const char *directory, const char *name, uint64
     free(text);
 }
 
+/* The first train pass event of a run that replay did not skip: the pass
+ * it resumed, where, and its length.  False when there is none. */
+static bool first_resumed_pass(const char *directory, const char *name, uint64_t *pass,
+                               uint64_t *start_index, uint64_t *length)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s.metrics.0", directory, name);
+    char *text = harness_read_output(path);
+    bool found = false;
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line && !found;
+         line = strtok_r(NULL, "\n", &save)) {
+        if (strstr(line, "\"type\": \"pass_") == NULL ||
+            strstr(line, "\"role\": \"train\"") == NULL ||
+            strstr(line, "\"skipped\": false") == NULL)
+            continue;
+        *pass = (uint64_t)json_number(line, "pass");
+        *start_index = (uint64_t)json_number(line, "start_index");
+        *length = (uint64_t)json_number(line, "pass_length");
+        found = true;
+    }
+    free(text);
+    return found;
+}
+
+/* A run that resumed inside a pass at another batch size than the run
+ * before re-plans that pass (README, statistical epochs): rank 0 logs
+ * "pass P resumes at record X of Y planned at the previous batch size; at
+ * this one it holds Z", and the pass's events in this run say X and Z.
+ * Without a batch change the pass keeps its length and nothing is logged. */
+static void expect_resumed_pass_replanned(const char *directory, const char *previous,
+                                          const char *name)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s.err", directory, name);
+    char *err = harness_read_output(path);
+    const char *line = strstr(err, "statistical epoch: pass ");
+    unsigned long long pass = 0, consumed = 0, bound = 0, length = 0;
+    bool replanned =
+        line != NULL && sscanf(line, "statistical epoch: pass %llu resumes at record %llu of "
+                                     "%llu planned at the previous batch size; at this one it "
+                                     "holds %llu", &pass, &consumed, &bound, &length) == 4;
+    cr_expect(line == NULL || replanned, "%s: unreadable re-plan line: %.200s", name, line);
+    free(err);
+    bool batch_changed = injected_batch(directory, name) != injected_batch(directory, previous);
+    uint64_t event_pass, start_index, pass_length;
+    if (!first_resumed_pass(directory, name, &event_pass, &start_index, &pass_length))
+        return;  /* the job ended before this run read a train record */
+    if (replanned) {
+        cr_expect(batch_changed, "%s re-planned pass %llu at an unchanged batch", name, pass);
+        cr_expect_eq(event_pass, pass, "%s", name);
+        cr_expect_eq(start_index, consumed, "%s: pass %llu", name, pass);
+        cr_expect_eq(pass_length, length, "%s: pass %llu", name, pass);
+    } else if (batch_changed) {
+        cr_expect(start_index == 0 || start_index == pass_length,
+                  "%s resumed inside pass %llu (at %llu of %llu) at another batch without "
+                  "re-planning it", name, (unsigned long long)event_pass,
+                  (unsigned long long)start_index, (unsigned long long)pass_length);
+    }
+}
+
 /* Statistical epochs across adaptation restarts: the job restarts for new
  * batch sizes until it ends; counting each run's records up to the step the
  * next run resumed at, epoch e holds exactly the M_e records its pass was
@@ -416,8 +481,8 @@ static void collect_pass_lengths(const char *directory, const char *name, uint64
  * floor(M_e / N) or ceil(M_e / N) times, the wraps of a long epoch each a
  * full sweep.  At the larger batch an epoch outgrows one sweep.  The step
  * counter and the progress continue across the restarts: the last run ends
- * at the trainer's own step count, and near the progress its epochs
- * stand for. */
+ * at the trainer's own step count, past the progress its epochs stand for.
+ * A pass resumed at another batch is re-planned. */
 Test(batch_size, data_continues_exactly_through_statistical_epochs_and_restarts,
      .timeout = 400)
 {
@@ -486,6 +551,8 @@ Test(batch_size, data_continues_exactly_through_statistical_epochs_and_restarts,
     }
     cr_expect(wrapped, "at a larger batch an epoch holds more than one sweep");
     free(counts);
+    for (unsigned run = 1; run < runs; run++)
+        expect_resumed_pass_replanned(job.directory, names[run - 1], names[run]);
 
     char metrics[600];
     snprintf(metrics, sizeof metrics, "%s/%s.metrics.0", job.directory, names[runs - 1]);
@@ -505,14 +572,15 @@ Test(batch_size, data_continues_exactly_through_statistical_epochs_and_restarts,
     cr_expect_eq((unsigned long long)json_number(last_step, "step"), trainer_steps,
                  "the shim's step counter continues across restarts (the trainer ran %llu "
                  "steps): %s", trainer_steps, last_step);
-    /* The job trained for its epochs' worth of progress, N * EPOCHS / B0
-     * initial-batch steps, as AdaptDL would: passes planned at one batch
-     * and finished at another are re-planned, so the batch changes do not
-     * stretch the job (left as planned, this one ran about twice as long). */
+    /* The progress continued across the restarts: the job trained for at
+     * least its epochs' worth, N * EPOCHS / B0 initial-batch steps.  (Not
+     * at most: a pass's length is fixed when it begins, and here the noise
+     * scale grows many-fold within one pass at a large batch, so the last
+     * epochs may overshoot, as the README says.) */
     double target = (double)RECORDS * EPOCHS / 8.0;
     double progress = json_number(last_step, "progress");
-    cr_expect(progress > 0.9 * target && progress < 1.3 * target,
-              "progress %g at the end, target %g", progress, target);
+    cr_expect_gt(progress, 0.9 * target, "progress %g at the end, target %g", progress,
+                 target);
     free(output);
     free(out);
     free(text);
