@@ -130,6 +130,14 @@ static void shim_write_job_record(const char *why)
      * and only rank 0 knows the batch-size decision) */
     if (directory == NULL || shim_session.config.replica_rank != 0)
         return;
+    /* A process that made no step (a helper program the trainer runs, a
+     * tool started with the preload by mistake) holds nothing newer than
+     * the record it loaded: writing it back could only undo a decision
+     * the trainer wrote meanwhile. */
+    if (shim_monitor.boundaries == 0) {
+        log_debug("job record left as it is (%s): this process made no step", why);
+        return;
+    }
     step_monitor_record_profile(&shim_monitor, shim_session.config.num_nodes,
                                 &shim_job_record);
     shim_job_record.last_exit_unix_time = shim_unix_time();
