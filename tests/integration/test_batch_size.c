@@ -297,6 +297,29 @@ Test(batch_size, a_larger_batch_that_pays_off_is_applied_through_a_restart, .tim
               hint_text);
     free(hint_text);
 
+    /* a program that makes no step, started with the preload between the
+     * runs (a tool the trainer or a launcher runs), leaves the job record
+     * and its decision as they are */
+    char *record_path = harness_path_in(directory, "state/job.msgpack");
+    size_t record_size = 0, after_size = 0;
+    char *record = harness_read_file(record_path, &record_size);
+    cr_assert(record != NULL, "a job record after the first run");
+    char state[600];
+    snprintf(state, sizeof state, "ADAPTDL_CHECKPOINT_PATH=%s/state", directory);
+    struct run_result tool;
+    harness_run(&tool, (char *[]){"/bin/true", NULL},
+                (char *[]){state, "ADAPTDL_BATCH_SIZE=8", "ADAPTDL_MAX_BATCH_SIZE=256",
+                           "ADAPTDL_BSZ_ARG=env:BATCH_SIZE", NULL},
+                true, 30);
+    cr_expect_eq(tool.status, 0, "%s", tool.err);
+    run_result_free(&tool);
+    char *after = harness_read_file(record_path, &after_size);
+    cr_expect(after != NULL && after_size == record_size &&
+                  memcmp(after, record, record_size) == 0,
+              "the job record is unchanged");
+    free(after);
+    free(record);
+
     pid = start_adaptive_job(&job, 1, "second");
     int status = harness_wait(pid, 200);
     cr_expect(status == 143 || status == 0, "second run status %d", status);
