@@ -1,4 +1,5 @@
-# adaptshim build.  `make` builds the preload library and the runtime archive;
+# adaptshim build.  `make` builds the preload library, the runtime archive, the ELF
+# inspector and the test programs;
 # `make check` installs missing packages (as root), builds and runs every test;
 # `make demo` runs the kill-and-resume demonstration; `make bench` the benchmarks.
 
@@ -25,6 +26,8 @@ CFLAGS_ALL := $(BASE_CFLAGS) $(CFLAGS) -Iruntime $(PKG_CFLAGS)
 
 RUNTIME_SRC := $(sort $(wildcard runtime/*.c))
 SHIM_SRC    := $(sort $(wildcard shim/*.c))
+# hooks/: the ELF inspector's logic (linked into the unit tests too) and its main.
+HOOKS_SRC   := $(filter-out hooks/adaptdl_inspect.c,$(sort $(wildcard hooks/*.c)))
 UNIT_SRC    := $(sort $(wildcard tests/unit/*.c))
 TRAINER_SRC := $(sort $(wildcard tests/trainers/*.c))
 TOOL_SRC    := $(sort $(wildcard tests/tools/*.c))
@@ -32,6 +35,8 @@ BENCH_SRC   := $(sort $(wildcard tests/bench/*.c))
 
 RUNTIME_OBJ := $(RUNTIME_SRC:%.c=$(BUILD)/obj/%.o)
 SHIM_OBJ    := $(SHIM_SRC:%.c=$(BUILD)/obj/%.o)
+HOOKS_OBJ   := $(HOOKS_SRC:%.c=$(BUILD)/obj/%.o)
+HOOKS_ASAN_OBJ := $(HOOKS_SRC:%.c=$(BUILD)/asan/%.o)
 RUNTIME_ASAN_OBJ := $(RUNTIME_SRC:%.c=$(BUILD)/asan/%.o)
 UNIT_OBJ      := $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_ASAN_OBJ := $(UNIT_SRC:%.c=$(BUILD)/asan/%.o)
@@ -41,8 +46,9 @@ ARCHIVE   := $(BUILD)/libadaptshim_runtime.a
 ASAN_ARCHIVE := $(BUILD)/asan/libadaptshim_runtime.a
 UNIT      := $(BUILD)/tests/unit_tests
 UNIT_ASAN := $(BUILD)/tests/unit_tests_asan
+INSPECT   := $(BUILD)/adaptdl-inspect
 TRAINERS  := $(patsubst tests/trainers/%.c,$(BUILD)/trainers/%,$(TRAINER_SRC))
-TOOLS     := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRC))
+TOOLS     := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRC)) $(BUILD)/tools/static_pie_probe
 BENCHES   := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
@@ -52,7 +58,7 @@ ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 .PHONY: all deps check unit unit-asan integration tsan demo bench install clean
-all: $(LIB) $(ARCHIVE) $(TRAINERS) $(TOOLS)
+all: $(LIB) $(ARCHIVE) $(INSPECT) $(TRAINERS) $(TOOLS)
 
 deps:
 	@scripts/install-deps
@@ -84,6 +90,13 @@ $(LIB): $(SHIM_OBJ) $(ARCHIVE) shim/exports.map
 	    -Wl,--version-script=shim/exports.map -Wl,-z,now -Wl,-z,relro \
 	    $(PKG_LIBS) -ldl -lpthread -lm
 
+# The ELF inspector (hooks/) and the unit tests that include its header use libelf.
+$(HOOKS_OBJ) $(HOOKS_ASAN_OBJ) $(BUILD)/obj/hooks/adaptdl_inspect.o: CFLAGS_ALL += $(ELF_CFLAGS)
+$(UNIT_OBJ) $(UNIT_ASAN_OBJ): CFLAGS_ALL += -Ihooks $(ELF_CFLAGS)
+
+$(INSPECT): $(BUILD)/obj/hooks/adaptdl_inspect.o $(HOOKS_OBJ)
+	$(CC) -o $@ $^ $(ELF_LIBS)
+
 $(BUILD)/obj/tests/unit/%.o: tests/unit/%.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
@@ -94,13 +107,13 @@ $(BUILD)/asan/tests/unit/%.o: tests/unit/%.c
 	@echo "  CC      $< (sanitized)"
 	@$(CC) $(CFLAGS_ALL) -MMD -MP $(ASAN_FLAGS) $(CRITERION_CFLAGS) -Wno-missing-prototypes -c $< -o $@
 
-$(UNIT): $(UNIT_OBJ) $(ARCHIVE)
+$(UNIT): $(UNIT_OBJ) $(HOOKS_OBJ) $(ARCHIVE)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $(UNIT_OBJ) $(ARCHIVE) $(CRITERION_LIBS) $(PKG_LIBS) -ldl -lpthread -lm
+	$(CC) -o $@ $(UNIT_OBJ) $(HOOKS_OBJ) $(ARCHIVE) $(CRITERION_LIBS) $(PKG_LIBS) $(ELF_LIBS) -ldl -lpthread -lm
 
-$(UNIT_ASAN): $(UNIT_ASAN_OBJ) $(ASAN_ARCHIVE)
+$(UNIT_ASAN): $(UNIT_ASAN_OBJ) $(HOOKS_ASAN_OBJ) $(ASAN_ARCHIVE)
 	@mkdir -p $(dir $@)
-	$(CC) $(ASAN_FLAGS) -o $@ $(UNIT_ASAN_OBJ) $(ASAN_ARCHIVE) $(CRITERION_LIBS) $(PKG_LIBS) -ldl -lpthread -lm
+	$(CC) $(ASAN_FLAGS) -o $@ $(UNIT_ASAN_OBJ) $(HOOKS_ASAN_OBJ) $(ASAN_ARCHIVE) $(CRITERION_LIBS) $(PKG_LIBS) $(ELF_LIBS) -ldl -lpthread -lm
 
 # Example trainers are plain user programs: no adaptshim header, no runtime.
 $(BUILD)/trainers/%: tests/trainers/%.c
@@ -111,6 +124,15 @@ $(BUILD)/trainers/%: tests/trainers/%.c
 $(BUILD)/tools/%: tests/tools/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -o $@ $< -lm
+
+# Static programs, which LD_PRELOAD cannot reach: the inspector must refuse them.
+$(BUILD)/tools/static_probe: tests/tools/static_probe.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -static -o $@ $<
+
+$(BUILD)/tools/static_pie_probe: tests/tools/static_probe.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -static-pie -o $@ $<
 
 $(BUILD)/bench/%: tests/bench/%.c $(ARCHIVE)
 	@mkdir -p $(dir $@)
@@ -140,11 +162,13 @@ $(BUILD)/tsan/fd_probe: tests/tools/fd_probe.c
 tsan: $(BUILD)/tsan/libadaptshim.so $(BUILD)/tsan/fd_probe
 	@tests/integration/run-thread-sanitizer $(BUILD)
 
-unit: $(UNIT)
-	$(UNIT) --jobs 2
+# The ELF inspector's tests inspect the built library, trainers and tools.
+unit: $(UNIT) $(LIB) $(TRAINERS) $(TOOLS)
+	ADAPTSHIM_BUILD=$(abspath $(BUILD)) $(UNIT) --jobs 2
 
-unit-asan: $(UNIT_ASAN)
-	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $(UNIT_ASAN) --jobs 2
+unit-asan: $(UNIT_ASAN) $(LIB) $(TRAINERS) $(TOOLS)
+	ADAPTSHIM_BUILD=$(abspath $(BUILD)) ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	    $(UNIT_ASAN) --jobs 2
 
 INTEGRATION_SRC := $(sort $(wildcard tests/integration/*.c))
 INTEGRATION := $(BUILD)/tests/integration_tests
@@ -176,9 +200,10 @@ bench: deps
 	$(MAKE) all $(BENCHES)
 	@tests/bench/run-all $(BUILD)
 
-install: $(LIB)
+install: $(LIB) $(INSPECT)
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libadaptshim.so
+	install -m 0755 $(INSPECT) $(DESTDIR)$(PREFIX)/bin/adaptdl-inspect
 	if [ -f scripts/adaptdl-wrap ]; then install -m 0755 scripts/adaptdl-wrap $(DESTDIR)$(PREFIX)/bin/; fi
 	sed -e 's|@PREFIX@|$(PREFIX)|g' scripts/adaptshim.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/adaptshim.pc
 
