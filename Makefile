@@ -47,6 +47,7 @@ ASAN_ARCHIVE := $(BUILD)/asan/libadaptshim_runtime.a
 UNIT      := $(BUILD)/tests/unit_tests
 UNIT_ASAN := $(BUILD)/tests/unit_tests_asan
 INSPECT   := $(BUILD)/adaptdl-inspect
+WRAP      := $(BUILD)/adaptdl-wrap
 TRAINERS  := $(patsubst tests/trainers/%.c,$(BUILD)/trainers/%,$(TRAINER_SRC))
 TOOLS     := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRC)) $(BUILD)/tools/static_pie_probe
 BENCHES   := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
@@ -58,7 +59,14 @@ ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 .PHONY: all deps check unit unit-asan integration tsan demo bench install clean
-all: $(LIB) $(ARCHIVE) $(INSPECT) $(TRAINERS) $(TOOLS)
+all: $(LIB) $(ARCHIVE) $(INSPECT) $(WRAP) $(TRAINERS) $(TOOLS)
+
+# The launcher beside the library and the inspector, where it finds them, as
+# after `make install`.
+$(WRAP): scripts/adaptdl-wrap
+	@mkdir -p $(dir $@)
+	cp $< $@
+	chmod 0755 $@
 
 deps:
 	@scripts/install-deps
@@ -200,11 +208,11 @@ bench: deps
 	$(MAKE) all $(BENCHES)
 	@tests/bench/run-all $(BUILD)
 
-install: $(LIB) $(INSPECT)
+install: $(LIB) $(INSPECT) $(WRAP)
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libadaptshim.so
 	install -m 0755 $(INSPECT) $(DESTDIR)$(PREFIX)/bin/adaptdl-inspect
-	if [ -f scripts/adaptdl-wrap ]; then install -m 0755 scripts/adaptdl-wrap $(DESTDIR)$(PREFIX)/bin/; fi
+	install -m 0755 scripts/adaptdl-wrap $(DESTDIR)$(PREFIX)/bin/adaptdl-wrap
 	sed -e 's|@PREFIX@|$(PREFIX)|g' scripts/adaptshim.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/adaptshim.pc
 
 clean:

@@ -1,0 +1,344 @@
+/* test_launcher.c - adaptdl-wrap (SPEC §8): it restarts a job that exits
+ * with 143 until it ends, with ADAPTDL_NUM_RESTARTS raised and the replica
+ * count re-read; turns SIGTERM/SIGINT into a graceful stop of every rank
+ * (143), a second signal into an immediate one (130); retries crashes with
+ * a doubling backoff, never a configuration error; prints what it would
+ * run with --dry-run; and refuses bad options in one line with status 2. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define DIM 4
+#define RECORD_SIZE (8 + 4 * DIM + 4)
+
+/* harness_build_path returns a buffer the next call overwrites: a copy. */
+static char *wrapper_path(void)
+{
+    return strdup(harness_build_path("adaptdl-wrap"));
+}
+
+/* A directory with a dataset, and the settings every launch of it shares. */
+struct launcher_job {
+    const char *directory;
+    char *data;
+    char data_setting[600];
+    char state_setting[600];
+    char save_setting[600];
+};
+
+static void launcher_job_init(struct launcher_job *job, uint64_t records)
+{
+    job->directory = harness_temp_dir();
+    job->data = harness_path_in(job->directory, "train.bin");
+    harness_generate_dataset(job->data, records, DIM, 3);
+    snprintf(job->data_setting, sizeof job->data_setting,
+             "ADAPTDL_DATA=%s:record=%d:header=16:count=8,u64le,%d", job->data, RECORD_SIZE,
+             RECORD_SIZE);
+    snprintf(job->state_setting, sizeof job->state_setting, "ADAPTDL_CHECKPOINT_PATH=%s/state",
+             job->directory);
+    snprintf(job->save_setting, sizeof job->save_setting, "ADAPTDL_SAVE=%s/ck*",
+             job->directory);
+}
+
+/* Writes an executable shell script into the job's directory. */
+static char *write_script(const char *directory, const char *name, const char *body)
+{
+    char *path = harness_path_in(directory, name);
+    cr_assert_eq(harness_write_file(path, body, strlen(body)), 0);
+    cr_assert_eq(chmod(path, 0755), 0);
+    return path;
+}
+
+/* Waits until `path` holds `needle` (a running job's progress). */
+static void wait_for_text(const char *path, const char *needle)
+{
+    for (int attempt = 0; attempt < 3000; attempt++) {
+        char *text = harness_read_file(path, NULL);
+        bool found = text && strstr(text, needle);
+        free(text);
+        if (found)
+            return;
+        usleep(10000);
+    }
+    cr_assert_fail("%s never showed \"%s\"", path, needle);
+}
+
+static char *const mpi_root[] = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
+
+/* The adaptive job of the batch-size tests, launched by the wrapper alone:
+ * every exit with 143 is followed by a relaunch at the new batch size until
+ * the job ends. */
+Test(launcher, an_adaptive_job_is_restarted_until_it_ends, .timeout = 300)
+{
+    struct launcher_job job;
+    launcher_job_init(&job, 4000);
+    char *checkpoint = harness_path_in(job.directory, "ck");
+    char *out = harness_path_in(job.directory, "out");
+    char *err = harness_path_in(job.directory, "err");
+    char *argv[] = {wrapper_path(), "-n", "2", "--mpirun-arg", "--oversubscribe", "--",
+                    strdup(harness_build_path("trainers/sgd_mpi")), "--data", job.data,
+                    "--epochs", "6", "--batch-size", "16", "--lr", "0.01", "--checkpoint",
+                    checkpoint, "--resume", "--sleep-us", "200", NULL};
+    char *environment[] = {mpi_root[0], mpi_root[1], job.data_setting, job.state_setting,
+                           job.save_setting, "ADAPTDL_BSZ_ARG=argv:--batch-size",
+                           "ADAPTDL_BATCH_SIZE=8", "ADAPTDL_MAX_BATCH_SIZE=256",
+                           "ADAPTDL_DECIDE_SECONDS=0.3", "ADAPTDL_PAYBACK_SECONDS=100000",
+                           "ADAPTDL_LR_ARG=argv:--lr", "ADAPTDL_LR_RULE=linear",
+                           "ADAPTDL_LOG=info", NULL};
+    pid_t pid = harness_start(argv, environment, false, out, err);
+    int status = harness_wait(pid, 280);
+    char *log = harness_read_output(err);
+    cr_assert_eq(status, 0, "the job runs to its end: %s", log);
+    cr_expect(strstr(log, "adaptdl-wrap: the trainer asked for a restart: restart 1") != NULL,
+              "%s", log);
+    cr_expect(strstr(log, "on each of 2 replicas (global 8, initial 8)") != NULL,
+              "the first run had the initial batch: %s", log);
+    /* the shim reports its restart count in its summary line */
+    cr_expect(strstr(log, " 1 restarts, ") != NULL, "the relaunch saw ADAPTDL_NUM_RESTARTS=1");
+    cr_expect(strstr(log, "batch size: --batch-size 8 on each of 1 replicas") == NULL,
+              "the preload reached nothing but the trainer's ranks: %s", log);
+    char *output = harness_read_output(out);
+    cr_expect(strstr(output, "rank 0 steps ") != NULL, "%s", output);
+    free(output);
+    free(log);
+}
+
+/* SIGTERM to the wrapper: every rank stops at the same step, the wrapper
+ * exits 143; launched again, the job resumes where its checkpoint left it
+ * and runs to its end. */
+Test(launcher, sigterm_stops_every_rank_and_the_job_resumes, .timeout = 300)
+{
+    struct launcher_job job;
+    launcher_job_init(&job, 2000);
+    char *checkpoint = harness_path_in(job.directory, "ck");
+    char *ids = harness_path_in(job.directory, "ids.%r");
+    char *ids0 = harness_path_in(job.directory, "ids.0");
+    char *out = harness_path_in(job.directory, "out");
+    char *err = harness_path_in(job.directory, "err");
+    char *argv[] = {wrapper_path(), "-n", "2", "--mpirun-arg", "--oversubscribe", "--",
+                    strdup(harness_build_path("trainers/sgd_mpi")), "--data", job.data,
+                    "--epochs", "8", "--batch-size", "16", "--lr", "0.01", "--checkpoint",
+                    checkpoint, "--resume", "--sleep-us", "2000", "--ids-log", ids, NULL};
+    char *environment[] = {mpi_root[0], mpi_root[1], job.data_setting, job.state_setting,
+                           job.save_setting, "ADAPTDL_LOG=info", NULL};
+    pid_t pid = harness_start(argv, environment, false, out, err);
+    wait_for_text(ids0, "step 30\n");
+    kill(pid, SIGTERM);
+    int status = harness_wait(pid, 120);
+    char *log = harness_read_output(err);
+    cr_assert_eq(status, 143, "%s", log);
+    cr_expect_eq(harness_count_occurrences(log, "every replica agreed to stop at this step; "
+                                                "exit status 143"),
+                 2, "both ranks stopped at the agreed step: %s", log);
+    free(log);
+
+    char *again_environment[] = {mpi_root[0], mpi_root[1], job.data_setting,
+                                 job.state_setting, job.save_setting, "ADAPTDL_LOG=info",
+                                 "ADAPTDL_NUM_RESTARTS=1", NULL};
+    pid = harness_start(argv, again_environment, false, out, err);
+    cr_assert_eq(harness_wait(pid, 200), 0);
+    char *output = harness_read_output(out);
+    cr_expect_gt(harness_resumed_step(output), 0, "resumed from the checkpoint: %s", output);
+    free(output);
+}
+
+/* One replica runs without mpirun; SIGINT is the graceful stop too.  A
+ * second signal stops the trainer at once (status 130). */
+Test(launcher, one_replica_runs_directly_and_a_second_signal_stops_at_once, .timeout = 120)
+{
+    struct launcher_job job;
+    launcher_job_init(&job, 2000);
+    char *checkpoint = harness_path_in(job.directory, "ck");
+    char *ids = harness_path_in(job.directory, "ids");
+    char *out = harness_path_in(job.directory, "out");
+    char *err = harness_path_in(job.directory, "err");
+    char *argv[] = {wrapper_path(), "--",
+                    strdup(harness_build_path("trainers/sgd_read")), "--data", job.data,
+                    "--epochs", "50", "--batch", "16", "--lr", "0.01", "--checkpoint",
+                    checkpoint, "--resume", "--sleep-us", "2000", "--ids-log", ids, NULL};
+    char *environment[] = {job.data_setting, job.state_setting, job.save_setting,
+                           "ADAPTDL_LOG=info", NULL};
+    pid_t pid = harness_start(argv, environment, false, out, err);
+    wait_for_text(ids, "step 20\n");
+    kill(pid, SIGINT);
+    int status = harness_wait(pid, 60);
+    char *log = harness_read_output(err);
+    cr_assert_eq(status, 143, "%s", log);
+    cr_expect(strstr(log, "mpirun") == NULL, "no mpirun for one replica: %s", log);
+    cr_expect(strstr(log, "exit status 143") != NULL, "the trainer stopped itself: %s", log);
+    free(log);
+
+    /* A trainer that ignores SIGTERM never ends the graceful stop: the
+     * second signal stops it at once (SIGINT) and the wrapper exits 130. */
+    char *started = harness_path_in(job.directory, "started");
+    char body[512];
+    snprintf(body, sizeof body, "#!/bin/sh\ntrap '' TERM\ntouch %s\nexec sleep 1000\n",
+             started);
+    char *stubborn = write_script(job.directory, "stubborn", body);
+    char *stubborn_argv[] = {wrapper_path(), "--", stubborn, NULL};
+    pid = harness_start(stubborn_argv, (char *[]){NULL}, false, out, err);
+    wait_for_text(started, "");
+    kill(pid, SIGTERM);
+    wait_for_text(err, "stopping every rank gracefully");
+    kill(pid, SIGTERM);
+    status = harness_wait(pid, 30);
+    log = harness_read_output(err);
+    cr_expect_eq(status, 130, "%s", log);
+    cr_expect(strstr(log, "adaptdl-wrap: stopping at once") != NULL, "%s", log);
+    free(log);
+}
+
+/* A crash is retried after a backoff that doubles, with the restart count
+ * raised each time, until --max-retries is spent; the status is the
+ * trainer's.  A configuration error (status 2) is never retried. */
+Test(launcher, crashes_are_retried_then_given_up_and_status_2_is_not_retried, .timeout = 60)
+{
+    const char *directory = harness_temp_dir();
+    char *runs = harness_path_in(directory, "runs");
+    char body[1024];
+    snprintf(body, sizeof body,
+             "#!/bin/sh\necho \"restart $ADAPTDL_NUM_RESTARTS\" >> %s\nexit 7\n", runs);
+    char *crash = write_script(directory, "crash", body);
+    char *argv[] = {wrapper_path(), "--max-retries", "2", "--backoff", "0.05", "--",
+                    crash, NULL};
+    struct run_result result;
+    harness_run(&result, argv, (char *[]){NULL}, false, 30);
+    cr_expect_eq(result.status, 7, "%s", result.err);
+    char *text = harness_read_output(runs);
+    cr_expect_str_eq(text, "restart 0\nrestart 1\nrestart 2\n");
+    free(text);
+    cr_expect(strstr(result.err, "in 0.05 s (retry 1 of 2)") != NULL, "%s", result.err);
+    cr_expect(strstr(result.err, "in 0.1 s (retry 2 of 2)") != NULL, "doubled: %s", result.err);
+    cr_expect(strstr(result.err, "3 times in a row: giving up") != NULL, "%s", result.err);
+    run_result_free(&result);
+
+    char *bad[] = {wrapper_path(), "--",
+                   strdup(harness_build_path("trainers/sgd_read")), "--data", "x", NULL};
+    harness_run(&result, bad, (char *[]){"ADAPTDL_BATCH_SIZE=twelve",
+                                         "ADAPTDL_BSZ_ARG=argv:--batch", NULL},
+                false, 30);
+    cr_expect_eq(result.status, 2, "%s", result.err);
+    cr_expect(strstr(result.err, "ADAPTDL_BATCH_SIZE") != NULL, "%s", result.err);
+    cr_expect(strstr(result.err, "not restarted") != NULL, "%s", result.err);
+    cr_expect(strstr(result.err, "restart 1") == NULL, "%s", result.err);
+    run_result_free(&result);
+}
+
+/* --replicas-file is read before every launch: a scheduler that rescales
+ * the job between runs is followed (here the job itself, a script, writes
+ * 1 into the file and asks for a restart: the relaunch runs directly). */
+Test(launcher, the_replica_count_is_read_again_at_each_restart, .timeout = 120)
+{
+    const char *directory = harness_temp_dir();
+    char *replicas = harness_path_in(directory, "replicas");
+    char *seen = harness_path_in(directory, "seen");
+    cr_assert_eq(harness_write_file(replicas, "2\n", 2), 0);
+    char body[2048];
+    snprintf(body, sizeof body,
+             "#!/bin/sh\n"
+             "echo \"restart $ADAPTDL_NUM_RESTARTS size ${OMPI_COMM_WORLD_SIZE:-none} "
+             "replicas ${ADAPTDL_NUM_REPLICAS:-unset}\" >> %s\n"
+             "if [ \"$ADAPTDL_NUM_RESTARTS\" = 0 ]; then\n"
+             "  [ \"${OMPI_COMM_WORLD_RANK:-0}\" = 0 ] && echo 1 > %s\n"
+             "  exit 143\n"
+             "fi\n"
+             "exit 0\n",
+             seen, replicas);
+    char *job = write_script(directory, "job", body);
+    char *argv[] = {wrapper_path(), "--replicas-file", replicas, "--mpirun-arg",
+                    "--oversubscribe", "--", job, NULL};
+    struct run_result result;
+    harness_run(&result, argv, (char *[]){mpi_root[0], mpi_root[1], NULL}, false, 60);
+    cr_expect_eq(result.status, 0, "%s", result.err);
+    char *text = harness_read_output(seen);
+    cr_expect_eq(harness_count_occurrences(text, "restart 0 size 2 replicas unset\n"), 2,
+                 "the first run under mpirun -np 2: %s", text);
+    cr_expect(strstr(text, "restart 1 size none replicas 1\n") != NULL,
+              "the relaunch, directly with one replica: %s", text);
+    free(text);
+    run_result_free(&result);
+}
+
+/* --dry-run prints the command, quoted, with the variables mpirun passes
+ * on, and runs nothing. */
+Test(launcher, dry_run_prints_the_command_and_runs_nothing)
+{
+    const char *directory = harness_temp_dir();
+    char *marker = harness_path_in(directory, "ran");
+    char body[512];
+    snprintf(body, sizeof body, "#!/bin/sh\ntouch %s\n", marker);
+    char *job = write_script(directory, "job", body);
+    char *argv[] = {wrapper_path(), "-n", "3", "--dry-run", "--", job, "--name",
+                    "two words", NULL};
+    struct run_result result;
+    harness_run(&result, argv, (char *[]){"ADAPTDL_SEED=5", NULL}, false, 30);
+    cr_expect_eq(result.status, 0, "%s", result.err);
+    cr_expect(strstr(result.out, "mpirun -np 3 -x ADAPTDL_SEED") != NULL, "%s", result.out);
+    cr_expect(strstr(result.out, " -x LD_PRELOAD=/") != NULL, "%s", result.out);
+    cr_expect(strstr(result.out, "--name 'two words'") != NULL, "%s", result.out);
+    cr_expect_eq(access(marker, F_OK), -1, "nothing ran");
+    run_result_free(&result);
+}
+
+/* Bad options: one line naming what was wrong, status 2, nothing run. */
+Test(launcher, bad_options_are_one_line_and_status_2)
+{
+    char *trainer = strdup(harness_build_path("trainers/sgd_read"));
+    char *const cases[][6] = {
+        {wrapper_path(), "--", NULL},
+        {wrapper_path(), "-n", "0", "--", trainer, NULL},
+        {wrapper_path(), "--frobnicate", "--", trainer, NULL},
+        {wrapper_path(), "--", "/nonexistent/trainer", NULL},
+        {wrapper_path(), "--lib", "/nonexistent/lib.so", "--", trainer, NULL},
+        {wrapper_path(), "--backoff", "soon", "--", trainer, NULL},
+    };
+    const char *expected[] = {"no trainer", "replica count \"0\"", "unknown option",
+                              "not found", "no such file", "--backoff \"soon\""};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct run_result result;
+        harness_run(&result, cases[i], (char *[]){NULL}, false, 30);
+        cr_expect_eq(result.status, 2, "case %zu: %s", i, result.err);
+        cr_expect(strstr(result.err, expected[i]) != NULL, "case %zu: %s", i, result.err);
+        cr_expect_eq(harness_count_occurrences(result.err, "\n"), 1, "one line: %s",
+                     result.err);
+        run_result_free(&result);
+    }
+    free(trainer);
+}
+
+/* --inspect runs the ELF preflight (hooks/): the MPI trainer's reads and
+ * all-reduces are intercepted; a static program is refused (status 3). */
+Test(launcher, inspect_runs_the_elf_preflight)
+{
+    char *argv[] = {wrapper_path(), "--inspect", "--",
+                    strdup(harness_build_path("trainers/sgd_mpi")), NULL};
+    struct run_result result;
+    harness_run(&result, argv, (char *[]){NULL}, false, 30);
+    cr_expect_eq(result.status, 0, "%s%s", result.out, result.err);
+    cr_expect(strstr(result.out, "Intercepted by the shim:") != NULL, "%s", result.out);
+    cr_expect(strstr(result.out, "  MPI_Allreduce ") != NULL, "%s", result.out);
+    cr_expect(strstr(result.out, "  read@") != NULL, "%s", result.out);
+    run_result_free(&result);
+
+    char *refused[] = {wrapper_path(), "--inspect", "--",
+                       strdup(harness_build_path("tools/static_probe")), NULL};
+    harness_run(&result, refused, (char *[]){NULL}, false, 30);
+    cr_expect_eq(result.status, 3, "%s%s", result.out, result.err);
+    cr_expect(strstr(result.out, "statically linked") != NULL, "%s", result.out);
+    run_result_free(&result);
+
+    /* launching it is refused before anything runs */
+    char *launch[] = {wrapper_path(), "--", strdup(harness_build_path("tools/static_probe")),
+                      NULL};
+    harness_run(&result, launch, (char *[]){NULL}, false, 30);
+    cr_expect_eq(result.status, 2, "%s", result.err);
+    cr_expect(strstr(result.err, "statically linked") != NULL, "%s", result.err);
+    cr_expect_eq(harness_count_occurrences(result.err, "\n"), 1, "one line: %s", result.err);
+    run_result_free(&result);
+}
