@@ -6,11 +6,15 @@
  * plain descriptors and libelf.  What the shim intercepts is not written
  * down here: it is read from the dynamic symbol table of the library file
  * itself, so the report cannot drift from shim/exports.map.  The tables in
- * elf_inspect.c only add what a symbol means (streams, hints, calls that
+ * symbol_rules.c only add what a symbol means (streams, hints, calls that
  * bypass any preload) and a note per symbol.
  *
  * Errors come back as one line naming the file and what is wrong, for the
- * caller to print. */
+ * caller to print.
+ *
+ * The files: elf_reader.c reads a file or script and resolves commands
+ * through PATH, symbol_rules.c classifies imports, elf_inspect.c gives the
+ * verdict and writes the report; inspect_internal.h is what they share. */
 #ifndef ADAPTSHIM_ELF_INSPECT_H
 #define ADAPTSHIM_ELF_INSPECT_H
 

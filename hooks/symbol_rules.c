@@ -1,0 +1,491 @@
+/* symbol_rules.c - what an imported symbol means under the shim (see
+ * elf_inspect.h): the rule tables, and the classification of one symbol and
+ * of a file's imports.
+ *
+ * Every import is classified against the dynamic symbol table of
+ * libadaptshim.so (read by elf_reader.c): a name the library exports is
+ * intercepted, whatever the tables below say.  The tables only explain the
+ * rest: stdio readers that work on the streams the shim's fopen returns,
+ * hints the shim does not need, and calls that bypass any preload. */
+#include "elf_inspect.h"
+#include "inspect_internal.h"
+
+#include <ctype.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------
+ * What imported symbols mean
+ * ------------------------------------------------------------------------ */
+
+/* One known symbol.  category is what the symbol is when libadaptshim.so
+ * does NOT export it, except for two values that describe an expected
+ * export: INTERCEPTED (the shim exports it in this source tree) and LIMITED
+ * (exported, but a data file used through it is not virtualized).  An
+ * expected export that the library lacks is reported as not intercepted. */
+struct inspect_symbol_rule {
+    const char *name;
+    enum inspect_category category;
+    const char *note;
+    /* If not NULL, the symbol matters only when the program imports this
+     * one too; otherwise it is merely passed through. */
+    const char *matters_with;
+};
+
+/* Names starting with a prefix, tried after the exact names. */
+struct inspect_prefix_rule {
+    const char *prefix;
+    enum inspect_category category;
+    const char *note;
+};
+
+static const char note_start[] =
+    "start-up: the shim reads its configuration before main";
+static const char note_open[] =
+    "opens by path: a data file opened read-only gets this replica's view";
+static const char note_create[] =
+    "opens for writing: a checkpoint written through it is tracked";
+static const char note_read[] =
+    "reads at the descriptor's position: served from the view";
+static const char note_pread[] =
+    "reads at an offset: served from the view";
+static const char note_seek[] =
+    "moves in the view (SEEK_END is the view's size)";
+static const char note_stat[] =
+    "reports the view's size for a data file";
+static const char note_close[] =
+    "closes a descriptor (a checkpoint written through it is committed)";
+static const char note_close_many[] =
+    "closes descriptors: the shim's descriptor table follows";
+static const char note_dup[] =
+    "duplicates a descriptor: the copies share the view's offset";
+static const char note_mmap[] =
+    "a mapping of a data file is not virtualized: it shows the whole physical "
+    "file, not this replica's view (the shim logs a warning once)";
+static const char note_copy[] =
+    "kernel-side copy: emulated through the view when the source is a data file";
+static const char note_rename[] =
+    "a rename onto a checkpoint name commits the checkpoint";
+static const char note_fopen[] =
+    "a data file opened read-only becomes a stream over the view";
+static const char note_fdopen[] =
+    "a stream on a data file's descriptor reads the view";
+static const char note_freopen[] =
+    "a data file reopened with it is not virtualized: the stream reads the "
+    "physical file (the shim logs a warning)";
+static const char note_fclose[] =
+    "closes a stream (a checkpoint written through it is committed)";
+static const char note_fileno[] =
+    "gives the tracked descriptor behind a view stream";
+static const char note_fseek[] =
+    "repositions a stream: pass rules apply to the trainer's own target";
+static const char note_signal[] =
+    "stop signals (SIGTERM, SIGINT, SIGUSR1): the trainer's handler runs after the shim's";
+static const char note_mpi_init[] =
+    "MPI start: the shim sets up its own communicator";
+static const char note_mpi_finalize[] =
+    "MPI end";
+static const char note_allreduce[] =
+    "gradient all-reduce (float or double sum): measured for the gradient noise "
+    "scale and the step time";
+static const char note_iallreduce[] =
+    "non-blocking gradient all-reduce: measured when MPI_Wait, MPI_Waitall or "
+    "MPI_Test completes it";
+static const char note_mpi_complete[] =
+    "completes requests: a pending gradient all-reduce is measured here";
+static const char note_mpi_collective[] =
+    "a collective that may end a step";
+static const char note_mpi_complete_unseen[] =
+    "completes requests without the shim: a gradient MPI_Iallreduce completed "
+    "by it is not measured";
+static const char note_pmpi_gradient[] =
+    "profiling entry point called directly: the shim wraps only the MPI_ name, "
+    "so these gradient all-reduces are not seen";
+
+static const char note_stream_read[] =
+    "reads a stream";
+static const char note_stream_line[] =
+    "reads a line from a stream";
+static const char note_stream_char[] =
+    "reads a character from a stream";
+static const char note_stream_refill[] =
+    "refills a stream's buffer (behind inlined getc/getc_unlocked)";
+static const char note_stream_scan[] =
+    "formatted input from a stream";
+static const char note_stream_unget[] =
+    "pushes a character back onto a stream";
+static const char note_stream_position[] =
+    "a stream's position";
+static const char note_stream_state[] =
+    "a stream's state (end of file, error, reading or writing)";
+static const char note_stream_buffer[] =
+    "a stream's buffering";
+static const char note_stream_lock[] =
+    "locks a stream";
+static const char note_stream_wide[] =
+    "wide-character input from a stream";
+static const char note_cxx_stream[] =
+    "C++ file stream: libstdc++ opens the file with fopen and reads its "
+    "descriptor, both intercepted (C++ streams are not covered by this "
+    "project's tests)";
+
+static const char note_hint[] =
+    "a page-cache hint: reads nothing";
+static const char note_dlopen[] =
+    "libraries it loads are reached by the preload too, except those opened "
+    "with RTLD_DEEPBIND (GOT patching is not written)";
+
+static const char note_syscall[] =
+    "raw system call: bypasses any preload (a read or open made through it "
+    "sees the physical file)";
+static const char note_io_uring[] =
+    "io_uring (liburing): the kernel performs the reads, the shim never sees them";
+static const char note_posix_aio[] =
+    "POSIX asynchronous I/O: glibc's helper threads read with internal calls "
+    "no preload can reach";
+static const char note_linux_aio[] =
+    "Linux native asynchronous I/O (libaio): the kernel performs the reads";
+static const char note_open_by_handle[] =
+    "opens by file handle, not by path: never matched against the data files";
+static const char note_dlmopen[] =
+    "objects loaded into a new link-map namespace do not see LD_PRELOAD";
+
+static const char note_mpi_not_needed[] =
+    "MPI C function the shim does not need";
+static const char note_pmpi_other[] =
+    "profiling entry point called directly: the shim does not need it";
+static const char note_fortran[] =
+    "Fortran MPI binding: it calls the PMPI_ functions directly, the shim "
+    "does not see it";
+static const char note_fortran_gradient[] =
+    "Fortran MPI binding: it calls PMPI_ directly, so its gradient all-reduces "
+    "are not seen";
+static const char note_exported[] =
+    "exported by the shim";
+static const char note_mpi_exported[] =
+    "MPI function wrapped by the shim";
+
+static const struct inspect_symbol_rule inspect_symbol_rules[] = {
+    /* Exported by the shim in this source tree (shim/exports.map). */
+    {"__libc_start_main", INSPECT_CATEGORY_INTERCEPTED, note_start, NULL},
+    {"open", INSPECT_CATEGORY_INTERCEPTED, note_open, NULL},
+    {"open64", INSPECT_CATEGORY_INTERCEPTED, note_open, NULL},
+    {"openat", INSPECT_CATEGORY_INTERCEPTED, note_open, NULL},
+    {"openat64", INSPECT_CATEGORY_INTERCEPTED, note_open, NULL},
+    {"__open_2", INSPECT_CATEGORY_INTERCEPTED, note_open, NULL},
+    {"__open64_2", INSPECT_CATEGORY_INTERCEPTED, note_open, NULL},
+    {"__openat_2", INSPECT_CATEGORY_INTERCEPTED, note_open, NULL},
+    {"__openat64_2", INSPECT_CATEGORY_INTERCEPTED, note_open, NULL},
+    {"creat", INSPECT_CATEGORY_INTERCEPTED, note_create, NULL},
+    {"creat64", INSPECT_CATEGORY_INTERCEPTED, note_create, NULL},
+    {"read", INSPECT_CATEGORY_INTERCEPTED, note_read, NULL},
+    {"__read_chk", INSPECT_CATEGORY_INTERCEPTED, note_read, NULL},
+    {"readv", INSPECT_CATEGORY_INTERCEPTED, note_read, NULL},
+    {"pread", INSPECT_CATEGORY_INTERCEPTED, note_pread, NULL},
+    {"pread64", INSPECT_CATEGORY_INTERCEPTED, note_pread, NULL},
+    {"__pread_chk", INSPECT_CATEGORY_INTERCEPTED, note_pread, NULL},
+    {"__pread64_chk", INSPECT_CATEGORY_INTERCEPTED, note_pread, NULL},
+    {"preadv", INSPECT_CATEGORY_INTERCEPTED, note_pread, NULL},
+    {"preadv64", INSPECT_CATEGORY_INTERCEPTED, note_pread, NULL},
+    {"preadv2", INSPECT_CATEGORY_INTERCEPTED, note_pread, NULL},
+    {"preadv64v2", INSPECT_CATEGORY_INTERCEPTED, note_pread, NULL},
+    {"lseek", INSPECT_CATEGORY_INTERCEPTED, note_seek, NULL},
+    {"lseek64", INSPECT_CATEGORY_INTERCEPTED, note_seek, NULL},
+    {"stat", INSPECT_CATEGORY_INTERCEPTED, note_stat, NULL},
+    {"stat64", INSPECT_CATEGORY_INTERCEPTED, note_stat, NULL},
+    {"lstat", INSPECT_CATEGORY_INTERCEPTED, note_stat, NULL},
+    {"lstat64", INSPECT_CATEGORY_INTERCEPTED, note_stat, NULL},
+    {"fstat", INSPECT_CATEGORY_INTERCEPTED, note_stat, NULL},
+    {"fstat64", INSPECT_CATEGORY_INTERCEPTED, note_stat, NULL},
+    {"fstatat", INSPECT_CATEGORY_INTERCEPTED, note_stat, NULL},
+    {"fstatat64", INSPECT_CATEGORY_INTERCEPTED, note_stat, NULL},
+    {"statx", INSPECT_CATEGORY_INTERCEPTED, note_stat, NULL},
+    {"__xstat", INSPECT_CATEGORY_INTERCEPTED, note_stat, NULL},
+    {"__xstat64", INSPECT_CATEGORY_INTERCEPTED, note_stat, NULL},
+    {"__lxstat", INSPECT_CATEGORY_INTERCEPTED, note_stat, NULL},
+    {"__lxstat64", INSPECT_CATEGORY_INTERCEPTED, note_stat, NULL},
+    {"__fxstat", INSPECT_CATEGORY_INTERCEPTED, note_stat, NULL},
+    {"__fxstat64", INSPECT_CATEGORY_INTERCEPTED, note_stat, NULL},
+    {"__fxstatat", INSPECT_CATEGORY_INTERCEPTED, note_stat, NULL},
+    {"__fxstatat64", INSPECT_CATEGORY_INTERCEPTED, note_stat, NULL},
+    {"close", INSPECT_CATEGORY_INTERCEPTED, note_close, NULL},
+    {"close_range", INSPECT_CATEGORY_INTERCEPTED, note_close_many, NULL},
+    {"closefrom", INSPECT_CATEGORY_INTERCEPTED, note_close_many, NULL},
+    {"dup", INSPECT_CATEGORY_INTERCEPTED, note_dup, NULL},
+    {"dup2", INSPECT_CATEGORY_INTERCEPTED, note_dup, NULL},
+    {"dup3", INSPECT_CATEGORY_INTERCEPTED, note_dup, NULL},
+    {"fcntl", INSPECT_CATEGORY_INTERCEPTED, note_dup, NULL},
+    {"fcntl64", INSPECT_CATEGORY_INTERCEPTED, note_dup, NULL},
+    {"mmap", INSPECT_CATEGORY_LIMITED, note_mmap, NULL},
+    {"mmap64", INSPECT_CATEGORY_LIMITED, note_mmap, NULL},
+    {"copy_file_range", INSPECT_CATEGORY_INTERCEPTED, note_copy, NULL},
+    {"sendfile", INSPECT_CATEGORY_INTERCEPTED, note_copy, NULL},
+    {"sendfile64", INSPECT_CATEGORY_INTERCEPTED, note_copy, NULL},
+    {"splice", INSPECT_CATEGORY_INTERCEPTED, note_copy, NULL},
+    {"rename", INSPECT_CATEGORY_INTERCEPTED, note_rename, NULL},
+    {"renameat", INSPECT_CATEGORY_INTERCEPTED, note_rename, NULL},
+    {"renameat2", INSPECT_CATEGORY_INTERCEPTED, note_rename, NULL},
+    {"fopen", INSPECT_CATEGORY_INTERCEPTED, note_fopen, NULL},
+    {"fopen64", INSPECT_CATEGORY_INTERCEPTED, note_fopen, NULL},
+    {"fdopen", INSPECT_CATEGORY_INTERCEPTED, note_fdopen, NULL},
+    {"freopen", INSPECT_CATEGORY_LIMITED, note_freopen, NULL},
+    {"freopen64", INSPECT_CATEGORY_LIMITED, note_freopen, NULL},
+    {"fclose", INSPECT_CATEGORY_INTERCEPTED, note_fclose, NULL},
+    {"fileno", INSPECT_CATEGORY_INTERCEPTED, note_fileno, NULL},
+    {"fseek", INSPECT_CATEGORY_INTERCEPTED, note_fseek, NULL},
+    {"fseeko", INSPECT_CATEGORY_INTERCEPTED, note_fseek, NULL},
+    {"fseeko64", INSPECT_CATEGORY_INTERCEPTED, note_fseek, NULL},
+    {"rewind", INSPECT_CATEGORY_INTERCEPTED, note_fseek, NULL},
+    {"fsetpos", INSPECT_CATEGORY_INTERCEPTED, note_fseek, NULL},
+    {"fsetpos64", INSPECT_CATEGORY_INTERCEPTED, note_fseek, NULL},
+    {"sigaction", INSPECT_CATEGORY_INTERCEPTED, note_signal, NULL},
+    {"signal", INSPECT_CATEGORY_INTERCEPTED, note_signal, NULL},
+    {"MPI_Init", INSPECT_CATEGORY_INTERCEPTED, note_mpi_init, NULL},
+    {"MPI_Init_thread", INSPECT_CATEGORY_INTERCEPTED, note_mpi_init, NULL},
+    {"MPI_Finalize", INSPECT_CATEGORY_INTERCEPTED, note_mpi_finalize, NULL},
+    {"MPI_Allreduce", INSPECT_CATEGORY_INTERCEPTED, note_allreduce, NULL},
+    {"MPI_Iallreduce", INSPECT_CATEGORY_INTERCEPTED, note_iallreduce, NULL},
+    {"MPI_Wait", INSPECT_CATEGORY_INTERCEPTED, note_mpi_complete, NULL},
+    {"MPI_Waitall", INSPECT_CATEGORY_INTERCEPTED, note_mpi_complete, NULL},
+    {"MPI_Test", INSPECT_CATEGORY_INTERCEPTED, note_mpi_complete, NULL},
+    {"MPI_Barrier", INSPECT_CATEGORY_INTERCEPTED, note_mpi_collective, NULL},
+    {"MPI_Bcast", INSPECT_CATEGORY_INTERCEPTED, note_mpi_collective, NULL},
+
+    /* stdio: glibc's stdio never calls the interposed POSIX functions, but
+     * a stream the shim's fopen/fopen64/fdopen returned for a data file is a
+     * cookie stream over the view, so all of these read the view on it. */
+    {"fread", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_read, NULL},
+    {"fread_unlocked", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_read, NULL},
+    {"__fread_chk", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_read, NULL},
+    {"__fread_unlocked_chk", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_read, NULL},
+    {"fgets", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_line, NULL},
+    {"fgets_unlocked", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_line, NULL},
+    {"__fgets_chk", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_line, NULL},
+    {"__fgets_unlocked_chk", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_line, NULL},
+    {"getline", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_line, NULL},
+    {"getdelim", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_line, NULL},
+    {"__getdelim", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_line, NULL},
+    {"fgetc", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_char, NULL},
+    {"fgetc_unlocked", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_char, NULL},
+    {"getc", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_char, NULL},
+    {"getc_unlocked", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_char, NULL},
+    {"_IO_getc", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_char, NULL},
+    {"getw", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_char, NULL},
+    {"__uflow", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_refill, NULL},
+    {"__underflow", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_refill, NULL},
+    {"fscanf", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_scan, NULL},
+    {"vfscanf", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_scan, NULL},
+    {"__isoc99_fscanf", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_scan, NULL},
+    {"__isoc99_vfscanf", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_scan, NULL},
+    {"__isoc23_fscanf", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_scan, NULL},
+    {"__isoc23_vfscanf", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_scan, NULL},
+    {"ungetc", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_unget, NULL},
+    {"_IO_ungetc", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_unget, NULL},
+    {"ftell", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_position, NULL},
+    {"ftello", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_position, NULL},
+    {"ftello64", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_position, NULL},
+    {"fgetpos", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_position, NULL},
+    {"fgetpos64", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_position, NULL},
+    {"feof", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_state, NULL},
+    {"feof_unlocked", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_state, NULL},
+    {"_IO_feof", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_state, NULL},
+    {"ferror", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_state, NULL},
+    {"ferror_unlocked", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_state, NULL},
+    {"clearerr", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_state, NULL},
+    {"clearerr_unlocked", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_state, NULL},
+    {"__freading", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_state, NULL},
+    {"setvbuf", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_buffer, NULL},
+    {"setbuf", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_buffer, NULL},
+    {"setbuffer", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_buffer, NULL},
+    {"__fpurge", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_buffer, NULL},
+    {"flockfile", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_lock, NULL},
+    {"funlockfile", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_lock, NULL},
+    {"ftrylockfile", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_lock, NULL},
+    {"__fsetlocking", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_lock, NULL},
+    {"fgetwc", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_wide, NULL},
+    {"fgetwc_unlocked", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_wide, NULL},
+    {"getwc", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_wide, NULL},
+    {"getwc_unlocked", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_wide, NULL},
+    {"fgetws", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_wide, NULL},
+    {"fgetws_unlocked", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_wide, NULL},
+    {"__fgetws_chk", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_wide, NULL},
+    {"ungetwc", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_wide, NULL},
+    {"__wuflow", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_wide, NULL},
+    {"__wunderflow", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_wide, NULL},
+    {"fwscanf", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_wide, NULL},
+    {"vfwscanf", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_wide, NULL},
+    {"__isoc99_fwscanf", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_wide, NULL},
+    {"__isoc99_vfwscanf", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_wide, NULL},
+
+    /* Harmless without the shim. */
+    {"posix_fadvise", INSPECT_CATEGORY_PASSED_THROUGH, note_hint, NULL},
+    {"posix_fadvise64", INSPECT_CATEGORY_PASSED_THROUGH, note_hint, NULL},
+    {"readahead", INSPECT_CATEGORY_PASSED_THROUGH, note_hint, NULL},
+    {"dlopen", INSPECT_CATEGORY_PASSED_THROUGH, note_dlopen, NULL},
+
+    /* MPI C functions that would matter if the shim does not wrap them. */
+    {"MPI_Waitany", INSPECT_CATEGORY_NOT_INTERCEPTED, note_mpi_complete_unseen, "MPI_Iallreduce"},
+    {"MPI_Waitsome", INSPECT_CATEGORY_NOT_INTERCEPTED, note_mpi_complete_unseen, "MPI_Iallreduce"},
+    {"MPI_Testall", INSPECT_CATEGORY_NOT_INTERCEPTED, note_mpi_complete_unseen, "MPI_Iallreduce"},
+    {"MPI_Testany", INSPECT_CATEGORY_NOT_INTERCEPTED, note_mpi_complete_unseen, "MPI_Iallreduce"},
+    {"MPI_Testsome", INSPECT_CATEGORY_NOT_INTERCEPTED, note_mpi_complete_unseen, "MPI_Iallreduce"},
+    {"PMPI_Allreduce", INSPECT_CATEGORY_NOT_INTERCEPTED, note_pmpi_gradient, NULL},
+    {"PMPI_Iallreduce", INSPECT_CATEGORY_NOT_INTERCEPTED, note_pmpi_gradient, NULL},
+
+    /* File input that no preload sees. */
+    {"syscall", INSPECT_CATEGORY_NOT_INTERCEPTED, note_syscall, NULL},
+    {"aio_read", INSPECT_CATEGORY_NOT_INTERCEPTED, note_posix_aio, NULL},
+    {"aio_read64", INSPECT_CATEGORY_NOT_INTERCEPTED, note_posix_aio, NULL},
+    {"lio_listio", INSPECT_CATEGORY_NOT_INTERCEPTED, note_posix_aio, NULL},
+    {"lio_listio64", INSPECT_CATEGORY_NOT_INTERCEPTED, note_posix_aio, NULL},
+    {"io_submit", INSPECT_CATEGORY_NOT_INTERCEPTED, note_linux_aio, NULL},
+    {"open_by_handle_at", INSPECT_CATEGORY_NOT_INTERCEPTED, note_open_by_handle, NULL},
+    {"dlmopen", INSPECT_CATEGORY_NOT_INTERCEPTED, note_dlmopen, NULL},
+};
+
+static const struct inspect_prefix_rule inspect_prefix_rules[] = {
+    {"io_uring_", INSPECT_CATEGORY_NOT_INTERCEPTED, note_io_uring},
+    {"__io_uring_", INSPECT_CATEGORY_NOT_INTERCEPTED, note_io_uring},
+    {"_ZNSt14basic_ifstream", INSPECT_CATEGORY_THROUGH_STREAM, note_cxx_stream},
+    {"_ZNSt13basic_fstream", INSPECT_CATEGORY_THROUGH_STREAM, note_cxx_stream},
+    {"_ZNSt13basic_filebuf", INSPECT_CATEGORY_THROUGH_STREAM, note_cxx_stream},
+    /* Fortran MPI's common blocks (MPI_IN_PLACE, MPI_STATUS_IGNORE...): data,
+     * not calls; the calls themselves are reported. */
+    {"mpi_fortran_", INSPECT_CATEGORY_OTHER, ""},
+};
+
+/* ------------------------------------------------------------------------
+ * Classification
+ * ------------------------------------------------------------------------ */
+
+/* Every MPI C function name has a lower-case letter after the prefix
+ * (MPI_Allreduce, MPI_T_init_thread); Fortran compilers spell the same
+ * binding in lower case with trailing underscores, or all in upper case. */
+enum inspect_mpi_binding inspect_mpi_binding_of(const char *name)
+{
+    if (strncmp(name, "mpi_", 4) == 0 || strncmp(name, "pmpi_", 5) == 0)
+        return INSPECT_MPI_FORTRAN;
+    bool profiling = strncmp(name, "PMPI_", 5) == 0;
+    if (!profiling && strncmp(name, "MPI_", 4) != 0)
+        return INSPECT_MPI_NONE;
+    for (const char *c = name; *c != '\0'; c++)
+        if (islower((unsigned char)*c))
+            return profiling ? INSPECT_MPI_PROFILING_C : INSPECT_MPI_C;
+    return INSPECT_MPI_FORTRAN;
+}
+
+/* Whether a Fortran binding name is an all-reduce: lower-cased, without the
+ * profiling "p", trailing underscores and the _f/_f08 suffixes of the
+ * newer bindings, it reads mpi_allreduce or mpi_iallreduce. */
+static bool inspect_fortran_is_allreduce(const char *name)
+{
+    char normal[64];
+    size_t length = 0;
+    const char *source = (name[0] == 'p' || name[0] == 'P') ? name + 1 : name;
+    for (; source[length] != '\0'; length++) {
+        if (length + 1 >= sizeof normal)
+            return false;
+        normal[length] = (char)tolower((unsigned char)source[length]);
+    }
+    normal[length] = '\0';
+    while (length > 0 && normal[length - 1] == '_')
+        normal[--length] = '\0';
+    static const char *const suffixes[] = {"_f08", "_f"};
+    for (size_t i = 0; i < INSPECT_ARRAY_LENGTH(suffixes); i++) {
+        size_t suffix_length = strlen(suffixes[i]);
+        if (length > suffix_length && strcmp(normal + length - suffix_length, suffixes[i]) == 0) {
+            length -= suffix_length;
+            normal[length] = '\0';
+            break;
+        }
+    }
+    while (length > 0 && normal[length - 1] == '_')
+        normal[--length] = '\0';
+    return strcmp(normal, "mpi_allreduce") == 0 || strcmp(normal, "mpi_iallreduce") == 0;
+}
+
+/* Linear searches: the tables are small and a report runs once. */
+static const struct inspect_symbol_rule *inspect_find_exact_rule(const char *name)
+{
+    for (size_t i = 0; i < INSPECT_ARRAY_LENGTH(inspect_symbol_rules); i++)
+        if (strcmp(inspect_symbol_rules[i].name, name) == 0)
+            return &inspect_symbol_rules[i];
+    return NULL;
+}
+
+static const struct inspect_prefix_rule *inspect_find_prefix_rule(const char *name)
+{
+    for (size_t i = 0; i < INSPECT_ARRAY_LENGTH(inspect_prefix_rules); i++) {
+        const char *prefix = inspect_prefix_rules[i].prefix;
+        if (strncmp(name, prefix, strlen(prefix)) == 0)
+            return &inspect_prefix_rules[i];
+    }
+    return NULL;
+}
+
+enum inspect_category inspect_classify_symbol(const char *name,
+                                              const struct inspect_symbol_set *shim_exports,
+                                              const struct inspect_elf_file *importer,
+                                              const char **note, bool *missing_from_shim)
+{
+    const struct inspect_symbol_rule *rule = inspect_find_exact_rule(name);
+    enum inspect_mpi_binding binding = inspect_mpi_binding_of(name);
+    *missing_from_shim = false;
+
+    /* The library decides what is intercepted. */
+    if (inspect_symbol_set_contains(shim_exports, name)) {
+        if (rule != NULL && rule->category == INSPECT_CATEGORY_LIMITED) {
+            *note = rule->note;
+            return INSPECT_CATEGORY_LIMITED;
+        }
+        if (rule != NULL && rule->category == INSPECT_CATEGORY_INTERCEPTED)
+            *note = rule->note;
+        else
+            *note = binding == INSPECT_MPI_C ? note_mpi_exported : note_exported;
+        return INSPECT_CATEGORY_INTERCEPTED;
+    }
+
+    if (rule != NULL) {
+        *note = rule->note;
+        if (rule->category == INSPECT_CATEGORY_INTERCEPTED ||
+            rule->category == INSPECT_CATEGORY_LIMITED) {
+            *missing_from_shim = true;
+            return INSPECT_CATEGORY_NOT_INTERCEPTED;
+        }
+        if (rule->matters_with != NULL &&
+            inspect_elf_file_find_import(importer, rule->matters_with) == NULL)
+            return INSPECT_CATEGORY_PASSED_THROUGH;
+        return rule->category;
+    }
+
+    const struct inspect_prefix_rule *prefix_rule = inspect_find_prefix_rule(name);
+    if (prefix_rule != NULL) {
+        *note = prefix_rule->note;
+        return prefix_rule->category;
+    }
+
+    switch (binding) {
+    case INSPECT_MPI_C:
+        *note = note_mpi_not_needed;
+        return INSPECT_CATEGORY_PASSED_THROUGH;
+    case INSPECT_MPI_PROFILING_C:
+        *note = note_pmpi_other;
+        return INSPECT_CATEGORY_PASSED_THROUGH;
+    case INSPECT_MPI_FORTRAN:
+        *note = inspect_fortran_is_allreduce(name) ? note_fortran_gradient : note_fortran;
+        return INSPECT_CATEGORY_NOT_INTERCEPTED;
+    case INSPECT_MPI_NONE:
+        break;
+    }
+    *note = "";
+    return INSPECT_CATEGORY_OTHER;
+}
+
+void inspect_classify_imports(struct inspect_elf_file *file,
+                              const struct inspect_elf_file *shim_library)
+{
+    for (size_t i = 0; i < file->import_count; i++) {
+        struct inspect_import *import = &file->imports[i];
+        import->category = inspect_classify_symbol(import->name, &shim_library->exports, file,
+                                                   &import->note, &import->missing_from_shim);
+    }
+}
