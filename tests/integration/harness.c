@@ -213,6 +213,21 @@ void harness_generate_dataset(const char *path, uint64_t records, unsigned dim, 
     free(generator);
 }
 
+void dataset_job_init(struct dataset_job *job, uint64_t records, unsigned dim, uint64_t seed)
+{
+    unsigned record_size = 8 + 4 * dim + 4;  /* id, features, label */
+    job->directory = harness_temp_dir();
+    job->data = harness_path_in(job->directory, "train.bin");
+    harness_generate_dataset(job->data, records, dim, seed);
+    snprintf(job->data_setting, sizeof job->data_setting,
+             "ADAPTDL_DATA=%s:record=%u:header=16:count=8,u64le,%u", job->data, record_size,
+             record_size);
+    snprintf(job->state_setting, sizeof job->state_setting, "ADAPTDL_CHECKPOINT_PATH=%s/state",
+             job->directory);
+    snprintf(job->save_setting, sizeof job->save_setting, "ADAPTDL_SAVE=%s/ck*",
+             job->directory);
+}
+
 void harness_generate_text(const char *path, uint64_t records, uint64_t seed)
 {
     char records_text[32], seed_text[32];

@@ -45,6 +45,19 @@ int harness_write_file(const char *path, const void *data, size_t size);
 void harness_generate_dataset(const char *path, uint64_t records, unsigned dim, uint64_t seed);
 void harness_generate_text(const char *path, uint64_t records, uint64_t seed);
 
+/* A generated dataset in a fresh directory and the settings that bind a job
+ * to it: ADAPTDL_DATA (records of `dim` float features, the header's count
+ * rewritten for each view), ADAPTDL_CHECKPOINT_PATH=DIR/state and
+ * ADAPTDL_SAVE=DIR/ck*. */
+struct dataset_job {
+    const char *directory;
+    char *data;                 /* DIR/train.bin */
+    char data_setting[600];
+    char state_setting[600];
+    char save_setting[600];
+};
+void dataset_job_init(struct dataset_job *job, uint64_t records, unsigned dim, uint64_t seed);
+
 /* Parsed ids-log of an example trainer: "id ID epoch E" per record, "step S"
  * after each batch's records, "ckpt STEP", "epoch_end E" lines. */
 struct id_event {

@@ -15,35 +15,11 @@
 #include "harness.h"
 
 #define DIM 4
-#define RECORD_SIZE (8 + 4 * DIM + 4)
 
 /* harness_build_path returns a buffer the next call overwrites: a copy. */
 static char *wrapper_path(void)
 {
     return strdup(harness_build_path("adaptdl-wrap"));
-}
-
-/* A directory with a dataset, and the settings every launch of it shares. */
-struct launcher_job {
-    const char *directory;
-    char *data;
-    char data_setting[600];
-    char state_setting[600];
-    char save_setting[600];
-};
-
-static void launcher_job_init(struct launcher_job *job, uint64_t records)
-{
-    job->directory = harness_temp_dir();
-    job->data = harness_path_in(job->directory, "train.bin");
-    harness_generate_dataset(job->data, records, DIM, 3);
-    snprintf(job->data_setting, sizeof job->data_setting,
-             "ADAPTDL_DATA=%s:record=%d:header=16:count=8,u64le,%d", job->data, RECORD_SIZE,
-             RECORD_SIZE);
-    snprintf(job->state_setting, sizeof job->state_setting, "ADAPTDL_CHECKPOINT_PATH=%s/state",
-             job->directory);
-    snprintf(job->save_setting, sizeof job->save_setting, "ADAPTDL_SAVE=%s/ck*",
-             job->directory);
 }
 
 /* Writes an executable shell script into the job's directory. */
@@ -76,8 +52,8 @@ static char *const mpi_root[] = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_
  * the job ends. */
 Test(launcher, an_adaptive_job_is_restarted_until_it_ends, .timeout = 300)
 {
-    struct launcher_job job;
-    launcher_job_init(&job, 4000);
+    struct dataset_job job;
+    dataset_job_init(&job, 4000, DIM, 3);
     char *checkpoint = harness_path_in(job.directory, "ck");
     char *out = harness_path_in(job.directory, "out");
     char *err = harness_path_in(job.directory, "err");
@@ -114,8 +90,8 @@ Test(launcher, an_adaptive_job_is_restarted_until_it_ends, .timeout = 300)
  * and runs to its end. */
 Test(launcher, sigterm_stops_every_rank_and_the_job_resumes, .timeout = 300)
 {
-    struct launcher_job job;
-    launcher_job_init(&job, 2000);
+    struct dataset_job job;
+    dataset_job_init(&job, 2000, DIM, 3);
     char *checkpoint = harness_path_in(job.directory, "ck");
     char *ids = harness_path_in(job.directory, "ids.%r");
     char *ids0 = harness_path_in(job.directory, "ids.0");
@@ -152,8 +128,8 @@ Test(launcher, sigterm_stops_every_rank_and_the_job_resumes, .timeout = 300)
  * second signal stops the trainer at once (status 130). */
 Test(launcher, one_replica_runs_directly_and_a_second_signal_stops_at_once, .timeout = 120)
 {
-    struct launcher_job job;
-    launcher_job_init(&job, 2000);
+    struct dataset_job job;
+    dataset_job_init(&job, 2000, DIM, 3);
     char *checkpoint = harness_path_in(job.directory, "ck");
     char *ids = harness_path_in(job.directory, "ids");
     char *out = harness_path_in(job.directory, "out");

@@ -17,28 +17,15 @@
 #define RECORD_SIZE (8 + 4 * DIM + 4)
 
 struct mpi_job {
-    const char *directory;
-    char *data;
+    struct dataset_job files;
     uint64_t records;
-    char data_setting[512];
-    char state_setting[512];
-    char save_setting[512];
     char preload_setting[512];
 };
 
 static void mpi_job_init(struct mpi_job *job, uint64_t records)
 {
-    job->directory = harness_temp_dir();
+    dataset_job_init(&job->files, records, DIM, 5);
     job->records = records;
-    job->data = harness_path_in(job->directory, "train.bin");
-    harness_generate_dataset(job->data, records, DIM, 5);
-    snprintf(job->data_setting, sizeof job->data_setting,
-             "ADAPTDL_DATA=%s:record=%d:header=16:count=8,u64le,%d", job->data, RECORD_SIZE,
-             RECORD_SIZE);
-    snprintf(job->state_setting, sizeof job->state_setting, "ADAPTDL_CHECKPOINT_PATH=%s/state",
-             job->directory);
-    snprintf(job->save_setting, sizeof job->save_setting, "ADAPTDL_SAVE=%s/ck*",
-             job->directory);
     snprintf(job->preload_setting, sizeof job->preload_setting, "LD_PRELOAD=%s",
              harness_build_path("libadaptshim.so"));
 }
@@ -58,8 +45,9 @@ static pid_t mpi_job_start(const struct mpi_job *job, unsigned ranks, const char
                           ranks_text};
     for (size_t i = 0; i < sizeof head / sizeof head[0]; i++)
         argv[used++] = (char *)head[i];
-    const char *settings[] = {job->preload_setting, job->data_setting, job->state_setting,
-                              job->save_setting, "ADAPTDL_SEED=4", "ADAPTDL_LOG=info"};
+    const char *settings[] = {job->preload_setting,       job->files.data_setting,
+                              job->files.state_setting,   job->files.save_setting,
+                              "ADAPTDL_SEED=4",           "ADAPTDL_LOG=info"};
     for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
         argv[used++] = "-x";
         argv[used++] = (char *)settings[i];
@@ -69,12 +57,12 @@ static pid_t mpi_job_start(const struct mpi_job *job, unsigned ranks, const char
         argv[used++] = extra_environment[i];
     }
     char *ids = NULL, *checkpoint = NULL, *final = NULL;
-    if (asprintf(&ids, "%s/%s.ids.%%r", job->directory, name) < 0 ||
-        asprintf(&checkpoint, "%s/ck", job->directory) < 0 ||
-        asprintf(&final, "%s/%s.final", job->directory, name) < 0)
+    if (asprintf(&ids, "%s/%s.ids.%%r", job->files.directory, name) < 0 ||
+        asprintf(&checkpoint, "%s/ck", job->files.directory) < 0 ||
+        asprintf(&final, "%s/%s.final", job->files.directory, name) < 0)
         abort();
     char *trainer = strdup(harness_build_path("trainers/sgd_mpi"));
-    const char *tail[] = {trainer, "--data", job->data, "--epochs", epochs, "--batch-size",
+    const char *tail[] = {trainer, "--data", job->files.data, "--epochs", epochs, "--batch-size",
                           "16", "--lr", "0.05", "--checkpoint", checkpoint,
                           "--checkpoint-every", "5", "--sleep-us", sleep_us, "--resume",
                           "--ids-log", ids, "--final", final};
@@ -83,7 +71,7 @@ static pid_t mpi_job_start(const struct mpi_job *job, unsigned ranks, const char
     for (size_t i = 0; extra && extra[i]; i++)
         argv[used++] = extra[i];
     argv[used] = NULL;
-    char *out = harness_path_in(job->directory, name);
+    char *out = harness_path_in(job->files.directory, name);
     char *err = NULL;
     if (asprintf(&err, "%s.err", out) < 0)
         abort();
@@ -98,7 +86,7 @@ static pid_t mpi_job_start(const struct mpi_job *job, unsigned ranks, const char
 static char *mpi_job_file(const struct mpi_job *job, const char *name, const char *suffix)
 {
     char *path = NULL;
-    if (asprintf(&path, "%s/%s%s", job->directory, name, suffix) < 0)
+    if (asprintf(&path, "%s/%s%s", job->files.directory, name, suffix) < 0)
         abort();
     return path;
 }
@@ -198,7 +186,7 @@ static void expect_same_last_step(const struct mpi_job *job, const char *name, u
 static bool job_record_written(const struct mpi_job *job)
 {
     char *path = NULL;
-    if (asprintf(&path, "%s/state/job.msgpack", job->directory) < 0)
+    if (asprintf(&path, "%s/state/job.msgpack", job->files.directory) < 0)
         abort();
     struct stat status;
     bool exists = stat(path, &status) == 0 && status.st_size > 0;
@@ -212,7 +200,7 @@ Test(mpi, sigterm_on_one_rank_stops_every_rank_at_the_same_step, .timeout = 180)
     mpi_job_init(&job, 2000);
     pid_t pid = mpi_job_start(&job, 3, "run", "50", "2000", NULL, NULL);
     wait_for_steps(&job, "run", 20);
-    pid_t rank = first_rank_pid(job.data, 1);
+    pid_t rank = first_rank_pid(job.files.data, 1);
     cr_assert_gt(rank, 0);
     kill(rank, SIGTERM);
     cr_expect_eq(harness_wait(pid, 120), 143);
@@ -366,13 +354,14 @@ Test(mpi, stop_without_mpi_happens_at_the_next_batch_read, .timeout = 120)
     struct mpi_job job;
     mpi_job_init(&job, 2000);
     char *trainer = strdup(harness_build_path("trainers/sgd_read"));
-    char *checkpoint = harness_path_in(job.directory, "ck");
-    char *ids = harness_path_in(job.directory, "single.ids");
-    char *argv[] = {trainer, "--data", job.data, "--epochs", "50", "--batch", "16", "--lr",
+    char *checkpoint = harness_path_in(job.files.directory, "ck");
+    char *ids = harness_path_in(job.files.directory, "single.ids");
+    char *argv[] = {trainer, "--data", job.files.data, "--epochs", "50", "--batch", "16", "--lr",
                     "0.05", "--checkpoint", checkpoint, "--sleep-us", "2000", "--ids-log",
                     ids, "--resume", NULL};
-    char *environment[] = {job.data_setting, job.state_setting, job.save_setting, NULL};
-    char *out = harness_path_in(job.directory, "single.out");
+    char *environment[] = {job.files.data_setting, job.files.state_setting,
+                           job.files.save_setting, NULL};
+    char *out = harness_path_in(job.files.directory, "single.out");
     pid_t pid = harness_start(argv, environment, true, out, NULL);
     for (int attempt = 0; attempt < 1000; attempt++) {
         char *text = harness_read_file(ids, NULL);
@@ -431,7 +420,7 @@ Test(mpi, a_trainers_own_sigterm_handler_runs_and_the_status_is_143, .timeout = 
     char *variant[] = {"--own-sigterm-handler", NULL};
     pid_t pid = mpi_job_start(&job, 2, "run", "50", "2000", variant, NULL);
     wait_for_steps(&job, "run", 20);
-    pid_t rank = first_rank_pid(job.data, 1);
+    pid_t rank = first_rank_pid(job.files.data, 1);
     cr_assert_gt(rank, 0);
     kill(rank, SIGTERM);
     cr_expect_eq(harness_wait(pid, 120), 143);
@@ -518,7 +507,7 @@ Test(mpi, metrics_file_has_step_lines_and_the_stop, .timeout = 180)
     struct mpi_job job;
     mpi_job_init(&job, 2000);
     char metrics[512];
-    snprintf(metrics, sizeof metrics, "ADAPTDL_METRICS_FILE=%s/metrics.%%r", job.directory);
+    snprintf(metrics, sizeof metrics, "ADAPTDL_METRICS_FILE=%s/metrics.%%r", job.files.directory);
     char *environment[] = {metrics, NULL};
     pid_t pid = mpi_job_start(&job, 2, "run", "50", "2000", NULL, environment);
     wait_for_steps(&job, "run", 30);
@@ -527,7 +516,7 @@ Test(mpi, metrics_file_has_step_lines_and_the_stop, .timeout = 180)
     for (unsigned rank = 0; rank < 2; rank++) {
         char name[32];
         snprintf(name, sizeof name, "metrics.%u", rank);
-        char *path = harness_path_in(job.directory, name);
+        char *path = harness_path_in(job.files.directory, name);
         expect_metrics_file(path, 143, mpi_last_step(&job, "run", rank));
         free(path);
     }

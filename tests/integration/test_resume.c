@@ -19,31 +19,15 @@
 
 #define RECORDS 1200
 #define DIM 4
-#define RECORD_SIZE (8 + 4 * DIM + 4)
 #define EPOCHS 3
 
 struct resume_setup {
-    const char *directory;
-    char *data;
-    char *state;
-    char data_setting[512];
-    char state_setting[512];
-    char save_setting[512];
+    struct dataset_job files;
 };
 
 static void resume_setup_init(struct resume_setup *setup, const char *trainer_mode)
 {
-    setup->directory = harness_temp_dir();
-    setup->data = harness_path_in(setup->directory, "train.bin");
-    setup->state = harness_path_in(setup->directory, "state");
-    harness_generate_dataset(setup->data, RECORDS, DIM, 3);
-    snprintf(setup->data_setting, sizeof setup->data_setting,
-             "ADAPTDL_DATA=%s:record=%d:header=16:count=8,u64le,%d", setup->data, RECORD_SIZE,
-             RECORD_SIZE);
-    snprintf(setup->state_setting, sizeof setup->state_setting, "ADAPTDL_CHECKPOINT_PATH=%s",
-             setup->state);
-    snprintf(setup->save_setting, sizeof setup->save_setting, "ADAPTDL_SAVE=%s/ck*",
-             setup->directory);
+    dataset_job_init(&setup->files, RECORDS, DIM, 3);
     (void)trainer_mode;
 }
 
@@ -75,24 +59,26 @@ static void start_trainer(struct trainer_process *process, const struct resume_s
 {
     char name[64];
     snprintf(name, sizeof name, "run%u-rank%u.out", run, rank);
-    process->out_path = harness_path_in(setup->directory, name);
+    process->out_path = harness_path_in(setup->files.directory, name);
     snprintf(name, sizeof name, "run%u-rank%u.ids", run, rank);
-    process->log_path = harness_path_in(setup->directory, name);
+    process->log_path = harness_path_in(setup->files.directory, name);
     snprintf(name, sizeof name, "ck%u", rank);
-    process->checkpoint = harness_path_in(setup->directory, name);
+    process->checkpoint = harness_path_in(setup->files.directory, name);
     char replicas_setting[64], rank_setting[64];
     snprintf(replicas_setting, sizeof replicas_setting, "ADAPTDL_NUM_REPLICAS=%u", replicas);
     snprintf(rank_setting, sizeof rank_setting, "ADAPTDL_REPLICA_RANK=%u", rank);
-    char *environment[16] = {(char *)setup->data_setting, (char *)setup->state_setting,
-                             (char *)setup->save_setting, replicas_setting, rank_setting,
+    char *environment[16] = {(char *)setup->files.data_setting,
+                             (char *)setup->files.state_setting,
+                             (char *)setup->files.save_setting, replicas_setting, rank_setting,
                              "ADAPTDL_SEED=9"};
     size_t used = 6;
     for (size_t i = 0; extra_environment && extra_environment[i]; i++)
         environment[used++] = extra_environment[i];
     environment[used] = NULL;
-    char *final_path = harness_path_in(setup->directory, rank == 0 ? "final0" : "final-other");
+    char *final_path =
+        harness_path_in(setup->files.directory, rank == 0 ? "final0" : "final-other");
     char *trainer_path = strdup(harness_build_path(trainer));
-    char *argv[] = {trainer_path, "--data", setup->data, "--epochs", "3", "--batch",
+    char *argv[] = {trainer_path, "--data", setup->files.data, "--epochs", "3", "--batch",
                     (char *)trainer_batch,
                     "--lr", "0.05", "--checkpoint", process->checkpoint,
                     "--checkpoint-every", "5", "--sleep-us", (char *)sleep_us, "--resume",
@@ -146,11 +132,11 @@ static void run_kill_sequence(const struct resume_setup *setup, const char *trai
     for (unsigned run = 0; run < runs; run++) {
         unsigned replicas = replica_plan[run];
         records[run].replicas = replicas;
-        char *checkpoint0 = harness_path_in(setup->directory, "ck0");
+        char *checkpoint0 = harness_path_in(setup->files.directory, "ck0");
         for (unsigned rank = 1; rank < replicas; rank++) {
             char name[16];
             snprintf(name, sizeof name, "ck%u", rank);
-            char *checkpoint = harness_path_in(setup->directory, name);
+            char *checkpoint = harness_path_in(setup->files.directory, name);
             unlink(checkpoint);
             copy_file(checkpoint0, checkpoint);
             free(checkpoint);
@@ -245,8 +231,8 @@ static unsigned *count_committed_records(struct run_record *records, unsigned ru
 static void expect_same_final_weights(const struct resume_setup *reference,
                                       const struct resume_setup *setup)
 {
-    char *expected = harness_path_in(reference->directory, "final0");
-    char *actual = harness_path_in(setup->directory, "final0");
+    char *expected = harness_path_in(reference->files.directory, "final0");
+    char *actual = harness_path_in(setup->files.directory, "final0");
     size_t expected_size, actual_size;
     char *expected_bytes = harness_read_file(expected, &expected_size);
     char *actual_bytes = harness_read_file(actual, &actual_size);
