@@ -72,6 +72,8 @@ static void shim_epochs_uncounted_steps(uint64_t *steps, uint64_t *records)
 {
     *steps = 0;
     *records = 0;
+    if (shim_steps_synchronized && !shim_mpi_on_mpi_thread())
+        return;
     uint64_t in_progress = shim_steps_train_records_consumed() -
                            shim_monitor.records_at_step_start;
     if (!shim_steps_synchronized) {
@@ -81,8 +83,6 @@ static void shim_epochs_uncounted_steps(uint64_t *steps, uint64_t *records)
         }
         return;
     }
-    if (!shim_mpi_on_mpi_thread())
-        return;
     if (shim_monitor.posted) {
         *steps += 1;
         *records += shim_monitor.posted_local_records * shim_monitor.replicas;

@@ -323,15 +323,10 @@ static void shim_steps_local_boundary(void)
 {
     shim_guard_enter();
     double now = shim_now();
+    /* (a train read made this boundary, so ADAPTDL_DATA is set; and no
+     * model exists: decisions are made at synchronized boundaries only) */
     if (step_monitor_local_boundary(&shim_monitor, now, shim_steps_train_records_consumed())) {
-        step_monitor_record_profile(&shim_monitor, shim_session.config.num_nodes,
-                                    &shim_job_record);
-        shim_epochs_note_agreed_step(&shim_monitor.last, &shim_monitor.noise);
-        shim_log_agreed_step();
-        struct job_position position;
-        shim_steps_job_position(&position);
-        shim_events_step(&shim_monitor.last, &shim_monitor.noise, &position, true, NULL,
-                         shim_session.config.num_nodes);
+        shim_steps_publish_agreed_step();
         shim_overhead_seconds += shim_now() - now;
     }
     shim_guard_leave();
