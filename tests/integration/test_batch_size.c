@@ -249,6 +249,24 @@ static pid_t start_adaptive_job(const struct adaptive_job *job, unsigned restart
     return pid;
 }
 
+/* Rank 0's metrics file of the run `name`, whole ("" when missing). */
+static char *rank0_metrics(const char *directory, const char *name)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s.metrics.0", directory, name);
+    return harness_read_output(path);
+}
+
+/* A pass event of a train file that replay did not skip (a skipped pass is
+ * header-only: its lengths say nothing of the epoch). */
+static bool is_played_train_pass_event(const char *line)
+{
+    bool pass_event = strstr(line, "\"type\": \"pass_begin\"") != NULL ||
+                      strstr(line, "\"type\": \"pass_end\"") != NULL;
+    return pass_event && strstr(line, "\"role\": \"train\"") != NULL &&
+           strstr(line, "\"skipped\": false") != NULL;
+}
+
 static unsigned injected_batch(const char *directory, const char *name)
 {
     char path[600];
@@ -270,9 +288,7 @@ Test(batch_size, a_larger_batch_that_pays_off_is_applied_through_a_restart, .tim
     pid_t pid = start_adaptive_job(&job, 0, "first");
     cr_assert_eq(harness_wait(pid, 200), 143, "the first run asks for a restart");
     cr_expect_eq(injected_batch(directory, "first"), 4, "8 over 2 replicas");
-    char metrics[600];
-    snprintf(metrics, sizeof metrics, "%s/first.metrics.0", directory);
-    char *text = harness_read_output(metrics);
+    char *text = rank0_metrics(directory, "first");
     const char *decision = strstr(text, "\"type\": \"decision\", ");
     cr_assert(decision != NULL, "a decision event: %s", text);
     cr_expect(strstr(decision, "\"restart\": true") != NULL, "%.600s", decision);
@@ -342,9 +358,7 @@ Test(batch_size, no_restart_when_it_would_not_pay_back, .timeout = 240)
     const char *directory = job.directory;
     pid_t pid = start_adaptive_job(&job, 0, "run");
     cr_expect_eq(harness_wait(pid, 200), 0);
-    char metrics[600];
-    snprintf(metrics, sizeof metrics, "%s/run.metrics.0", directory);
-    char *text = harness_read_output(metrics);
+    char *text = rank0_metrics(directory, "run");
     cr_expect(strstr(text, "\"type\": \"decision\", ") != NULL, "decisions were made");
     cr_expect(strstr(text, "\"restart\": true") == NULL, "none asked for a restart");
     free(text);
@@ -369,9 +383,7 @@ Test(batch_size, a_logged_decision_recomputes_to_the_same_answer, .timeout = 240
     const char *directory = job.directory;
     pid_t pid = start_adaptive_job(&job, 0, "run");
     harness_wait(pid, 200);
-    char metrics[600];
-    snprintf(metrics, sizeof metrics, "%s/run.metrics.0", directory);
-    char *text = harness_read_output(metrics);
+    char *text = rank0_metrics(directory, "run");
     char *line = strstr(text, "\"type\": \"decision\", ");
     cr_assert(line != NULL, "no decision logged");
     char *end = strchr(line, '\n');
@@ -409,16 +421,11 @@ Test(batch_size, a_logged_decision_recomputes_to_the_same_answer, .timeout = 240
 static void collect_pass_lengths(const char *directory, const char *name, uint64_t *lengths,
                                  unsigned passes)
 {
-    char path[600];
-    snprintf(path, sizeof path, "%s/%s.metrics.0", directory, name);
-    char *text = harness_read_output(path);
+    char *text = rank0_metrics(directory, name);
     uint64_t *in_this_run = calloc(passes, sizeof *in_this_run);
     char *save = NULL;
     for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        bool pass_event = strstr(line, "\"type\": \"pass_begin\"") != NULL ||
-                          strstr(line, "\"type\": \"pass_end\"") != NULL;
-        if (!pass_event || strstr(line, "\"role\": \"train\"") == NULL ||
-            strstr(line, "\"skipped\": false") == NULL)
+        if (!is_played_train_pass_event(line))
             continue;
         uint64_t pass = (uint64_t)json_number(line, "pass");
         uint64_t length = (uint64_t)json_number(line, "pass_length");
@@ -441,16 +448,12 @@ static void collect_pass_lengths(const char *directory, const char *name, uint64
 static bool first_resumed_pass(const char *directory, const char *name, uint64_t *pass,
                                uint64_t *start_index, uint64_t *length)
 {
-    char path[600];
-    snprintf(path, sizeof path, "%s/%s.metrics.0", directory, name);
-    char *text = harness_read_output(path);
+    char *text = rank0_metrics(directory, name);
     bool found = false;
     char *save = NULL;
     for (char *line = strtok_r(text, "\n", &save); line && !found;
          line = strtok_r(NULL, "\n", &save)) {
-        if (strstr(line, "\"type\": \"pass_") == NULL ||
-            strstr(line, "\"role\": \"train\"") == NULL ||
-            strstr(line, "\"skipped\": false") == NULL)
+        if (!is_played_train_pass_event(line))
             continue;
         *pass = (uint64_t)json_number(line, "pass");
         *start_index = (uint64_t)json_number(line, "start_index");
@@ -577,9 +580,7 @@ Test(batch_size, data_continues_exactly_through_statistical_epochs_and_restarts,
     for (unsigned run = 1; run < runs; run++)
         expect_resumed_pass_replanned(job.directory, names[run - 1], names[run]);
 
-    char metrics[600];
-    snprintf(metrics, sizeof metrics, "%s/%s.metrics.0", job.directory, names[runs - 1]);
-    char *text = harness_read_output(metrics);
+    char *text = rank0_metrics(job.directory, names[runs - 1]);
     char *out = harness_path_in(job.directory, names[runs - 1]);
     char *output = harness_read_output(out);
     const char *steps = strstr(output, "rank 0 steps ");
@@ -588,7 +589,7 @@ Test(batch_size, data_continues_exactly_through_statistical_epochs_and_restarts,
     const char *last_step = NULL;
     for (const char *at = text; (at = strstr(at, "\"type\": \"step\"")) != NULL; at++)
         last_step = at;
-    cr_assert(last_step != NULL, "step lines in %s", metrics);
+    cr_assert(last_step != NULL, "step lines in rank 0's metrics of %s", names[runs - 1]);
     char *end = strchr(last_step, '\n');
     if (end)
         *end = '\0';
@@ -623,9 +624,7 @@ Test(batch_size, a_small_noise_scale_keeps_the_initial_batch, .timeout = 240)
     pid_t pid = start_adaptive_job(&job, 0, "run");
     cr_assert_eq(harness_wait(pid, 200), 0, "no restart: the job runs to its end");
     cr_expect_eq(injected_batch(job.directory, "run"), 128, "256 over 2 replicas");
-    char metrics[600];
-    snprintf(metrics, sizeof metrics, "%s/run.metrics.0", job.directory);
-    char *text = harness_read_output(metrics);
+    char *text = rank0_metrics(job.directory, "run");
     size_t decisions = harness_count_occurrences(text, "\"type\": \"decision\"");
     cr_expect_geq(decisions, 1, "decisions were made");
     cr_expect(strstr(text, "\"restart\": true") == NULL, "none asked for a restart");
