@@ -161,9 +161,9 @@ void dataset_file_release(struct dataset_file *file)
     free(file->line_offsets);
     free(file->view_line_prefix);
     free(file->header);
+    delivery_record_release(&file->delivery);
     memset(file, 0, sizeof *file);
     file->source_fd = -1;
-    memset(file, 0, sizeof *file);
 }
 
 /* The permutation of sweep `wrap` of the current pass: sweeps after the
@@ -303,7 +303,7 @@ int dataset_view_fix(struct dataset_file *file)
     file->block_first = 0;
     file->block_count = 0;
     file->prefetched_until = 0;
-    file->frontier = 0;
+    file->header_read_to_end = false;
 
     int status = 0;
     uint64_t payload;
@@ -320,6 +320,7 @@ int dataset_view_fix(struct dataset_file *file)
         payload = file->view_length * file->record_size;
     }
     file->view_size = file->header_size + payload;
+    delivery_record_reset(&file->delivery, file->view_length);
 
     if (file->header_size != 0)  /* an empty file has no mapping at all */
         memcpy(file->header, file->map, file->header_size);
@@ -408,15 +409,62 @@ void dataset_view_note_read(struct dataset_file *file, uint64_t offset, uint64_t
     if (count == 0)
         return;
     uint64_t end = offset + count;
-    if (offset <= file->frontier && end > file->frontier)
-        file->frontier = end;
+    delivery_record_mark(&file->delivery, dataset_view_records_before(file, offset),
+                         dataset_view_records_before(file, end));
     /* A header-only view read to its end counts as begun, so that a rewind or
      * reopen ends it like any other pass (see view_cursor.c). */
-    bool any_payload = end > file->header_size ||
-                       (file->view_length == 0 && file->view_size > 0 && end >= file->view_size);
-    pass_tracker_note_delivered(&file->tracker,
-                                dataset_view_records_before(file, file->frontier),
-                                any_payload);
+    if (file->view_length == 0 && file->view_size > 0 && end >= file->view_size)
+        file->header_read_to_end = true;
+    pass_tracker_note_delivered(&file->tracker, file->delivery.prefix,
+                                file->delivery.delivered > 0 || file->header_read_to_end);
+}
+
+bool dataset_view_covered(const struct dataset_file *file)
+{
+    if (file->view_length == 0)
+        return file->header_read_to_end;
+    return delivery_record_covered(&file->delivery);
+}
+
+bool dataset_view_read_repeats_covered_pass(const struct dataset_file *file, uint64_t offset,
+                                            uint64_t count)
+{
+    if (file->view_length == 0 || !delivery_record_covered(&file->delivery))
+        return false;
+    return delivery_record_any_delivered(&file->delivery,
+                                         dataset_view_records_before(file, offset),
+                                         dataset_view_records_before(file, offset + count));
+}
+
+/* Bytes from `offset` (in the payload) to the end of the record holding it. */
+static uint64_t dataset_view_bytes_to_record_end(const struct dataset_file *file,
+                                                 uint64_t offset)
+{
+    uint64_t payload_offset = offset - file->header_size;
+    if (file->record_size != 0)
+        return file->record_size - payload_offset % file->record_size;
+    uint64_t position = dataset_view_line_at(file, payload_offset);
+    return file->view_line_prefix[position + 1] - payload_offset;
+}
+
+size_t dataset_view_read_limit(const struct dataset_file *file, uint64_t offset, size_t size)
+{
+    if (offset >= file->view_size || size >= file->view_size - offset)
+        return size;
+    if (offset < file->header_size) {
+        uint64_t to_header_end = file->header_size - offset;
+        return size < to_header_end ? size : (size_t)to_header_end;
+    }
+    if (file->record_size != 0 && (offset - file->header_size) % file->record_size == 0 &&
+        size % file->record_size == 0)
+        return size;
+    uint64_t to_record_end = dataset_view_bytes_to_record_end(file, offset);
+    return size < to_record_end ? size : (size_t)to_record_end;
+}
+
+uint64_t dataset_view_block_size(const struct dataset_file *file)
+{
+    return file->record_size;
 }
 
 int dataset_view_end_pass(struct dataset_file *file)

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "delivery_record.h"
 #include "pass_tracker.h"
 #include "permutation.h"
 
@@ -68,7 +69,8 @@ struct dataset_file {
     uint64_t view_size;           /* header + payload of the view */
     uint64_t *view_line_prefix;   /* lines mode: L + 1 payload offsets */
     unsigned char *header;        /* header bytes as the view shows them */
-    uint64_t frontier;            /* view bytes consumed in order this pass */
+    struct delivery_record delivery; /* which records of the view were delivered */
+    bool header_read_to_end;      /* a header-only view was read to its end */
     uint64_t block_first;         /* first position cached in block_indices */
     uint64_t block_count;
     uint64_t block_indices[VIEW_INDEX_BLOCK];
@@ -99,9 +101,34 @@ size_t dataset_view_copy(struct dataset_file *file, uint64_t offset, void *buffe
 /* Number of whole records of the view that lie before `offset`. */
 uint64_t dataset_view_records_before(const struct dataset_file *file, uint64_t offset);
 
-/* A read delivered view bytes [offset, offset + count): advances the in-order
- * frontier and the tracker's delivered count when it continues the frontier. */
+/* A read handed view bytes [offset, offset + count) to the trainer: every
+ * record whose last byte lies there is delivered (SPEC §3).  Header bytes
+ * deliver nothing. */
 void dataset_view_note_read(struct dataset_file *file, uint64_t offset, uint64_t count);
+
+/* Every record of the current view was delivered; for a header-only view,
+ * it was read to its end.  Only then do a rewind and a reopen end the pass. */
+bool dataset_view_covered(const struct dataset_file *file);
+
+/* True when handing out view bytes [offset, offset + count) would deliver
+ * again a record of a covered pass: the trainer has begun its next epoch
+ * without reading to the end or rewinding (a reader that visits records in
+ * its own order and keeps the file open). */
+bool dataset_view_read_repeats_covered_pass(const struct dataset_file *file, uint64_t offset,
+                                            uint64_t count);
+
+/* How many of `size` bytes a read(2) at `offset` hands out, so that a
+ * reader's own buffer never holds records its trainer has not consumed
+ * (SPEC §3 "Read-ahead outside the shim"): a read stops at the end of the
+ * header, and at the end of the current record unless it starts at a record
+ * boundary and asks for whole records; in lines mode at the end of the
+ * current line.  A read of everything that is left is whole. */
+size_t dataset_view_read_limit(const struct dataset_file *file, uint64_t offset, size_t size);
+
+/* The st_blksize a view reports: its record size for fixed records, so that
+ * buffered readers that size their buffer from it (Python's open) read one
+ * record at a time; 0 means keep the file's own. */
+uint64_t dataset_view_block_size(const struct dataset_file *file);
 
 /* Ends the current pass and fixes the next view. */
 int dataset_view_end_pass(struct dataset_file *file);
@@ -111,7 +138,8 @@ int dataset_view_end_pass(struct dataset_file *file);
 bool dataset_view_restore(struct dataset_file *file, enum resume_mode resume,
                           uint64_t pass, uint64_t current_index, uint64_t pass_length);
 
-/* True when at least one payload byte of the current pass was read. */
+/* True when the current pass has begun: a record was delivered (or a
+ * header-only view was read to its end). */
 static inline bool dataset_view_started(const struct dataset_file *file)
 {
     return file->tracker.started;

@@ -28,12 +28,13 @@ static void view_cursor_end_pass_locked(struct dataset_file *file, const char *w
 void view_cursor_open(struct view_cursor *cursor, struct dataset_file *file)
 {
     pthread_mutex_lock(&file->lock);
-    if (dataset_view_started(file))
+    if (dataset_view_covered(file))
         view_cursor_end_pass_locked(file, "reopened");
     cursor->file = file;
     cursor->offset = 0;
     cursor->pass = file->view_pass;
     cursor->at_end = false;
+    cursor->repositioned = false;
     cursor->references = 1;
     pthread_mutex_unlock(&file->lock);
 }
@@ -55,19 +56,59 @@ static bool view_cursor_is_current_locked(struct view_cursor *cursor)
     return false;
 }
 
-static void view_cursor_note_pass_begin_locked(struct dataset_file *file, uint64_t offset,
-                                               size_t count)
+/* Marks view bytes [offset, offset + count) delivered and tells the observer
+ * when that began the pass (its first delivered record). */
+static void view_cursor_deliver_locked(struct dataset_file *file, uint64_t offset,
+                                       uint64_t count)
 {
-    if (!dataset_view_started(file) && offset + count > file->header_size &&
-        view_cursor_pass_observer != NULL)
+    bool was_started = dataset_view_started(file);
+    dataset_view_note_read(file, offset, count);
+    if (was_started || !dataset_view_started(file))
+        return;
+    if (view_cursor_pass_observer != NULL)
         view_cursor_pass_observer(file, true, file->view_pass, 0, "first record read");
-    if (!dataset_view_started(file) && offset + count > file->header_size &&
-        log_enabled(LOG_LEVEL_DEBUG))
-        log_debug("pass begin: %s pass %llu, indices from %llu, %llu records on replica "
-                  "%u of %u",
-                  file->path, (unsigned long long)file->view_pass,
-                  (unsigned long long)file->view_start_index,
-                  (unsigned long long)file->view_length, file->rank, file->replicas);
+    log_debug("pass begin: %s pass %llu, indices from %llu, %llu records on replica %u of %u",
+              file->path, (unsigned long long)file->view_pass,
+              (unsigned long long)file->view_start_index,
+              (unsigned long long)file->view_length, file->rank, file->replicas);
+}
+
+/* A read that would hand out again a record of a covered pass belongs to the
+ * next pass: end this one first, and let the cursor join the next. */
+static void view_cursor_begin_next_pass_if_repeating_locked(struct view_cursor *cursor,
+                                                           size_t size)
+{
+    struct dataset_file *file = cursor->file;
+    bool repositioned = cursor->repositioned;
+    cursor->repositioned = false;
+    if (!repositioned || !dataset_view_read_repeats_covered_pass(file, cursor->offset, size))
+        return;
+    view_cursor_end_pass_locked(file, "read again after every record was delivered");
+    cursor->pass = file->view_pass;
+}
+
+/* Copies at most `size` view bytes at the cursor and advances it; a read
+ * returning 0 ends the pass.  `deliver`: the bytes reach the trainer now (a
+ * read(2)); otherwise a stdio buffer holds them and the stream delivers
+ * what its trainer consumes later (view_cursor_deliver). */
+static ssize_t view_cursor_read_locked(struct view_cursor *cursor, void *buffer, size_t size,
+                                       bool deliver)
+{
+    struct dataset_file *file = cursor->file;
+    if (!view_cursor_is_current_locked(cursor))
+        return 0;
+    view_cursor_begin_next_pass_if_repeating_locked(cursor, size);
+    if (deliver)
+        size = dataset_view_read_limit(file, cursor->offset, size);
+    size_t copied = dataset_view_copy(file, cursor->offset, buffer, size);
+    if (deliver)
+        view_cursor_deliver_locked(file, cursor->offset, copied);
+    cursor->offset += copied;
+    if (copied == 0 && size > 0) {
+        view_cursor_end_pass_locked(file, "read to the end");
+        cursor->at_end = true;
+    }
+    return (ssize_t)copied;
 }
 
 /* The rewind rule's "from past the header back to at most the header".  A
@@ -86,24 +127,32 @@ static bool view_cursor_moves_back_over_header(const struct dataset_file *file,
 
 ssize_t view_cursor_read(struct view_cursor *cursor, void *buffer, size_t size)
 {
-    struct dataset_file *file = cursor->file;
-    pthread_mutex_lock(&file->lock);
-    if (!view_cursor_is_current_locked(cursor)) {
-        pthread_mutex_unlock(&file->lock);
-        return 0;
-    }
-    view_cursor_note_pass_begin_locked(file, cursor->offset, size);
-    size_t copied = dataset_view_copy(file, cursor->offset, buffer, size);
-    dataset_view_note_read(file, cursor->offset, copied);
-    cursor->offset += copied;
-    if (copied == 0 && size > 0) {
-        view_cursor_end_pass_locked(file, "read to the end");
-        cursor->at_end = true;
-    }
-    pthread_mutex_unlock(&file->lock);
-    return (ssize_t)copied;
+    pthread_mutex_lock(&cursor->file->lock);
+    ssize_t copied = view_cursor_read_locked(cursor, buffer, size, true);
+    pthread_mutex_unlock(&cursor->file->lock);
+    return copied;
 }
 
+ssize_t view_cursor_fetch(struct view_cursor *cursor, void *buffer, size_t size)
+{
+    pthread_mutex_lock(&cursor->file->lock);
+    ssize_t copied = view_cursor_read_locked(cursor, buffer, size, false);
+    pthread_mutex_unlock(&cursor->file->lock);
+    return copied;
+}
+
+void view_cursor_deliver(struct view_cursor *cursor, uint64_t pass, uint64_t offset,
+                         uint64_t count)
+{
+    struct dataset_file *file = cursor->file;
+    pthread_mutex_lock(&file->lock);
+    if (pass == file->view_pass)
+        view_cursor_deliver_locked(file, offset, count);
+    pthread_mutex_unlock(&file->lock);
+}
+
+/* readv(2) as one read of the vectors' total size: the limit applies to the
+ * whole, and the pieces are filled in order. */
 ssize_t view_cursor_readv(struct view_cursor *cursor, const struct iovec *vector, int count)
 {
     struct dataset_file *file = cursor->file;
@@ -113,18 +162,21 @@ ssize_t view_cursor_readv(struct view_cursor *cursor, const struct iovec *vector
         return 0;
     }
     size_t requested = 0;
-    size_t total = 0;
-    for (int i = 0; i < count; i++) {
+    for (int i = 0; i < count; i++)
         requested += vector[i].iov_len;
-        view_cursor_note_pass_begin_locked(file, cursor->offset, vector[i].iov_len);
-        size_t copied = dataset_view_copy(file, cursor->offset, vector[i].iov_base,
-                                          vector[i].iov_len);
-        dataset_view_note_read(file, cursor->offset, copied);
+    view_cursor_begin_next_pass_if_repeating_locked(cursor, requested);
+    size_t allowed = dataset_view_read_limit(file, cursor->offset, requested);
+    uint64_t first = cursor->offset;
+    size_t total = 0;
+    for (int i = 0; i < count && total < allowed; i++) {
+        size_t want = vector[i].iov_len < allowed - total ? vector[i].iov_len : allowed - total;
+        size_t copied = dataset_view_copy(file, cursor->offset, vector[i].iov_base, want);
         cursor->offset += copied;
         total += copied;
-        if (copied < vector[i].iov_len)
+        if (copied < want)
             break;
     }
+    view_cursor_deliver_locked(file, first, total);
     if (total == 0 && requested > 0) {
         view_cursor_end_pass_locked(file, "read to the end");
         cursor->at_end = true;
@@ -138,9 +190,8 @@ ssize_t view_cursor_pread(struct view_cursor *cursor, void *buffer, size_t size,
 {
     struct dataset_file *file = cursor->file;
     pthread_mutex_lock(&file->lock);
-    view_cursor_note_pass_begin_locked(file, offset, size);
     size_t copied = dataset_view_copy(file, offset, buffer, size);
-    dataset_view_note_read(file, offset, copied);
+    view_cursor_deliver_locked(file, offset, copied);
     pthread_mutex_unlock(&file->lock);
     return (ssize_t)copied;
 }
@@ -154,7 +205,7 @@ ssize_t view_cursor_preadv(struct view_cursor *cursor, const struct iovec *vecto
     for (int i = 0; i < count; i++) {
         size_t copied = dataset_view_copy(file, offset + total, vector[i].iov_base,
                                           vector[i].iov_len);
-        dataset_view_note_read(file, offset + total, copied);
+        view_cursor_deliver_locked(file, offset + total, copied);
         total += copied;
         if (copied < vector[i].iov_len)
             break;
@@ -206,10 +257,11 @@ off_t view_cursor_seek(struct view_cursor *cursor, off_t offset, int whence)
     uint64_t target = (uint64_t)(base + offset);
     bool moves_back_to_header = view_cursor_moves_back_over_header(file, cursor->offset,
                                                                    target);
-    if (moves_back_to_header && cursor->pass == file->view_pass && dataset_view_started(file))
+    if (moves_back_to_header && cursor->pass == file->view_pass && dataset_view_covered(file))
         view_cursor_end_pass_locked(file, "rewound");
     cursor->pass = file->view_pass;
     cursor->at_end = false;
+    cursor->repositioned = true;
     cursor->offset = target;
     pthread_mutex_unlock(&file->lock);
     return (off_t)target;
@@ -240,6 +292,7 @@ off_t view_cursor_move(struct view_cursor *cursor, off_t offset, int whence)
     if (!(whence == SEEK_CUR && offset == 0)) {
         cursor->pass = file->view_pass;
         cursor->at_end = false;
+        cursor->repositioned = true;
     }
     cursor->offset = (uint64_t)(base + offset);
     pthread_mutex_unlock(&file->lock);
@@ -252,7 +305,7 @@ bool view_cursor_reposition_rule(struct view_cursor *cursor, uint64_t from, uint
     pthread_mutex_lock(&file->lock);
     bool stale = cursor->pass != file->view_pass;
     if (!stale && view_cursor_moves_back_over_header(file, from, to) &&
-        dataset_view_started(file)) {
+        dataset_view_covered(file)) {
         view_cursor_end_pass_locked(file, "rewound");
         stale = true;
     }

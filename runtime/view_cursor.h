@@ -25,6 +25,7 @@ struct view_cursor {
                                   * moved since: it stands at the end of `pass`
                                   * even when that end is the header (a skipped
                                   * or empty pass) */
+    bool repositioned;           /* moved by a seek since its last read */
     int references;              /* descriptors sharing this cursor */
 };
 
@@ -40,13 +41,25 @@ extern void (*view_cursor_pass_observer)(const struct dataset_file *file, bool b
  * (a cursor opened before another one finished the pass); otherwise it keeps
  * returning 0 until it is moved (view_cursor_seek, view_cursor_move).
  *
- * Opening a data file: a reopen after the current pass delivered a payload
- * byte ends that pass.  The cursor starts at offset 0 of the current view. */
+ * Opening a data file: a reopen after every record of the current pass was
+ * delivered ends that pass.  The cursor starts at offset 0 of the current view. */
 void view_cursor_open(struct view_cursor *cursor, struct dataset_file *file);
 
-/* read(2) semantics on the view; a read returning 0 ends the pass. */
+/* read(2) semantics on the view; a read returning 0 ends the pass.  A read
+ * may be short (dataset_view_read_limit).  A read right after a seek that
+ * would deliver again a record of a covered pass ends that pass first and
+ * reads the next (a reader that visits records in its own order and keeps
+ * the file open across epochs); one that just continues does not. */
 ssize_t view_cursor_read(struct view_cursor *cursor, void *buffer, size_t size);
 ssize_t view_cursor_readv(struct view_cursor *cursor, const struct iovec *vector, int count);
+/* read(2) for a stdio stream's buffer: the same bytes and pass rules, but
+ * nothing is delivered (no read limit either: the stream knows what its
+ * trainer consumed, and reports it with view_cursor_deliver). */
+ssize_t view_cursor_fetch(struct view_cursor *cursor, void *buffer, size_t size);
+/* The trainer consumed view bytes [offset, offset + count) of pass `pass`
+ * (fetched earlier); nothing happens when that pass is over. */
+void view_cursor_deliver(struct view_cursor *cursor, uint64_t pass, uint64_t offset,
+                         uint64_t count);
 /* pread(2): positionless, never ends a pass. */
 ssize_t view_cursor_pread(struct view_cursor *cursor, void *buffer, size_t size,
                           uint64_t offset);
@@ -54,7 +67,8 @@ ssize_t view_cursor_preadv(struct view_cursor *cursor, const struct iovec *vecto
                            int count, uint64_t offset);
 /* lseek(2) semantics (SEEK_SET, SEEK_CUR, SEEK_END; SEEK_DATA/SEEK_HOLE treat
  * the view as one data extent).  Returns the new offset or -1 with errno.
- * Moving back to at most the header after the pass delivered payload ends it. */
+ * Moving back to at most the header after every record of the pass was
+ * delivered ends it; before that, a seek anywhere is just a seek. */
 off_t view_cursor_seek(struct view_cursor *cursor, off_t offset, int whence);
 /* Size of the view the cursor would read now. */
 uint64_t view_cursor_size(struct view_cursor *cursor);

@@ -15,10 +15,18 @@ static inline struct fd_slot *shim_stat_view_slot(int fd)
     return slot;
 }
 
-static void shim_stat_set_size(struct stat *status, uint64_t size)
+/* The view's size, and its block size: buffered readers that size their
+ * buffer from st_blksize then read one record at a time (SPEC §3). */
+static void shim_stat_set_view(struct stat *status, struct dataset_file *file)
 {
+    pthread_mutex_lock(&file->lock);
+    uint64_t size = file->view_size;
+    pthread_mutex_unlock(&file->lock);
     status->st_size = (off_t)size;
     status->st_blocks = (blkcnt_t)((size + 511) / 512);
+    uint64_t block_size = dataset_view_block_size(file);
+    if (block_size != 0 && block_size <= INT32_MAX)
+        status->st_blksize = (blksize_t)block_size;
 }
 
 static int shim_stat_fd_result(int result, int fd, struct stat *status)
@@ -27,7 +35,7 @@ static int shim_stat_fd_result(int result, int fd, struct stat *status)
         return result;
     struct fd_slot *slot = shim_stat_view_slot(fd);
     if (slot != NULL)
-        shim_stat_set_size(status, view_cursor_size(&slot->cursor));
+        shim_stat_set_view(status, slot->cursor.file);
     return result;
 }
 
@@ -38,11 +46,8 @@ static int shim_stat_path_result(int result, int dirfd, const char *path, struct
         return result;
     bool matched;
     struct dataset_file *file = shim_dataset_for_path(dirfd, path, &matched);
-    if (file != NULL) {
-        pthread_mutex_lock(&file->lock);
-        shim_stat_set_size(status, file->view_size);
-        pthread_mutex_unlock(&file->lock);
-    }
+    if (file != NULL)
+        shim_stat_set_view(status, file);
     return result;
 }
 

@@ -9,6 +9,12 @@
  * fseek/fseeko/rewind/fsetpos with the trainer's own target, and the cookie's
  * seek only moves.
  *
+ * Bytes the cookie hands to the stream's buffer are not delivered yet (SPEC
+ * §3): each stream remembers its last fetch, and delivers the part its
+ * trainer consumed when that is known -- at the next fetch (glibc refills
+ * only an empty buffer), at a reposition, at fclose and when a snapshot is
+ * taken.
+ *
  * A checkpoint opened for writing with fopen is remembered until its fclose,
  * which commits it. */
 #include <errno.h>
@@ -26,9 +32,22 @@
 #include "shim.h"
 #include "steps.h"
 
+/* The cookie of a view stream: its slot and its last fetch, the view bytes
+ * [fetch_start, fetch_end) of pass fetch_pass that went into the stream's
+ * buffer (or straight to the trainer, for large freads). */
+struct shim_view_cookie {
+    struct fd_slot *slot;
+    FILE *stream;
+    bool has_fetch;
+    uint64_t fetch_pass;
+    uint64_t fetch_start;
+    uint64_t fetch_end;
+};
+
 struct shim_stream {
     FILE *stream;
     struct fd_slot *slot;        /* view streams */
+    struct shim_view_cookie *cookie; /* view streams */
     int fd;                      /* descriptor closed with the stream, or -1 */
     char *checkpoint_path;       /* checkpoint writer streams */
 };
@@ -91,6 +110,12 @@ static bool shim_stream_find(FILE *stream, struct shim_stream *out)
     return found;
 }
 
+/* The entry of a view stream (not of a checkpoint writer). */
+static bool shim_view_stream_find(FILE *stream, struct shim_stream *out)
+{
+    return shim_stream_find(stream, out) && out->cookie != NULL;
+}
+
 struct fd_slot *shim_stream_slot(FILE *stream)
 {
     struct shim_stream entry;
@@ -116,44 +141,76 @@ char *shim_stream_take_checkpoint(FILE *stream)
     return entry.checkpoint_path;
 }
 
-/* Unread bytes in a stream's buffer belong to the view but not yet to the
- * trainer; a snapshot must not count them as consumed. */
+/* Delivers the part of the last fetch that the trainer consumed: what lies
+ * before the stream's read pointer.  The unread rest stays undelivered. */
+static void shim_view_cookie_deliver_consumed(struct shim_view_cookie *cookie)
+{
+    if (!cookie->has_fetch)
+        return;
+    FILE *stream = cookie->stream;
+    uint64_t unread = 0;
+    if (stream != NULL && stream->_IO_read_end > stream->_IO_read_ptr)
+        unread = (uint64_t)(stream->_IO_read_end - stream->_IO_read_ptr);
+    uint64_t fetched = cookie->fetch_end - cookie->fetch_start;
+    uint64_t consumed = unread < fetched ? fetched - unread : 0;
+    view_cursor_deliver(&cookie->slot->cursor, cookie->fetch_pass, cookie->fetch_start,
+                        consumed);
+}
+
+/* The trainer moved its stream to `target`: what it consumed is delivered,
+ * and what glibc may still serve from the buffer starts at the target. */
+static void shim_view_cookie_repositioned(struct shim_view_cookie *cookie, uint64_t target)
+{
+    shim_view_cookie_deliver_consumed(cookie);
+    if (cookie->has_fetch && target >= cookie->fetch_start && target < cookie->fetch_end)
+        cookie->fetch_start = target;
+    else
+        cookie->has_fetch = false;
+}
+
+/* Called while a snapshot is taken: streams deliver what their trainer has
+ * consumed, so that unread buffer bytes never count (SPEC §3); records a
+ * prefetching loader holds are declared with lookahead. */
 uint64_t shim_unconsumed_records(struct dataset_file *file, void *context)
 {
     (void)context;
-    uint64_t unread_bytes = 0;
     pthread_mutex_lock(&shim_streams_lock);
     for (size_t i = 0; i < shim_stream_count; i++) {
         struct shim_stream *entry = &shim_streams[i];
-        if (entry->slot == NULL || entry->slot->cursor.file != file)
-            continue;
-        FILE *stream = entry->stream;
-        if (stream->_IO_read_end > stream->_IO_read_ptr)
-            unread_bytes += (uint64_t)(stream->_IO_read_end - stream->_IO_read_ptr);
+        if (entry->cookie != NULL && entry->slot->cursor.file == file)
+            shim_view_cookie_deliver_consumed(entry->cookie);
     }
     pthread_mutex_unlock(&shim_streams_lock);
-    pthread_mutex_lock(&file->lock);
-    uint64_t consumed_end = file->frontier > unread_bytes ? file->frontier - unread_bytes : 0;
-    uint64_t unconsumed = dataset_view_records_before(file, file->frontier) -
-                          dataset_view_records_before(file, consumed_end);
-    pthread_mutex_unlock(&file->lock);
-    return unconsumed + file->entry->lookahead;
+    return file->entry->lookahead;
 }
 
 /* --- the cookie ---------------------------------------------------------------- */
 
-static ssize_t shim_cookie_read(void *cookie, char *buffer, size_t size)
+static ssize_t shim_cookie_read(void *cookie_pointer, char *buffer, size_t size)
 {
-    struct fd_slot *slot = cookie;
-    if (slot->cursor.file->entry->role == DATA_ROLE_TRAIN && shim_configured())
+    struct shim_view_cookie *cookie = cookie_pointer;
+    struct view_cursor *cursor = &cookie->slot->cursor;
+    if (cursor->file->entry->role == DATA_ROLE_TRAIN && shim_configured())
         shim_steps_before_train_read();
-    return view_cursor_read(&slot->cursor, buffer, size);
+    /* glibc refills only an empty buffer: the last fetch was consumed whole */
+    if (cookie->has_fetch)
+        view_cursor_deliver(cursor, cookie->fetch_pass, cookie->fetch_start,
+                            cookie->fetch_end - cookie->fetch_start);
+    ssize_t got = view_cursor_fetch(cursor, buffer, size);
+    cookie->has_fetch = got > 0;
+    if (got > 0) {
+        /* the fetch may have joined the next pass: its start is where it read */
+        cookie->fetch_pass = cursor->pass;
+        cookie->fetch_start = cursor->offset - (uint64_t)got;
+        cookie->fetch_end = cursor->offset;
+    }
+    return got;
 }
 
-static int shim_cookie_seek(void *cookie, off64_t *position, int whence)
+static int shim_cookie_seek(void *cookie_pointer, off64_t *position, int whence)
 {
-    struct fd_slot *slot = cookie;
-    off_t result = view_cursor_move(&slot->cursor, *position, whence);
+    struct shim_view_cookie *cookie = cookie_pointer;
+    off_t result = view_cursor_move(&cookie->slot->cursor, *position, whence);
     if (result < 0)
         return -1;
     *position = result;
@@ -181,14 +238,22 @@ FILE *shim_open_view_stream(struct dataset_file *file, int fd, const char *mode)
         errno = EBADF;
         return NULL;
     }
+    struct shim_view_cookie *cookie = calloc(1, sizeof *cookie);
+    if (cookie == NULL) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    cookie->slot = slot;
     __atomic_add_fetch(&slot->references, 1, __ATOMIC_ACQ_REL);
-    FILE *stream = fopencookie(slot, strchr(mode, 'e') ? "re" : "r", shim_cookie_functions);
-    struct shim_stream entry = {.stream = stream, .slot = slot, .fd = fd};
+    FILE *stream = fopencookie(cookie, strchr(mode, 'e') ? "re" : "r", shim_cookie_functions);
+    cookie->stream = stream;
+    struct shim_stream entry = {.stream = stream, .slot = slot, .cookie = cookie, .fd = fd};
     if (stream == NULL || shim_stream_register(&entry) != 0) {
         int saved = errno;
         if (stream != NULL)
             REAL(fclose)(stream);
         fd_slot_release(slot);
+        free(cookie);
         errno = saved ? saved : ENOMEM;
         return NULL;
     }
@@ -319,6 +384,8 @@ SHIM_EXPORT int fclose(FILE *stream)
      * before the stream closes (see close() in io_fd.c). */
     if (entry.checkpoint_path != NULL && fflush(stream) == 0)
         shim_commit_checkpoint_path(entry.checkpoint_path, entry.checkpoint_path);
+    if (entry.cookie != NULL)
+        shim_view_cookie_deliver_consumed(entry.cookie);
     int result = REAL(fclose)(stream);
     int saved = errno;
     if (entry.slot != NULL) {
@@ -329,6 +396,7 @@ SHIM_EXPORT int fclose(FILE *stream)
         }
     }
     free(entry.checkpoint_path);
+    free(entry.cookie);
     errno = saved;
     return result;
 }
@@ -342,9 +410,10 @@ SHIM_EXPORT int fileno(FILE *stream)
 }
 
 /* The trainer's own repositioning: pass rules first, with its target. */
-static int shim_stream_reposition(FILE *stream, struct fd_slot *slot, int64_t offset,
+static int shim_stream_reposition(FILE *stream, struct shim_stream *entry, int64_t offset,
                                   int whence)
 {
+    struct fd_slot *slot = entry->slot;
     off64_t current = ftello64(stream);
     if (current < 0)
         return -1;
@@ -367,58 +436,61 @@ static int shim_stream_reposition(FILE *stream, struct fd_slot *slot, int64_t of
         errno = EINVAL;
         return -1;
     }
-    if (view_cursor_reposition_rule(&slot->cursor, (uint64_t)current, (uint64_t)target))
+    shim_view_cookie_repositioned(entry->cookie, (uint64_t)target);
+    if (view_cursor_reposition_rule(&slot->cursor, (uint64_t)current, (uint64_t)target)) {
         __fpurge(stream);
+        entry->cookie->has_fetch = false;
+    }
     return REAL(fseeko64)(stream, target, SEEK_SET);
 }
 
 SHIM_EXPORT int fseek(FILE *stream, long offset, int whence)
 {
-    struct fd_slot *slot = shim_stream_slot(stream);
-    if (SHIM_LIKELY(slot == NULL))
+    struct shim_stream entry;
+    if (SHIM_LIKELY(!shim_view_stream_find(stream, &entry)))
         return REAL(fseek)(stream, offset, whence);
-    return shim_stream_reposition(stream, slot, offset, whence);
+    return shim_stream_reposition(stream, &entry, offset, whence);
 }
 
 SHIM_EXPORT int fseeko(FILE *stream, off_t offset, int whence)
 {
-    struct fd_slot *slot = shim_stream_slot(stream);
-    if (SHIM_LIKELY(slot == NULL))
+    struct shim_stream entry;
+    if (SHIM_LIKELY(!shim_view_stream_find(stream, &entry)))
         return REAL(fseeko)(stream, offset, whence);
-    return shim_stream_reposition(stream, slot, offset, whence);
+    return shim_stream_reposition(stream, &entry, offset, whence);
 }
 
 SHIM_EXPORT int fseeko64(FILE *stream, off64_t offset, int whence)
 {
-    struct fd_slot *slot = shim_stream_slot(stream);
-    if (SHIM_LIKELY(slot == NULL))
+    struct shim_stream entry;
+    if (SHIM_LIKELY(!shim_view_stream_find(stream, &entry)))
         return REAL(fseeko64)(stream, offset, whence);
-    return shim_stream_reposition(stream, slot, offset, whence);
+    return shim_stream_reposition(stream, &entry, offset, whence);
 }
 
 SHIM_EXPORT void rewind(FILE *stream)
 {
-    struct fd_slot *slot = shim_stream_slot(stream);
-    if (SHIM_LIKELY(slot == NULL)) {
+    struct shim_stream entry;
+    if (SHIM_LIKELY(!shim_view_stream_find(stream, &entry))) {
         REAL(rewind)(stream);
         return;
     }
-    shim_stream_reposition(stream, slot, 0, SEEK_SET);
+    shim_stream_reposition(stream, &entry, 0, SEEK_SET);
     clearerr(stream);
 }
 
 SHIM_EXPORT int fsetpos(FILE *stream, const fpos_t *position)
 {
-    struct fd_slot *slot = shim_stream_slot(stream);
-    if (SHIM_LIKELY(slot == NULL))
+    struct shim_stream entry;
+    if (SHIM_LIKELY(!shim_view_stream_find(stream, &entry)))
         return REAL(fsetpos)(stream, position);
-    return shim_stream_reposition(stream, slot, position->__pos, SEEK_SET);
+    return shim_stream_reposition(stream, &entry, position->__pos, SEEK_SET);
 }
 
 SHIM_EXPORT int fsetpos64(FILE *stream, const fpos64_t *position)
 {
-    struct fd_slot *slot = shim_stream_slot(stream);
-    if (SHIM_LIKELY(slot == NULL))
+    struct shim_stream entry;
+    if (SHIM_LIKELY(!shim_view_stream_find(stream, &entry)))
         return REAL(fsetpos64)(stream, position);
-    return shim_stream_reposition(stream, slot, position->__pos, SEEK_SET);
+    return shim_stream_reposition(stream, &entry, position->__pos, SEEK_SET);
 }

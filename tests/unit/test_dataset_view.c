@@ -466,7 +466,7 @@ Test(dataset_view, records_before_fixed)
     free(bytes);
 }
 
-Test(dataset_view, note_read_counts_only_records_read_in_order)
+Test(dataset_view, a_record_is_delivered_with_its_last_byte_in_any_order)
 {
     uint64_t size;
     unsigned char *bytes = dv_fixed_file(6, 10, 20, 0, &size);
@@ -479,20 +479,45 @@ Test(dataset_view, note_read_counts_only_records_read_in_order)
     dataset_view_note_read(&file, 6, 15);            /* 1.5 records */
     cr_expect_eq(file.tracker.delivered, 1);
     cr_expect(dataset_view_started(&file));
-    dataset_view_note_read(&file, 56, 10);           /* a jump ahead: not in order */
-    cr_expect_eq(file.frontier, 21);
-    cr_expect_eq(file.tracker.delivered, 1);
-    dataset_view_note_read(&file, 16, 20);           /* overlaps and extends */
-    cr_expect_eq(file.frontier, 36);
+    dataset_view_note_read(&file, 56, 10);           /* record 5, out of order */
+    cr_expect_eq(file.delivery.delivered, 2);
+    cr_expect_eq(file.tracker.delivered, 1, "progress is the delivered prefix");
+    dataset_view_note_read(&file, 16, 20);           /* records 1 and 2 */
     cr_expect_eq(file.tracker.delivered, 3);
     dataset_view_note_read(&file, 36, 0);
-    cr_expect_eq(file.frontier, 36);
+    dataset_view_note_read(&file, 36, 20);           /* 3 and 4: the prefix joins 5 */
+    cr_expect_eq(file.tracker.delivered, 6);
     uint64_t pass, index;
     pass_tracker_position(&file.tracker, 0, &pass, &index, &(uint64_t){0});
-    cr_expect_eq(index, 6);
+    cr_expect_eq(index, 12, "s + K * P");
+    cr_expect_not(dataset_view_covered(&file));
+    dataset_view_note_read(&file, 66, 40);
+    cr_expect(dataset_view_covered(&file));
+    cr_expect(dataset_view_read_repeats_covered_pass(&file, 16, 10));
+    cr_expect_not(dataset_view_read_repeats_covered_pass(&file, 0, 6), "the header is no record");
     cr_assert_eq(dataset_view_end_pass(&file), 0);
-    cr_expect_eq(file.frontier, 0);
+    cr_expect_eq(file.delivery.delivered, 0);
     cr_expect_eq(file.tracker.delivered, 0);
+    cr_expect_not(dataset_view_covered(&file));
+    dataset_file_release(&file);
+    free(bytes);
+}
+
+Test(dataset_view, reads_stop_at_the_header_and_at_record_boundaries)
+{
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(6, 10, 20, 0, &size);
+    struct data_entry entry = dv_entry(6, 10, true, true);
+    struct dataset_file file;
+    dv_init(&file, &entry, bytes, size, 2, 1);   /* view: 6 + 10 * 10 bytes */
+    cr_expect_eq(dataset_view_read_limit(&file, 0, 4096), 4096, "the rest of the view: whole");
+    cr_expect_eq(dataset_view_read_limit(&file, 0, 80), 6, "stops at the header's end");
+    cr_expect_eq(dataset_view_read_limit(&file, 2, 3), 3);
+    cr_expect_eq(dataset_view_read_limit(&file, 6, 20), 20, "whole records at a boundary");
+    cr_expect_eq(dataset_view_read_limit(&file, 6, 25), 10, "not whole: one record");
+    cr_expect_eq(dataset_view_read_limit(&file, 9, 20), 7, "inside a record: to its end");
+    cr_expect_eq(dataset_view_read_limit(&file, 16, 4), 4);
+    cr_expect_eq(dataset_view_block_size(&file), 10);
     dataset_file_release(&file);
     free(bytes);
 }

@@ -2,8 +2,9 @@
  * rules they trigger (SPEC §3 "Passes").
  *
  * A pass ends when a read returns 0, when the position moves from past the
- * header back to at most the header after a record was read, or when the
- * file is reopened after a record was read.  Queries (lseek SEEK_CUR 0),
+ * header back to at most the header after every record was delivered, when
+ * the file is reopened after that, or when a read would deliver a record of
+ * such a covered pass again.  Queries (lseek SEEK_CUR 0),
  * pread and opens that deliver nothing never end a pass; a second read at
  * the end of a pass that is over returns 0 again without ending the next
  * one; every cursor of a file shares its pass. */
@@ -56,12 +57,23 @@ static void vc_teardown(struct vc_data *data)
     dataset_file_release(&data->file);
 }
 
-/* Reads exactly `size` bytes (the view must have them). */
+/* Reads exactly `size` bytes into out, looping over short reads as every
+ * reader does (the view must have them). */
+static void vc_read_fully(struct view_cursor *cursor, unsigned char *out, size_t size)
+{
+    size_t total = 0;
+    while (total < size) {
+        ssize_t got = view_cursor_read(cursor, out + total, size - total);
+        cr_assert_gt(got, 0, "the view ended after %zu of %zu bytes", total, size);
+        total += (size_t)got;
+    }
+}
+
 static void vc_read_exactly(struct view_cursor *cursor, size_t size)
 {
     unsigned char buffer[256];
     cr_assert_leq(size, sizeof buffer);
-    cr_assert_eq(view_cursor_read(cursor, buffer, size), (ssize_t)size);
+    vc_read_fully(cursor, buffer, size);
 }
 
 /* Reads until a read returns 0; returns the bytes read before it. */
@@ -162,7 +174,7 @@ Test(view_cursor, a_second_read_at_eof_of_a_header_only_pass_does_not_swallow_th
     }
 }
 
-Test(view_cursor, lseek_back_to_the_header_after_payload_ends_the_pass)
+Test(view_cursor, lseek_back_to_the_header_after_every_record_ends_the_pass)
 {
     static const off_t targets[] = {0, 1, VC_HEADER};
     for (size_t i = 0; i < sizeof targets / sizeof targets[0]; i++) {
@@ -170,7 +182,14 @@ Test(view_cursor, lseek_back_to_the_header_after_payload_ends_the_pass)
         vc_setup(&data, VC_HEADER, true, 1, 0);
         struct view_cursor cursor;
         view_cursor_open(&cursor, &data.file);
-        vc_read_exactly(&cursor, VC_HEADER + 1);
+        vc_read_exactly(&cursor, VC_HEADER + VC_RECORD + 1);
+        /* llm.c seeks to its own batch order, index 0 anywhere in the epoch */
+        cr_assert_eq(view_cursor_seek(&cursor, targets[i], SEEK_SET), targets[i]);
+        cr_expect_eq(data.file.view_pass, 0, "seek to %lld with records undelivered",
+                     (long long)targets[i]);
+        cr_assert_eq(view_cursor_seek(&cursor, VC_HEADER + VC_RECORD, SEEK_SET),
+                     VC_HEADER + VC_RECORD);
+        vc_read_exactly(&cursor, VC_RECORD * (VC_COUNT - 1));
         cr_assert_eq(view_cursor_seek(&cursor, targets[i], SEEK_SET), targets[i]);
         cr_expect_eq(data.file.view_pass, 1, "seek to %lld", (long long)targets[i]);
         cr_expect_eq(cursor.pass, 1);
@@ -246,14 +265,14 @@ Test(view_cursor, rewinding_after_eof_joins_the_next_pass_without_ending_it)
     cr_expect_eq(cursor.pass, 1);
     /* and reads pass 1's view */
     unsigned char got[VC_HEADER + VC_RECORD * 5], expected[sizeof got];
-    cr_assert_eq(view_cursor_read(&cursor, got, sizeof got), (ssize_t)sizeof got);
+    vc_read_fully(&cursor, got, sizeof got);
     cr_assert_eq(dataset_view_copy(&data.file, 0, expected, sizeof expected), sizeof expected);
     cr_expect_eq(memcmp(got, expected, sizeof got), 0);
     cr_expect(dataset_view_started(&data.file));
     vc_teardown(&data);
 }
 
-Test(view_cursor, reopening_ends_the_pass_only_after_payload_was_read)
+Test(view_cursor, reopening_ends_the_pass_only_after_every_record_was_delivered)
 {
     struct vc_data data;
     vc_setup(&data, VC_HEADER, true, 1, 0);
@@ -264,9 +283,12 @@ Test(view_cursor, reopening_ends_the_pass_only_after_payload_was_read)
     vc_read_exactly(&first, VC_HEADER);
     view_cursor_open(&second, &data.file);
     cr_expect_eq(data.file.view_pass, 0, "the header alone is not a record");
-    vc_read_exactly(&first, 1);
+    vc_read_exactly(&first, VC_RECORD * (VC_COUNT - 1));
     view_cursor_open(&second, &data.file);
-    cr_expect_eq(data.file.view_pass, 1, "reopened after a payload byte");
+    cr_expect_eq(data.file.view_pass, 0, "a record is still undelivered");
+    vc_read_exactly(&first, VC_RECORD);
+    view_cursor_open(&second, &data.file);
+    cr_expect_eq(data.file.view_pass, 1, "reopened after every record was delivered");
     cr_expect_eq(second.pass, 1);
     cr_expect_eq(second.offset, 0);
     view_cursor_open(&second, &data.file);
@@ -391,13 +413,8 @@ Test(view_cursor, readv_is_read)
         }
         ssize_t got_readv = view_cursor_readv(&by_readv, vector,
                                               (int)(sizeof lengths / sizeof lengths[0]));
-        ssize_t got_read = 0;
-        for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++) {
-            ssize_t got = view_cursor_read(&by_read, via_read + got_read, lengths[i]);
-            got_read += got;
-            if ((size_t)got < lengths[i])
-                break;
-        }
+        /* readv is one read of the vectors' total size */
+        ssize_t got_read = view_cursor_read(&by_read, via_read, total);
         cr_expect_eq(got_readv, got_read, "round %d", round);
         cr_expect_eq(memcmp(via_read, via_readv, (size_t)got_read), 0);
         cr_expect_eq(by_read.offset, by_readv.offset);
@@ -477,7 +494,7 @@ Test(view_cursor, an_unread_cursor_joins_the_pass_another_one_started)
     cr_assert_eq(data.file.view_pass, 1);
     /* second was opened in pass 0 but never read: it reads pass 1 */
     unsigned char got[VC_HEADER + VC_RECORD], expected[sizeof got];
-    cr_assert_eq(view_cursor_read(&second, got, sizeof got), (ssize_t)sizeof got);
+    vc_read_fully(&second, got, sizeof got);
     cr_assert_eq(dataset_view_copy(&data.file, 0, expected, sizeof expected), sizeof expected);
     cr_expect_eq(memcmp(got, expected, sizeof got), 0);
     cr_expect_eq(second.pass, 1);
@@ -529,7 +546,7 @@ Test(view_cursor, move_joins_the_current_pass_except_for_a_query)
     vc_teardown(&data);
 }
 
-Test(view_cursor, reposition_rule_ends_a_pass_on_rewind_after_payload)
+Test(view_cursor, reposition_rule_ends_a_pass_on_rewind_after_every_record)
 {
     struct vc_data data;
     vc_setup(&data, VC_HEADER, true, 1, 0);
@@ -539,11 +556,15 @@ Test(view_cursor, reposition_rule_ends_a_pass_on_rewind_after_payload)
     cr_expect_not(view_cursor_reposition_rule(&cursor, VC_HEADER + 8, 0));
     cr_expect_eq(data.file.view_pass, 0);
     vc_read_exactly(&cursor, VC_HEADER + 2 * VC_RECORD);
+    /* back to the header with records undelivered: a seek, no pass end */
+    cr_expect_not(view_cursor_reposition_rule(&cursor, VC_HEADER + 9, VC_HEADER));
+    cr_expect_eq(data.file.view_pass, 0);
+    vc_read_exactly(&cursor, (VC_COUNT - 2) * VC_RECORD);
     /* forward, or from the header to the start: not a rewind */
     cr_expect_not(view_cursor_reposition_rule(&cursor, VC_HEADER + 2, VC_HEADER + 40));
     cr_expect_not(view_cursor_reposition_rule(&cursor, VC_HEADER, 0));
     cr_expect_eq(data.file.view_pass, 0);
-    /* back to the header after a record: the pass ends, the buffer is stale */
+    /* back to the header after every record: the pass ends, the buffer is stale */
     cr_expect(view_cursor_reposition_rule(&cursor, VC_HEADER + 9, VC_HEADER));
     cr_expect_eq(data.file.view_pass, 1);
     /* until the stream moves (view_cursor_move), it is still stale, and a
@@ -594,5 +615,31 @@ Test(view_cursor, a_header_only_pass_ends_when_the_trainer_rewinds_without_readi
     /* a seek that only skips the header does not end anything */
     cr_assert_eq(view_cursor_seek(&reopened, VC_HEADER, SEEK_SET), VC_HEADER);
     cr_expect_eq(data.file.view_pass, 2);
+    vc_teardown(&data);
+}
+
+Test(view_cursor, a_read_that_repeats_a_covered_pass_reads_the_next_one)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, true, 1, 0);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    /* a reader that visits records in its own order and never rewinds */
+    for (int k = VC_COUNT - 1; k >= 0; k--) {
+        cr_assert_eq(view_cursor_seek(&cursor, VC_HEADER + k * VC_RECORD, SEEK_SET),
+                     VC_HEADER + k * VC_RECORD);
+        vc_read_exactly(&cursor, VC_RECORD);
+    }
+    cr_expect_eq(data.file.view_pass, 0);
+    cr_expect(dataset_view_covered(&data.file));
+    cr_assert_eq(view_cursor_seek(&cursor, VC_HEADER + 3 * VC_RECORD, SEEK_SET),
+                 VC_HEADER + 3 * VC_RECORD);
+    unsigned char got[VC_RECORD], expected[VC_RECORD];
+    vc_read_fully(&cursor, got, sizeof got);
+    cr_expect_eq(data.file.view_pass, 1, "the read began the next epoch");
+    cr_assert_eq(dataset_view_copy(&data.file, VC_HEADER + 3 * VC_RECORD, expected,
+                                   sizeof expected), sizeof expected);
+    cr_expect_eq(memcmp(got, expected, sizeof got), 0, "and shows the next pass's record");
+    cr_expect_eq(data.file.delivery.delivered, 1);
     vc_teardown(&data);
 }
