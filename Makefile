@@ -49,6 +49,9 @@ UNIT_ASAN := $(BUILD)/tests/unit_tests_asan
 INSPECT   := $(BUILD)/adaptdl-inspect
 WRAP      := $(BUILD)/adaptdl-wrap
 TRAINERS  := $(patsubst tests/trainers/%.c,$(BUILD)/trainers/%,$(TRAINER_SRC))
+# Python example trainers are copied beside the C ones, so that tests find
+# every trainer in the build tree.
+PY_TRAINERS := $(patsubst tests/trainers/%.py,$(BUILD)/trainers/%.py,$(sort $(wildcard tests/trainers/*.py)))
 TOOLS     := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRC)) $(BUILD)/tools/static_pie_probe
 BENCHES   := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -59,7 +62,7 @@ ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 .PHONY: all deps check unit unit-asan integration tsan demo bench install clean
-all: $(LIB) $(ARCHIVE) $(INSPECT) $(WRAP) $(TRAINERS) $(TOOLS)
+all: $(LIB) $(ARCHIVE) $(INSPECT) $(WRAP) $(TRAINERS) $(PY_TRAINERS) $(TOOLS)
 
 # The launcher beside the library and the inspector, where it finds them, as
 # after `make install`.
@@ -122,6 +125,11 @@ $(UNIT): $(UNIT_OBJ) $(HOOKS_OBJ) $(ARCHIVE)
 $(UNIT_ASAN): $(UNIT_ASAN_OBJ) $(HOOKS_ASAN_OBJ) $(ASAN_ARCHIVE)
 	@mkdir -p $(dir $@)
 	$(CC) $(ASAN_FLAGS) -o $@ $(UNIT_ASAN_OBJ) $(HOOKS_ASAN_OBJ) $(ASAN_ARCHIVE) $(CRITERION_LIBS) $(PKG_LIBS) $(ELF_LIBS) -ldl -lpthread -lm
+
+$(BUILD)/trainers/%.py: tests/trainers/%.py
+	@mkdir -p $(dir $@)
+	cp $< $@
+	chmod 0755 $@
 
 # Example trainers are plain user programs: no adaptshim header, no runtime.
 $(BUILD)/trainers/%: tests/trainers/%.c

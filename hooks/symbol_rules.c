@@ -59,8 +59,11 @@ static const char note_close_many[] =
 static const char note_dup[] =
     "duplicates a descriptor: the copies share the view's offset";
 static const char note_mmap[] =
-    "a mapping of a data file is not virtualized: it shows the whole physical "
-    "file, not this replica's view (the shim logs a warning once)";
+    "a read-only mapping of a data file shows the view (memory filled with its "
+    "bytes, or the file itself when the view is the file); a writable one fails "
+    "with EACCES";
+static const char note_munmap[] =
+    "unmaps; the shim forgets its own memory holding a view";
 static const char note_copy[] =
     "kernel-side copy: emulated through the view when the source is a data file";
 static const char note_rename[] =
@@ -215,8 +218,10 @@ static const struct inspect_symbol_rule inspect_symbol_rules[] = {
     {"dup3", INSPECT_CATEGORY_INTERCEPTED, note_dup, NULL},
     {"fcntl", INSPECT_CATEGORY_INTERCEPTED, note_dup, NULL},
     {"fcntl64", INSPECT_CATEGORY_INTERCEPTED, note_dup, NULL},
-    {"mmap", INSPECT_CATEGORY_LIMITED, note_mmap, NULL},
-    {"mmap64", INSPECT_CATEGORY_LIMITED, note_mmap, NULL},
+    {"mmap", INSPECT_CATEGORY_INTERCEPTED, note_mmap, NULL},
+    {"mmap64", INSPECT_CATEGORY_INTERCEPTED, note_mmap, NULL},
+    {"munmap", INSPECT_CATEGORY_INTERCEPTED, note_munmap, NULL},
+    {"mremap", INSPECT_CATEGORY_INTERCEPTED, note_munmap, NULL},
     {"copy_file_range", INSPECT_CATEGORY_INTERCEPTED, note_copy, NULL},
     {"sendfile", INSPECT_CATEGORY_INTERCEPTED, note_copy, NULL},
     {"sendfile64", INSPECT_CATEGORY_INTERCEPTED, note_copy, NULL},

@@ -304,6 +304,7 @@ int dataset_view_fix(struct dataset_file *file)
     file->block_count = 0;
     file->prefetched_until = 0;
     file->header_read_to_end = false;
+    file->mapped = false;
 
     int status = 0;
     uint64_t payload;
@@ -419,8 +420,16 @@ void dataset_view_note_read(struct dataset_file *file, uint64_t offset, uint64_t
                                 file->delivery.delivered > 0 || file->header_read_to_end);
 }
 
+void dataset_view_note_mapped(struct dataset_file *file)
+{
+    file->mapped = true;
+    pass_tracker_note_delivered(&file->tracker, file->delivery.prefix, true);
+}
+
 bool dataset_view_covered(const struct dataset_file *file)
 {
+    if (file->mapped)
+        return true;
     if (file->view_length == 0)
         return file->header_read_to_end;
     return delivery_record_covered(&file->delivery);

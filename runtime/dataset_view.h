@@ -71,6 +71,7 @@ struct dataset_file {
     unsigned char *header;        /* header bytes as the view shows them */
     struct delivery_record delivery; /* which records of the view were delivered */
     bool header_read_to_end;      /* a header-only view was read to its end */
+    bool mapped;                  /* a mapping handed out the whole view */
     uint64_t block_first;         /* first position cached in block_indices */
     uint64_t block_count;
     uint64_t block_indices[VIEW_INDEX_BLOCK];
@@ -107,7 +108,8 @@ uint64_t dataset_view_records_before(const struct dataset_file *file, uint64_t o
 void dataset_view_note_read(struct dataset_file *file, uint64_t offset, uint64_t count);
 
 /* Every record of the current view was delivered; for a header-only view,
- * it was read to its end.  Only then do a rewind and a reopen end the pass. */
+ * it was read to its end; or a mapping handed out the whole view.  Only
+ * then do a rewind and a reopen end the pass. */
 bool dataset_view_covered(const struct dataset_file *file);
 
 /* True when handing out view bytes [offset, offset + count) would deliver
@@ -116,6 +118,11 @@ bool dataset_view_covered(const struct dataset_file *file);
  * its own order and keeps the file open). */
 bool dataset_view_read_repeats_covered_pass(const struct dataset_file *file, uint64_t offset,
                                             uint64_t count);
+
+/* A mapping of the current view was made: it hands the trainer every record
+ * at once in an order the shim cannot see, so the pass counts as covered for
+ * its end rules while it adds nothing to progress (view_mapping.h). */
+void dataset_view_note_mapped(struct dataset_file *file);
 
 /* How many of `size` bytes a read(2) at `offset` hands out, so that a
  * reader's own buffer never holds records its trainer has not consumed

@@ -73,6 +73,7 @@ struct statx;
     X(mmap, void *, (void *, size_t, int, int, int, off_t))                                \
     X(mmap64, void *, (void *, size_t, int, int, int, off64_t))                            \
     X(munmap, int, (void *, size_t))                                                       \
+    X(mremap, void *, (void *, size_t, size_t, int, ...))                                  \
     X(fsync, int, (int))                                                                   \
     X(rename, int, (const char *, const char *))                                           \
     X(renameat, int, (int, const char *, int, const char *))                               \

@@ -134,7 +134,4 @@ struct fd_slot *shim_stream_slot(FILE *stream);
 void shim_stream_watch_checkpoint(FILE *stream, const char *absolute_path);
 char *shim_stream_take_checkpoint(FILE *stream);
 
-/* --- views --------------------------------------------------------------------- */
-void shim_warn_mmap_once(struct fd_slot *slot);
-
 #endif

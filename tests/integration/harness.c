@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -49,6 +50,18 @@ char *harness_path_in(const char *directory, const char *name)
     if (asprintf(&path, "%s/%s", directory, name) < 0)
         abort();
     return path;
+}
+
+static int harness_remove_entry(const char *path, const struct stat *status, int type,
+                                struct FTW *where)
+{
+    (void)status, (void)type, (void)where;
+    return remove(path);
+}
+
+void harness_remove_tree(const char *directory)
+{
+    nftw(directory, harness_remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 static char **harness_environment(char *const additions[], bool preload)

@@ -252,15 +252,16 @@ Test(elf_inspect, stdio_readers_go_through_streams)
     cr_assert_eq(inspect_verdict_of(&file, &library), INSPECT_OK);
 }
 
-Test(elf_inspect, mmap_is_intercepted_but_not_virtualized)
+Test(elf_inspect, mmap_is_intercepted)
 {
     load_build_file("trainers/plain_reader");
-    expect_category("mmap", INSPECT_CATEGORY_LIMITED);
+    expect_category("mmap", INSPECT_CATEGORY_INTERCEPTED);
+    expect_category("munmap", INSPECT_CATEGORY_INTERCEPTED);
     expect_category("__uflow", INSPECT_CATEGORY_THROUGH_STREAM);
     expect_category("__isoc99_fscanf", INSPECT_CATEGORY_THROUGH_STREAM);
     expect_category("__getdelim", INSPECT_CATEGORY_THROUGH_STREAM);
     expect_category("pread", INSPECT_CATEGORY_INTERCEPTED);
-    cr_assert_eq(inspect_verdict_of(&file, &library), INSPECT_WARNINGS);
+    cr_assert_eq(inspect_verdict_of(&file, &library), INSPECT_OK);
 }
 
 Test(elf_inspect, fortified_entry_points_are_classified)
@@ -504,7 +505,7 @@ Test(elf_inspect, calls_that_bypass_the_preload_are_not_intercepted)
     cr_assert_eq(classify("lio_listio", exports, NULL), INSPECT_CATEGORY_NOT_INTERCEPTED);
     cr_assert_eq(classify("readahead", exports, NULL), INSPECT_CATEGORY_PASSED_THROUGH);
     cr_assert_eq(classify("posix_fadvise64", exports, NULL), INSPECT_CATEGORY_PASSED_THROUGH);
-    cr_assert_eq(classify("mmap64", exports, NULL), INSPECT_CATEGORY_LIMITED);
+    cr_assert_eq(classify("mmap64", exports, NULL), INSPECT_CATEGORY_INTERCEPTED);
     cr_assert_eq(classify("freopen", exports, NULL), INSPECT_CATEGORY_LIMITED);
     cr_assert_eq(classify("memcpy", exports, NULL), INSPECT_CATEGORY_OTHER);
 }
