@@ -48,16 +48,16 @@ static int dataset_registry_apply_position(struct dataset_registry *registry,
 {
     if (dataset_registry_check_same_dataset(file, position, error, error_size) != 0)
         return -1;
-    pthread_mutex_lock(&file->lock);
+    dataset_file_lock(file);
     bool applied = dataset_view_restore(file, registry->resume, position->pass,
                                         position->current_index, position->pass_length);
-    pthread_mutex_unlock(&file->lock);
+    dataset_file_unlock(file);
     if (applied)
         log_debug("restore: %s bound to pass %llu index %llu of %llu (%s); this pass now "
                   "starts at %llu with %llu records on replica %u of %u",
                   file->path, (unsigned long long)position->pass,
                   (unsigned long long)position->current_index,
-                  (unsigned long long)file->tracker.bound_length,
+                  (unsigned long long)file->shared->tracker.bound_length,
                   registry->resume == RESUME_REPLAY ? "replay" : "continue",
                   (unsigned long long)file->view_start_index,
                   (unsigned long long)file->view_length, file->rank, file->replicas);
@@ -111,8 +111,8 @@ uint64_t dataset_registry_epoch(struct dataset_registry *registry)
 {
     uint64_t epoch = 0;
     for (struct dataset_file *file = registry->files; file; file = file->next)
-        if (file->entry->role == DATA_ROLE_TRAIN && file->tracker.pass > epoch)
-            epoch = file->tracker.pass;
+        if (file->entry->role == DATA_ROLE_TRAIN && file->shared->tracker.pass > epoch)
+            epoch = file->shared->tracker.pass;
     return epoch;
 }
 
@@ -132,12 +132,12 @@ int dataset_registry_capture(struct dataset_registry *registry,
             return -1;
         snapshot->file_count++;
         uint64_t unconsumed_records = unconsumed ? unconsumed(file, context) : 0;
-        pthread_mutex_lock(&file->lock);
+        dataset_file_lock(file);
         position->record_count = file->record_count;
         position->role = (uint32_t)file->entry->role;
-        pass_tracker_position(&file->tracker, unconsumed_records, &position->pass,
+        pass_tracker_position(&file->shared->tracker, unconsumed_records, &position->pass,
                               &position->current_index, &position->pass_length);
-        pthread_mutex_unlock(&file->lock);
+        dataset_file_unlock(file);
     }
     /* Files restored but not touched yet in this run keep their bound
      * position: the trainer has consumed nothing new from them. */

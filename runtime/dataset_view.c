@@ -84,6 +84,32 @@ static int dataset_file_index_lines(struct dataset_file *file, char *error, size
     return 0;
 }
 
+/* The shared pass state and its delivery bits for `record_count` records, in
+ * anonymous shared memory that forked children inherit; bit pages cost
+ * nothing until a reader goes out of order. */
+static int dataset_file_share_pass_state(struct dataset_file *file)
+{
+    uint64_t words = delivery_record_words(file->record_count);
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t size = sizeof(struct dataset_pass_state) + (size_t)words * sizeof(uint64_t);
+    size = (size + page - 1) / page * page;
+    void *memory = runtime_sysio.mmap(NULL, size, PROT_READ | PROT_WRITE,
+                        MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (memory == MAP_FAILED)
+        return -1;
+    struct dataset_pass_state *shared = memory;
+    pthread_mutexattr_t attributes;
+    pthread_mutexattr_init(&attributes);
+    pthread_mutexattr_setpshared(&attributes, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&attributes, PTHREAD_MUTEX_ROBUST);
+    pthread_mutex_init(&shared->lock, &attributes);
+    pthread_mutexattr_destroy(&attributes);
+    delivery_record_init(&shared->delivery, (uint64_t *)(shared + 1), file->record_count);
+    file->shared = shared;
+    file->shared_size = size;
+    return 0;
+}
+
 int dataset_file_init(struct dataset_file *file, const struct data_entry *entry,
                       const char *absolute_path, const void *map, uint64_t file_size,
                       uint64_t seed, uint32_t replicas, uint32_t rank,
@@ -106,7 +132,6 @@ int dataset_file_init(struct dataset_file *file, const struct data_entry *entry,
     file->seed = seed;
     file->replicas = entry->shard ? replicas : 1;
     file->rank = entry->shard ? rank : 0;
-    pthread_mutex_init(&file->lock, NULL);
 
     if (file_size < file->header_size) {
         snprintf(error, error_size, "data file %s: size %llu is smaller than its header "
@@ -140,12 +165,17 @@ int dataset_file_init(struct dataset_file *file, const struct data_entry *entry,
             status = -1;
         }
     }
+    if (status == 0 && dataset_file_share_pass_state(file) != 0) {
+        snprintf(error, error_size, "data file %s: cannot map memory for its pass state: %s",
+                 file->path, strerror(errno));
+        status = -1;
+    }
     if (status != 0) {
         dataset_file_release(file);
         return -1;
     }
-    pass_tracker_init(&file->tracker, file->record_count, file->replicas, file->rank);
-    pass_tracker_set_statistical(&file->tracker, entry->role == DATA_ROLE_TRAIN);
+    pass_tracker_init(&file->shared->tracker, file->record_count, file->replicas, file->rank);
+    pass_tracker_set_statistical(&file->shared->tracker, entry->role == DATA_ROLE_TRAIN);
     if (dataset_view_fix(file) != 0) {
         snprintf(error, error_size, "data file %s: out of memory building its view",
                  file->path);
@@ -161,7 +191,10 @@ void dataset_file_release(struct dataset_file *file)
     free(file->line_offsets);
     free(file->view_line_prefix);
     free(file->header);
-    delivery_record_release(&file->delivery);
+    /* never destroyed: a forked child that releases its copy must leave the
+     * lock working for the processes that still share it */
+    if (file->shared != NULL)
+        runtime_sysio.munmap(file->shared, file->shared_size);
     memset(file, 0, sizeof *file);
     file->source_fd = -1;
 }
@@ -289,10 +322,11 @@ static int dataset_view_build_line_prefix(struct dataset_file *file)
     return 0;
 }
 
-int dataset_view_fix(struct dataset_file *file)
+/* Builds this process's view of the shared tracker's current pass. */
+static int dataset_view_build_local(struct dataset_file *file)
 {
     struct pass_plan plan;
-    pass_tracker_plan(&file->tracker, &plan);
+    pass_tracker_plan(&file->shared->tracker, &plan);
     record_permutation_init(&file->permutation, file->record_count, file->entry->shuffle,
                             file->seed, file->basename, plan.pass, 0);
     file->wrap_cached = 0;
@@ -303,8 +337,7 @@ int dataset_view_fix(struct dataset_file *file)
     file->block_first = 0;
     file->block_count = 0;
     file->prefetched_until = 0;
-    file->header_read_to_end = false;
-    file->mapped = false;
+    file->view_generation = file->shared->view_generation;
 
     int status = 0;
     uint64_t payload;
@@ -321,7 +354,6 @@ int dataset_view_fix(struct dataset_file *file)
         payload = file->view_length * file->record_size;
     }
     file->view_size = file->header_size + payload;
-    delivery_record_reset(&file->delivery, file->view_length);
 
     if (file->header_size != 0)  /* an empty file has no mapping at all */
         memcpy(file->header, file->map, file->header_size);
@@ -330,6 +362,35 @@ int dataset_view_fix(struct dataset_file *file)
                                  file->entry->count_type, payload / file->entry->count_unit);
     return status;
 }
+
+int dataset_view_fix(struct dataset_file *file)
+{
+    struct dataset_pass_state *shared = file->shared;
+    shared->view_generation++;
+    int status = dataset_view_build_local(file);
+    shared->header_read_to_end = false;
+    shared->mapped = false;
+    delivery_record_reset(&shared->delivery, file->view_length);
+    return status;
+}
+
+void dataset_file_lock(struct dataset_file *file)
+{
+    struct dataset_pass_state *shared = file->shared;
+    /* EOWNERDEAD: a process died holding the lock (a DataLoader worker
+     * killed mid-read).  What it guarded are counters and bits that every
+     * update leaves meaningful, so the state is made consistent as it is. */
+    if (pthread_mutex_lock(&shared->lock) == EOWNERDEAD)
+        pthread_mutex_consistent(&shared->lock);
+    if (file->view_generation != shared->view_generation)
+        dataset_view_build_local(file);
+}
+
+void dataset_file_unlock(struct dataset_file *file)
+{
+    pthread_mutex_unlock(&file->shared->lock);
+}
+
 
 /* Index of the view record holding payload offset p (lines mode): the last
  * j with prefix[j] <= p. */
@@ -410,37 +471,37 @@ void dataset_view_note_read(struct dataset_file *file, uint64_t offset, uint64_t
     if (count == 0)
         return;
     uint64_t end = offset + count;
-    delivery_record_mark(&file->delivery, dataset_view_records_before(file, offset),
+    delivery_record_mark(&file->shared->delivery, dataset_view_records_before(file, offset),
                          dataset_view_records_before(file, end));
     /* A header-only view read to its end counts as begun, so that a rewind or
      * reopen ends it like any other pass (see view_cursor.c). */
     if (file->view_length == 0 && file->view_size > 0 && end >= file->view_size)
-        file->header_read_to_end = true;
-    pass_tracker_note_delivered(&file->tracker, file->delivery.prefix,
-                                file->delivery.delivered > 0 || file->header_read_to_end);
+        file->shared->header_read_to_end = true;
+    pass_tracker_note_delivered(&file->shared->tracker, file->shared->delivery.prefix,
+                                file->shared->delivery.delivered > 0 || file->shared->header_read_to_end);
 }
 
 void dataset_view_note_mapped(struct dataset_file *file)
 {
-    file->mapped = true;
-    pass_tracker_note_delivered(&file->tracker, file->delivery.prefix, true);
+    file->shared->mapped = true;
+    pass_tracker_note_delivered(&file->shared->tracker, file->shared->delivery.prefix, true);
 }
 
 bool dataset_view_covered(const struct dataset_file *file)
 {
-    if (file->mapped)
+    if (file->shared->mapped)
         return true;
     if (file->view_length == 0)
-        return file->header_read_to_end;
-    return delivery_record_covered(&file->delivery);
+        return file->shared->header_read_to_end;
+    return delivery_record_covered(&file->shared->delivery);
 }
 
 bool dataset_view_read_repeats_covered_pass(const struct dataset_file *file, uint64_t offset,
                                             uint64_t count)
 {
-    if (file->view_length == 0 || !delivery_record_covered(&file->delivery))
+    if (file->view_length == 0 || !delivery_record_covered(&file->shared->delivery))
         return false;
-    return delivery_record_any_delivered(&file->delivery,
+    return delivery_record_any_delivered(&file->shared->delivery,
                                          dataset_view_records_before(file, offset),
                                          dataset_view_records_before(file, offset + count));
 }
@@ -478,14 +539,14 @@ uint64_t dataset_view_block_size(const struct dataset_file *file)
 
 int dataset_view_end_pass(struct dataset_file *file)
 {
-    pass_tracker_end_pass(&file->tracker);
+    pass_tracker_end_pass(&file->shared->tracker);
     return dataset_view_fix(file);
 }
 
 bool dataset_view_restore(struct dataset_file *file, enum resume_mode resume,
                           uint64_t pass, uint64_t current_index, uint64_t pass_length)
 {
-    if (!pass_tracker_restore(&file->tracker, resume, pass, current_index, pass_length))
+    if (!pass_tracker_restore(&file->shared->tracker, resume, pass, current_index, pass_length))
         return false;
     dataset_view_fix(file);
     return true;

@@ -11,7 +11,8 @@
  * length M > N (a statistical epoch, SPEC §7) reads logical index v as
  * record perm_w[v mod N] of sweep w = v / N, each sweep with its own
  * permutation keyed by (pass, w), as AdaptDL seeds by epoch and wrap count.  All functions
- * here are pure memory operations on the mapping; callers hold `lock`. */
+ * here are pure memory operations on the mapping; callers hold the
+ * file's lock (dataset_file_lock). */
 #ifndef ADAPTSHIM_DATASET_VIEW_H
 #define ADAPTSHIM_DATASET_VIEW_H
 
@@ -38,6 +39,22 @@
 /* How far ahead of the trainer the kernel is asked to read large records. */
 #define VIEW_PREFETCH_BYTES (32u << 20)
 
+/* What every process of a job must agree on about one data file: its pass,
+ * which records of the pass's view were delivered, and the lock over them.
+ * It lives in anonymous shared memory made when the file is first
+ * registered, so processes forked after that (a PyTorch DataLoader's
+ * workers) deliver into the same pass (SPEC §3); the lock is process-shared
+ * and robust, so a worker killed while holding it does not stop the others.
+ * The bits of `delivery` follow this struct in the same mapping. */
+struct dataset_pass_state {
+    pthread_mutex_t lock;
+    struct pass_tracker tracker;
+    struct delivery_record delivery;  /* which records of the view were delivered */
+    bool header_read_to_end;      /* a header-only view was read to its end */
+    bool mapped;                  /* a mapping handed out the whole view */
+    uint64_t view_generation;     /* counts the views fixed (passes, restores) */
+};
+
 struct dataset_file {
     char *path;                   /* absolute path */
     const char *basename;         /* points into path */
@@ -56,7 +73,8 @@ struct dataset_file {
     uint32_t replicas;            /* K used for this file (1 when shard=0) */
     uint32_t rank;
 
-    struct pass_tracker tracker;
+    struct dataset_pass_state *shared;
+    size_t shared_size;           /* of its mapping */
 
     /* the view of the current pass */
     struct record_permutation permutation;      /* of its first sweep (wrap 0) */
@@ -69,17 +87,20 @@ struct dataset_file {
     uint64_t view_size;           /* header + payload of the view */
     uint64_t *view_line_prefix;   /* lines mode: L + 1 payload offsets */
     unsigned char *header;        /* header bytes as the view shows them */
-    struct delivery_record delivery; /* which records of the view were delivered */
-    bool header_read_to_end;      /* a header-only view was read to its end */
-    bool mapped;                  /* a mapping handed out the whole view */
+    uint64_t view_generation;     /* of shared->view_generation the fields above show */
     uint64_t block_first;         /* first position cached in block_indices */
     uint64_t block_count;
     uint64_t block_indices[VIEW_INDEX_BLOCK];
     uint64_t prefetched_until;    /* view positions advised to the kernel */
 
-    pthread_mutex_t lock;
     struct dataset_file *next;    /* registry chaining */
 };
+
+/* Takes the file's lock (dataset_pass_state) and brings this process's view
+ * up to the shared pass: another process may have ended the pass or
+ * restored a position since.  Every function below expects it held. */
+void dataset_file_lock(struct dataset_file *file);
+void dataset_file_unlock(struct dataset_file *file);
 
 /* Builds a dataset_file over an existing mapping.  Validates the record
  * geometry (tail=error|drop) and builds the line index.  -1 with a one-line
@@ -149,7 +170,7 @@ bool dataset_view_restore(struct dataset_file *file, enum resume_mode resume,
  * header-only view was read to its end). */
 static inline bool dataset_view_started(const struct dataset_file *file)
 {
-    return file->tracker.started;
+    return file->shared->tracker.started;
 }
 
 #endif

@@ -1,7 +1,7 @@
 /* delivery_record.c - delivered records of a pass (see delivery_record.h). */
 #include "delivery_record.h"
 
-#include <stdlib.h>
+#include <string.h>
 
 static bool delivery_bit(const uint64_t *bits, uint64_t index)
 {
@@ -13,16 +13,32 @@ static void delivery_set_bit(uint64_t *bits, uint64_t index)
     bits[index / 64] |= (uint64_t)1 << (index % 64);
 }
 
-void delivery_record_release(struct delivery_record *record)
+uint64_t delivery_record_words(uint64_t capacity)
 {
-    free(record->bits);
-    record->bits = NULL;
+    return (capacity + 63) / 64;
+}
+
+void delivery_record_init(struct delivery_record *record, uint64_t *bits, uint64_t capacity)
+{
+    *record = (struct delivery_record){.bits = bits, .capacity = bits != NULL ? capacity : 0};
 }
 
 void delivery_record_reset(struct delivery_record *record, uint64_t length)
 {
-    delivery_record_release(record);
-    *record = (struct delivery_record){.length = length};
+    if (record->bits_in_use)
+        memset(record->bits, 0,
+               (size_t)delivery_record_words(record->length < record->capacity
+                                                 ? record->length
+                                                 : record->capacity) * sizeof *record->bits);
+    record->length = length;
+    record->prefix = 0;
+    record->delivered = 0;
+    record->bits_in_use = false;
+}
+
+static bool delivery_record_has_bits(const struct delivery_record *record)
+{
+    return record->bits != NULL && record->length <= record->capacity;
 }
 
 /* Records below the prefix are delivered whether or not their bit is set:
@@ -31,12 +47,12 @@ static bool delivery_record_is_delivered(const struct delivery_record *record, u
 {
     if (index < record->prefix)
         return true;
-    return record->bits != NULL && delivery_bit(record->bits, index);
+    return record->bits_in_use && delivery_bit(record->bits, index);
 }
 
 static void delivery_record_extend_prefix(struct delivery_record *record)
 {
-    if (record->bits == NULL)
+    if (!record->bits_in_use)
         return;
     while (record->prefix < record->length && delivery_bit(record->bits, record->prefix))
         record->prefix++;
@@ -48,7 +64,7 @@ uint64_t delivery_record_mark(struct delivery_record *record, uint64_t first, ui
         end = record->length;
     if (first >= end)
         return 0;
-    if (record->bits == NULL && first <= record->prefix) {
+    if (!record->bits_in_use && first <= record->prefix) {
         /* the in-order path: no bits, no loop */
         uint64_t added = end > record->prefix ? end - record->prefix : 0;
         if (added > 0)
@@ -56,14 +72,11 @@ uint64_t delivery_record_mark(struct delivery_record *record, uint64_t first, ui
         record->delivered += added;
         return added;
     }
-    if (record->bits == NULL && !record->bits_unavailable) {
-        record->bits = calloc((size_t)((record->length + 63) / 64), sizeof *record->bits);
-        record->bits_unavailable = record->bits == NULL;
-    }
-    if (record->bits == NULL) {
+    if (!delivery_record_has_bits(record)) {
         /* only what continues the prefix can be remembered */
         return 0;
     }
+    record->bits_in_use = true;
     uint64_t added = 0;
     for (uint64_t index = first; index < end; index++) {
         if (delivery_record_is_delivered(record, index))
@@ -85,7 +98,7 @@ bool delivery_record_any_delivered(const struct delivery_record *record, uint64_
         return false;
     if (first < record->prefix)
         return true;
-    if (record->bits == NULL)
+    if (!record->bits_in_use)
         return false;
     for (uint64_t index = first; index < end; index++)
         if (delivery_bit(record->bits, index))

@@ -4,9 +4,11 @@
  * A record is delivered when a read hands its last byte to the trainer.
  * Progress is the longest delivered prefix of the view; the pass is covered
  * when every record of the view was delivered.  An in-order reader costs two
- * counters; the first delivery out of order allocates one bit per record of
- * the view, which is all a reader that jumps around (a map-style Dataset, a
- * loader with its own batch order) ever costs. */
+ * counters; a reader that jumps around (a map-style Dataset, a loader with
+ * its own batch order) uses one bit per record of the view, in storage the
+ * caller provides (memory shared across fork, see dataset_view.h), which is
+ * touched, and cleared at the next pass, only once a delivery came out of
+ * order. */
 #ifndef ADAPTSHIM_DELIVERY_RECORD_H
 #define ADAPTSHIM_DELIVERY_RECORD_H
 
@@ -17,14 +19,20 @@ struct delivery_record {
     uint64_t length;      /* L: records of the view */
     uint64_t prefix;      /* records [0, prefix) are all delivered */
     uint64_t delivered;   /* distinct records delivered, prefix included */
-    uint64_t *bits;       /* one bit per record, NULL while delivery is in order */
-    bool bits_unavailable; /* allocating the bits failed: out-of-order deliveries
-                            * are not remembered (progress stays the prefix) */
+    uint64_t *bits;       /* storage for `capacity` bits, or NULL */
+    uint64_t capacity;
+    bool bits_in_use;     /* a delivery came out of order in this pass */
 };
 
-/* Starts an empty record of a view of `length` records (frees old bits). */
+/* Binds the record to bit storage for up to `capacity` records (zeroed;
+ * NULL and 0 for none: then deliveries out of order are not remembered and
+ * progress stays the in-order prefix) and starts an empty view. */
+void delivery_record_init(struct delivery_record *record, uint64_t *bits, uint64_t capacity);
+/* Starts an empty record of a view of `length` records; a view longer than
+ * the storage remembers only its in-order prefix. */
 void delivery_record_reset(struct delivery_record *record, uint64_t length);
-void delivery_record_release(struct delivery_record *record);
+/* Words of storage a record of `capacity` records needs. */
+uint64_t delivery_record_words(uint64_t capacity);
 
 /* Records [first, end) were delivered.  Returns how many of them had not
  * been delivered before. */

@@ -45,7 +45,7 @@ bool session_train_record_delivered(struct runtime_session *session)
     pthread_mutex_lock(&session->registry.lock);
     for (struct dataset_file *file = session->registry.files; file; file = file->next)
         if (file->entry->role == DATA_ROLE_TRAIN &&
-            (file->tracker.records_served > 0 || file->tracker.started))
+            (file->shared->tracker.records_served > 0 || file->shared->tracker.started))
             delivered = true;
     pthread_mutex_unlock(&session->registry.lock);
     return delivered;

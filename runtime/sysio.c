@@ -1,6 +1,8 @@
 /* sysio.c - default table of libc entry points for the runtime's own I/O. */
 #include "sysio.h"
 
+#include <sys/mman.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -21,6 +23,8 @@ struct runtime_sysio runtime_sysio = {
     .opendir = opendir,
     .readdir = readdir,
     .closedir = closedir,
+    .mmap = mmap,
+    .munmap = munmap,
 };
 
 int sysio_write_all(int fd, const void *buffer, size_t size)

@@ -29,6 +29,9 @@ struct runtime_sysio {
     DIR *(*opendir)(const char *path);
     struct dirent *(*readdir)(DIR *directory);
     int (*closedir)(DIR *directory);
+    void *(*mmap)(void *address, size_t length, int protection, int flags, int fd,
+                  off_t offset);
+    int (*munmap)(void *address, size_t length);
 };
 
 extern struct runtime_sysio runtime_sysio;

@@ -12,7 +12,7 @@ void (*view_cursor_pass_observer)(const struct dataset_file *file, bool begins, 
 static void view_cursor_end_pass_locked(struct dataset_file *file, const char *why)
 {
     uint64_t ended = file->view_pass;
-    uint64_t served = file->tracker.delivered;
+    uint64_t served = file->shared->tracker.delivered;
     if (view_cursor_pass_observer != NULL)
         view_cursor_pass_observer(file, false, ended, served, why);
     dataset_view_end_pass(file);
@@ -22,12 +22,12 @@ static void view_cursor_end_pass_locked(struct dataset_file *file, const char *w
               (unsigned long long)file->view_pass,
               (unsigned long long)file->view_start_index,
               (unsigned long long)file->view_length,
-              file->tracker.skipped ? " (skipped: replay)" : "");
+              file->shared->tracker.skipped ? " (skipped: replay)" : "");
 }
 
 void view_cursor_open(struct view_cursor *cursor, struct dataset_file *file)
 {
-    pthread_mutex_lock(&file->lock);
+    dataset_file_lock(file);
     if (dataset_view_covered(file))
         view_cursor_end_pass_locked(file, "reopened");
     cursor->file = file;
@@ -36,7 +36,7 @@ void view_cursor_open(struct view_cursor *cursor, struct dataset_file *file)
     cursor->at_end = false;
     cursor->repositioned = false;
     cursor->references = 1;
-    pthread_mutex_unlock(&file->lock);
+    dataset_file_unlock(file);
 }
 
 /* A cursor whose pass is over may join the current one only from the header,
@@ -127,17 +127,17 @@ static bool view_cursor_moves_back_over_header(const struct dataset_file *file,
 
 ssize_t view_cursor_read(struct view_cursor *cursor, void *buffer, size_t size)
 {
-    pthread_mutex_lock(&cursor->file->lock);
+    dataset_file_lock(cursor->file);
     ssize_t copied = view_cursor_read_locked(cursor, buffer, size, true);
-    pthread_mutex_unlock(&cursor->file->lock);
+    dataset_file_unlock(cursor->file);
     return copied;
 }
 
 ssize_t view_cursor_fetch(struct view_cursor *cursor, void *buffer, size_t size)
 {
-    pthread_mutex_lock(&cursor->file->lock);
+    dataset_file_lock(cursor->file);
     ssize_t copied = view_cursor_read_locked(cursor, buffer, size, false);
-    pthread_mutex_unlock(&cursor->file->lock);
+    dataset_file_unlock(cursor->file);
     return copied;
 }
 
@@ -145,10 +145,10 @@ void view_cursor_deliver(struct view_cursor *cursor, uint64_t pass, uint64_t off
                          uint64_t count)
 {
     struct dataset_file *file = cursor->file;
-    pthread_mutex_lock(&file->lock);
+    dataset_file_lock(file);
     if (pass == file->view_pass)
         view_cursor_deliver_locked(file, offset, count);
-    pthread_mutex_unlock(&file->lock);
+    dataset_file_unlock(file);
 }
 
 /* readv(2) as one read of the vectors' total size: the limit applies to the
@@ -156,9 +156,9 @@ void view_cursor_deliver(struct view_cursor *cursor, uint64_t pass, uint64_t off
 ssize_t view_cursor_readv(struct view_cursor *cursor, const struct iovec *vector, int count)
 {
     struct dataset_file *file = cursor->file;
-    pthread_mutex_lock(&file->lock);
+    dataset_file_lock(file);
     if (!view_cursor_is_current_locked(cursor)) {
-        pthread_mutex_unlock(&file->lock);
+        dataset_file_unlock(file);
         return 0;
     }
     size_t requested = 0;
@@ -181,7 +181,7 @@ ssize_t view_cursor_readv(struct view_cursor *cursor, const struct iovec *vector
         view_cursor_end_pass_locked(file, "read to the end");
         cursor->at_end = true;
     }
-    pthread_mutex_unlock(&file->lock);
+    dataset_file_unlock(file);
     return (ssize_t)total;
 }
 
@@ -189,10 +189,10 @@ ssize_t view_cursor_pread(struct view_cursor *cursor, void *buffer, size_t size,
                           uint64_t offset)
 {
     struct dataset_file *file = cursor->file;
-    pthread_mutex_lock(&file->lock);
+    dataset_file_lock(file);
     size_t copied = dataset_view_copy(file, offset, buffer, size);
     view_cursor_deliver_locked(file, offset, copied);
-    pthread_mutex_unlock(&file->lock);
+    dataset_file_unlock(file);
     return (ssize_t)copied;
 }
 
@@ -201,7 +201,7 @@ ssize_t view_cursor_preadv(struct view_cursor *cursor, const struct iovec *vecto
 {
     struct dataset_file *file = cursor->file;
     size_t total = 0;
-    pthread_mutex_lock(&file->lock);
+    dataset_file_lock(file);
     for (int i = 0; i < count; i++) {
         size_t copied = dataset_view_copy(file, offset + total, vector[i].iov_base,
                                           vector[i].iov_len);
@@ -210,14 +210,14 @@ ssize_t view_cursor_preadv(struct view_cursor *cursor, const struct iovec *vecto
         if (copied < vector[i].iov_len)
             break;
     }
-    pthread_mutex_unlock(&file->lock);
+    dataset_file_unlock(file);
     return (ssize_t)total;
 }
 
 off_t view_cursor_seek(struct view_cursor *cursor, off_t offset, int whence)
 {
     struct dataset_file *file = cursor->file;
-    pthread_mutex_lock(&file->lock);
+    dataset_file_lock(file);
     int64_t base;
     switch (whence) {
     case SEEK_SET:
@@ -226,7 +226,7 @@ off_t view_cursor_seek(struct view_cursor *cursor, off_t offset, int whence)
     case SEEK_CUR:
         base = (int64_t)cursor->offset;
         if (offset == 0) {      /* a query: moves nothing, ends nothing */
-            pthread_mutex_unlock(&file->lock);
+            dataset_file_unlock(file);
             return (off_t)cursor->offset;
         }
         break;
@@ -236,7 +236,7 @@ off_t view_cursor_seek(struct view_cursor *cursor, off_t offset, int whence)
     case SEEK_DATA:
     case SEEK_HOLE:
         if (offset < 0 || (uint64_t)offset >= file->view_size) {
-            pthread_mutex_unlock(&file->lock);
+            dataset_file_unlock(file);
             errno = ENXIO;
             return -1;
         }
@@ -245,12 +245,12 @@ off_t view_cursor_seek(struct view_cursor *cursor, off_t offset, int whence)
             offset = (off_t)file->view_size;
         break;
     default:
-        pthread_mutex_unlock(&file->lock);
+        dataset_file_unlock(file);
         errno = EINVAL;
         return -1;
     }
     if ((offset > 0 && base > INT64_MAX - offset) || base + offset < 0) {
-        pthread_mutex_unlock(&file->lock);
+        dataset_file_unlock(file);
         errno = offset > 0 ? EOVERFLOW : EINVAL;
         return -1;
     }
@@ -263,29 +263,29 @@ off_t view_cursor_seek(struct view_cursor *cursor, off_t offset, int whence)
     cursor->at_end = false;
     cursor->repositioned = true;
     cursor->offset = target;
-    pthread_mutex_unlock(&file->lock);
+    dataset_file_unlock(file);
     return (off_t)target;
 }
 
 uint64_t view_cursor_size(struct view_cursor *cursor)
 {
     struct dataset_file *file = cursor->file;
-    pthread_mutex_lock(&file->lock);
+    dataset_file_lock(file);
     uint64_t size = file->view_size;
-    pthread_mutex_unlock(&file->lock);
+    dataset_file_unlock(file);
     return size;
 }
 
 off_t view_cursor_move(struct view_cursor *cursor, off_t offset, int whence)
 {
     struct dataset_file *file = cursor->file;
-    pthread_mutex_lock(&file->lock);
+    dataset_file_lock(file);
     int64_t base = whence == SEEK_SET   ? 0
                    : whence == SEEK_CUR ? (int64_t)cursor->offset
                    : whence == SEEK_END ? (int64_t)file->view_size
                                         : -1;
     if (base < 0 || (offset > 0 && base > INT64_MAX - offset) || base + offset < 0) {
-        pthread_mutex_unlock(&file->lock);
+        dataset_file_unlock(file);
         errno = base >= 0 && offset > 0 ? EOVERFLOW : EINVAL;
         return -1;
     }
@@ -295,20 +295,20 @@ off_t view_cursor_move(struct view_cursor *cursor, off_t offset, int whence)
         cursor->repositioned = true;
     }
     cursor->offset = (uint64_t)(base + offset);
-    pthread_mutex_unlock(&file->lock);
+    dataset_file_unlock(file);
     return (off_t)cursor->offset;
 }
 
 bool view_cursor_reposition_rule(struct view_cursor *cursor, uint64_t from, uint64_t to)
 {
     struct dataset_file *file = cursor->file;
-    pthread_mutex_lock(&file->lock);
+    dataset_file_lock(file);
     bool stale = cursor->pass != file->view_pass;
     if (!stale && view_cursor_moves_back_over_header(file, from, to) &&
         dataset_view_covered(file)) {
         view_cursor_end_pass_locked(file, "rewound");
         stale = true;
     }
-    pthread_mutex_unlock(&file->lock);
+    dataset_file_unlock(file);
     return stale;
 }

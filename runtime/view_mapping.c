@@ -89,10 +89,10 @@ void view_mapping_plan_for_file(struct dataset_file *file,
                                 const struct view_mapping_request *request,
                                 uint64_t page_size, struct view_mapping_plan *plan)
 {
-    pthread_mutex_lock(&file->lock);
+    dataset_file_lock(file);
     bool view_is_file = view_mapping_view_is_file(file);
     uint64_t view_size = file->view_size;
-    pthread_mutex_unlock(&file->lock);
+    dataset_file_unlock(file);
     view_mapping_plan_request(request, view_is_file, view_size, page_size, plan);
 }
 
@@ -113,15 +113,15 @@ void view_mapping_note_mapped_locked(struct dataset_file *file)
 
 void view_mapping_note_mapped(struct dataset_file *file)
 {
-    pthread_mutex_lock(&file->lock);
+    dataset_file_lock(file);
     view_mapping_note_mapped_locked(file);
-    pthread_mutex_unlock(&file->lock);
+    dataset_file_unlock(file);
 }
 
 uint64_t view_mapping_fill(struct dataset_file *file, uint64_t offset, void *destination,
                            uint64_t capacity, uint64_t *pass)
 {
-    pthread_mutex_lock(&file->lock);
+    dataset_file_lock(file);
     uint64_t copied = 0;
     unsigned char *out = destination;
     /* dataset_view_copy takes a size_t; copy in bounded pieces so that no
@@ -137,7 +137,7 @@ uint64_t view_mapping_fill(struct dataset_file *file, uint64_t offset, void *des
     }
     view_mapping_note_mapped_locked(file);
     *pass = file->view_pass;
-    pthread_mutex_unlock(&file->lock);
+    dataset_file_unlock(file);
     return copied;
 }
 

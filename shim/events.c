@@ -42,7 +42,7 @@ static void shim_events_pass_observer(const struct dataset_file *file, bool begi
     json_line_add_uint(&line, "replicas", file->replicas);
     json_line_add_uint(&line, "rank", file->rank);
     /* a pass replay skips is header-only: its lengths are not the epoch's */
-    json_line_add_bool(&line, "skipped", file->tracker.skipped);
+    json_line_add_bool(&line, "skipped", file->shared->tracker.skipped);
     if (!begins)
         json_line_add_uint(&line, "consumed", records_consumed);
     json_line_add_string(&line, "why", why);

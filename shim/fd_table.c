@@ -135,9 +135,9 @@ void shim_relocate_internal_fd(int fd, int above)
     /* Only above the range: a reopen could land inside it again.  When
      * nothing above is free, the file copies from its mapping from now on. */
     int moved = above >= 0 ? REAL(fcntl)(fd, F_DUPFD_CLOEXEC, above + 1) : -1;
-    pthread_mutex_lock(&file->lock);
+    dataset_file_lock(file);
     file->source_fd = moved;   /* -1: copies fall back to the mapping */
-    pthread_mutex_unlock(&file->lock);
+    dataset_file_unlock(file);
     if (moved >= 0) {
         struct fd_slot *relocated = fd_slot_new_internal(file);
         if (relocated == NULL || fd_table_install(moved, relocated) != 0)

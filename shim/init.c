@@ -73,6 +73,8 @@ static void shim_install_runtime_sysio(void)
     runtime_sysio.opendir = REAL(opendir);
     runtime_sysio.readdir = REAL(readdir);
     runtime_sysio.closedir = REAL(closedir);
+    runtime_sysio.mmap = REAL(mmap);
+    runtime_sysio.munmap = REAL(munmap);
 }
 
 static bool shim_target_matches(const char *target)

@@ -79,10 +79,10 @@ SHIM_EXPORT void closefrom(int lowest)
             continue;
         struct fd_slot *slot = fd_table_remove((int)fd);
         if (slot != NULL && slot->kind == FD_SLOT_INTERNAL) {
-            pthread_mutex_lock(&slot->file->lock);
+            dataset_file_lock(slot->file);
             if (slot->file->source_fd == (int)fd)
                 slot->file->source_fd = -1;
-            pthread_mutex_unlock(&slot->file->lock);
+            dataset_file_unlock(slot->file);
         }
         fd_slot_release(slot);
     }

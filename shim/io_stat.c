@@ -19,9 +19,9 @@ static inline struct fd_slot *shim_stat_view_slot(int fd)
  * buffer from st_blksize then read one record at a time (SPEC §3). */
 static void shim_stat_set_view(struct stat *status, struct dataset_file *file)
 {
-    pthread_mutex_lock(&file->lock);
+    dataset_file_lock(file);
     uint64_t size = file->view_size;
-    pthread_mutex_unlock(&file->lock);
+    dataset_file_unlock(file);
     status->st_size = (off_t)size;
     status->st_blocks = (blkcnt_t)((size + 511) / 512);
     uint64_t block_size = dataset_view_block_size(file);
@@ -171,9 +171,9 @@ SHIM_EXPORT int statx(int dirfd, const char *path, int flags, unsigned int mask,
         struct dataset_file *file = shim_dataset_for_path(dirfd, path, &matched);
         if (file == NULL)
             return result;
-        pthread_mutex_lock(&file->lock);
+        dataset_file_lock(file);
         size = file->view_size;
-        pthread_mutex_unlock(&file->lock);
+        dataset_file_unlock(file);
     }
     status->stx_size = size;
     status->stx_blocks = (size + 511) / 512;

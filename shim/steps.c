@@ -104,7 +104,7 @@ uint64_t shim_steps_train_records_consumed(void)
     pthread_mutex_lock(&shim_session.registry.lock);
     for (struct dataset_file *file = shim_session.registry.files; file; file = file->next)
         if (file->entry->role == DATA_ROLE_TRAIN)
-            total += file->tracker.records_served;
+            total += file->shared->tracker.records_served;
     pthread_mutex_unlock(&shim_session.registry.lock);
     return total;
 }
@@ -365,8 +365,8 @@ static void shim_log_summary(const char *why)
     uint64_t records = 0, passes = 0;
     pthread_mutex_lock(&shim_session.registry.lock);
     for (struct dataset_file *file = shim_session.registry.files; file; file = file->next) {
-        records += file->tracker.records_served;
-        passes += file->tracker.passes_completed;
+        records += file->shared->tracker.records_served;
+        passes += file->shared->tracker.passes_completed;
     }
     pthread_mutex_unlock(&shim_session.registry.lock);
     const struct step_profile *profiles = shim_job_record.profiles;

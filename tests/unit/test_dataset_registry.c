@@ -330,7 +330,7 @@ Test(dataset_registry, pending_positions_apply_when_the_file_is_registered)
         dr_add_ok(&registry, &train, "/mnt/other/place/train.bin", bytes, size, 3, 2, 1);
     cr_expect(registry.pending[0].applied);
     cr_expect_eq(file->view_length, 0, "replay: pass 0 is skipped");
-    cr_expect(file->tracker.skipped);
+    cr_expect(file->shared->tracker.skipped);
     cr_assert_eq(dataset_view_end_pass(file), 0);
     cr_expect_eq(file->view_pass, 1);
     cr_expect_eq(file->view_start_index, 7);

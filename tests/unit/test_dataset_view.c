@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "dataset_view.h"
 #include "permutation.h"
@@ -474,21 +476,21 @@ Test(dataset_view, a_record_is_delivered_with_its_last_byte_in_any_order)
     struct dataset_file file;
     dv_init(&file, &entry, bytes, size, 2, 1);
     dataset_view_note_read(&file, 0, 6);             /* the header */
-    cr_expect_eq(file.tracker.delivered, 0);
+    cr_expect_eq(file.shared->tracker.delivered, 0);
     cr_expect_not(dataset_view_started(&file));
     dataset_view_note_read(&file, 6, 15);            /* 1.5 records */
-    cr_expect_eq(file.tracker.delivered, 1);
+    cr_expect_eq(file.shared->tracker.delivered, 1);
     cr_expect(dataset_view_started(&file));
     dataset_view_note_read(&file, 56, 10);           /* record 5, out of order */
-    cr_expect_eq(file.delivery.delivered, 2);
-    cr_expect_eq(file.tracker.delivered, 1, "progress is the delivered prefix");
+    cr_expect_eq(file.shared->delivery.delivered, 2);
+    cr_expect_eq(file.shared->tracker.delivered, 1, "progress is the delivered prefix");
     dataset_view_note_read(&file, 16, 20);           /* records 1 and 2 */
-    cr_expect_eq(file.tracker.delivered, 3);
+    cr_expect_eq(file.shared->tracker.delivered, 3);
     dataset_view_note_read(&file, 36, 0);
     dataset_view_note_read(&file, 36, 20);           /* 3 and 4: the prefix joins 5 */
-    cr_expect_eq(file.tracker.delivered, 6);
+    cr_expect_eq(file.shared->tracker.delivered, 6);
     uint64_t pass, index;
-    pass_tracker_position(&file.tracker, 0, &pass, &index, &(uint64_t){0});
+    pass_tracker_position(&file.shared->tracker, 0, &pass, &index, &(uint64_t){0});
     cr_expect_eq(index, 12, "s + K * P");
     cr_expect_not(dataset_view_covered(&file));
     dataset_view_note_read(&file, 66, 40);
@@ -496,8 +498,8 @@ Test(dataset_view, a_record_is_delivered_with_its_last_byte_in_any_order)
     cr_expect(dataset_view_read_repeats_covered_pass(&file, 16, 10));
     cr_expect_not(dataset_view_read_repeats_covered_pass(&file, 0, 6), "the header is no record");
     cr_assert_eq(dataset_view_end_pass(&file), 0);
-    cr_expect_eq(file.delivery.delivered, 0);
-    cr_expect_eq(file.tracker.delivered, 0);
+    cr_expect_eq(file.shared->delivery.delivered, 0);
+    cr_expect_eq(file.shared->tracker.delivered, 0);
     cr_expect_not(dataset_view_covered(&file));
     dataset_file_release(&file);
     free(bytes);
@@ -711,9 +713,9 @@ Test(dataset_view, lines_records_before_counts_whole_lines)
     cr_expect_eq(dataset_view_records_before(&file, 100), 3);
     /* a read across the line boundary counts the completed line only */
     dataset_view_note_read(&file, 0, 4);
-    cr_expect_eq(file.tracker.delivered, 1);
+    cr_expect_eq(file.shared->tracker.delivered, 1);
     dataset_view_note_read(&file, 4, 5);
-    cr_expect_eq(file.tracker.delivered, 3);
+    cr_expect_eq(file.shared->tracker.delivered, 3);
     dataset_file_release(&file);
 }
 
@@ -961,5 +963,53 @@ Test(dataset_view, a_pass_shorter_than_the_file_is_a_prefix_of_its_order)
     }
     dataset_file_release(&file);
     pass_tracker_length_planner = NULL;
+    free(bytes);
+}
+
+/* A forked child (a DataLoader worker) delivers into its parent's pass, and
+ * a pass it ends is the parent's next view (SPEC §3). */
+Test(dataset_view, forked_children_deliver_into_the_parent_s_pass)
+{
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(6, 10, 20, 0, &size);
+    struct data_entry entry = dv_entry(6, 10, true, true);
+    struct dataset_file file;
+    dv_init(&file, &entry, bytes, size, 1, 0);
+    for (int worker = 0; worker < 2; worker++) {
+        pid_t child = fork();
+        cr_assert_geq(child, 0);
+        if (child == 0) {
+            /* worker k delivers records k, k + 2, ...: the parent's pass
+             * sees them all only if both deliver into it */
+            dataset_file_lock(&file);
+            for (uint64_t j = (uint64_t)worker; j < 20; j += 2)
+                dataset_view_note_read(&file, 6 + j * 10, 10);
+            if (worker == 1)
+                dataset_view_end_pass(&file);
+            dataset_file_unlock(&file);
+            _exit(0);
+        }
+        int status;
+        cr_assert_eq(waitpid(child, &status, 0), child);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        dataset_file_lock(&file);
+        if (worker == 0) {
+            cr_expect_eq(file.shared->delivery.delivered, 10, "the first worker's records");
+            cr_expect_eq(file.shared->tracker.delivered, 1, "prefix: record 0 only");
+        }
+        dataset_file_unlock(&file);
+    }
+    dataset_file_lock(&file);
+    cr_expect_eq(file.shared->tracker.passes_completed, 1);
+    cr_expect_eq(file.view_pass, 1, "the parent's view follows the pass a worker ended");
+    unsigned char expected[10], got[10];
+    struct record_permutation next;
+    record_permutation_init(&next, 20, true, file.seed, file.basename, 1, 0);
+    uint64_t first = record_permutation_apply(&next, 0);
+    memcpy(expected, bytes + 6 + first * 10, 10);
+    cr_assert_eq(dataset_view_copy(&file, 6, got, 10), 10);
+    cr_expect_eq(memcmp(got, expected, 10), 0, "and shows pass 1's first record");
+    dataset_file_unlock(&file);
+    dataset_file_release(&file);
     free(bytes);
 }

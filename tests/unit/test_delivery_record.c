@@ -2,28 +2,38 @@
  * progress, coverage, and the bits a reader out of order costs. */
 #include <criterion/criterion.h>
 
+#include <string.h>
+
 #include "delivery_record.h"
+
+static uint64_t storage[4];
+
+static void record_start(struct delivery_record *record, uint64_t length)
+{
+    memset(storage, 0, sizeof storage);
+    delivery_record_init(record, storage, 64 * 4);
+    delivery_record_reset(record, length);
+}
 
 Test(delivery_record, in_order_deliveries_need_no_bits)
 {
-    struct delivery_record record = {0};
-    delivery_record_reset(&record, 10);
+    struct delivery_record record;
+    record_start(&record, 10);
     cr_expect_eq(delivery_record_mark(&record, 0, 3), 3);
     cr_expect_eq(delivery_record_mark(&record, 2, 6), 3, "overlap counts once");
     cr_expect_eq(record.prefix, 6);
-    cr_expect_null(record.bits);
+    cr_expect_not(record.bits_in_use);
     cr_expect_eq(delivery_record_mark(&record, 6, 99), 4, "clamped to the view");
     cr_expect(delivery_record_covered(&record));
-    delivery_record_release(&record);
 }
 
 Test(delivery_record, out_of_order_deliveries_join_the_prefix_when_the_gap_fills)
 {
-    struct delivery_record record = {0};
-    delivery_record_reset(&record, 200);
+    struct delivery_record record;
+    record_start(&record, 200);
     cr_expect_eq(delivery_record_mark(&record, 100, 101), 1);
     cr_expect_eq(record.prefix, 0, "progress stops at the first undelivered record");
-    cr_expect_not_null(record.bits);
+    cr_expect(record.bits_in_use);
     cr_expect(delivery_record_any_delivered(&record, 90, 101));
     cr_expect_not(delivery_record_any_delivered(&record, 0, 100));
     cr_expect_eq(delivery_record_mark(&record, 0, 100), 100);
@@ -38,17 +48,31 @@ Test(delivery_record, out_of_order_deliveries_join_the_prefix_when_the_gap_fills
     cr_expect(delivery_record_covered(&record));
     cr_expect_eq(record.prefix, 200);
     delivery_record_reset(&record, 5);
-    cr_expect_null(record.bits, "a new pass starts in order");
+    cr_expect_not(record.bits_in_use, "a new pass starts in order");
+    cr_expect_eq(storage[0] | storage[1] | storage[2] | storage[3], 0, "and clean bits");
     cr_expect_eq(record.delivered, 0);
-    delivery_record_release(&record);
+    cr_expect_eq(delivery_record_mark(&record, 3, 4), 1);
+    cr_expect_eq(delivery_record_mark(&record, 0, 3), 3);
+    cr_expect_eq(record.prefix, 4);
+    cr_expect_not(delivery_record_covered(&record));
+    cr_expect_eq(delivery_record_mark(&record, 4, 5), 1);
+    cr_expect(delivery_record_covered(&record));
 }
 
 Test(delivery_record, an_empty_view_is_never_covered)
 {
-    struct delivery_record record = {0};
-    delivery_record_reset(&record, 0);
+    struct delivery_record record;
+    record_start(&record, 0);
     cr_expect_eq(delivery_record_mark(&record, 0, 1), 0);
     cr_expect_not(delivery_record_covered(&record));
     cr_expect_not(delivery_record_any_delivered(&record, 0, 1));
-    delivery_record_release(&record);
+}
+
+Test(delivery_record, a_view_longer_than_its_storage_keeps_the_prefix_only)
+{
+    struct delivery_record record;
+    record_start(&record, 1000);
+    cr_expect_eq(delivery_record_mark(&record, 500, 501), 0, "not remembered");
+    cr_expect_eq(delivery_record_mark(&record, 0, 10), 10);
+    cr_expect_eq(record.prefix, 10, "progress never counts what it cannot remember");
 }

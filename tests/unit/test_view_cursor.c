@@ -105,8 +105,8 @@ Test(view_cursor, read_to_the_end_then_zero_ends_the_pass)
     cr_assert_eq(vc_read_to_end(&cursor, 7, view, sizeof view), sizeof view);
     cr_expect_eq(memcmp(view, data.bytes, sizeof view), 0, "unshuffled K=1 view is the file");
     cr_expect_eq(data.file.view_pass, 1);
-    cr_expect_eq(data.file.tracker.passes_completed, 1);
-    cr_expect_eq(data.file.tracker.records_served, VC_COUNT);
+    cr_expect_eq(data.file.shared->tracker.passes_completed, 1);
+    cr_expect_eq(data.file.shared->tracker.records_served, VC_COUNT);
     cr_expect_not(dataset_view_started(&data.file), "the next pass has not begun");
     cr_expect_eq(cursor.offset, sizeof view);
     vc_teardown(&data);
@@ -121,7 +121,7 @@ Test(view_cursor, the_last_record_read_does_not_end_the_pass_by_itself)
     vc_read_exactly(&cursor, VC_HEADER + VC_RECORD * VC_COUNT);
     cr_expect_eq(data.file.view_pass, 0, "only a read returning 0 ends it");
     uint64_t pass, index;
-    pass_tracker_position(&data.file.tracker, 0, &pass, &index, &(uint64_t){0});
+    pass_tracker_position(&data.file.shared->tracker, 0, &pass, &index, &(uint64_t){0});
     cr_expect_eq(pass, 0);
     cr_expect_eq(index, VC_COUNT, "all delivered: current_index N");
     vc_teardown(&data);
@@ -141,7 +141,7 @@ Test(view_cursor, a_second_read_at_eof_does_not_end_another_pass)
     struct iovec vector = {buffer, sizeof buffer};
     cr_expect_eq(view_cursor_readv(&cursor, &vector, 1), 0);
     cr_expect_eq(data.file.view_pass, 1);
-    cr_expect_eq(data.file.tracker.passes_completed, 1);
+    cr_expect_eq(data.file.shared->tracker.passes_completed, 1);
     vc_teardown(&data);
 }
 
@@ -330,7 +330,7 @@ Test(view_cursor, pread_from_the_start_counts_records_in_order)
     for (uint64_t j = 0; j < 3; j++)
         cr_assert_eq(view_cursor_pread(&cursor, buffer, VC_RECORD, VC_HEADER + j * VC_RECORD),
                      VC_RECORD);
-    cr_expect_eq(data.file.tracker.delivered, 3);
+    cr_expect_eq(data.file.shared->tracker.delivered, 3);
     cr_expect_eq(cursor.offset, 0);
     vc_teardown(&data);
 }
@@ -418,7 +418,7 @@ Test(view_cursor, readv_is_read)
         cr_expect_eq(got_readv, got_read, "round %d", round);
         cr_expect_eq(memcmp(via_read, via_readv, (size_t)got_read), 0);
         cr_expect_eq(by_read.offset, by_readv.offset);
-        cr_expect_eq(a.file.tracker.delivered, b.file.tracker.delivered);
+        cr_expect_eq(a.file.shared->tracker.delivered, b.file.shared->tracker.delivered);
     }
     /* both are at the end of the 36-byte view now; a 0 ends the pass */
     unsigned char buffer[8];
@@ -464,11 +464,11 @@ Test(view_cursor, cursors_on_one_file_share_the_pass)
     view_cursor_open(&probe, &data.file);
     vc_read_exactly(&loader, VC_HEADER + 3 * VC_RECORD);
     uint64_t pass, index;
-    pass_tracker_position(&data.file.tracker, 0, &pass, &index, &(uint64_t){0});
+    pass_tracker_position(&data.file.shared->tracker, 0, &pass, &index, &(uint64_t){0});
     cr_expect_eq(index, 3);
     /* the probe rereads from the start: not in order, no extra progress */
     vc_read_exactly(&probe, VC_HEADER + VC_RECORD);
-    pass_tracker_position(&data.file.tracker, 0, &pass, &index, &(uint64_t){0});
+    pass_tracker_position(&data.file.shared->tracker, 0, &pass, &index, &(uint64_t){0});
     cr_expect_eq(index, 3);
     /* the loader finishes the pass; the probe, mid-way, sees its end too */
     vc_read_to_end(&loader, 32, NULL, 0);
@@ -640,6 +640,6 @@ Test(view_cursor, a_read_that_repeats_a_covered_pass_reads_the_next_one)
     cr_assert_eq(dataset_view_copy(&data.file, VC_HEADER + 3 * VC_RECORD, expected,
                                    sizeof expected), sizeof expected);
     cr_expect_eq(memcmp(got, expected, sizeof got), 0, "and shows the next pass's record");
-    cr_expect_eq(data.file.delivery.delivered, 1);
+    cr_expect_eq(data.file.shared->delivery.delivered, 1);
     vc_teardown(&data);
 }

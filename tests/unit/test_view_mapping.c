@@ -256,7 +256,7 @@ Test(view_mapping, a_mapping_begins_its_pass_and_delivers_nothing)
     uint64_t pass;
     view_mapping_fill(&data.file, 0, page, sizeof page, &pass);
     cr_expect(dataset_view_started(&data.file), "begun: a reopen ends it");
-    cr_expect_eq(data.file.tracker.delivered, 0, "no record counts as delivered");
+    cr_expect_eq(data.file.shared->tracker.delivered, 0, "no record counts as delivered");
     /* a reopen (view_cursor_open) after the mapping ends the pass: the next
      * mapping shows pass 1 */
     struct view_cursor cursor;
@@ -272,7 +272,7 @@ Test(view_mapping, mapping_a_transparent_view_begins_its_pass_too)
     vm_setup(&data, false, false, 1, 0);
     view_mapping_note_mapped(&data.file);
     cr_expect(dataset_view_started(&data.file));
-    cr_expect_eq(data.file.tracker.delivered, 0);
+    cr_expect_eq(data.file.shared->tracker.delivered, 0);
     vm_teardown(&data);
 }
 
