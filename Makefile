@@ -30,6 +30,8 @@ SHIM_SRC    := $(sort $(wildcard shim/*.c))
 HOOKS_SRC   := $(filter-out hooks/adaptdl_inspect.c,$(sort $(wildcard hooks/*.c)))
 UNIT_SRC    := $(sort $(wildcard tests/unit/*.c))
 TRAINER_SRC := $(sort $(wildcard tests/trainers/*.c))
+TRAINER_CXX_SRC := $(sort $(wildcard tests/trainers/*.cpp))
+TRAINER_PY_SRC  := $(sort $(wildcard tests/trainers/*.py))
 TOOL_SRC    := $(sort $(wildcard tests/tools/*.c))
 BENCH_SRC   := $(sort $(wildcard tests/bench/*.c))
 
@@ -48,7 +50,9 @@ UNIT      := $(BUILD)/tests/unit_tests
 UNIT_ASAN := $(BUILD)/tests/unit_tests_asan
 INSPECT   := $(BUILD)/adaptdl-inspect
 WRAP      := $(BUILD)/adaptdl-wrap
-TRAINERS  := $(patsubst tests/trainers/%.c,$(BUILD)/trainers/%,$(TRAINER_SRC))
+TRAINERS  := $(patsubst tests/trainers/%.c,$(BUILD)/trainers/%,$(TRAINER_SRC)) \
+             $(patsubst tests/trainers/%.cpp,$(BUILD)/trainers/%,$(TRAINER_CXX_SRC)) \
+             $(patsubst tests/trainers/%.py,$(BUILD)/trainers/%.py,$(TRAINER_PY_SRC))
 TOOLS     := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRC)) $(BUILD)/tools/static_pie_probe
 BENCHES   := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -129,6 +133,17 @@ $(BUILD)/trainers/%: tests/trainers/%.c
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror $(if $(findstring mpi,$*),$(MPI_CFLAGS)) \
 	    -o $@ $< $(if $(findstring mpi,$*),$(MPI_LIBS)) -lm
 
+# C++ example trainers, as plain as the C ones.
+CXX ?= g++
+$(BUILD)/trainers/%: tests/trainers/%.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -O2 -g -Wall -Wextra -Werror -o $@ $<
+
+# Python example trainers run from the build folder, beside the compiled ones.
+$(BUILD)/trainers/%.py: tests/trainers/%.py
+	@mkdir -p $(dir $@)
+	cp $< $@
+
 $(BUILD)/tools/%: tests/tools/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -o $@ $< -lm
@@ -182,7 +197,7 @@ INTEGRATION_SRC := $(sort $(wildcard tests/integration/*.c))
 INTEGRATION := $(BUILD)/tests/integration_tests
 # The integration tests link the runtime archive only to recompute logged
 # decisions from their inputs; everything else they do goes through processes.
-$(INTEGRATION): $(INTEGRATION_SRC) tests/integration/harness.h $(ARCHIVE)
+$(INTEGRATION): $(INTEGRATION_SRC) $(wildcard tests/integration/*.h) $(ARCHIVE)
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE $(CRITERION_CFLAGS) \
 	    -Itests/integration -Iruntime -o $@ $(INTEGRATION_SRC) $(ARCHIVE) $(CRITERION_LIBS) \
