@@ -30,6 +30,8 @@ SHIM_SRC    := $(sort $(wildcard shim/*.c))
 HOOKS_SRC   := $(filter-out hooks/adaptdl_inspect.c,$(sort $(wildcard hooks/*.c)))
 UNIT_SRC    := $(sort $(wildcard tests/unit/*.c))
 TRAINER_SRC := $(sort $(wildcard tests/trainers/*.c))
+TRAINER_CXX_SRC := $(sort $(wildcard tests/trainers/*.cpp))
+TRAINER_PY_SRC  := $(sort $(wildcard tests/trainers/*.py))
 TOOL_SRC    := $(sort $(wildcard tests/tools/*.c))
 BENCH_SRC   := $(sort $(wildcard tests/bench/*.c))
 
@@ -48,10 +50,9 @@ UNIT      := $(BUILD)/tests/unit_tests
 UNIT_ASAN := $(BUILD)/tests/unit_tests_asan
 INSPECT   := $(BUILD)/adaptdl-inspect
 WRAP      := $(BUILD)/adaptdl-wrap
-TRAINERS  := $(patsubst tests/trainers/%.c,$(BUILD)/trainers/%,$(TRAINER_SRC))
-# Python example trainers are copied beside the C ones, so that tests find
-# every trainer in the build tree.
-PY_TRAINERS := $(patsubst tests/trainers/%.py,$(BUILD)/trainers/%.py,$(sort $(wildcard tests/trainers/*.py)))
+TRAINERS  := $(patsubst tests/trainers/%.c,$(BUILD)/trainers/%,$(TRAINER_SRC)) \
+             $(patsubst tests/trainers/%.cpp,$(BUILD)/trainers/%,$(TRAINER_CXX_SRC)) \
+             $(patsubst tests/trainers/%.py,$(BUILD)/trainers/%.py,$(TRAINER_PY_SRC))
 TOOLS     := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRC)) $(BUILD)/tools/static_pie_probe
 BENCHES   := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -62,7 +63,7 @@ ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 .PHONY: all deps check unit unit-asan integration tsan demo bench install clean
-all: $(LIB) $(ARCHIVE) $(INSPECT) $(WRAP) $(TRAINERS) $(PY_TRAINERS) $(TOOLS)
+all: $(LIB) $(ARCHIVE) $(INSPECT) $(WRAP) $(TRAINERS) $(TOOLS)
 
 # The launcher beside the library and the inspector, where it finds them, as
 # after `make install`.
@@ -137,6 +138,12 @@ $(BUILD)/trainers/%: tests/trainers/%.c
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror $(if $(findstring mpi,$*),$(MPI_CFLAGS)) \
 	    -o $@ $< $(if $(findstring mpi,$*),$(MPI_LIBS)) -lm
 
+# C++ example trainers, as plain as the C ones.
+CXX ?= g++
+$(BUILD)/trainers/%: tests/trainers/%.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 -O2 -g -Wall -Wextra -Werror -o $@ $<
+
 $(BUILD)/tools/%: tests/tools/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -o $@ $< -lm
@@ -190,7 +197,7 @@ INTEGRATION_SRC := $(sort $(wildcard tests/integration/*.c))
 INTEGRATION := $(BUILD)/tests/integration_tests
 # The integration tests link the runtime archive only to recompute logged
 # decisions from their inputs; everything else they do goes through processes.
-$(INTEGRATION): $(INTEGRATION_SRC) tests/integration/harness.h $(ARCHIVE)
+$(INTEGRATION): $(INTEGRATION_SRC) $(wildcard tests/integration/*.h) $(ARCHIVE)
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE $(CRITERION_CFLAGS) \
 	    -Itests/integration -Iruntime -o $@ $(INTEGRATION_SRC) $(ARCHIVE) $(CRITERION_LIBS) \

@@ -90,4 +90,34 @@ uint64_t harness_fnv1a(const void *data, size_t size);
 /* How many times needle occurs in text, without overlaps. */
 size_t harness_count_occurrences(const char *text, const char *needle);
 
+/* Loader-style trainers (harness_records.c).  Their stdout is a record
+ * stream: "epoch E record ID" per consumed record, "checkpoint step S" just
+ * before each checkpoint commit, and first "resumed at step S ..." or
+ * "starting fresh"; other lines are ignored. */
+
+/* An llm.c-format token file of `records` records of `tokens_per_record`
+ * tokens (tests/tools/gen_tokens). */
+void harness_generate_tokens(const char *path, uint64_t records, unsigned tokens_per_record,
+                             uint64_t seed);
+/* Parses a record stream into RECORD (value = id) and CHECKPOINT (value =
+ * step) events. */
+int harness_read_record_stream(const char *path, struct id_log *log);
+/* Adds to counts[epoch * records + id] every record logged before the
+ * checkpoint line of step `step` (none if there is no such line);
+ * UINT64_MAX counts every record. */
+void record_stream_count_until(const struct id_log *log, uint64_t step, unsigned *counts,
+                               uint64_t records, uint64_t epochs);
+/* Where a run started: true with *step = S for "resumed at step S", with 0
+ * for "starting fresh"; false if it printed neither (killed first). */
+bool harness_resume_point(const char *output_path, uint64_t *step);
+/* Lines of a file that contain `needle`. */
+size_t harness_count_lines_containing(const char *path, const char *needle);
+/* Polls until the file has `lines` lines containing `needle` (true) or the
+ * process has ended or `timeout_seconds` passed (false).  The process is
+ * not reaped. */
+bool harness_wait_for_lines(const char *path, const char *needle, size_t lines, pid_t pid,
+                            double timeout_seconds);
+/* Whether /usr/bin/python3 can import `module`. */
+bool harness_python_has(const char *module);
+
 #endif

@@ -1,0 +1,639 @@
+/* test_real_loaders.c - example trainers that read their data the way real
+ * programs of each ecosystem do: llm.c's C loader (its own batch order by
+ * fseek + fread), C++ std::ifstream, Python text and buffered binary files,
+ * and a PyTorch DataLoader over a map-style Dataset with 0 and 2 workers.
+ * Each is checked for (a) transparency: shard=0:shuffle=0 gives the output
+ * of a run without the library; (b) two replicas see disjoint shares that
+ * cover each epoch; (c) each epoch is a new permutation; (d) killed with
+ * SIGKILL at seeded points and resumed (once with two replicas), every
+ * epoch's records, counted up to the checkpoint each run was resumed from,
+ * are delivered exactly once (up to AdaptDL's padding and the declared
+ * lookahead), or, for loaders that visit records in their own order, never
+ * lost.  Each trainer prints "epoch E record ID" per consumed record (see
+ * harness.h, "Loader-style trainers"). */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define EPOCHS 3
+#define SEED_SETTING "ADAPTDL_SEED=5"
+
+enum data_kind { DATA_RECORDS, DATA_TOKENS, DATA_LINES };
+
+struct loader_case {
+    const char *program;        /* build-relative path */
+    const char *python_module;  /* what /usr/bin/python3 must import; NULL: compiled */
+    enum data_kind kind;
+    unsigned dim;               /* DATA_RECORDS: features per ADSD record */
+    uint64_t records;           /* records (for tokens: batches) per epoch */
+    const char *batch;
+    const char *options[6];     /* trainer-specific, NULL-terminated */
+    unsigned lookahead;         /* records a prefetching loader holds beyond its checkpoint */
+    bool own_order;             /* visits the view in its own order: may repeat after resume */
+    const char *sleep_us;       /* simulated compute per step */
+};
+
+/* llm.c: B=4, T=16, one record = one batch of B*T tokens = 128 bytes. */
+#define LLMC_B 4
+#define LLMC_T 16
+static const struct loader_case llmc_case = {
+    "trainers/llmc_loader", NULL, DATA_TOKENS, 0, 61, "4", {"--seq", "16", NULL}, 0, true, "2000"};
+static const struct loader_case ifstream_case = {
+    "trainers/ifstream_reader", NULL, DATA_RECORDS, 6, 201, "8", {NULL}, 0, false, "2000"};
+static const struct loader_case text_case = {
+    "trainers/text_lines.py", "json", DATA_LINES, 0, 201, "8", {NULL}, 0, false, "2000"};
+static const struct loader_case binary80_case = {
+    "trainers/binary_records.py", "json", DATA_RECORDS, 17, 201, "8", {NULL}, 0, false, "2000"};
+static const struct loader_case binary64_case = {
+    "trainers/binary_records.py", "json", DATA_RECORDS, 13, 201, "8", {NULL}, 0, false, "2000"};
+/* DataLoader with W workers and prefetch factor 2: W*2 batches of 8 in flight. */
+static const struct loader_case torch_w0_case = {
+    "trainers/torch_dataset.py", "torch", DATA_RECORDS, 4, 161, "8",
+    {"--workers", "0", "--shuffle", "0", NULL}, 0, false, "10000"};
+static const struct loader_case torch_w0_shuffled_case = {
+    "trainers/torch_dataset.py", "torch", DATA_RECORDS, 4, 161, "8",
+    {"--workers", "0", "--shuffle", "1", NULL}, 0, true, "10000"};
+static const struct loader_case torch_w2_case = {
+    "trainers/torch_dataset.py", "torch", DATA_RECORDS, 4, 161, "8",
+    {"--workers", "2", "--shuffle", "0", NULL}, 2 * 2 * 8, false, "10000"};
+static const struct loader_case torch_w2_shuffled_case = {
+    "trainers/torch_dataset.py", "torch", DATA_RECORDS, 4, 161, "8",
+    {"--workers", "2", "--shuffle", "1", NULL}, 2 * 2 * 8, true, "10000"};
+
+/* Failed expectations of this test (each test runs in its own process); a
+ * test that has none removes its directory. */
+static unsigned failures;
+#define EXPECT(condition, ...)                  \
+    do {                                        \
+        if (!(condition)) {                     \
+            failures++;                         \
+            cr_expect(false, __VA_ARGS__);      \
+        }                                       \
+    } while (0)
+
+struct loader_job {
+    const struct loader_case *trainer;
+    const char *directory;
+    char *data;
+    char state_setting[600];
+    char save_setting[600];
+};
+
+static void loader_job_init(struct loader_job *job, const struct loader_case *trainer)
+{
+    if (trainer->python_module != NULL && !harness_python_has(trainer->python_module))
+        cr_skip_test("/usr/bin/python3 cannot import %s: %s not run", trainer->python_module,
+                     trainer->program);
+    job->trainer = trainer;
+    job->directory = harness_temp_dir();
+    switch (trainer->kind) {
+    case DATA_RECORDS:
+        job->data = harness_path_in(job->directory, "train.bin");
+        harness_generate_dataset(job->data, trainer->records, trainer->dim, 3);
+        break;
+    case DATA_TOKENS:
+        job->data = harness_path_in(job->directory, "train_tokens.bin");
+        harness_generate_tokens(job->data, trainer->records, LLMC_B * LLMC_T, 3);
+        break;
+    case DATA_LINES:
+        job->data = harness_path_in(job->directory, "train.txt");
+        harness_generate_text(job->data, trainer->records, 3);
+        break;
+    }
+    snprintf(job->state_setting, sizeof job->state_setting, "ADAPTDL_CHECKPOINT_PATH=%s/state",
+             job->directory);
+    snprintf(job->save_setting, sizeof job->save_setting, "ADAPTDL_SAVE=%s/ckpt*",
+             job->directory);
+}
+
+static void loader_job_finish(struct loader_job *job)
+{
+    if (failures == 0)
+        harness_remove_tree(job->directory);
+    else
+        cr_log_warn("outputs left in %s", job->directory);
+    free(job->data);
+    free((char *)job->directory);
+}
+
+/* The ADAPTDL_DATA line each loader style needs (README, "Loader styles"),
+ * plus `extra_keys`. */
+static char *data_setting(const struct loader_job *job, const char *extra_keys)
+{
+    const struct loader_case *trainer = job->trainer;
+    char lookahead[64] = "";
+    if (trainer->lookahead > 0)
+        snprintf(lookahead, sizeof lookahead, ":lookahead=%u", trainer->lookahead);
+    char *setting = NULL;
+    int length = -1;
+    if (trainer->kind == DATA_RECORDS) {
+        unsigned record = 8 + 4 * trainer->dim + 4;
+        length = asprintf(&setting, "ADAPTDL_DATA=%s:record=%u:header=16:count=8,u64le,%u%s%s",
+                          job->data, record, record, lookahead, extra_keys);
+    } else if (trainer->kind == DATA_TOKENS) {
+        /* record = the stride B*T*2; the extra token each batch reads is a
+         * partial read of the next record, which does not deliver it */
+        length = asprintf(&setting, "ADAPTDL_DATA=%s:record=%u:header=1024:count=8,u32le,2%s%s",
+                          job->data, LLMC_B * LLMC_T * 2, lookahead, extra_keys);
+    } else {
+        length = asprintf(&setting, "ADAPTDL_DATA=%s:lines%s%s", job->data, lookahead,
+                          extra_keys);
+    }
+    if (length < 0)
+        abort();
+    return setting;
+}
+
+struct trainer_process {
+    pid_t pid;
+    char *out_path;
+    char *err_path;
+};
+
+/* Starts the trainer as run `name`, with its checkpoint at DIR/`checkpoint`. */
+static void start_trainer(struct trainer_process *process, const struct loader_job *job,
+                          const char *name, const char *checkpoint, const char *sleep_us,
+                          bool preload, char *const environment[])
+{
+    char file[128];
+    snprintf(file, sizeof file, "%s.out", name);
+    process->out_path = harness_path_in(job->directory, file);
+    snprintf(file, sizeof file, "%s.err", name);
+    process->err_path = harness_path_in(job->directory, file);
+    char *checkpoint_path = harness_path_in(job->directory, checkpoint);
+    char *program = strdup(harness_build_path(job->trainer->program));
+    char *argv[32];
+    size_t used = 0;
+    if (job->trainer->python_module != NULL)
+        argv[used++] = "/usr/bin/python3";
+    argv[used++] = program;
+    const char *common[] = {"--data", job->data, "--epochs", "3", "--batch", job->trainer->batch,
+                            "--checkpoint", checkpoint_path, "--checkpoint-every", "4",
+                            "--sleep-us", sleep_us};
+    for (size_t i = 0; i < sizeof common / sizeof common[0]; i++)
+        argv[used++] = (char *)common[i];
+    for (size_t i = 0; job->trainer->options[i] != NULL; i++)
+        argv[used++] = (char *)job->trainer->options[i];
+    argv[used] = NULL;
+    process->pid = harness_start(argv, environment, preload, process->out_path,
+                                 process->err_path);
+    free(program);
+    free(checkpoint_path);
+}
+
+static void trainer_process_free(struct trainer_process *process)
+{
+    free(process->out_path);
+    free(process->err_path);
+}
+
+/* Waits for a trainer that must finish; asserts exit status 0. */
+static void expect_success(struct trainer_process *process, const char *what)
+{
+    int status = harness_wait(process->pid, 60);
+    if (status != 0) {
+        char *err = harness_read_output(process->err_path);
+        failures++;
+        cr_assert_fail("%s exited %d: %.2000s", what, status, err);
+    }
+}
+
+/* A run's records in consumption order, per epoch. */
+struct epoch_orders {
+    uint64_t *ids[EPOCHS];
+    size_t count[EPOCHS];
+};
+
+static void read_epoch_orders(const char *out_path, uint64_t records, struct epoch_orders *orders)
+{
+    struct id_log log;
+    harness_read_record_stream(out_path, &log);
+    for (unsigned e = 0; e < EPOCHS; e++) {
+        orders->ids[e] = calloc(log.count + 1, sizeof *orders->ids[e]);
+        orders->count[e] = 0;
+    }
+    for (size_t i = 0; i < log.count; i++) {
+        const struct id_event *event = &log.events[i];
+        EXPECT(event->kind != ID_EVENT_RECORD || (event->epoch < EPOCHS && event->value < records),
+               "%s: record %llu in epoch %llu is out of range", out_path,
+               (unsigned long long)event->value, (unsigned long long)event->epoch);
+        if (event->kind == ID_EVENT_RECORD && event->epoch < EPOCHS)
+            orders->ids[event->epoch][orders->count[event->epoch]++] = event->value;
+    }
+    id_log_free(&log);
+}
+
+static void epoch_orders_free(struct epoch_orders *orders)
+{
+    for (unsigned e = 0; e < EPOCHS; e++)
+        free(orders->ids[e]);
+}
+
+static bool same_order(const struct epoch_orders *a, unsigned epoch_a,
+                       const struct epoch_orders *b, unsigned epoch_b)
+{
+    return a->count[epoch_a] == b->count[epoch_b] &&
+           memcmp(a->ids[epoch_a], b->ids[epoch_b], a->count[epoch_a] * sizeof(uint64_t)) == 0;
+}
+
+/* (a) shard=0:shuffle=0: the same stdout as without the library. */
+static void check_transparency(const struct loader_case *trainer)
+{
+    struct loader_job job;
+    loader_job_init(&job, trainer);
+    struct trainer_process plain, shimmed;
+    start_trainer(&plain, &job, "plain", "ckpt-plain", "0", false, NULL);
+    expect_success(&plain, "run without the library");
+    char *data = data_setting(&job, ":shard=0:shuffle=0");
+    char *environment[] = {data, SEED_SETTING, NULL};
+    start_trainer(&shimmed, &job, "shimmed", "ckpt-shimmed", "0", true, environment);
+    expect_success(&shimmed, "run under the library");
+    size_t plain_size, shimmed_size;
+    char *expected = harness_read_file(plain.out_path, &plain_size);
+    char *actual = harness_read_file(shimmed.out_path, &shimmed_size);
+    cr_assert(expected != NULL && actual != NULL);
+    EXPECT(harness_count_lines_containing(plain.out_path, " record ") ==
+               EPOCHS * trainer->records,
+           "the plain run consumed %zu records, expected %llu",
+           harness_count_lines_containing(plain.out_path, " record "),
+           (unsigned long long)(EPOCHS * trainer->records));
+    size_t differ = 0;
+    while (differ < plain_size && differ < shimmed_size && expected[differ] == actual[differ])
+        differ++;
+    EXPECT(plain_size == shimmed_size && differ == plain_size,
+           "output differs from the run without the library at byte %zu (sizes %zu, %zu): "
+           "expected \"%.80s\", got \"%.80s\"",
+           differ, plain_size, shimmed_size, expected + differ, actual + differ);
+    free(expected);
+    free(actual);
+    free(data);
+    trainer_process_free(&plain);
+    trainer_process_free(&shimmed);
+    loader_job_finish(&job);
+}
+
+/* (b) two replicas: per epoch, each rank's share of ceil(N/2) records,
+ * disjoint up to the padding, together covering the dataset. */
+static void check_sharding(const struct loader_case *trainer)
+{
+    struct loader_job job;
+    loader_job_init(&job, trainer);
+    char *data = data_setting(&job, "");
+    struct trainer_process ranks[2];
+    for (unsigned rank = 0; rank < 2; rank++) {
+        char rank_setting[64], name[32], checkpoint[32];
+        snprintf(rank_setting, sizeof rank_setting, "ADAPTDL_REPLICA_RANK=%u", rank);
+        snprintf(name, sizeof name, "rank%u", rank);
+        snprintf(checkpoint, sizeof checkpoint, "ckpt-rank%u", rank);
+        char *environment[] = {data, SEED_SETTING, "ADAPTDL_NUM_REPLICAS=2", rank_setting, NULL};
+        start_trainer(&ranks[rank], &job, name, checkpoint, "0", true, environment);
+    }
+    for (unsigned rank = 0; rank < 2; rank++)
+        expect_success(&ranks[rank], rank == 0 ? "rank 0" : "rank 1");
+    const uint64_t records = trainer->records;
+    const size_t share = (records + 1) / 2, padding = 2 * share - records;
+    struct epoch_orders orders[2];
+    for (unsigned rank = 0; rank < 2; rank++)
+        read_epoch_orders(ranks[rank].out_path, records, &orders[rank]);
+    unsigned *seen = calloc(records, sizeof *seen);
+    for (unsigned epoch = 0; epoch < EPOCHS; epoch++) {
+        memset(seen, 0, records * sizeof *seen);
+        for (unsigned rank = 0; rank < 2; rank++) {
+            EXPECT(orders[rank].count[epoch] == share,
+                   "epoch %u: rank %u consumed %zu records, its share is %zu", epoch, rank,
+                   orders[rank].count[epoch], share);
+            for (size_t i = 0; i < orders[rank].count[epoch]; i++)
+                seen[orders[rank].ids[epoch][i]]++;
+        }
+        size_t missing = 0, twice = 0, more = 0;
+        for (uint64_t id = 0; id < records; id++) {
+            missing += seen[id] == 0;
+            twice += seen[id] == 2;
+            more += seen[id] > 2;
+        }
+        EXPECT(missing == 0 && more == 0 && twice <= padding,
+               "epoch %u: %zu records seen by neither rank, %zu by both (padding allows %zu), "
+               "%zu more than twice",
+               epoch, missing, twice, padding, more);
+    }
+    free(seen);
+    for (unsigned rank = 0; rank < 2; rank++) {
+        epoch_orders_free(&orders[rank]);
+        trainer_process_free(&ranks[rank]);
+    }
+    free(data);
+    loader_job_finish(&job);
+}
+
+/* (c) one replica, shuffled: every epoch is a permutation of all records,
+ * no two epochs alike, and none in the order the trainer sees without the
+ * library (which catches an unshuffled view behind a self-shuffling loader). */
+static void check_new_permutation(const struct loader_case *trainer)
+{
+    struct loader_job job;
+    loader_job_init(&job, trainer);
+    struct trainer_process plain, shimmed;
+    start_trainer(&plain, &job, "plain", "ckpt-plain", "0", false, NULL);
+    expect_success(&plain, "run without the library");
+    char *data = data_setting(&job, "");
+    char *environment[] = {data, SEED_SETTING, NULL};
+    start_trainer(&shimmed, &job, "shimmed", "ckpt-shimmed", "0", true, environment);
+    expect_success(&shimmed, "run under the library");
+    struct epoch_orders plain_orders, orders;
+    read_epoch_orders(plain.out_path, trainer->records, &plain_orders);
+    read_epoch_orders(shimmed.out_path, trainer->records, &orders);
+    unsigned *seen = calloc(trainer->records, sizeof *seen);
+    for (unsigned epoch = 0; epoch < EPOCHS; epoch++) {
+        memset(seen, 0, trainer->records * sizeof *seen);
+        for (size_t i = 0; i < orders.count[epoch]; i++)
+            seen[orders.ids[epoch][i]]++;
+        size_t wrong = 0;
+        for (uint64_t id = 0; id < trainer->records; id++)
+            wrong += seen[id] != 1;
+        EXPECT(orders.count[epoch] == trainer->records && wrong == 0,
+               "epoch %u: %zu records consumed, %zu records not seen exactly once", epoch,
+               orders.count[epoch], wrong);
+        EXPECT(!same_order(&orders, epoch, &plain_orders, epoch),
+               "epoch %u comes in the order of the run without the library", epoch);
+        for (unsigned earlier = 0; earlier < epoch; earlier++)
+            EXPECT(!same_order(&orders, epoch, &orders, earlier),
+                   "epoch %u repeats the order of epoch %u", epoch, earlier);
+    }
+    free(seen);
+    epoch_orders_free(&plain_orders);
+    epoch_orders_free(&orders);
+    free(data);
+    trainer_process_free(&plain);
+    trainer_process_free(&shimmed);
+    loader_job_finish(&job);
+}
+
+/* splitmix64: the kill points are seeded, so a failure can be replayed. */
+static uint64_t next_random(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* The step of the last checkpoint line a trainer printed (0: none). */
+static uint64_t last_checkpoint_step(const char *out_path)
+{
+    struct id_log log;
+    harness_read_record_stream(out_path, &log);
+    uint64_t step = 0;
+    for (size_t i = 0; i < log.count; i++)
+        if (log.events[i].kind == ID_EVENT_CHECKPOINT)
+            step = log.events[i].value;
+    id_log_free(&log);
+    return step;
+}
+
+/* Polls until the trainer has printed a checkpoint line of at least `step`,
+ * or has ended. */
+static void wait_for_checkpoint(const struct trainer_process *process, uint64_t step)
+{
+    for (int attempt = 0; attempt < 30000; attempt++) {
+        if (last_checkpoint_step(process->out_path) >= step)
+            return;
+        siginfo_t information = {0};
+        if (waitid(P_PID, (id_t)process->pid, &information, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+            information.si_pid == process->pid)
+            return;
+        usleep(1000);
+    }
+}
+
+static void copy_file(const char *from, const char *to)
+{
+    size_t size;
+    char *data = harness_read_file(from, &size);
+    unlink(to);
+    if (data == NULL)
+        return;
+    cr_assert_eq(harness_write_file(to, data, size), 0);
+    free(data);
+}
+
+#define MAX_RUNS 6
+
+struct run_outputs {
+    unsigned replicas;
+    char *out_paths[2];
+};
+
+/* Runs the plan's runs in turn (ranks as separate processes, each resumed
+ * from rank 0's checkpoint of the previous run), killing every run but the
+ * last at a seeded number of consumed records; rank 0 is the slowest, and
+ * the other rank is killed once it has printed rank 0's last checkpoint. */
+static void run_kill_sequence(const struct loader_job *job, const unsigned *plan, unsigned runs,
+                              uint64_t seed, struct run_outputs *outputs)
+{
+    const struct loader_case *trainer = job->trainer;
+    uint64_t random_state = seed;
+    char *data = data_setting(job, "");
+    char *checkpoint0 = harness_path_in(job->directory, "ckpt-rank0");
+    for (unsigned run = 0; run < runs; run++) {
+        unsigned replicas = plan[run];
+        bool last = run + 1 == runs;
+        outputs[run].replicas = replicas;
+        struct trainer_process processes[2];
+        char replicas_setting[64];
+        snprintf(replicas_setting, sizeof replicas_setting, "ADAPTDL_NUM_REPLICAS=%u", replicas);
+        for (unsigned rank = 0; rank < replicas; rank++) {
+            char rank_setting[64], name[32], checkpoint[32], slower[32];
+            snprintf(rank_setting, sizeof rank_setting, "ADAPTDL_REPLICA_RANK=%u", rank);
+            snprintf(name, sizeof name, "run%u-rank%u", run, rank);
+            snprintf(checkpoint, sizeof checkpoint, "ckpt-rank%u", rank);
+            if (rank > 0) {
+                char *own = harness_path_in(job->directory, checkpoint);
+                copy_file(checkpoint0, own);
+                free(own);
+            }
+            snprintf(slower, sizeof slower, "%ld", 2 * strtol(trainer->sleep_us, NULL, 10));
+            char *environment[] = {data, (char *)job->state_setting, (char *)job->save_setting,
+                                   "ADAPTDL_RESUME=continue", "ADAPTDL_SEED=9",
+                                   replicas_setting, rank_setting, NULL};
+            start_trainer(&processes[rank], job, name, checkpoint,
+                          rank == 0 && replicas > 1 ? slower : trainer->sleep_us, true,
+                          environment);
+        }
+        if (!last) {
+            size_t target = (trainer->records / 4 + next_random(&random_state) % trainer->records) /
+                            replicas;
+            harness_wait_for_lines(processes[0].out_path, " record ", target, processes[0].pid,
+                                   60);
+            kill(processes[0].pid, SIGKILL);
+            siginfo_t information;
+            waitid(P_PID, (id_t)processes[0].pid, &information, WEXITED | WNOWAIT);
+            uint64_t reached = last_checkpoint_step(processes[0].out_path);
+            for (unsigned rank = 1; rank < replicas; rank++) {
+                wait_for_checkpoint(&processes[rank], reached);
+                kill(processes[rank].pid, SIGKILL);
+            }
+        }
+        for (unsigned rank = 0; rank < replicas; rank++) {
+            if (last) {
+                expect_success(&processes[rank], "the last run");
+            } else {
+                harness_wait(processes[rank].pid, 60);
+            }
+            outputs[run].out_paths[rank] = strdup(processes[rank].out_path);
+            trainer_process_free(&processes[rank]);
+        }
+    }
+    free(checkpoint0);
+    free(data);
+}
+
+/* (d) kill and resume: per epoch and record, the times it was consumed up
+ * to the checkpoint the next run resumed from. */
+static void check_kill_and_resume(const struct loader_case *trainer, uint64_t seed)
+{
+    struct loader_job job;
+    loader_job_init(&job, trainer);
+    static const unsigned plan[] = {1, 2, 1, 1};
+    const unsigned runs = sizeof plan / sizeof plan[0];
+    struct run_outputs outputs[MAX_RUNS];
+    run_kill_sequence(&job, plan, runs, seed, outputs);
+
+    /* a run killed before it said where it started changed nothing: the cut
+     * of run i is where the first later run that did say so started */
+    uint64_t cuts[MAX_RUNS], cut = UINT64_MAX;
+    unsigned first_counted = 0;
+    for (unsigned run = runs; run-- > 0;) {
+        cuts[run] = cut;
+        uint64_t step;
+        if (harness_resume_point(outputs[run].out_paths[0], &step))
+            cut = step;
+    }
+    /* a fresh start (killed before the first checkpoint) redoes everything */
+    for (unsigned run = 0; run < runs; run++) {
+        uint64_t step;
+        if (harness_resume_point(outputs[run].out_paths[0], &step) && step == 0)
+            first_counted = run;
+    }
+    const uint64_t records = trainer->records;
+    unsigned *counts = calloc(EPOCHS * records, sizeof *counts);
+    for (unsigned run = first_counted; run < runs; run++)
+        for (unsigned rank = 0; rank < outputs[run].replicas; rank++) {
+            struct id_log log;
+            harness_read_record_stream(outputs[run].out_paths[rank], &log);
+            record_stream_count_until(&log, cuts[run], counts, records, EPOCHS);
+            id_log_free(&log);
+        }
+
+    /* AdaptDL's padding: a pass continued over K replicas repeats up to K-1 */
+    unsigned allowance = 0;
+    for (unsigned run = 0; run < runs; run++)
+        allowance += plan[run] - 1 + trainer->lookahead;
+    for (unsigned epoch = 0; epoch < EPOCHS; epoch++) {
+        size_t lost = 0, repeated = 0, total = 0;
+        long first_lost = -1, first_repeated = -1;
+        for (uint64_t id = 0; id < records; id++) {
+            unsigned seen = counts[epoch * records + id];
+            total += seen;
+            if (seen == 0 && lost++ == 0)
+                first_lost = (long)id;
+            if (seen > 1) {
+                repeated += seen - 1;
+                if (first_repeated < 0)
+                    first_repeated = (long)id;
+            }
+        }
+        EXPECT(lost == 0, "epoch %u: %zu records lost across the resumes (first: %ld)", epoch,
+               lost, first_lost);
+        if (trainer->own_order)
+            cr_log_info("epoch %u: %zu records repeated (a loader in its own order may)", epoch,
+                        repeated);
+        else
+            EXPECT(total <= records + allowance,
+                   "epoch %u: %zu records repeated across the resumes (first: %ld), at most %u "
+                   "allowed",
+                   epoch, repeated, first_repeated, allowance);
+    }
+    free(counts);
+    for (unsigned run = 0; run < runs; run++)
+        for (unsigned rank = 0; rank < outputs[run].replicas; rank++)
+            free(outputs[run].out_paths[rank]);
+    loader_job_finish(&job);
+}
+
+#define LOADER_TESTS(name, trainer, seed)                                           \
+    Test(real_loaders, name##_transparent, .timeout = 60)                           \
+    {                                                                               \
+        check_transparency(&(trainer));                                             \
+    }                                                                               \
+    Test(real_loaders, name##_two_replicas_share_each_epoch, .timeout = 60)         \
+    {                                                                               \
+        check_sharding(&(trainer));                                                 \
+    }                                                                               \
+    Test(real_loaders, name##_new_permutation_each_epoch, .timeout = 60)            \
+    {                                                                               \
+        check_new_permutation(&(trainer));                                          \
+    }                                                                               \
+    Test(real_loaders, name##_kill_and_resume, .timeout = 120)                      \
+    {                                                                               \
+        check_kill_and_resume(&(trainer), seed);                                    \
+    }
+
+LOADER_TESTS(llmc, llmc_case, 101)
+LOADER_TESTS(ifstream, ifstream_case, 102)
+LOADER_TESTS(python_text_lines, text_case, 103)
+LOADER_TESTS(python_binary_80, binary80_case, 104)
+LOADER_TESTS(python_binary_64, binary64_case, 105)
+
+/* PyTorch: 0 workers without and with the DataLoader's own shuffling
+ * (which a real user keeps), 2 workers likewise; kill-and-resume with the
+ * lookahead each one needs. */
+Test(real_loaders, torch_w0_transparent, .timeout = 60)
+{
+    check_transparency(&torch_w0_case);
+}
+
+Test(real_loaders, torch_w2_shuffled_transparent, .timeout = 60)
+{
+    check_transparency(&torch_w2_shuffled_case);
+}
+
+Test(real_loaders, torch_w0_shuffled_two_replicas_share_each_epoch, .timeout = 60)
+{
+    check_sharding(&torch_w0_shuffled_case);
+}
+
+Test(real_loaders, torch_w2_two_replicas_share_each_epoch, .timeout = 60)
+{
+    check_sharding(&torch_w2_case);
+}
+
+Test(real_loaders, torch_w0_new_permutation_each_epoch, .timeout = 60)
+{
+    check_new_permutation(&torch_w0_case);
+}
+
+Test(real_loaders, torch_w2_shuffled_new_permutation_each_epoch, .timeout = 60)
+{
+    check_new_permutation(&torch_w2_shuffled_case);
+}
+
+Test(real_loaders, torch_w0_kill_and_resume, .timeout = 120)
+{
+    check_kill_and_resume(&torch_w0_case, 106);
+}
+
+Test(real_loaders, torch_w2_kill_and_resume, .timeout = 120)
+{
+    check_kill_and_resume(&torch_w2_case, 107);
+}
+
+Test(real_loaders, torch_w2_shuffled_kill_and_resume, .timeout = 120)
+{
+    check_kill_and_resume(&torch_w2_shuffled_case, 108);
+}

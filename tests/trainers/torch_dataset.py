@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""torch_dataset.py - an ordinary PyTorch training script: a map-style
+Dataset over an ADSD file, a DataLoader, a linear model trained with SGD,
+torch.save checkpoints.
+
+    torch_dataset.py --data PATH --epochs E --batch B --checkpoint PATH
+                     [--workers W=0] [--shuffle 0|1=1] [--checkpoint-every STEPS=4]
+                     [--lr LR=0.05] [--seed S=0] [--sleep-us US=0]
+
+The Dataset reads the 16-byte header ("ADSD", u32le dim, u64le count) once,
+takes its length from os.path.getsize, and opens the file lazily in
+__getitem__, once per process (DataLoader workers are forked and each opens
+its own), which seeks to header + i * record and reads one record.  It is
+built anew every epoch, as the file's length is read anew.  The DataLoader
+has W workers (each keeps prefetch_factor = 2 batches in flight) and
+shuffles with a generator seeded from S and the epoch.
+
+Prints "epoch E record ID" for each record of a batch once its step is done,
+"epoch E loss L" per epoch.  Checkpoint: torch.save of the model, the
+optimizer, the epoch in progress, the step counter and the batches done in
+the epoch to PATH.tmp, os.replace'd onto PATH every STEPS steps and after
+each epoch; "checkpoint step S" printed just before the replace.  On start a
+checkpoint at PATH is loaded ("resumed at step S epoch E") and training
+continues with its epoch; otherwise "starting fresh".
+"""
+import argparse
+import os
+import struct
+import sys
+import time
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+HEADER = struct.Struct("<4sIQ")
+
+
+class RecordFile(Dataset):
+    """The records of an ADSD file, read one by one on demand."""
+
+    def __init__(self, path):
+        self.path = path
+        with open(path, "rb") as f:
+            magic, self.dim, count = HEADER.unpack(f.read(HEADER.size))
+        if magic != b"ADSD":
+            raise ValueError(f"{path}: not an ADSD dataset")
+        self.record = struct.Struct(f"<Q{self.dim}ff")
+        size = os.path.getsize(path)
+        if (size - HEADER.size) % self.record.size:
+            raise ValueError(f"{path}: not a whole number of records")
+        self.length = (size - HEADER.size) // self.record.size
+        self.file = None
+        self.owner = None
+
+    def __len__(self):
+        return self.length
+
+    def __getitem__(self, index):
+        if self.file is None or self.owner != os.getpid():
+            self.file = open(self.path, "rb")
+            self.owner = os.getpid()
+        self.file.seek(HEADER.size + index * self.record.size)
+        fields = self.record.unpack(self.file.read(self.record.size))
+        return (torch.tensor(fields[0], dtype=torch.int64),
+                torch.tensor(fields[1:-1], dtype=torch.float32),
+                torch.tensor(fields[-1], dtype=torch.float32))
+
+    def close(self):
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+
+
+def parse_arguments():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", required=True)
+    parser.add_argument("--epochs", type=int, required=True)
+    parser.add_argument("--batch", type=int, required=True)
+    parser.add_argument("--checkpoint", required=True)
+    parser.add_argument("--workers", type=int, default=0)
+    parser.add_argument("--shuffle", type=int, choices=(0, 1), default=1)
+    parser.add_argument("--checkpoint-every", type=int, default=4)
+    parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sleep-us", type=int, default=0)
+    return parser.parse_args()
+
+
+def save_checkpoint(path, model, optimizer, epoch, step, batches_done):
+    temp = path + ".tmp"
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                "epoch": epoch, "step": step, "batches_done": batches_done}, temp)
+    print(f"checkpoint step {step}", flush=True)
+    os.replace(temp, path)
+
+
+def main():
+    arguments = parse_arguments()
+    torch.manual_seed(arguments.seed)
+    torch.set_num_threads(1)
+    dim = RecordFile(arguments.data).dim
+    model = torch.nn.Linear(dim, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=arguments.lr)
+    epoch, step = 0, 0
+    if os.path.exists(arguments.checkpoint):
+        checkpoint = torch.load(arguments.checkpoint)
+        model.load_state_dict(checkpoint["model"])
+        optimizer.load_state_dict(checkpoint["optimizer"])
+        epoch, step = checkpoint["epoch"], checkpoint["step"]
+        print(f"resumed at step {step} epoch {epoch}", flush=True)
+    else:
+        print("starting fresh", flush=True)
+
+    while epoch < arguments.epochs:
+        dataset = RecordFile(arguments.data)
+        generator = torch.Generator()
+        generator.manual_seed(arguments.seed * 1000 + epoch)
+        loader = DataLoader(dataset, batch_size=arguments.batch,
+                            shuffle=bool(arguments.shuffle),
+                            num_workers=arguments.workers, generator=generator)
+        total_loss, batches_done = 0.0, 0
+        for ids, x, y in loader:
+            optimizer.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(x).squeeze(1), y)
+            loss.backward()
+            optimizer.step()
+            if arguments.sleep_us:
+                time.sleep(arguments.sleep_us / 1e6)
+            total_loss += loss.item()
+            for record_id in ids.tolist():
+                print(f"epoch {epoch} record {record_id}")
+            sys.stdout.flush()
+            step += 1
+            batches_done += 1
+            if step % arguments.checkpoint_every == 0:
+                save_checkpoint(arguments.checkpoint, model, optimizer, epoch, step,
+                                batches_done)
+        dataset.close()
+        print(f"epoch {epoch} loss {total_loss / max(batches_done, 1):.6f}", flush=True)
+        epoch += 1
+        save_checkpoint(arguments.checkpoint, model, optimizer, epoch, step, 0)
+    print(f"done at step {step}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
