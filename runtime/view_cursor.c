@@ -35,6 +35,7 @@ void view_cursor_open(struct view_cursor *cursor, struct dataset_file *file)
     cursor->pass = file->view_pass;
     cursor->at_end = false;
     cursor->repositioned = false;
+    cursor->trainer_moved_pass = 0;
     cursor->references = 1;
     dataset_file_unlock(file);
 }
@@ -63,6 +64,11 @@ static void view_cursor_deliver_locked(struct dataset_file *file, uint64_t offse
 {
     bool was_started = dataset_view_started(file);
     dataset_view_note_read(file, offset, count);
+    log_trace("delivered view bytes [%llu, %llu) of %s pass %llu: %llu of %llu records",
+              (unsigned long long)offset, (unsigned long long)(offset + count), file->path,
+              (unsigned long long)file->view_pass,
+              (unsigned long long)file->shared->delivery.delivered,
+              (unsigned long long)file->view_length);
     if (was_started || !dataset_view_started(file))
         return;
     if (view_cursor_pass_observer != NULL)
@@ -104,7 +110,8 @@ static ssize_t view_cursor_read_locked(struct view_cursor *cursor, void *buffer,
     if (deliver)
         view_cursor_deliver_locked(file, cursor->offset, copied);
     cursor->offset += copied;
-    if (copied == 0 && size > 0) {
+    bool trainer_moved = cursor->trainer_moved_pass == file->view_pass + 1;
+    if (copied == 0 && size > 0 && (deliver || !trainer_moved || dataset_view_covered(file))) {
         view_cursor_end_pass_locked(file, "read to the end");
         cursor->at_end = true;
     }
@@ -304,6 +311,7 @@ bool view_cursor_reposition_rule(struct view_cursor *cursor, uint64_t from, uint
     struct dataset_file *file = cursor->file;
     dataset_file_lock(file);
     bool stale = cursor->pass != file->view_pass;
+    cursor->trainer_moved_pass = file->view_pass + 1;
     if (!stale && view_cursor_moves_back_over_header(file, from, to) &&
         dataset_view_covered(file)) {
         view_cursor_end_pass_locked(file, "rewound");

@@ -26,6 +26,8 @@ struct view_cursor {
                                   * even when that end is the header (a skipped
                                   * or empty pass) */
     bool repositioned;           /* moved by a seek since its last read */
+    uint64_t trainer_moved_pass; /* 1 + the pass in which the trainer last moved a
+                                  * stream on this cursor (0: never) */
     int references;              /* descriptors sharing this cursor */
 };
 
@@ -54,7 +56,11 @@ ssize_t view_cursor_read(struct view_cursor *cursor, void *buffer, size_t size);
 ssize_t view_cursor_readv(struct view_cursor *cursor, const struct iovec *vector, int count);
 /* read(2) for a stdio stream's buffer: the same bytes and pass rules, but
  * nothing is delivered (no read limit either: the stream knows what its
- * trainer consumed, and reports it with view_cursor_deliver). */
+ * trainer consumed, and reports it with view_cursor_deliver).  One rule
+ * differs: a fetch returning 0 ends the pass only when it is covered or the
+ * trainer has not moved the stream in this pass.  A loader that visits its
+ * own batch order through stdio reaches the end of the view with its last
+ * batch, wherever that falls in the epoch, and glibc asks for more. */
 ssize_t view_cursor_fetch(struct view_cursor *cursor, void *buffer, size_t size);
 /* The trainer consumed view bytes [offset, offset + count) of pass `pass`
  * (fetched earlier); nothing happens when that pass is over. */

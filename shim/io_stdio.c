@@ -42,6 +42,8 @@ struct shim_view_cookie {
     uint64_t fetch_pass;
     uint64_t fetch_start;
     uint64_t fetch_end;
+    bool seeking;                /* inside the trainer's fseek, towards seek_target */
+    uint64_t seek_target;
 };
 
 struct shim_stream {
@@ -157,15 +159,15 @@ static void shim_view_cookie_deliver_consumed(struct shim_view_cookie *cookie)
                         consumed);
 }
 
-/* The trainer moved its stream to `target`: what it consumed is delivered,
- * and what glibc may still serve from the buffer starts at the target. */
-static void shim_view_cookie_repositioned(struct shim_view_cookie *cookie, uint64_t target)
+/* The trainer moves its stream: what it consumed is delivered.  glibc never
+ * serves a seek on a cookie stream from its buffer (it forgets the stream's
+ * offset first): it discards the buffer and reads again from a block
+ * boundary at or before the target, which shim_cookie_read counts from the
+ * target on. */
+static void shim_view_cookie_repositioned(struct shim_view_cookie *cookie)
 {
     shim_view_cookie_deliver_consumed(cookie);
-    if (cookie->has_fetch && target >= cookie->fetch_start && target < cookie->fetch_end)
-        cookie->fetch_start = target;
-    else
-        cookie->has_fetch = false;
+    cookie->has_fetch = false;
 }
 
 /* Called while a snapshot is taken: streams deliver what their trainer has
@@ -203,6 +205,11 @@ static ssize_t shim_cookie_read(void *cookie_pointer, char *buffer, size_t size)
         cookie->fetch_pass = cursor->pass;
         cookie->fetch_start = cursor->offset - (uint64_t)got;
         cookie->fetch_end = cursor->offset;
+        /* glibc's fseek reads from a block boundary and skips to the target:
+         * the bytes before it are never the trainer's */
+        if (cookie->seeking && cookie->seek_target > cookie->fetch_start)
+            cookie->fetch_start = cookie->seek_target < cookie->fetch_end ? cookie->seek_target
+                                                                          : cookie->fetch_end;
     }
     return got;
 }
@@ -436,12 +443,15 @@ static int shim_stream_reposition(FILE *stream, struct shim_stream *entry, int64
         errno = EINVAL;
         return -1;
     }
-    shim_view_cookie_repositioned(entry->cookie, (uint64_t)target);
-    if (view_cursor_reposition_rule(&slot->cursor, (uint64_t)current, (uint64_t)target)) {
+    struct shim_view_cookie *cookie = entry->cookie;
+    shim_view_cookie_repositioned(cookie);
+    if (view_cursor_reposition_rule(&slot->cursor, (uint64_t)current, (uint64_t)target))
         __fpurge(stream);
-        entry->cookie->has_fetch = false;
-    }
-    return REAL(fseeko64)(stream, target, SEEK_SET);
+    cookie->seeking = true;
+    cookie->seek_target = (uint64_t)target;
+    int result = REAL(fseeko64)(stream, target, SEEK_SET);
+    cookie->seeking = false;
+    return result;
 }
 
 SHIM_EXPORT int fseek(FILE *stream, long offset, int whence)
