@@ -519,7 +519,10 @@ static uint64_t dataset_view_bytes_to_record_end(const struct dataset_file *file
 
 size_t dataset_view_read_limit(const struct dataset_file *file, uint64_t offset, size_t size)
 {
-    if (offset >= file->view_size || size >= file->view_size - offset)
+    /* a read of exactly what is left (a program that reads st_size bytes at
+     * once) is whole; a buffer that happens to be larger than the rest is a
+     * reader's read-ahead like any other */
+    if (offset >= file->view_size || size == file->view_size - offset)
         return size;
     if (offset < file->header_size) {
         uint64_t to_header_end = file->header_size - offset;

@@ -150,7 +150,7 @@ void dataset_view_note_mapped(struct dataset_file *file);
  * (SPEC §3 "Read-ahead outside the shim"): a read stops at the end of the
  * header, and at the end of the current record unless it starts at a record
  * boundary and asks for whole records; in lines mode at the end of the
- * current line.  A read of everything that is left is whole. */
+ * current line.  A read of exactly what is left is whole. */
 size_t dataset_view_read_limit(const struct dataset_file *file, uint64_t offset, size_t size);
 
 /* The st_blksize a view reports: its record size for fixed records, so that

@@ -512,7 +512,8 @@ Test(dataset_view, reads_stop_at_the_header_and_at_record_boundaries)
     struct data_entry entry = dv_entry(6, 10, true, true);
     struct dataset_file file;
     dv_init(&file, &entry, bytes, size, 2, 1);   /* view: 6 + 10 * 10 bytes */
-    cr_expect_eq(dataset_view_read_limit(&file, 0, 4096), 4096, "the rest of the view: whole");
+    cr_expect_eq(dataset_view_read_limit(&file, 0, 106), 106, "exactly the rest: whole");
+    cr_expect_eq(dataset_view_read_limit(&file, 0, 4096), 6, "a larger buffer is read-ahead");
     cr_expect_eq(dataset_view_read_limit(&file, 0, 80), 6, "stops at the header's end");
     cr_expect_eq(dataset_view_read_limit(&file, 2, 3), 3);
     cr_expect_eq(dataset_view_read_limit(&file, 6, 20), 20, "whole records at a boundary");
