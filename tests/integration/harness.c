@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -344,4 +345,23 @@ size_t harness_count_occurrences(const char *text, const char *needle)
     for (const char *at = text; (at = strstr(at, needle)) != NULL; at += strlen(needle))
         count++;
     return count;
+}
+
+static int harness_remove_entry(const char *path, const struct stat *status, int type,
+                                struct FTW *position)
+{
+    (void)status;
+    (void)type;
+    (void)position;
+    remove(path);
+    return 0;
+}
+
+void harness_remove_temp_dir(const char *directory)
+{
+    /* only what harness_temp_dir() made: a wrong argument must not wipe
+     * anything else */
+    if (directory == NULL || strncmp(directory, "/tmp/adaptshim-test-", 20) != 0)
+        return;
+    nftw(directory, harness_remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
