@@ -1113,7 +1113,8 @@ static int parse_replica_layout(struct config_parse_state *state)
         resolve_layout_number(state, replica_rank_sources, COUNT_OF(replica_rank_sources), 0,
                               REPLICA_LIMIT - 1, &config->replica_rank, &rank_source) < 0)
         return -1;
-    config->layout_from_mpi = layout_source_is_mpi(count_source) || layout_source_is_mpi(rank_source);
+    config->layout_from_mpi =
+        layout_source_is_mpi(count_source) || layout_source_is_mpi(rank_source);
     return check_rank_below_count(state, count_source, rank_source);
 }
 
