@@ -69,7 +69,8 @@ struct adaptdl_config {
     uint32_t num_replicas;
     uint32_t replica_rank;
     uint32_t num_nodes;
-    bool layout_from_mpi;    /* taken from OMPI_ or PMI_ variables */
+    bool layout_from_mpi;    /* taken from OMPI_ or PMI_ variables (never
+                              * torchrun's WORLD_SIZE/RANK: not MPI) */
     uint32_t num_restarts;
 
     enum log_level log_level;

@@ -40,6 +40,21 @@ static int dataset_registry_check_same_dataset(const struct dataset_file *file,
     return -1;
 }
 
+/* A loader that checks a count= field (llm.c asserts a positive token
+ * count) stops at the first skipped pass, whose count reads 0: say at once
+ * what to do instead, once per file, rather than leave the user with the
+ * loader's assertion. */
+static void dataset_registry_warn_empty_count_replay(struct dataset_file *file)
+{
+    if (file->warned_empty_count_replay || !dataset_view_replay_empties_count_field(file))
+        return;
+    file->warned_empty_count_replay = true;
+    log_warn("restore: replay shows the passes before pass %llu of %s as empty files, with "
+             "its count= field reading 0; a loader that requires a positive count fails on "
+             "them: set ADAPTDL_RESUME=continue and let the trainer restore its own epoch "
+             "counter", (unsigned long long)file->shared->tracker.bound_pass, file->path);
+}
+
 /* Applies one position to a file under the file's lock. */
 static int dataset_registry_apply_position(struct dataset_registry *registry,
                                            struct dataset_file *file,
@@ -52,18 +67,20 @@ static int dataset_registry_apply_position(struct dataset_registry *registry,
     bool applied = dataset_view_restore(file, registry->resume, position->pass,
                                         position->current_index, position->pass_length);
     dataset_file_unlock(file);
-    if (applied)
-        log_debug("restore: %s bound to pass %llu index %llu of %llu (%s); this pass now "
-                  "starts at %llu with %llu records on replica %u of %u",
-                  file->path, (unsigned long long)position->pass,
-                  (unsigned long long)position->current_index,
-                  (unsigned long long)file->shared->tracker.bound_length,
-                  registry->resume == RESUME_REPLAY ? "replay" : "continue",
-                  (unsigned long long)file->view_start_index,
-                  (unsigned long long)file->view_length, file->rank, file->replicas);
-    else
+    if (!applied) {
         log_warn("restore: %s has already delivered records in this run; its position "
                  "is left as it is", file->path);
+        return 0;
+    }
+    log_debug("restore: %s bound to pass %llu index %llu of %llu (%s); this pass now "
+              "starts at %llu with %llu records on replica %u of %u",
+              file->path, (unsigned long long)position->pass,
+              (unsigned long long)position->current_index,
+              (unsigned long long)file->shared->tracker.bound_length,
+              registry->resume == RESUME_REPLAY ? "replay" : "continue",
+              (unsigned long long)file->view_start_index,
+              (unsigned long long)file->view_length, file->rank, file->replicas);
+    dataset_registry_warn_empty_count_replay(file);
     return 0;
 }
 

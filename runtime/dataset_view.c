@@ -546,6 +546,11 @@ int dataset_view_end_pass(struct dataset_file *file)
     return dataset_view_fix(file);
 }
 
+bool dataset_view_replay_empties_count_field(const struct dataset_file *file)
+{
+    return file->entry->has_count_field && pass_tracker_replay_skips_passes(&file->shared->tracker);
+}
+
 bool dataset_view_restore(struct dataset_file *file, enum resume_mode resume,
                           uint64_t pass, uint64_t current_index, uint64_t pass_length)
 {

@@ -92,6 +92,7 @@ struct dataset_file {
     uint64_t block_count;
     uint64_t block_indices[VIEW_INDEX_BLOCK];
     uint64_t prefetched_until;    /* view positions advised to the kernel */
+    bool warned_empty_count_replay; /* the count=-under-replay warning was logged */
 
     struct dataset_file *next;    /* registry chaining */
 };
@@ -165,6 +166,11 @@ int dataset_view_end_pass(struct dataset_file *file);
  * when it was accepted. */
 bool dataset_view_restore(struct dataset_file *file, enum resume_mode resume,
                           uint64_t pass, uint64_t current_index, uint64_t pass_length);
+
+/* True when a restore under replay will show passes of a file whose entry
+ * has `count=` as skipped, header-only views: their count field then reads
+ * 0, which loaders that insist on a positive count reject (SPEC §4). */
+bool dataset_view_replay_empties_count_field(const struct dataset_file *file);
 
 /* True when the current pass has begun: a record was delivered (or a
  * header-only view was read to its end). */

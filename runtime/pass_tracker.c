@@ -133,3 +133,9 @@ bool pass_tracker_restore(struct pass_tracker *tracker, enum resume_mode resume,
     pass_tracker_fix_current_pass(tracker);
     return true;
 }
+
+bool pass_tracker_replay_skips_passes(const struct pass_tracker *tracker)
+{
+    return tracker->has_bound && tracker->resume == RESUME_REPLAY &&
+           tracker->pass < tracker->bound_pass;
+}

@@ -93,4 +93,9 @@ void pass_tracker_position(const struct pass_tracker *tracker, uint64_t unconsum
 bool pass_tracker_restore(struct pass_tracker *tracker, enum resume_mode resume,
                           uint64_t bound_pass, uint64_t current_index, uint64_t pass_length);
 
+/* True while a restore under replay still has passes to skip: the current
+ * pass and those up to the bound one are header-only views.  False without a
+ * restore, under continue, and once replay has reached the bound pass. */
+bool pass_tracker_replay_skips_passes(const struct pass_tracker *tracker);
+
 #endif

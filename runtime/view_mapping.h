@@ -79,7 +79,7 @@ void view_mapping_plan_request(const struct view_mapping_request *request, bool 
                                uint64_t view_size, uint64_t page_size,
                                struct view_mapping_plan *plan);
 
-/* The same for the current view of `file` (takes file->lock). */
+/* The same for the current view of `file` (takes the file's lock). */
 void view_mapping_plan_for_file(struct dataset_file *file,
                                 const struct view_mapping_request *request,
                                 uint64_t page_size, struct view_mapping_plan *plan);

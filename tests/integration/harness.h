@@ -26,6 +26,9 @@ const char *harness_temp_dir(void);
 char *harness_path_in(const char *directory, const char *name);
 /* Removes a directory and everything in it (a passing test's leftovers). */
 void harness_remove_tree(const char *directory);
+/* Removes a directory made by harness_temp_dir() and everything in it; a
+ * test calls it once it has passed, so that only failures leave files. */
+void harness_remove_temp_dir(const char *directory);
 
 /* Runs argv with `environment` added ("NAME=value" entries, NULL-terminated)
  * and `preload` true to set LD_PRELOAD to the library.  Waits at most

@@ -383,7 +383,10 @@ Test(bad_input, intact_snapshot_resumes_control)
     cr_expect(strstr(result.out, "epoch 0 records 0 step 40") != NULL &&
                   strstr(result.out, "epoch 1 records 0 step 40") != NULL,
               "finished passes are skipped:\n%s", result.out);
-    cr_expect_str_eq(result.err, "");
+    /* the one line: the skipped passes of a count= file read as empty
+     * files (sgd_read accepts them; loaders that do not are told what to do) */
+    cr_expect_eq(harness_count_occurrences(result.err, "\n"), 1, "%s", result.err);
+    cr_expect_not_null(strstr(result.err, "ADAPTDL_RESUME=continue"), "%s", result.err);
     expect_checkpoint_intact(t.checkpoint, 40);
     run_result_free(&result);
 }

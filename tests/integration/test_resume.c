@@ -462,3 +462,128 @@ Test(resume, killed_text_trainer_sees_every_line_once_and_same_counts, .timeout 
     cr_expect_eq(strncmp(checksum, reference_checksum, 31), 0, "%.31s vs %.31s", checksum,
                  reference_checksum);
 }
+
+/* ---- replay over a count= file (SPEC §4) ------------------------------ */
+
+/* A skipped pass is an empty file whose count= field reads 0; loaders that
+ * insist on a positive count cannot replay it, so a replay restore that will
+ * skip passes of such a file says to use ADAPTDL_RESUME=continue.  sgd_read
+ * itself accepts an empty file (it checks count * record + header against
+ * the size), so the runs succeed and only the warning differs. */
+
+#define COUNT_JOB_RECORDS 300
+#define COUNT_WARNING "ADAPTDL_RESUME=continue"
+
+/* Runs sgd_read on the job's count= dataset for `epochs` epochs; `resume`
+ * loads ck0.  extra_setting (NULL: none) is added to the environment. */
+static int run_counted_job(const struct dataset_job *job, const char *epochs, bool resume,
+                           const char *every, char *extra_setting, struct run_result *result)
+{
+    char *checkpoint = harness_path_in(job->directory, "ck0");
+    char *ids_log = harness_path_in(job->directory, "ids");
+    char *trainer_path = strdup(harness_build_path("trainers/sgd_read"));
+    char *argv[] = {trainer_path, "--data", job->data, "--epochs", (char *)epochs,
+                    "--batch", "10", "--lr", "0.05", "--checkpoint", checkpoint,
+                    "--checkpoint-every", (char *)every, "--ids-log", ids_log,
+                    resume ? "--resume" : NULL, NULL};
+    char *environment[] = {(char *)job->data_setting, (char *)job->state_setting,
+                           (char *)job->save_setting, extra_setting, NULL};
+    int status = harness_run(result, argv, environment, true, 120);
+    free(trainer_path);
+    free(ids_log);
+    free(checkpoint);
+    return status;
+}
+
+/* A job whose only checkpoint was written after pass 0 ended (sgd_read
+ * checkpoints at the end of each epoch, after the read that returned 0):
+ * its snapshot binds pass 1, so a replay of it skips pass 0. */
+static void counted_job_past_pass_zero(struct dataset_job *job)
+{
+    dataset_job_init(job, COUNT_JOB_RECORDS, DIM, 5);
+    cr_assert_not_null(strstr(job->data_setting, ":count="), "the job must use count=");
+    struct run_result first;
+    cr_assert_eq(run_counted_job(job, "1", false, "1000000", NULL, &first), 0, "%s", first.err);
+    cr_expect_null(strstr(first.err, COUNT_WARNING), "nothing restored: %s", first.err);
+    run_result_free(&first);
+}
+
+static void dataset_job_remove(struct dataset_job *job)
+{
+    harness_remove_temp_dir(job->directory);
+    free((char *)job->directory);
+    free(job->data);
+}
+
+Test(resume, replay_past_a_count_file_pass_warns_once_naming_continue, .timeout = 120)
+{
+    struct dataset_job job;
+    counted_job_past_pass_zero(&job);
+    struct run_result replay;
+    cr_assert_eq(run_counted_job(&job, "2", true, "1000000", NULL, &replay), 0, "%s",
+                 replay.err);
+    cr_expect_not_null(strstr(replay.out, "resumed at step "), "%s", replay.out);
+    cr_expect_eq(harness_count_occurrences(replay.err, COUNT_WARNING), 1,
+                 "one warning line expected: %s", replay.err);
+    const char *warning = strstr(replay.err, COUNT_WARNING);
+    if (warning != NULL) {
+        const char *line = warning;
+        while (line > replay.err && line[-1] != '\n')
+            line--;
+        const char *end = strchr(warning, '\n');
+        size_t length = end ? (size_t)(end - line) : strlen(line);
+        char *text = strndup(line, length);
+        cr_expect_not_null(strstr(text, job.data), "the line names the file: %s", text);
+        cr_expect_not_null(strstr(text, "count="), "the line says why: %s", text);
+        free(text);
+    }
+    run_result_free(&replay);
+    dataset_job_remove(&job);
+}
+
+Test(resume, continue_past_a_count_file_pass_does_not_warn, .timeout = 120)
+{
+    struct dataset_job job;
+    counted_job_past_pass_zero(&job);
+    struct run_result resumed;
+    cr_assert_eq(run_counted_job(&job, "1", true, "1000000", "ADAPTDL_RESUME=continue",
+                                 &resumed),
+                 0, "%s", resumed.err);
+    cr_expect_not_null(strstr(resumed.out, "resumed at step "), "%s", resumed.out);
+    cr_expect_null(strstr(resumed.err, COUNT_WARNING), "%s", resumed.err);
+    run_result_free(&resumed);
+    dataset_job_remove(&job);
+}
+
+/* Killed after its first periodic checkpoint, long before pass 0 ends: the
+ * replay continues pass 0 itself and skips nothing. */
+Test(resume, replay_within_pass_zero_of_a_count_file_does_not_warn, .timeout = 120)
+{
+    struct dataset_job job;
+    dataset_job_init(&job, COUNT_JOB_RECORDS, DIM, 5);
+    char *checkpoint = harness_path_in(job.directory, "ck0");
+    char *ids_log = harness_path_in(job.directory, "ids");
+    char *trainer_path = strdup(harness_build_path("trainers/sgd_read"));
+    char *argv[] = {trainer_path, "--data", job.data, "--epochs", "1", "--batch", "10",
+                    "--lr", "0.05", "--checkpoint", checkpoint, "--checkpoint-every", "2",
+                    "--sleep-us", "20000", "--ids-log", ids_log, NULL};
+    char *environment[] = {job.data_setting, job.state_setting, job.save_setting, NULL};
+    pid_t pid = harness_start(argv, environment, true, NULL, NULL);
+    cr_assert(wait_for_checkpoints(ids_log, pid, 1), "the trainer wrote no checkpoint");
+    kill(pid, SIGKILL);
+    harness_wait(pid, 30);
+    char *log = harness_read_file(ids_log, NULL);
+    cr_assert_null(strstr(log, "epoch_end"), "killed too late: pass 0 had ended");
+    free(log);
+
+    struct run_result replay;
+    cr_assert_eq(run_counted_job(&job, "1", true, "1000000", NULL, &replay), 0, "%s",
+                 replay.err);
+    cr_expect_not_null(strstr(replay.out, "resumed at step "), "%s", replay.out);
+    cr_expect_null(strstr(replay.err, COUNT_WARNING), "%s", replay.err);
+    run_result_free(&replay);
+    free(trainer_path);
+    free(ids_log);
+    free(checkpoint);
+    dataset_job_remove(&job);
+}

@@ -1,6 +1,7 @@
-/* test_sharding.c - K independent processes (ranks from the environment)
- * each see their share of a dataset read with cat(1): one pass covers every
- * record, each once plus AdaptDL's padding, with equal counts per rank. */
+/* test_sharding.c - K independent processes (ranks from the environment:
+ * ADAPTDL_ variables, or torchrun's) each see their share of a dataset read
+ * with cat(1): one pass covers every record, each once plus AdaptDL's
+ * padding, with equal counts per rank. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,17 +29,17 @@ static char *make_id_dataset(const char *directory, uint64_t records)
     return path;
 }
 
-/* Reads the view of rank r of K with cat; returns the ids in view order. */
-static uint64_t *read_view_ids(const char *path, unsigned replicas, unsigned rank,
-                               const char *extra_keys, const char *seed, size_t *count)
+/* Reads the view with cat, the replica layout given by `layout` (two
+ * "NAME=value" settings); returns the ids in view order. */
+static uint64_t *read_view_ids_in_layout(const char *path, char *const layout[2],
+                                         const char *extra_keys, const char *seed,
+                                         size_t *count)
 {
-    char data[512], replicas_text[64], rank_text[64], seed_text[64];
+    char data[512], seed_text[64];
     snprintf(data, sizeof data, "ADAPTDL_DATA=%s:record=%d:header=%d%s", path, RECORD_SIZE,
              HEADER_SIZE, extra_keys);
-    snprintf(replicas_text, sizeof replicas_text, "ADAPTDL_NUM_REPLICAS=%u", replicas);
-    snprintf(rank_text, sizeof rank_text, "ADAPTDL_REPLICA_RANK=%u", rank);
     snprintf(seed_text, sizeof seed_text, "ADAPTDL_SEED=%s", seed);
-    char *environment[] = {data, replicas_text, rank_text, seed_text, NULL};
+    char *environment[] = {data, layout[0], layout[1], seed_text, NULL};
     char *argv[] = {"/bin/cat", (char *)path, NULL};
     const char *directory = harness_temp_dir();
     char *out_path = harness_path_in(directory, "view");
@@ -57,9 +58,21 @@ static uint64_t *read_view_ids(const char *path, unsigned replicas, unsigned ran
         cr_assert_eq(fill, (unsigned char)(ids[i] & 0xff), "record bytes intact");
     }
     free(view);
-    unlink(out_path);
+    harness_remove_temp_dir(directory);
+    free((char *)directory);
     free(out_path);
     return ids;
+}
+
+/* Reads the view of rank r of K, given by the ADAPTDL_ variables. */
+static uint64_t *read_view_ids(const char *path, unsigned replicas, unsigned rank,
+                               const char *extra_keys, const char *seed, size_t *count)
+{
+    char replicas_text[64], rank_text[64];
+    snprintf(replicas_text, sizeof replicas_text, "ADAPTDL_NUM_REPLICAS=%u", replicas);
+    snprintf(rank_text, sizeof rank_text, "ADAPTDL_REPLICA_RANK=%u", rank);
+    char *layout[2] = {replicas_text, rank_text};
+    return read_view_ids_in_layout(path, layout, extra_keys, seed, count);
 }
 
 static void check_one_pass(uint64_t records, unsigned replicas, const char *keys)
@@ -90,6 +103,8 @@ static void check_one_pass(uint64_t records, unsigned replicas, const char *keys
     cr_expect_eq(twice, padding, "padding records %zu, expected %zu", twice, padding);
     free(seen);
     free(path);
+    harness_remove_temp_dir(directory);
+    free((char *)directory);
 }
 
 Test(sharding, one_pass_covers_every_record_for_k_1_to_5)
@@ -110,6 +125,8 @@ Test(sharding, unshuffled_shards_are_strided)
         cr_expect_eq(ids[i], expected[i]);
     free(ids);
     free(path);
+    harness_remove_temp_dir(directory);
+    free((char *)directory);
 }
 
 Test(sharding, shuffle_is_deterministic_and_seeded)
@@ -131,6 +148,8 @@ Test(sharding, shuffle_is_deterministic_and_seeded)
     free(b);
     free(c);
     free(path);
+    harness_remove_temp_dir(directory);
+    free((char *)directory);
 }
 
 Test(sharding, shard_zero_shuffle_zero_is_the_file)
@@ -144,4 +163,34 @@ Test(sharding, shard_zero_shuffle_zero_is_the_file)
         cr_expect_eq(ids[i], i);
     free(ids);
     free(path);
+    harness_remove_temp_dir(directory);
+    free((char *)directory);
+}
+
+/* torchrun starts plain processes (no mpirun) with WORLD_SIZE and RANK: two
+ * such processes read disjoint halves that together are the dataset once. */
+Test(sharding, torchrun_world_size_and_rank_split_the_dataset)
+{
+    enum { RECORDS = 200, REPLICAS = 2 };
+    const char *directory = harness_temp_dir();
+    char *path = make_id_dataset(directory, RECORDS);
+    unsigned seen[RECORDS] = {0};
+    for (unsigned rank = 0; rank < REPLICAS; rank++) {
+        char rank_text[32];
+        snprintf(rank_text, sizeof rank_text, "RANK=%u", rank);
+        char *layout[2] = {"WORLD_SIZE=2", rank_text};
+        size_t count;
+        uint64_t *ids = read_view_ids_in_layout(path, layout, "", "5", &count);
+        cr_expect_eq(count, RECORDS / REPLICAS, "rank %u: %zu records", rank, count);
+        for (size_t i = 0; i < count; i++) {
+            cr_assert_lt(ids[i], RECORDS);
+            seen[ids[i]]++;
+        }
+        free(ids);
+    }
+    for (unsigned id = 0; id < RECORDS; id++)
+        cr_expect_eq(seen[id], 1, "record %u seen %u times", id, seen[id]);
+    free(path);
+    harness_remove_temp_dir(directory);
+    free((char *)directory);
 }

@@ -391,6 +391,110 @@ Test(config, replica_count_from_wrapper_rank_from_mpirun)
     cr_assert(config.layout_from_mpi);
 }
 
+/* ---- torchrun's variables ---------------------------------------------- */
+
+Test(config, layout_from_torchrun_alone)
+{
+    expect_ok(ENV("WORLD_SIZE=4", "RANK=3", "LOCAL_WORLD_SIZE=4", "LOCAL_RANK=3"));
+    cr_assert_eq(config.num_replicas, 4);
+    cr_assert_eq(config.replica_rank, 3);
+    cr_assert_eq(config.num_nodes, 1);
+    /* torchrun starts plain processes: nothing says MPI is there */
+    cr_assert_not(config.layout_from_mpi);
+}
+
+Test(config, open_mpi_takes_precedence_over_torchrun)
+{
+    expect_ok(ENV("WORLD_SIZE=4", "RANK=3", "OMPI_COMM_WORLD_SIZE=8", "OMPI_COMM_WORLD_RANK=5"));
+    cr_assert_eq(config.num_replicas, 8);
+    cr_assert_eq(config.replica_rank, 5);
+    cr_assert(config.layout_from_mpi);
+}
+
+Test(config, pmi_takes_precedence_over_torchrun)
+{
+    expect_ok(ENV("WORLD_SIZE=4", "RANK=3", "PMI_SIZE=6", "PMI_RANK=1"));
+    cr_assert_eq(config.num_replicas, 6);
+    cr_assert_eq(config.replica_rank, 1);
+    cr_assert(config.layout_from_mpi);
+}
+
+Test(config, adaptdl_variables_take_precedence_over_mpi_and_torchrun)
+{
+    expect_ok(ENV("WORLD_SIZE=4", "RANK=3", "LOCAL_WORLD_SIZE=2", "OMPI_COMM_WORLD_SIZE=8",
+                  "OMPI_COMM_WORLD_RANK=7", "PMI_SIZE=6", "PMI_RANK=5",
+                  "ADAPTDL_NUM_REPLICAS=16", "ADAPTDL_REPLICA_RANK=9", "ADAPTDL_NUM_NODES=5"));
+    cr_assert_eq(config.num_replicas, 16);
+    cr_assert_eq(config.replica_rank, 9);
+    cr_assert_eq(config.num_nodes, 5);
+    cr_assert_not(config.layout_from_mpi);
+}
+
+Test(config, torchrun_rank_without_world_size_checks_against_default_count)
+{
+    expect_error(ENV("RANK=1"), "RANK", "ADAPTDL_NUM_REPLICAS unset");
+    expect_error(ENV("WORLD_SIZE=2", "RANK=2"), "RANK", "WORLD_SIZE \"2\"");
+}
+
+Test(config, node_count_from_torchrun_local_world_size)
+{
+    expect_ok(ENV("WORLD_SIZE=8", "RANK=0", "LOCAL_WORLD_SIZE=2"));
+    cr_assert_eq(config.num_nodes, 4);
+    expect_ok(ENV("WORLD_SIZE=8", "LOCAL_WORLD_SIZE=8"));
+    cr_assert_eq(config.num_nodes, 1);
+    /* either variable alone says nothing about nodes */
+    expect_ok(ENV("WORLD_SIZE=8", "RANK=0"));
+    cr_assert_eq(config.num_nodes, 1);
+    expect_ok(ENV("LOCAL_WORLD_SIZE=2"));
+    cr_assert_eq(config.num_nodes, 1);
+}
+
+Test(config, node_count_from_torchrun_with_mpi_replica_layout)
+{
+    /* the node count has its own sources: torchrun's ratio still counts */
+    expect_ok(ENV("OMPI_COMM_WORLD_SIZE=6", "OMPI_COMM_WORLD_RANK=0", "WORLD_SIZE=6",
+                  "LOCAL_WORLD_SIZE=3"));
+    cr_assert_eq(config.num_nodes, 2);
+}
+
+Test(config, adaptdl_num_nodes_takes_precedence_over_torchrun)
+{
+    expect_ok(ENV("WORLD_SIZE=8", "LOCAL_WORLD_SIZE=2", "ADAPTDL_NUM_NODES=3"));
+    cr_assert_eq(config.num_nodes, 3);
+    /* not even read then: a broken LOCAL_WORLD_SIZE cannot stop the job */
+    expect_ok(ENV("WORLD_SIZE=8", "LOCAL_WORLD_SIZE=3", "ADAPTDL_NUM_NODES=2"));
+    cr_assert_eq(config.num_nodes, 2);
+}
+
+Test(config, local_world_size_that_does_not_divide_world_size)
+{
+    expect_error(ENV("WORLD_SIZE=8", "RANK=0", "LOCAL_WORLD_SIZE=3"), "LOCAL_WORLD_SIZE",
+                 "does not divide WORLD_SIZE \"8\"");
+    cr_assert_not_null(strstr(error, "\"3\""), "%s", error);
+    cr_assert_not_null(strstr(error, "ADAPTDL_NUM_NODES"), "%s", error);
+    expect_error(ENV("WORLD_SIZE=2", "LOCAL_WORLD_SIZE=4"), "LOCAL_WORLD_SIZE",
+                 "does not divide WORLD_SIZE");
+}
+
+Test(config, malformed_torchrun_variables)
+{
+    expect_error(ENV("WORLD_SIZE=8", "LOCAL_WORLD_SIZE=0"), "LOCAL_WORLD_SIZE",
+                 "is not a positive integer");
+    cr_assert_not_null(strstr(error, "WORLD_SIZE \"8\""), "%s", error);
+    expect_error(ENV("WORLD_SIZE=8", "LOCAL_WORLD_SIZE=two"), "LOCAL_WORLD_SIZE", "\"two\"");
+    expect_error(ENV("WORLD_SIZE=8", "LOCAL_WORLD_SIZE="), "LOCAL_WORLD_SIZE",
+                 "is not a positive integer");
+    expect_error(ENV("WORLD_SIZE=8", "LOCAL_WORLD_SIZE=-2"), "LOCAL_WORLD_SIZE", "\"-2\"");
+    expect_error(ENV("WORLD_SIZE=8", "LOCAL_WORLD_SIZE=99999999999"), "LOCAL_WORLD_SIZE",
+                 "too large");
+    expect_error(ENV("WORLD_SIZE=0", "RANK=0"), "WORLD_SIZE", "out of range");
+    expect_error(ENV("WORLD_SIZE=4x", "RANK=0"), "WORLD_SIZE", "\"4x\"");
+    expect_error(ENV("WORLD_SIZE=4", "RANK=one"), "RANK", "\"one\"");
+    /* a WORLD_SIZE that only feeds the node count is checked all the same */
+    expect_error(ENV("ADAPTDL_NUM_REPLICAS=2", "WORLD_SIZE=two", "LOCAL_WORLD_SIZE=1"),
+                 "WORLD_SIZE", "\"two\"");
+}
+
 Test(config, rank_not_below_replicas)
 {
     expect_error(ENV("ADAPTDL_NUM_REPLICAS=4", "ADAPTDL_REPLICA_RANK=4"), "ADAPTDL_REPLICA_RANK",

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dataset_registry.h"
 #include "log.h"
@@ -304,6 +305,110 @@ Test(dataset_registry, restore_refixes_registered_files_not_started)
     cr_expect_eq(b->view_pass, 2);
     cr_expect_eq(b->view_start_index, 4);
     cr_expect_eq(b->view_length, 8);
+    snapshot_free(&snapshot);
+    dr_release(&registry);
+    free(bytes);
+}
+
+/* A train entry whose 4-byte header counts the payload's 8-byte records. */
+static struct data_entry dr_counted_entry(void)
+{
+    struct data_entry entry = dr_entry(4, DATA_ROLE_TRAIN);
+    entry.has_count_field = true;
+    entry.count_offset = 0;
+    entry.count_type = COUNT_FIELD_U32LE;
+    entry.count_unit = 8;
+    return entry;
+}
+
+/* Registers one file of `entry` in a registry under `resume`, restores a
+ * snapshot binding pass `pass` index `index`, and reports whether the
+ * restore left the file's count=-under-replay warning logged. */
+static bool dr_restore_warns_empty_count(const struct data_entry *entry,
+                                         enum resume_mode resume, uint64_t pass,
+                                         uint64_t index)
+{
+    struct dataset_registry registry;
+    dataset_registry_init(&registry, resume);
+    uint64_t size;
+    unsigned char *bytes = dr_records(4, 20, &size);
+    struct dataset_file *file = dr_add_ok(&registry, entry, "/d/tokens.bin", bytes, size, 1,
+                                          0, 1);
+    const char *names[] = {"tokens.bin"};
+    const uint64_t counts[] = {20}, passes[] = {pass}, indices[] = {index};
+    struct adaptdl_snapshot snapshot;
+    dr_snapshot(&snapshot, 1, names, counts, passes, indices);
+    char error[512] = "";
+    log_threshold = LOG_LEVEL_ERROR;  /* the warning itself is not under test here */
+    cr_assert_eq(dr_restore(&registry, &snapshot, error, sizeof error), 0, "%s", error);
+    cr_expect_eq(dataset_view_replay_empties_count_field(file),
+                 file->warned_empty_count_replay);
+    bool warned = file->warned_empty_count_replay;
+    snapshot_free(&snapshot);
+    dr_release(&registry);
+    free(bytes);
+    return warned;
+}
+
+Test(dataset_registry, replay_restore_past_pass_zero_of_a_count_file_warns)
+{
+    struct data_entry counted = dr_counted_entry();
+    cr_expect(dr_restore_warns_empty_count(&counted, RESUME_REPLAY, 1, 0));
+    cr_expect(dr_restore_warns_empty_count(&counted, RESUME_REPLAY, 3, 7));
+}
+
+Test(dataset_registry, no_count_warning_without_skipped_passes_count_or_replay)
+{
+    struct data_entry counted = dr_counted_entry();
+    struct data_entry plain = dr_entry(4, DATA_ROLE_TRAIN);
+    cr_expect_not(dr_restore_warns_empty_count(&counted, RESUME_REPLAY, 0, 7),
+                  "bound to the current pass: nothing skipped");
+    cr_expect_not(dr_restore_warns_empty_count(&counted, RESUME_CONTINUE, 2, 7),
+                  "continue skips nothing");
+    cr_expect_not(dr_restore_warns_empty_count(&plain, RESUME_REPLAY, 2, 7),
+                  "no count= field: an empty view is no problem");
+}
+
+Test(dataset_registry, the_count_warning_is_logged_once_per_file)
+{
+    char directory[] = "/tmp/adaptshim-unit-XXXXXX";
+    cr_assert_not_null(mkdtemp(directory));
+    char log_path[sizeof directory + 16];
+    snprintf(log_path, sizeof log_path, "%s/log", directory);
+    char error[512] = "";
+    cr_assert_eq(log_configure(LOG_LEVEL_WARN, log_path, 0, error, sizeof error), 0, "%s",
+                 error);
+
+    struct dataset_registry registry;
+    dataset_registry_init(&registry, RESUME_REPLAY);
+    uint64_t size;
+    unsigned char *bytes = dr_records(4, 20, &size);
+    struct data_entry counted = dr_counted_entry();
+    dr_add_ok(&registry, &counted, "/d/tokens.bin", bytes, size, 1, 0, 1);
+    const char *names[] = {"tokens.bin"};
+    const uint64_t counts[] = {20}, passes[] = {2}, indices[] = {0};
+    struct adaptdl_snapshot snapshot;
+    dr_snapshot(&snapshot, 1, names, counts, passes, indices);
+    /* a second restore before the file starts replaces the first (as a
+     * second checkpoint load would): still one warning */
+    cr_assert_eq(dr_restore(&registry, &snapshot, error, sizeof error), 0, "%s", error);
+    cr_assert_eq(dr_restore(&registry, &snapshot, error, sizeof error), 0, "%s", error);
+    log_close();
+    log_threshold = LOG_LEVEL_ERROR;
+
+    FILE *log = fopen(log_path, "r");
+    cr_assert_not_null(log);
+    char text[4096] = "";
+    size_t length = fread(text, 1, sizeof text - 1, log);
+    fclose(log);
+    text[length] = '\0';
+    size_t warnings = 0;
+    for (const char *at = text; (at = strstr(at, "ADAPTDL_RESUME=continue")) != NULL; at++)
+        warnings++;
+    cr_expect_eq(warnings, 1, "log: %s", text);
+    cr_expect_not_null(strstr(text, "/d/tokens.bin"), "log names the file: %s", text);
+    unlink(log_path);
+    rmdir(directory);
     snapshot_free(&snapshot);
     dr_release(&registry);
     free(bytes);

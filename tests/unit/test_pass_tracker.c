@@ -194,6 +194,38 @@ Test(pass_tracker, replay_complete_bound_pass_is_header_only)
     expect_position(&tracker, 0, 2, 0);
 }
 
+Test(pass_tracker, replay_skips_passes_only_before_reaching_a_later_bound_pass)
+{
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 10, 2, 0);
+    cr_expect_not(pass_tracker_replay_skips_passes(&tracker), "no restore: nothing skipped");
+    cr_assert(pass_tracker_restore(&tracker, RESUME_REPLAY, 2, 3, 0));
+    cr_expect(pass_tracker_replay_skips_passes(&tracker), "passes 0 and 1 are skipped");
+    pass_tracker_end_pass(&tracker);
+    cr_expect(pass_tracker_replay_skips_passes(&tracker), "pass 1 is still skipped");
+    pass_tracker_end_pass(&tracker);
+    cr_expect_not(pass_tracker_replay_skips_passes(&tracker), "the bound pass is reached");
+}
+
+Test(pass_tracker, replay_skips_no_pass_when_bound_to_the_current_one)
+{
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 10, 1, 0);
+    cr_assert(pass_tracker_restore(&tracker, RESUME_REPLAY, 0, 4, 0));
+    cr_expect_not(pass_tracker_replay_skips_passes(&tracker));
+    /* a complete bound pass is header-only, but it is not a skipped pass */
+    cr_assert(pass_tracker_restore(&tracker, RESUME_REPLAY, 0, 10, 0));
+    cr_expect_not(pass_tracker_replay_skips_passes(&tracker));
+}
+
+Test(pass_tracker, continue_skips_no_pass)
+{
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 10, 1, 0);
+    cr_assert(pass_tracker_restore(&tracker, RESUME_CONTINUE, 3, 4, 0));
+    cr_expect_not(pass_tracker_replay_skips_passes(&tracker));
+}
+
 Test(pass_tracker, continue_makes_the_current_pass_the_bound_one)
 {
     struct pass_tracker tracker;
