@@ -20,8 +20,9 @@ struct run_result {
 
 /* Absolute path of a build product, e.g. "libadaptshim.so", "trainers/sgd_read". */
 const char *harness_build_path(const char *relative);
-/* A fresh temporary directory (a new string each call; tests leave their
- * directories under /tmp for inspection when they fail). */
+/* A fresh temporary directory (a new string each call), under the run's
+ * root: removed after the run when every test passed, kept (and named on
+ * stderr) when one failed. */
 const char *harness_temp_dir(void);
 char *harness_path_in(const char *directory, const char *name);
 /* Removes a directory and everything in it (a passing test's leftovers). */
