@@ -194,10 +194,9 @@ static ssize_t shim_cookie_read(void *cookie_pointer, char *buffer, size_t size)
     struct view_cursor *cursor = &cookie->slot->cursor;
     if (cursor->file->entry->role == DATA_ROLE_TRAIN && shim_configured())
         shim_steps_before_train_read();
-    /* glibc refills only an empty buffer: the last fetch was consumed whole */
-    if (cookie->has_fetch)
-        view_cursor_deliver(cursor, cookie->fetch_pass, cookie->fetch_start,
-                            cookie->fetch_end - cookie->fetch_start);
+    /* glibc refills only an empty buffer (and empties it before asking):
+     * the last fetch was consumed whole */
+    shim_view_cookie_deliver_consumed(cookie);
     ssize_t got = view_cursor_fetch(cursor, buffer, size);
     cookie->has_fetch = got > 0;
     if (got > 0) {
