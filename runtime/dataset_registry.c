@@ -2,6 +2,7 @@
  * (see dataset_registry.h). */
 #include "dataset_registry.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,14 @@ void dataset_registry_init(struct dataset_registry *registry, enum resume_mode r
     pthread_mutex_init(&registry->lock, NULL);
     registry->files_tail = &registry->files;
     registry->resume = resume;
+}
+
+int dataset_registry_share_across_fork(struct dataset_registry *registry, size_t bytes)
+{
+    if (registry->arena != NULL)
+        return 0;
+    registry->arena = pass_state_arena_create(bytes);
+    return registry->arena != NULL ? 0 : -1;
 }
 
 struct dataset_file *dataset_registry_find(struct dataset_registry *registry,
@@ -112,6 +121,14 @@ int dataset_registry_add(struct dataset_registry *registry, struct dataset_file 
         while (*registry->files_tail != NULL)
             registry->files_tail = &(*registry->files_tail)->next;
     }
+    if (registry->arena != NULL &&
+        dataset_file_share_pass_state_in_arena(file, registry->arena) != 0 &&
+        !registry->warned_arena_full) {
+        registry->warned_arena_full = true;
+        log_warn("data file %s: no room left to share its pass state with processes "
+                 "forked before it was opened (%s): a DataLoader worker that opens it "
+                 "first keeps its deliveries to itself", file->path, strerror(errno));
+    }
     file->next = NULL;
     *registry->files_tail = file;
     registry->files_tail = &file->next;
@@ -120,6 +137,11 @@ int dataset_registry_add(struct dataset_registry *registry, struct dataset_file 
     if (pending == NULL)
         return 0;
     pending->applied = true;
+    if (file->pass_state_adopted) {
+        /* the process that registered it first applied this position */
+        return dataset_registry_check_same_dataset(file, &pending->position, error,
+                                                   error_size);
+    }
     return dataset_registry_apply_position(registry, file, &pending->position, error,
                                            error_size);
 }
@@ -150,6 +172,10 @@ int dataset_registry_capture(struct dataset_registry *registry,
         snapshot->file_count++;
         uint64_t unconsumed_records = unconsumed ? unconsumed(file, context) : 0;
         dataset_file_lock(file);
+        if (dataset_view_end_pass_finished_by_workers(file))
+            log_debug("snapshot: the workers that read pass %llu of %s have exited: the "
+                      "pass is over", (unsigned long long)file->shared->tracker.pass - 1,
+                      file->path);
         position->record_count = file->record_count;
         position->role = (uint32_t)file->entry->role;
         pass_tracker_position(&file->shared->tracker, unconsumed_records, &position->pass,

@@ -35,15 +35,26 @@ struct dataset_registry {
     struct pending_position *pending;
     size_t pending_count;
     uint64_t restored_sequence;
+    struct pass_state_arena *arena;  /* pass states shared across fork, or NULL */
+    bool warned_arena_full;
 };
 
 void dataset_registry_init(struct dataset_registry *registry, enum resume_mode resume);
 
+/* Maps the arena in which registered files keep their pass state, so that
+ * processes forked from now on share the pass of every file whichever of
+ * them registers it first (pass_state_arena.h).  Call before the trainer
+ * can fork.  -1 with errno when the memory cannot be mapped: files then
+ * share their state only with processes forked after their registration. */
+int dataset_registry_share_across_fork(struct dataset_registry *registry, size_t bytes);
+
 /* Finds a registered file by identity.  Caller holds registry->lock. */
 struct dataset_file *dataset_registry_find(struct dataset_registry *registry,
                                            uint64_t device, uint64_t inode);
-/* Adds an initialised file (takes ownership) and applies a pending restored
- * position to it.  Returns -1 with a message when the pending position
+/* Adds an initialised file (takes ownership), moving its pass state into the
+ * arena when there is one, and applies a pending restored position to it,
+ * unless it adopted the pass state of another process of the job (which
+ * applied the position itself).  Returns -1 with a message when the pending position
  * belongs to a different dataset (record count differs): the caller refuses
  * to resume into different data.  Caller holds registry->lock. */
 int dataset_registry_add(struct dataset_registry *registry, struct dataset_file *file,

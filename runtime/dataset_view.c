@@ -84,28 +84,59 @@ static int dataset_file_index_lines(struct dataset_file *file, char *error, size
     return 0;
 }
 
-/* The shared pass state and its delivery bits for `record_count` records, in
- * anonymous shared memory that forked children inherit; bit pages cost
- * nothing until a reader goes out of order. */
-static int dataset_file_share_pass_state(struct dataset_file *file)
+/* Bytes of a pass-state block: the struct, then the delivery bits. */
+static size_t dataset_pass_state_size(uint64_t record_count)
 {
-    uint64_t words = delivery_record_words(file->record_count);
+    return sizeof(struct dataset_pass_state) +
+           (size_t)delivery_record_words(record_count) * sizeof(uint64_t);
+}
+
+/* Makes a fresh pass state for `context` (a dataset_file) in `block`: pass
+ * 0, nothing delivered, a process-shared robust lock. */
+static int dataset_pass_state_initialize(void *block, void *context)
+{
+    const struct dataset_file *file = context;
+    struct dataset_pass_state *shared = block;
+    pthread_mutexattr_t attributes;
+    pthread_mutexattr_init(&attributes);
+    pthread_mutexattr_setpshared(&attributes, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&attributes, PTHREAD_MUTEX_ROBUST);
+    int status = pthread_mutex_init(&shared->lock, &attributes);
+    pthread_mutexattr_destroy(&attributes);
+    if (status != 0) {
+        errno = status;
+        return -1;
+    }
+    delivery_record_init(&shared->delivery, (uint64_t *)(shared + 1), file->record_count);
+    pass_tracker_init(&shared->tracker, file->record_count, file->replicas, file->rank);
+    pass_tracker_set_statistical(&shared->tracker, file->entry->role == DATA_ROLE_TRAIN);
+    shared->header_read_to_end = false;
+    shared->mapped = false;
+    shared->view_generation = 0;
+    reader_processes_reset(&shared->readers);
+    return 0;
+}
+
+/* A pass state of the file's own, in anonymous shared memory that processes
+ * forked after now inherit; bit pages cost nothing until a reader goes out
+ * of order.  dataset_file_share_pass_state_in_arena moves it into the job's
+ * arena for processes forked before. */
+static int dataset_file_map_own_pass_state(struct dataset_file *file)
+{
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    size_t size = sizeof(struct dataset_pass_state) + (size_t)words * sizeof(uint64_t);
+    size_t size = dataset_pass_state_size(file->record_count);
     size = (size + page - 1) / page * page;
     void *memory = runtime_sysio.mmap(NULL, size, PROT_READ | PROT_WRITE,
                         MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (memory == MAP_FAILED)
         return -1;
-    struct dataset_pass_state *shared = memory;
-    pthread_mutexattr_t attributes;
-    pthread_mutexattr_init(&attributes);
-    pthread_mutexattr_setpshared(&attributes, PTHREAD_PROCESS_SHARED);
-    pthread_mutexattr_setrobust(&attributes, PTHREAD_MUTEX_ROBUST);
-    pthread_mutex_init(&shared->lock, &attributes);
-    pthread_mutexattr_destroy(&attributes);
-    delivery_record_init(&shared->delivery, (uint64_t *)(shared + 1), file->record_count);
-    file->shared = shared;
+    if (dataset_pass_state_initialize(memory, file) != 0) {
+        int saved = errno;
+        runtime_sysio.munmap(memory, size);
+        errno = saved;
+        return -1;
+    }
+    file->shared = memory;
     file->shared_size = size;
     return 0;
 }
@@ -165,7 +196,7 @@ int dataset_file_init(struct dataset_file *file, const struct data_entry *entry,
             status = -1;
         }
     }
-    if (status == 0 && dataset_file_share_pass_state(file) != 0) {
+    if (status == 0 && dataset_file_map_own_pass_state(file) != 0) {
         snprintf(error, error_size, "data file %s: cannot map memory for its pass state: %s",
                  file->path, strerror(errno));
         status = -1;
@@ -174,8 +205,6 @@ int dataset_file_init(struct dataset_file *file, const struct data_entry *entry,
         dataset_file_release(file);
         return -1;
     }
-    pass_tracker_init(&file->shared->tracker, file->record_count, file->replicas, file->rank);
-    pass_tracker_set_statistical(&file->shared->tracker, entry->role == DATA_ROLE_TRAIN);
     if (dataset_view_fix(file) != 0) {
         snprintf(error, error_size, "data file %s: out of memory building its view",
                  file->path);
@@ -192,8 +221,9 @@ void dataset_file_release(struct dataset_file *file)
     free(file->view_line_prefix);
     free(file->header);
     /* never destroyed: a forked child that releases its copy must leave the
-     * lock working for the processes that still share it */
-    if (file->shared != NULL)
+     * lock working for the processes that still share it; a block in the
+     * arena stays for the others */
+    if (file->shared != NULL && file->shared_size != 0)
         runtime_sysio.munmap(file->shared, file->shared_size);
     memset(file, 0, sizeof *file);
     file->source_fd = -1;
@@ -370,6 +400,7 @@ int dataset_view_fix(struct dataset_file *file)
     int status = dataset_view_build_local(file);
     shared->header_read_to_end = false;
     shared->mapped = false;
+    reader_processes_reset(&shared->readers);
     delivery_record_reset(&shared->delivery, file->view_length);
     return status;
 }
@@ -389,6 +420,30 @@ void dataset_file_lock(struct dataset_file *file)
 void dataset_file_unlock(struct dataset_file *file)
 {
     pthread_mutex_unlock(&file->shared->lock);
+}
+
+int dataset_file_share_pass_state_in_arena(struct dataset_file *file,
+                                           struct pass_state_arena *arena)
+{
+    struct pass_state_key key = {
+        .device = file->device, .inode = file->inode, .record_count = file->record_count,
+    };
+    size_t size = dataset_pass_state_size(file->record_count);
+    bool created = false;
+    struct dataset_pass_state *block =
+        pass_state_arena_claim(arena, &key, size, dataset_pass_state_initialize, file, &created);
+    if (block == NULL)
+        return -1;
+    /* Nothing happened on the file's own state yet (it was made by
+     * dataset_file_init just before): it is dropped, not copied. */
+    runtime_sysio.munmap(file->shared, file->shared_size);
+    file->shared = block;
+    file->shared_size = 0;
+    file->pass_state_adopted = !created;
+    dataset_file_lock(file);
+    int status = created ? dataset_view_fix(file) : dataset_view_build_local(file);
+    dataset_file_unlock(file);
+    return status;
 }
 
 
@@ -466,13 +521,28 @@ uint64_t dataset_view_records_before(const struct dataset_file *file, uint64_t o
     return dataset_view_line_at(file, payload_offset);
 }
 
+/* Puts this process in the view's readers, once per process and view. */
+static void dataset_view_note_reader(struct dataset_file *file)
+{
+    pid_t self = reader_process_self();
+    if (file->reader_noted_pid == self &&
+        file->reader_noted_generation == file->shared->view_generation)
+        return;
+    reader_processes_add(&file->shared->readers, self);
+    file->reader_noted_pid = self;
+    file->reader_noted_generation = file->shared->view_generation;
+}
+
 void dataset_view_note_read(struct dataset_file *file, uint64_t offset, uint64_t count)
 {
     if (count == 0)
         return;
     uint64_t end = offset + count;
-    delivery_record_mark(&file->shared->delivery, dataset_view_records_before(file, offset),
-                         dataset_view_records_before(file, end));
+    uint64_t first = dataset_view_records_before(file, offset);
+    uint64_t last = dataset_view_records_before(file, end);
+    delivery_record_mark(&file->shared->delivery, first, last);
+    if (last > first)
+        dataset_view_note_reader(file);
     /* A header-only view read to its end counts as begun, so that a rewind or
      * reopen ends it like any other pass (see view_cursor.c). */
     if (file->view_length == 0 && file->view_size > 0 && end >= file->view_size)
@@ -484,7 +554,30 @@ void dataset_view_note_read(struct dataset_file *file, uint64_t offset, uint64_t
 void dataset_view_note_mapped(struct dataset_file *file)
 {
     file->shared->mapped = true;
+    dataset_view_note_reader(file);
     pass_tracker_note_delivered(&file->shared->tracker, file->shared->delivery.prefix, true);
+}
+
+bool dataset_view_workers_finished_pass(const struct dataset_file *file)
+{
+    return file->view_length > 0 && dataset_view_covered(file) &&
+           reader_processes_others_exited(&file->shared->readers, reader_process_self());
+}
+
+uint64_t dataset_view_records_in_flight(const struct dataset_file *file)
+{
+    uint64_t lookahead = file->entry->lookahead;
+    if (lookahead == 0 || dataset_view_workers_finished_pass(file))
+        return 0;
+    return lookahead;
+}
+
+bool dataset_view_end_pass_finished_by_workers(struct dataset_file *file)
+{
+    if (!dataset_view_workers_finished_pass(file))
+        return false;
+    dataset_view_end_pass(file);
+    return true;
 }
 
 bool dataset_view_covered(const struct dataset_file *file)

@@ -23,8 +23,10 @@
 
 #include "config.h"
 #include "delivery_record.h"
+#include "pass_state_arena.h"
 #include "pass_tracker.h"
 #include "permutation.h"
+#include "reader_processes.h"
 
 /* Physical indices of the view computed ahead, so that small records cost an
  * array lookup rather than a Feistel evaluation each (SPEC §10). */
@@ -53,6 +55,7 @@ struct dataset_pass_state {
     bool header_read_to_end;      /* a header-only view was read to its end */
     bool mapped;                  /* a mapping handed out the whole view */
     uint64_t view_generation;     /* counts the views fixed (passes, restores) */
+    struct reader_processes readers; /* processes that delivered records of the view */
 };
 
 struct dataset_file {
@@ -74,7 +77,10 @@ struct dataset_file {
     uint32_t rank;
 
     struct dataset_pass_state *shared;
-    size_t shared_size;           /* of its mapping */
+    size_t shared_size;           /* of its own mapping; 0 when in the arena */
+    bool pass_state_adopted;      /* another process registered it first */
+    pid_t reader_noted_pid;       /* this process is in shared->readers ... */
+    uint64_t reader_noted_generation; /* ... of this view */
 
     /* the view of the current pass */
     struct record_permutation permutation;      /* of its first sweep (wrap 0) */
@@ -103,6 +109,16 @@ struct dataset_file {
 void dataset_file_lock(struct dataset_file *file);
 void dataset_file_unlock(struct dataset_file *file);
 
+/* Moves the pass state of a file just made by dataset_file_init (device
+ * and inode set) into the job's arena, so that every process of the job
+ * shares it, including processes forked before this one registered the file.
+ * When another process registered the file first, its pass is adopted:
+ * pass_state_adopted is set and this process's view is rebuilt from it.
+ * -1 with errno when the arena has no room (the file keeps its own state,
+ * shared only with processes forked after now). */
+int dataset_file_share_pass_state_in_arena(struct dataset_file *file,
+                                           struct pass_state_arena *arena);
+
 /* Builds a dataset_file over an existing mapping.  Validates the record
  * geometry (tail=error|drop) and builds the line index.  -1 with a one-line
  * message naming the file, its size, header and record size on failure
@@ -128,6 +144,25 @@ uint64_t dataset_view_records_before(const struct dataset_file *file, uint64_t o
  * record whose last byte lies there is delivered (SPEC §3).  Header bytes
  * deliver nothing. */
 void dataset_view_note_read(struct dataset_file *file, uint64_t offset, uint64_t count);
+
+/* True when every record of the view was delivered by worker processes
+ * (other than the caller) that have all exited.  A PyTorch DataLoader
+ * joins its workers only when its iterator is exhausted, so the trainer's
+ * loop over this pass is over although no read returned 0: the pass has
+ * ended in all but name (reader_processes.h). */
+bool dataset_view_workers_finished_pass(const struct dataset_file *file);
+
+/* How many records a snapshot counts as not consumed yet beyond the
+ * stdio buffers: the entry's lookahead=, or 0 once the workers finished
+ * the pass (no batch can be in flight any more). */
+uint64_t dataset_view_records_in_flight(const struct dataset_file *file);
+
+/* Ends the pass when its workers finished it, so that a snapshot taken
+ * between the trainer's loops binds the next pass at index 0 (SPEC §4's
+ * "once the read returning 0 had happened") rather than a complete pass,
+ * which a trainer that restores "epoch e+1" would see as an empty epoch.
+ * Returns whether it ended the pass. */
+bool dataset_view_end_pass_finished_by_workers(struct dataset_file *file);
 
 /* Every record of the current view was delivered; for a header-only view,
  * it was read to its end; or a mapping handed out the whole view.  Only

@@ -29,6 +29,7 @@ struct runtime_session shim_session;
 
 static pthread_once_t shim_initialization_once = PTHREAD_ONCE_INIT;
 static pid_t shim_process_id;
+static pid_t shim_start_process_id;  /* the process that initialized; never renewed */
 static bool shim_is_configured;
 
 bool shim_configured(void)
@@ -46,6 +47,12 @@ bool shim_in_vfork_child(void)
 {
     return shim_process_id != 0 && getpid() != shim_process_id;
 }
+
+bool shim_in_forked_child(void)
+{
+    return shim_start_process_id != 0 && getpid() != shim_start_process_id;
+}
+
 static char shim_configuration_message[1024];
 static bool shim_configuration_failed;
 
@@ -130,8 +137,16 @@ static void shim_initialize(void)
         log_warn("ADAPTDL_SAVE is set but ADAPTDL_CHECKPOINT_PATH is not: checkpoints are "
                  "not bound to data positions, and a restart starts the data fresh");
     shim_is_configured = true;
+    shim_start_process_id = getpid();
     shim_steps_initialize();
     atexit(shim_steps_at_exit);
+    /* before main, so before the trainer can fork a DataLoader worker */
+    if (config->data_count > 0 &&
+        dataset_registry_share_across_fork(&shim_session.registry,
+                                           PASS_STATE_ARENA_DEFAULT_BYTES) != 0)
+        log_warn("cannot map memory to share pass states across fork (%s): a data file "
+                 "first opened in a forked worker keeps its deliveries to that worker",
+                 strerror(errno));
     if (config->data_count > 0 || config->save_glob != NULL) {
         next_state = SHIM_STATE_ACTIVE;
         shim_process_id = getpid();

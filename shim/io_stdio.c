@@ -172,7 +172,8 @@ static void shim_view_cookie_repositioned(struct shim_view_cookie *cookie)
 
 /* Called while a snapshot is taken: streams deliver what their trainer has
  * consumed, so that unread buffer bytes never count (SPEC §3); records a
- * prefetching loader holds are declared with lookahead. */
+ * prefetching loader may hold are declared with lookahead
+ * (dataset_view_records_in_flight says when they still can be). */
 uint64_t shim_unconsumed_records(struct dataset_file *file, void *context)
 {
     (void)context;
@@ -183,7 +184,10 @@ uint64_t shim_unconsumed_records(struct dataset_file *file, void *context)
             shim_view_cookie_deliver_consumed(entry->cookie);
     }
     pthread_mutex_unlock(&shim_streams_lock);
-    return file->entry->lookahead;
+    dataset_file_lock(file);
+    uint64_t in_flight = dataset_view_records_in_flight(file);
+    dataset_file_unlock(file);
+    return in_flight;
 }
 
 /* --- the cookie ---------------------------------------------------------------- */

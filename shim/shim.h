@@ -60,6 +60,10 @@ static inline bool shim_paths_active(void)
  * (fork children have their own copy and refresh the pid in an atfork
  * handler; vfork runs no handler.) */
 bool shim_in_vfork_child(void);
+/* True in a process forked from the one that started the trainer (a
+ * DataLoader worker): it writes no job record, metrics exit event or
+ * summary of its own (SPEC §3).  A process that execs starts afresh. */
+bool shim_in_forked_child(void);
 
 /* --- descriptors ------------------------------------------------------------ */
 /* VIEW: a trainer's descriptor on a data view.  CHECKPOINT_WRITER: a

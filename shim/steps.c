@@ -118,7 +118,7 @@ void shim_steps_save_job_record(const char *why)
 {
     const char *directory = shim_session.config.checkpoint_path;
     char error[512];
-    if (directory != NULL && shim_session.config.replica_rank == 0 &&
+    if (directory != NULL && shim_session.config.replica_rank == 0 && !shim_in_forked_child() &&
         job_record_save(directory, &shim_job_record, error, sizeof error) != 0)
         log_error("job record not written (%s): %s", why, error);
 }
@@ -174,13 +174,27 @@ static void shim_log_agreed_step(void)
 }
 
 static void shim_log_summary(const char *why);
+
+/* What a process leaves behind when it ends: the job record, the summary
+ * line and the metrics exit event.  A forked child (a DataLoader worker
+ * that exits through exit(3)) leaves none of them: they are its parent's,
+ * and a second exit event would end the job twice in the metrics. */
+static void shim_report_exit(int status, const char *why)
+{
+    if (shim_in_forked_child()) {
+        log_debug("exit of a forked child (%s): no job record, summary or exit event", why);
+        return;
+    }
+    shim_write_job_record(why);
+    shim_log_summary(why);
+    shim_events_exit(status, why);
+}
+
 static void shim_stop_now(const char *why) __attribute__((noreturn));
 static void shim_stop_now(const char *why)
 {
     log_info("stopping: %s; exit status 143", why);
-    shim_write_job_record(why);
-    shim_log_summary(why);
-    shim_events_exit(143, why);
+    shim_report_exit(143, why);
     shim_finished = true;
     if (shim_steps_finalize_mpi != NULL)
         shim_steps_finalize_mpi();
@@ -390,9 +404,7 @@ void shim_steps_finish(const char *why)
     if (shim_finished)
         return;
     shim_finished = true;
-    shim_write_job_record(why);
-    shim_log_summary(why);
-    shim_events_exit(shim_stop_signal ? 143 : 0, why);
+    shim_report_exit(shim_stop_signal ? 143 : 0, why);
 }
 
 void shim_steps_at_exit(void)

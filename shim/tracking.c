@@ -143,15 +143,17 @@ static struct dataset_file *shim_register_dataset(const struct data_entry *entry
     }
     file->device = (uint64_t)status->st_dev;
     file->inode = (uint64_t)status->st_ino;
+    if (dataset_registry_add(&shim_session.registry, file, error, sizeof error) != 0)
+        shim_refuse_different_data(error);
     log_debug("data file %s matched \"%s\": %" PRIu64 " records of %s, header %" PRIu64
-              ", %s, %s, pass %" PRIu64 " view: %" PRIu64 " records from index %" PRIu64,
+              ", %s, %s, %s, pass %" PRIu64 " view: %" PRIu64 " records from index %" PRIu64,
               absolute_path, entry->glob, file->record_count,
               entry->lines ? "one line" : "fixed size", file->header_size,
               entry->role == DATA_ROLE_TRAIN ? "train" : "eval",
-              entry->shuffle ? "shuffled" : "in order", file->view_pass, file->view_length,
+              entry->shuffle ? "shuffled" : "in order",
+              file->pass_state_adopted ? "pass of another process of the job" : "a new pass state",
+              file->view_pass, file->view_length,
               file->view_start_index);
-    if (dataset_registry_add(&shim_session.registry, file, error, sizeof error) != 0)
-        shim_refuse_different_data(error);
     return file;
 }
 

@@ -628,17 +628,12 @@ Test(real_loaders, torch_w0_kill_and_resume, .timeout = 120)
     check_kill_and_resume(&torch_w0_case, 106);
 }
 
-/* Known limit, not yet fixed: a checkpoint committed after the epoch's loop
- * ended, before the next epoch reopens the file, binds the covered pass at
- * N - lookahead, so the resumed trainer's next epoch first re-reads the last
- * `lookahead` records of the old pass (nothing lost, at most lookahead
- * repeated by pass, but the trainer's own epoch label then counts a short
- * epoch).  The shim cannot tell batches still in flight from batches
- * consumed once every record was delivered. */
+/* A checkpoint committed after an epoch's loop, before the next epoch
+ * reopens the file, binds the covered pass whole: the workers that
+ * delivered it have exited, so none of the lookahead= records can still be
+ * in flight (dataset_view_records_in_flight). */
 Test(real_loaders, torch_w2_kill_and_resume, .timeout = 120)
 {
-    cr_skip("known limit: lookahead is subtracted from a covered pass at an epoch-boundary "
-            "checkpoint (README, \"Loader styles\")");
     check_kill_and_resume(&torch_w2_case, 107);
 }
 

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "dataset_registry.h"
@@ -91,6 +92,7 @@ static void dr_release(struct dataset_registry *registry)
     for (size_t i = 0; i < registry->pending_count; i++)
         free(registry->pending[i].position.name);
     free(registry->pending);
+    pass_state_arena_destroy(registry->arena);
     pthread_mutex_destroy(&registry->lock);
     memset(registry, 0, sizeof *registry);
 }
@@ -671,4 +673,56 @@ Test(dataset_registry_runs, a_complete_pass_restores_header_only_then_moves_on)
     dr_expect_exactly_once_plus_padding(again, record_count, 3);
     snapshot_free(&first);
     snapshot_free(&second);
+}
+
+/* A DataLoader worker may open the data file before its parent does (a
+ * Dataset that opens lazily in __getitem__): with the registry's arena, the
+ * parent that registers the file later adopts the pass the worker began,
+ * restored position and deliveries included, and does not apply the
+ * restored position a second time (SPEC §3, §4). */
+Test(dataset_registry, a_file_a_forked_child_registers_first_is_the_parent_s_pass)
+{
+    struct dataset_registry registry;
+    dataset_registry_init(&registry, RESUME_CONTINUE);
+    cr_assert_eq(dataset_registry_share_across_fork(&registry, 1 << 20), 0);
+    uint64_t size;
+    unsigned char *bytes = dr_records(4, 20, &size);
+    struct data_entry train = dr_entry(4, DATA_ROLE_TRAIN);
+    const char *names[] = {"a.bin"};
+    const uint64_t counts[] = {20}, passes[] = {2}, indices[] = {6};
+    struct adaptdl_snapshot snapshot;
+    dr_snapshot(&snapshot, 1, names, counts, passes, indices);
+    char error[512] = "";
+    cr_assert_eq(dr_restore(&registry, &snapshot, error, sizeof error), 0, "%s", error);
+
+    pid_t child = fork();
+    cr_assert_geq(child, 0);
+    if (child == 0) {
+        struct dataset_file *file = dr_add_ok(&registry, &train, "/d/a.bin", bytes, size, 1,
+                                              0, 7);
+        struct view_cursor cursor;
+        view_cursor_open(&cursor, file);
+        dr_read_records(&cursor, 4, 3, NULL, 20);   /* three records of pass 2 */
+        _exit(file->pass_state_adopted || file->view_pass != 2 ? 1 : 0);
+    }
+    int status;
+    cr_assert_eq(waitpid(child, &status, 0), child);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child's own checks");
+
+    struct dataset_file *file = dr_add_ok(&registry, &train, "/d/a.bin", bytes, size, 1, 0, 7);
+    cr_expect(file->pass_state_adopted);
+    dataset_file_lock(file);
+    cr_expect_eq(file->view_pass, 2, "the pass the child restored");
+    cr_expect_eq(file->view_start_index, 6);
+    cr_expect_eq(file->shared->tracker.delivered, 3, "and the child's three deliveries");
+    dataset_file_unlock(file);
+    struct adaptdl_snapshot captured;
+    dr_capture(&registry, NULL, NULL, &captured);
+    cr_assert_eq(captured.file_count, 1, "the position is not pending any more");
+    cr_expect_eq(captured.files[0].pass, 2);
+    cr_expect_eq(captured.files[0].current_index, 9);
+    snapshot_free(&captured);
+    snapshot_free(&snapshot);
+    dr_release(&registry);
+    free(bytes);
 }

@@ -1014,3 +1014,73 @@ Test(dataset_view, forked_children_deliver_into_the_parent_s_pass)
     dataset_file_release(&file);
     free(bytes);
 }
+
+/* Records a prefetching loader may still hold (lookahead=): all of them
+ * while the pass is not covered or its workers run; none once every record
+ * was delivered by workers that have all exited, as a DataLoader's are when
+ * its iterator is exhausted, and the pass then ends at the next snapshot. */
+Test(dataset_view, a_pass_covered_by_workers_that_exited_is_over)
+{
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(6, 10, 20, 0, &size);
+    struct data_entry entry = dv_entry(6, 10, true, true);
+    entry.lookahead = 4;
+    struct dataset_file file;
+    dv_init(&file, &entry, bytes, size, 1, 0);
+    cr_expect_eq(dataset_view_records_in_flight(&file), 4, "nothing read yet");
+    dataset_file_lock(&file);
+    dataset_view_note_read(&file, 6, 10);   /* the parent peeks at record 0 */
+    dataset_file_unlock(&file);
+    pid_t child = fork();
+    cr_assert_geq(child, 0);
+    if (child == 0) {
+        dataset_file_lock(&file);
+        dataset_view_note_read(&file, 6, 20 * 10);   /* the whole pass */
+        bool running_worker_counts = dataset_view_records_in_flight(&file) == 4 &&
+                                     !dataset_view_workers_finished_pass(&file);
+        dataset_file_unlock(&file);
+        _exit(running_worker_counts ? 0 : 1);
+    }
+    int status;
+    cr_assert_eq(waitpid(child, &status, 0), child);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "seen from the worker itself, the loop is not over");
+    dataset_file_lock(&file);
+    cr_expect(dataset_view_covered(&file));
+    cr_expect(dataset_view_workers_finished_pass(&file));
+    cr_expect_eq(dataset_view_records_in_flight(&file), 0,
+                 "a covered pass whose workers exited holds nothing in flight");
+    cr_expect(dataset_view_end_pass_finished_by_workers(&file));
+    cr_expect_eq(file.view_pass, 1);
+    cr_expect(!dataset_view_end_pass_finished_by_workers(&file), "once");
+    dataset_view_note_read(&file, 6, 10 * 20);   /* the parent reads pass 1 itself */
+    cr_expect(dataset_view_covered(&file));
+    cr_expect(!dataset_view_workers_finished_pass(&file), "no worker read pass 1");
+    cr_expect_eq(dataset_view_records_in_flight(&file), 4);
+    dataset_file_unlock(&file);
+    dataset_file_release(&file);
+    free(bytes);
+}
+
+/* A header read hands out no record: its process is no reader, so a pass
+ * covered by workers that exited is whole even though the parent that read
+ * the header lives on (PyTorch's Dataset reads the header in the parent). */
+Test(dataset_view, a_header_read_makes_no_reader)
+{
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(6, 10, 4, 0, &size);
+    struct data_entry entry = dv_entry(6, 10, false, false);
+    entry.lookahead = 2;
+    struct dataset_file file;
+    dv_init(&file, &entry, bytes, size, 1, 0);
+    dataset_file_lock(&file);
+    dataset_view_note_read(&file, 0, 6);
+    cr_expect_eq(file.shared->readers.count, 0);
+    dataset_view_note_read(&file, 6, 9);     /* not a whole record yet */
+    cr_expect_eq(file.shared->readers.count, 0);
+    dataset_view_note_read(&file, 15, 1);
+    cr_expect_eq(file.shared->readers.count, 1);
+    dataset_file_unlock(&file);
+    dataset_file_release(&file);
+    free(bytes);
+}
