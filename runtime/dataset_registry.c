@@ -172,10 +172,10 @@ int dataset_registry_capture(struct dataset_registry *registry,
         snapshot->file_count++;
         uint64_t unconsumed_records = unconsumed ? unconsumed(file, context) : 0;
         dataset_file_lock(file);
-        if (dataset_view_end_pass_finished_by_workers(file))
-            log_debug("snapshot: the workers that read pass %llu of %s have exited: the "
-                      "pass is over", (unsigned long long)file->shared->tracker.pass - 1,
-                      file->path);
+        if (dataset_view_end_pass_finished_by_readers(file))
+            log_debug("snapshot: every record of pass %llu of %s was delivered and its "
+                      "readers are done with it: the pass is over",
+                      (unsigned long long)file->shared->tracker.pass - 1, file->path);
         position->record_count = file->record_count;
         position->role = (uint32_t)file->entry->role;
         pass_tracker_position(&file->shared->tracker, unconsumed_records, &position->pass,

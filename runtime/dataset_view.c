@@ -554,27 +554,32 @@ void dataset_view_note_read(struct dataset_file *file, uint64_t offset, uint64_t
 void dataset_view_note_mapped(struct dataset_file *file)
 {
     file->shared->mapped = true;
-    dataset_view_note_reader(file);
     pass_tracker_note_delivered(&file->shared->tracker, file->shared->delivery.prefix, true);
 }
 
-bool dataset_view_workers_finished_pass(const struct dataset_file *file)
+bool dataset_view_readers_finished_pass(const struct dataset_file *file)
 {
-    return file->view_length > 0 && dataset_view_covered(file) &&
-           reader_processes_others_exited(&file->shared->readers, reader_process_self());
+    const struct reader_processes *readers = &file->shared->readers;
+    if (file->view_length == 0 || !delivery_record_covered(&file->shared->delivery))
+        return false;
+    pid_t self = reader_process_self();
+    if (reader_processes_others_exited(readers, self))
+        return true;
+    return reader_processes_only(readers, self) &&
+           __atomic_load_n(&file->open_cursors, __ATOMIC_RELAXED) == 0;
 }
 
 uint64_t dataset_view_records_in_flight(const struct dataset_file *file)
 {
     uint64_t lookahead = file->entry->lookahead;
-    if (lookahead == 0 || dataset_view_workers_finished_pass(file))
+    if (lookahead == 0 || dataset_view_readers_finished_pass(file))
         return 0;
     return lookahead;
 }
 
-bool dataset_view_end_pass_finished_by_workers(struct dataset_file *file)
+bool dataset_view_end_pass_finished_by_readers(struct dataset_file *file)
 {
-    if (!dataset_view_workers_finished_pass(file))
+    if (!dataset_view_readers_finished_pass(file))
         return false;
     dataset_view_end_pass(file);
     return true;

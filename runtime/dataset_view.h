@@ -79,6 +79,7 @@ struct dataset_file {
     struct dataset_pass_state *shared;
     size_t shared_size;           /* of its own mapping; 0 when in the arena */
     bool pass_state_adopted;      /* another process registered it first */
+    unsigned open_cursors;        /* this process's open cursors (atomic) */
     pid_t reader_noted_pid;       /* this process is in shared->readers ... */
     uint64_t reader_noted_generation; /* ... of this view */
 
@@ -145,24 +146,27 @@ uint64_t dataset_view_records_before(const struct dataset_file *file, uint64_t o
  * deliver nothing. */
 void dataset_view_note_read(struct dataset_file *file, uint64_t offset, uint64_t count);
 
-/* True when every record of the view was delivered by worker processes
- * (other than the caller) that have all exited.  A PyTorch DataLoader
- * joins its workers only when its iterator is exhausted, so the trainer's
- * loop over this pass is over although no read returned 0: the pass has
- * ended in all but name (reader_processes.h). */
-bool dataset_view_workers_finished_pass(const struct dataset_file *file);
+/* True when every record of the view was delivered and the processes that
+ * read it are done with it, although no read returned 0: the trainer's loop
+ * over this pass is over.  When worker processes (other than the caller)
+ * delivered records, they must all have exited: a PyTorch DataLoader joins
+ * its workers only once its iterator is exhausted.  When only the caller
+ * delivered them, it must have closed every descriptor and stream it had
+ * on the file (llm.c's fclose at the end of an epoch, a Dataset's close).
+ * A mapping never finishes a pass this way (reader_processes.h). */
+bool dataset_view_readers_finished_pass(const struct dataset_file *file);
 
 /* How many records a snapshot counts as not consumed yet beyond the
- * stdio buffers: the entry's lookahead=, or 0 once the workers finished
+ * stdio buffers: the entry's lookahead=, or 0 once the readers finished
  * the pass (no batch can be in flight any more). */
 uint64_t dataset_view_records_in_flight(const struct dataset_file *file);
 
-/* Ends the pass when its workers finished it, so that a snapshot taken
+/* Ends the pass when its readers finished it, so that a snapshot taken
  * between the trainer's loops binds the next pass at index 0 (SPEC §4's
  * "once the read returning 0 had happened") rather than a complete pass,
  * which a trainer that restores "epoch e+1" would see as an empty epoch.
  * Returns whether it ended the pass. */
-bool dataset_view_end_pass_finished_by_workers(struct dataset_file *file);
+bool dataset_view_end_pass_finished_by_readers(struct dataset_file *file);
 
 /* Every record of the current view was delivered; for a header-only view,
  * it was read to its end; or a mapping handed out the whole view.  Only

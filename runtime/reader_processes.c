@@ -48,6 +48,11 @@ bool reader_processes_others_exited(const struct reader_processes *readers, pid_
     return others && !alive;
 }
 
+bool reader_processes_only(const struct reader_processes *readers, pid_t self)
+{
+    return readers->count == 1 && !readers->overflowed && readers->pids[0] == self;
+}
+
 static pid_t reader_process_cached_id;
 static pthread_once_t reader_process_once = PTHREAD_ONCE_INIT;
 

@@ -1,13 +1,13 @@
 /* reader_processes.h - the processes that delivered records of a pass.
  *
- * A prefetching loader declares `lookahead=N` (SPEC §3): at a checkpoint,
- * N records may have been handed to its workers without having reached the
- * model, so a snapshot counts N fewer as consumed.  That is right while the
- * workers run, and wrong once they have exited: a PyTorch DataLoader joins
- * its workers only when its iterator is exhausted (every batch consumed) or
- * dropped, so a checkpoint taken after an epoch's loop would otherwise bind
- * the finished pass at N - lookahead and the resumed epoch would begin with
- * the old epoch's last records.  The set lives in the pass state shared
+ * A loader that visits records by seeking never reads to the end of the
+ * view, so no read returning 0 tells the shim that its loop over a pass is
+ * over.  For a PyTorch DataLoader with workers, the workers exiting does: it
+ * joins them only when its iterator is exhausted (every batch consumed) or
+ * dropped.  Without that signal a checkpoint taken between two epochs would
+ * bind a complete pass, which a trainer restoring "epoch e+1" sees as an
+ * empty epoch, and with `lookahead=N` (SPEC §3) it would bind N records
+ * short, so the resumed epoch would begin with the old epoch's last records.  The set lives in the pass state shared
  * across fork; it names at most READER_PROCESSES_MAX processes, and beyond
  * that counts every reader as possibly alive.  Reads of the process that
  * takes the snapshot do not count: a trainer that peeks at `dataset[0]`
@@ -34,6 +34,9 @@ void reader_processes_add(struct reader_processes *readers, pid_t pid);
  * while one of them exists (a zombie not yet reaped does too), when only
  * `self` read, and when the set overflowed (an unnamed reader may run). */
 bool reader_processes_others_exited(const struct reader_processes *readers, pid_t self);
+
+/* True when `self` is the only process of the set. */
+bool reader_processes_only(const struct reader_processes *readers, pid_t self);
 
 /* The calling process's id, cached (renewed in forked children), so that
  * noting a reader costs no system call per read. */

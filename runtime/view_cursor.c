@@ -38,6 +38,12 @@ void view_cursor_open(struct view_cursor *cursor, struct dataset_file *file)
     cursor->trainer_moved_pass = 0;
     cursor->references = 1;
     dataset_file_unlock(file);
+    __atomic_add_fetch(&file->open_cursors, 1, __ATOMIC_RELAXED);
+}
+
+void view_cursor_close(struct view_cursor *cursor)
+{
+    __atomic_sub_fetch(&cursor->file->open_cursors, 1, __ATOMIC_RELAXED);
 }
 
 /* A cursor whose pass is over may join the current one only from the header,

@@ -46,6 +46,9 @@ extern void (*view_cursor_pass_observer)(const struct dataset_file *file, bool b
  * Opening a data file: a reopen after every record of the current pass was
  * delivered ends that pass.  The cursor starts at offset 0 of the current view. */
 void view_cursor_open(struct view_cursor *cursor, struct dataset_file *file);
+/* The trainer closed the cursor's last descriptor or stream: the file has
+ * one cursor fewer open in this process (dataset_view_readers_finished_pass). */
+void view_cursor_close(struct view_cursor *cursor);
 
 /* read(2) semantics on the view; a read returning 0 ends the pass.  A read
  * may be short (dataset_view_read_limit).  A read right after a seek that

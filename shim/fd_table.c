@@ -48,6 +48,8 @@ void fd_slot_release(struct fd_slot *slot)
         return;
     if (__atomic_sub_fetch(&slot->references, 1, __ATOMIC_ACQ_REL) > 0)
         return;
+    if (slot->kind == FD_SLOT_VIEW)
+        view_cursor_close(&slot->cursor);
     free(slot->checkpoint_path);
     free(slot);
 }

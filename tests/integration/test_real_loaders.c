@@ -79,6 +79,7 @@ static unsigned failures;
 
 struct loader_job {
     const struct loader_case *trainer;
+    const char *epochs;         /* --epochs of the runs started; NULL: EPOCHS */
     const char *directory;
     char *data;
     char state_setting[600];
@@ -91,6 +92,7 @@ static void loader_job_init(struct loader_job *job, const struct loader_case *tr
         cr_skip_test("/usr/bin/python3 cannot import %s: %s not run", trainer->python_module,
                      trainer->program);
     job->trainer = trainer;
+    job->epochs = NULL;
     job->directory = harness_temp_dir();
     switch (trainer->kind) {
     case DATA_RECORDS:
@@ -173,7 +175,8 @@ static void start_trainer(struct trainer_process *process, const struct loader_j
     if (job->trainer->python_module != NULL)
         argv[used++] = "/usr/bin/python3";
     argv[used++] = program;
-    const char *common[] = {"--data", job->data, "--epochs", "3", "--batch", job->trainer->batch,
+    const char *common[] = {"--data", job->data, "--epochs", job->epochs ? job->epochs : "3",
+                            "--batch", job->trainer->batch,
                             "--checkpoint", checkpoint_path, "--checkpoint-every", "4",
                             "--sleep-us", sleep_us};
     for (size_t i = 0; i < sizeof common / sizeof common[0]; i++)
@@ -566,6 +569,54 @@ static void check_kill_and_resume(const struct loader_case *trainer, uint64_t se
     loader_job_finish(&job);
 }
 
+/* (e) a finished run continued: a run of one epoch ends (its last
+ * checkpoint says "epoch 1", written after the epoch's loop), then a run of
+ * EPOCHS epochs restores it.  Its epochs 1 and 2 must each be a whole new
+ * pass: the snapshot bound to that last checkpoint must not show epoch 1 an
+ * empty or short view. */
+static void check_finished_run_continued(const struct loader_case *trainer)
+{
+    struct loader_job job;
+    loader_job_init(&job, trainer);
+    char *data = data_setting(&job, "");
+    char *environment[] = {data, job.state_setting, job.save_setting,
+                           "ADAPTDL_RESUME=continue", SEED_SETTING, NULL};
+    struct trainer_process first, second;
+    job.epochs = "1";
+    start_trainer(&first, &job, "first", "ckpt", "0", true, environment);
+    expect_success(&first, "the one-epoch run");
+    job.epochs = NULL;
+    start_trainer(&second, &job, "second", "ckpt", "0", true, environment);
+    expect_success(&second, "the continued run");
+    struct epoch_orders first_orders, orders;
+    read_epoch_orders(first.out_path, trainer->records, &first_orders);
+    read_epoch_orders(second.out_path, trainer->records, &orders);
+    EXPECT(first_orders.count[0] == trainer->records, "the first run's epoch 0: %zu records",
+           first_orders.count[0]);
+    EXPECT(orders.count[0] == 0, "the continued run repeated epoch 0 (%zu records)",
+           orders.count[0]);
+    unsigned *seen = calloc(trainer->records, sizeof *seen);
+    for (unsigned epoch = 1; epoch < EPOCHS; epoch++) {
+        memset(seen, 0, trainer->records * sizeof *seen);
+        for (size_t i = 0; i < orders.count[epoch]; i++)
+            seen[orders.ids[epoch][i]]++;
+        size_t wrong = 0;
+        for (uint64_t id = 0; id < trainer->records; id++)
+            wrong += seen[id] != 1;
+        EXPECT(orders.count[epoch] == trainer->records && wrong == 0,
+               "continued epoch %u: %zu records consumed, %zu records not seen exactly once",
+               epoch, orders.count[epoch], wrong);
+    }
+    EXPECT(!same_order(&orders, 1, &first_orders, 0), "epoch 1 repeats the order of epoch 0");
+    free(seen);
+    epoch_orders_free(&first_orders);
+    epoch_orders_free(&orders);
+    free(data);
+    trainer_process_free(&first);
+    trainer_process_free(&second);
+    loader_job_finish(&job);
+}
+
 #define LOADER_TESTS(name, trainer, seed)                                           \
     Test(real_loaders, name##_transparent, .timeout = 60)                           \
     {                                                                               \
@@ -582,6 +633,10 @@ static void check_kill_and_resume(const struct loader_case *trainer, uint64_t se
     Test(real_loaders, name##_kill_and_resume, .timeout = 120)                      \
     {                                                                               \
         check_kill_and_resume(&(trainer), seed);                                    \
+    }                                                                               \
+    Test(real_loaders, name##_finished_run_continued, .timeout = 60)                \
+    {                                                                               \
+        check_finished_run_continued(&(trainer));                                   \
     }
 
 LOADER_TESTS(llmc, llmc_case, 101)
@@ -640,4 +695,19 @@ Test(real_loaders, torch_w2_kill_and_resume, .timeout = 120)
 Test(real_loaders, torch_w2_shuffled_kill_and_resume, .timeout = 120)
 {
     check_kill_and_resume(&torch_w2_shuffled_case, 108);
+}
+
+Test(real_loaders, torch_w0_finished_run_continued, .timeout = 60)
+{
+    check_finished_run_continued(&torch_w0_case);
+}
+
+Test(real_loaders, torch_w2_finished_run_continued, .timeout = 60)
+{
+    check_finished_run_continued(&torch_w2_case);
+}
+
+Test(real_loaders, torch_w2_shuffled_finished_run_continued, .timeout = 60)
+{
+    check_finished_run_continued(&torch_w2_shuffled_case);
 }

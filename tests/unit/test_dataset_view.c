@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "dataset_view.h"
+#include "view_cursor.h"
 #include "permutation.h"
 
 #define DV_SEED 11
@@ -1037,7 +1038,7 @@ Test(dataset_view, a_pass_covered_by_workers_that_exited_is_over)
         dataset_file_lock(&file);
         dataset_view_note_read(&file, 6, 20 * 10);   /* the whole pass */
         bool running_worker_counts = dataset_view_records_in_flight(&file) == 4 &&
-                                     !dataset_view_workers_finished_pass(&file);
+                                     !dataset_view_readers_finished_pass(&file);
         dataset_file_unlock(&file);
         _exit(running_worker_counts ? 0 : 1);
     }
@@ -1047,17 +1048,23 @@ Test(dataset_view, a_pass_covered_by_workers_that_exited_is_over)
               "seen from the worker itself, the loop is not over");
     dataset_file_lock(&file);
     cr_expect(dataset_view_covered(&file));
-    cr_expect(dataset_view_workers_finished_pass(&file));
+    cr_expect(dataset_view_readers_finished_pass(&file));
     cr_expect_eq(dataset_view_records_in_flight(&file), 0,
                  "a covered pass whose workers exited holds nothing in flight");
-    cr_expect(dataset_view_end_pass_finished_by_workers(&file));
+    cr_expect(dataset_view_end_pass_finished_by_readers(&file));
     cr_expect_eq(file.view_pass, 1);
-    cr_expect(!dataset_view_end_pass_finished_by_workers(&file), "once");
-    dataset_view_note_read(&file, 6, 10 * 20);   /* the parent reads pass 1 itself */
+    cr_expect(!dataset_view_end_pass_finished_by_readers(&file), "once");
+    dataset_file_unlock(&file);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &file);   /* the parent reads pass 1 itself */
+    dataset_file_lock(&file);
+    dataset_view_note_read(&file, 6, 10 * 20);
     cr_expect(dataset_view_covered(&file));
-    cr_expect(!dataset_view_workers_finished_pass(&file), "no worker read pass 1");
+    cr_expect(!dataset_view_readers_finished_pass(&file), "no worker read pass 1, and the "
+              "parent's file is open");
     cr_expect_eq(dataset_view_records_in_flight(&file), 4);
     dataset_file_unlock(&file);
+    view_cursor_close(&cursor);
     dataset_file_release(&file);
     free(bytes);
 }
@@ -1080,6 +1087,40 @@ Test(dataset_view, a_header_read_makes_no_reader)
     cr_expect_eq(file.shared->readers.count, 0);
     dataset_view_note_read(&file, 15, 1);
     cr_expect_eq(file.shared->readers.count, 1);
+    dataset_file_unlock(&file);
+    dataset_file_release(&file);
+    free(bytes);
+}
+
+/* A pass read by the process alone is finished once every record was
+ * delivered and the process closed its last cursor on the file (llm.c's
+ * fclose at an epoch's end); a mapping never finishes a pass. */
+Test(dataset_view, a_covered_pass_whose_only_reader_closed_the_file_is_over)
+{
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(6, 10, 8, 0, &size);
+    struct data_entry entry = dv_entry(6, 10, true, true);
+    struct dataset_file file;
+    dv_init(&file, &entry, bytes, size, 1, 0);
+    struct view_cursor first, second;
+    view_cursor_open(&first, &file);
+    view_cursor_open(&second, &file);
+    dataset_file_lock(&file);
+    dataset_view_note_read(&file, 6, 10 * 8);
+    cr_expect(!dataset_view_readers_finished_pass(&file), "two cursors open");
+    dataset_file_unlock(&file);
+    view_cursor_close(&first);
+    dataset_file_lock(&file);
+    cr_expect(!dataset_view_readers_finished_pass(&file), "one cursor still open");
+    dataset_file_unlock(&file);
+    view_cursor_close(&second);
+    dataset_file_lock(&file);
+    cr_expect(dataset_view_readers_finished_pass(&file));
+    cr_expect(dataset_view_end_pass_finished_by_readers(&file));
+    cr_expect_eq(file.view_pass, 1);
+    dataset_view_note_mapped(&file);
+    cr_expect(dataset_view_covered(&file));
+    cr_expect(!dataset_view_readers_finished_pass(&file), "a mapping reads in secret");
     dataset_file_unlock(&file);
     dataset_file_release(&file);
     free(bytes);
