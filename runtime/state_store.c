@@ -316,12 +316,14 @@ enum field_kind {
     FIELD_VERSION,       /* "version": STATE_FORMAT_VERSION into a uint32_t */
     FIELD_U32,
     FIELD_U64,
+    FIELD_I64,
     FIELD_DOUBLE,
     FIELD_BOOL,
     FIELD_STRING,        /* char *, malloc'd; NULL is written as "" */
     FIELD_DOUBLE_VECTOR, /* double[length], written as an array of exactly length */
     FIELD_RECORD,        /* embedded structure, written as a map */
     FIELD_RECORD_ARRAY,  /* pointer + size_t count, written as an array of maps */
+    FIELD_BYTES,         /* unsigned char * + size_t size, written as a bin */
     FIELD_KIND_COUNT
 };
 
@@ -331,7 +333,7 @@ struct field_spec {
     const char *name;
     enum field_kind kind;
     size_t offset;                        /* of the member */
-    size_t count_offset;                  /* FIELD_RECORD_ARRAY: its size_t count */
+    size_t count_offset;                  /* FIELD_RECORD_ARRAY, FIELD_BYTES: its size_t count */
     size_t length;                        /* FIELD_DOUBLE_VECTOR */
     const struct record_schema *element;  /* FIELD_RECORD, FIELD_RECORD_ARRAY */
 };
@@ -350,6 +352,9 @@ struct record_schema {
 #define RECORD_ARRAY(type, member, counter, schema)                                     \
     { .name = #member, .kind = FIELD_RECORD_ARRAY, .offset = offsetof(type, member),    \
       .count_offset = offsetof(type, counter), .element = &schema }
+#define BYTES(type, member, counter)                                                    \
+    { .name = #member, .kind = FIELD_BYTES, .offset = offsetof(type, member),           \
+      .count_offset = offsetof(type, counter) }
 
 static const struct field_spec content_identity_fields[] = {
     FIELD(struct content_identity, size, FIELD_U64),
@@ -373,13 +378,59 @@ static const struct record_schema file_position_schema = {
     COUNT_OF(file_position_fields), file_position_fields,
 };
 
+static const struct field_spec value_fields[] = {
+    FIELD(struct snapshot_value, key, FIELD_STRING),
+    FIELD(struct snapshot_value, value, FIELD_DOUBLE),
+};
+static const struct record_schema value_schema = {
+    "value", NULL, sizeof(struct snapshot_value), COUNT_OF(value_fields), value_fields,
+};
+
+static const struct field_spec result_set_fields[] = {
+    FIELD(struct snapshot_result_set, epoch, FIELD_I64),
+    RECORD_ARRAY(struct snapshot_result_set, values, value_count, value_schema),
+};
+static const struct record_schema result_set_schema = {
+    "results", NULL, sizeof(struct snapshot_result_set), COUNT_OF(result_set_fields),
+    result_set_fields,
+};
+
 static const struct field_spec accumulator_fields[] = {
     FIELD(struct snapshot_accumulator, name, FIELD_STRING),
-    FIELD(struct snapshot_accumulator, value, FIELD_DOUBLE),
+    RECORD_ARRAY(struct snapshot_accumulator, values, value_count, value_schema),
+    RECORD_ARRAY(struct snapshot_accumulator, history, history_count, result_set_schema),
 };
 static const struct record_schema accumulator_schema = {
     "accumulator", NULL, sizeof(struct snapshot_accumulator),
     COUNT_OF(accumulator_fields), accumulator_fields,
+};
+
+static const struct field_spec loop_position_fields[] = {
+    FIELD(struct snapshot_loop_position, epoch, FIELD_I64),
+    FIELD(struct snapshot_loop_position, position, FIELD_I64),
+};
+static const struct record_schema loop_position_schema = {
+    "loop position", NULL, sizeof(struct snapshot_loop_position),
+    COUNT_OF(loop_position_fields), loop_position_fields,
+};
+
+static const struct field_spec loop_fields[] = {
+    FIELD(struct snapshot_loop, name, FIELD_STRING),
+    FIELD(struct snapshot_loop, current_index, FIELD_U64),
+    FIELD(struct snapshot_loop, end_index, FIELD_U64),
+    RECORD_ARRAY(struct snapshot_loop, last_positions, position_count, loop_position_schema),
+};
+static const struct record_schema loop_schema = {
+    "loop", NULL, sizeof(struct snapshot_loop), COUNT_OF(loop_fields), loop_fields,
+};
+
+static const struct field_spec named_bytes_fields[] = {
+    FIELD(struct snapshot_named_bytes, name, FIELD_STRING),
+    BYTES(struct snapshot_named_bytes, bytes, size),
+};
+static const struct record_schema named_bytes_schema = {
+    "registered state", NULL, sizeof(struct snapshot_named_bytes),
+    COUNT_OF(named_bytes_fields), named_bytes_fields,
 };
 
 static const struct field_spec snapshot_fields[] = {
@@ -394,7 +445,11 @@ static const struct field_spec snapshot_fields[] = {
     { .name = "binding", .kind = FIELD_RECORD, .offset = offsetof(struct adaptdl_snapshot, binding),
       .element = &content_identity_schema },
     RECORD_ARRAY(struct adaptdl_snapshot, files, file_count, file_position_schema),
+    FIELD(struct adaptdl_snapshot, cooperative, FIELD_BOOL),
+    FIELD(struct adaptdl_snapshot, finished_epochs, FIELD_U64),
+    RECORD_ARRAY(struct adaptdl_snapshot, loops, loop_count, loop_schema),
     RECORD_ARRAY(struct adaptdl_snapshot, accumulators, accumulator_count, accumulator_schema),
+    RECORD_ARRAY(struct adaptdl_snapshot, registered, registered_count, named_bytes_schema),
     FIELD(struct adaptdl_snapshot, step, FIELD_U64),
     FIELD(struct adaptdl_snapshot, progress, FIELD_DOUBLE),
     FIELD(struct adaptdl_snapshot, global_bsz, FIELD_U64),
@@ -487,6 +542,13 @@ static void record_free_members(const struct record_schema *schema, void *struct
         case FIELD_RECORD:
             record_free_members(field->element, member_of(structure, field->offset));
             break;
+        case FIELD_BYTES: {
+            unsigned char **bytes = member_of(structure, field->offset);
+            free(*bytes);
+            *bytes = NULL;
+            *(size_t *)member_of(structure, field->count_offset) = 0;
+            break;
+        }
         case FIELD_RECORD_ARRAY: {
             void **elements = member_of(structure, field->offset);
             size_t *count = member_of(structure, field->count_offset);
@@ -571,6 +633,26 @@ static int pack_u64(msgpack_packer *packer, const struct record_schema *schema M
     return msgpack_pack_uint64(packer, *(const uint64_t *)const_member_of(structure, field->offset));
 }
 
+static int pack_i64(msgpack_packer *packer, const struct record_schema *schema MAYBE_UNUSED,
+                    const struct field_spec *field MAYBE_UNUSED, const void *structure MAYBE_UNUSED)
+{
+    return msgpack_pack_int64(packer, *(const int64_t *)const_member_of(structure, field->offset));
+}
+
+static int pack_bytes(msgpack_packer *packer, const struct record_schema *schema MAYBE_UNUSED,
+                      const struct field_spec *field MAYBE_UNUSED, const void *structure MAYBE_UNUSED)
+{
+    const unsigned char *bytes = *(const unsigned char *const *)const_member_of(structure,
+                                                                               field->offset);
+    size_t size = *(const size_t *)const_member_of(structure, field->count_offset);
+    if ((size > 0 && bytes == NULL) || size > UINT32_MAX) {
+        errno = EINVAL;
+        return -1;
+    }
+    int status = msgpack_pack_bin(packer, size);
+    return status != 0 || size == 0 ? status : msgpack_pack_bin_body(packer, bytes, size);
+}
+
 static int pack_double(msgpack_packer *packer, const struct record_schema *schema MAYBE_UNUSED,
                        const struct field_spec *field MAYBE_UNUSED, const void *structure MAYBE_UNUSED)
 {
@@ -627,12 +709,14 @@ static const field_packer field_packers[FIELD_KIND_COUNT] = {
     [FIELD_VERSION] = pack_version,
     [FIELD_U32] = pack_u32,
     [FIELD_U64] = pack_u64,
+    [FIELD_I64] = pack_i64,
     [FIELD_DOUBLE] = pack_double,
     [FIELD_BOOL] = pack_bool,
     [FIELD_STRING] = pack_string_field,
     [FIELD_DOUBLE_VECTOR] = pack_double_vector,
     [FIELD_RECORD] = pack_record,
     [FIELD_RECORD_ARRAY] = pack_record_array,
+    [FIELD_BYTES] = pack_bytes,
 };
 
 /* Packs the fields of one structure; `extra_entries` reserves room in the map
@@ -990,6 +1074,40 @@ static int decode_u64(const msgpack_object *object, const struct record_schema *
     return 0;
 }
 
+static int decode_i64(const msgpack_object *object, const struct record_schema *schema MAYBE_UNUSED,
+                      const struct field_spec *field MAYBE_UNUSED, void *structure MAYBE_UNUSED,
+                      struct decode_context *context)
+{
+    int64_t *value = member_of(structure, field->offset);
+    if (object->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
+        *value = object->via.i64;
+        return 0;
+    }
+    if (expect_type(context, object, MSGPACK_OBJECT_POSITIVE_INTEGER, "an integer") != 0)
+        return -1;
+    if (object->via.u64 > INT64_MAX)
+        return decode_fail(context, "%" PRIu64 " does not fit in a signed 64-bit integer",
+                           object->via.u64);
+    *value = (int64_t)object->via.u64;
+    return 0;
+}
+
+static int decode_bytes(const msgpack_object *object, const struct record_schema *schema MAYBE_UNUSED,
+                        const struct field_spec *field MAYBE_UNUSED, void *structure MAYBE_UNUSED,
+                        struct decode_context *context)
+{
+    if (expect_type(context, object, MSGPACK_OBJECT_BIN, "binary data") != 0)
+        return -1;
+    size_t size = object->via.bin.size;
+    unsigned char *copy = malloc(size ? size : 1);
+    if (copy == NULL)
+        return decode_fail(context, "out of memory for %zu bytes", size);
+    memcpy(copy, object->via.bin.ptr, size);
+    *(unsigned char **)member_of(structure, field->offset) = copy;
+    *(size_t *)member_of(structure, field->count_offset) = size;
+    return 0;
+}
+
 static int decode_u32(const msgpack_object *object, const struct record_schema *schema MAYBE_UNUSED,
                       const struct field_spec *field MAYBE_UNUSED, void *structure MAYBE_UNUSED,
                       struct decode_context *context)
@@ -1108,12 +1226,14 @@ static const field_decoder field_decoders[FIELD_KIND_COUNT] = {
     [FIELD_VERSION] = decode_version,
     [FIELD_U32] = decode_u32,
     [FIELD_U64] = decode_u64,
+    [FIELD_I64] = decode_i64,
     [FIELD_DOUBLE] = decode_double,
     [FIELD_BOOL] = decode_bool,
     [FIELD_STRING] = decode_string,
     [FIELD_DOUBLE_VECTOR] = decode_double_vector,
     [FIELD_RECORD] = decode_record,
     [FIELD_RECORD_ARRAY] = decode_record_array,
+    [FIELD_BYTES] = decode_bytes,
 };
 
 static const struct field_spec *schema_find_field(const struct record_schema *schema,

@@ -46,9 +46,45 @@ struct snapshot_file_position {
     uint32_t role;           /* enum data_role */
 };
 
-struct snapshot_accumulator {
-    char *name;
+/* The cooperative API's state (SPEC §11), part of a bound snapshot. */
+struct snapshot_value {
+    char *key;
     double value;
+};
+
+/* The results one synchronization outside any loop produced in `epoch`
+ * (-1: outside every epoch loop), replayed after a restart. */
+struct snapshot_result_set {
+    int64_t epoch;
+    size_t value_count;
+    struct snapshot_value *values;
+};
+
+struct snapshot_accumulator {
+    char *name;                      /* adaptdl-accumulator-epoch{e}-{k} */
+    size_t value_count;              /* the results */
+    struct snapshot_value *values;
+    size_t history_count;            /* in the order they were produced */
+    struct snapshot_result_set *history;
+};
+
+struct snapshot_loop_position {
+    int64_t epoch;
+    int64_t position;                /* of the last loop this one finished in it */
+};
+
+struct snapshot_loop {
+    char *name;                      /* adaptdl-dataloader-epoch{e}-{k} */
+    uint64_t current_index;          /* records of every replica done in the loop */
+    uint64_t end_index;
+    size_t position_count;
+    struct snapshot_loop_position *last_positions;
+};
+
+struct snapshot_named_bytes {
+    char *name;
+    size_t size;
+    unsigned char *bytes;
 };
 
 struct adaptdl_snapshot {
@@ -62,8 +98,15 @@ struct adaptdl_snapshot {
     struct content_identity binding;
     size_t file_count;
     struct snapshot_file_position *files;
+    /* the cooperative API (SPEC §11); empty for a transparent trainer */
+    bool cooperative;                /* the trainer used it: finished_epochs is meaningful */
+    uint64_t finished_epochs;
+    size_t loop_count;
+    struct snapshot_loop *loops;
     size_t accumulator_count;
     struct snapshot_accumulator *accumulators;
+    size_t registered_count;
+    struct snapshot_named_bytes *registered;
     /* statistical-epoch state (SPEC §7), zero when adaptation is off */
     uint64_t step;
     double progress;

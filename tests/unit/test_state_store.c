@@ -200,17 +200,50 @@ static void make_rich_snapshot(struct adaptdl_snapshot *snapshot)
         snapshot->files[index].role = files[index].role;
     }
 
+    /* the cooperative API's state: negative epochs, NUL bytes in a buffer */
+    snapshot->cooperative = true;
+    snapshot->finished_epochs = 17;
+    snapshot->loop_count = 2;
+    snapshot->loops = calloc(2, sizeof *snapshot->loops);
+    cr_assert_not_null(snapshot->loops);
+    snapshot->loops[0].name = strdup("adaptdl-dataloader-epochNone-0");
+    snapshot->loops[0].current_index = 120;
+    snapshot->loops[0].end_index = 7;
+    snapshot->loops[0].position_count = 2;
+    snapshot->loops[0].last_positions = calloc(2, sizeof *snapshot->loops[0].last_positions);
+    snapshot->loops[0].last_positions[0] = (struct snapshot_loop_position){-1, 3};
+    snapshot->loops[0].last_positions[1] = (struct snapshot_loop_position){16, 0};
+    snapshot->loops[1].name = strdup("adaptdl-dataloader-epoch16-0");
     static const struct {
-        const char *name;
+        const char *key;
         double value;
-    } accumulators[] = {{"loss_sum", 1234.5678}, {"correct", 9e99}, {"neg", -0.001}, {"", 0.0}};
-    snapshot->accumulator_count = 4;
-    snapshot->accumulators = calloc(4, sizeof *snapshot->accumulators);
+    } values[] = {{"loss_sum", 1234.5678}, {"correct", 9e99}, {"neg", -0.001}, {"zero", 0.0}};
+    snapshot->accumulator_count = 1;
+    snapshot->accumulators = calloc(1, sizeof *snapshot->accumulators);
     cr_assert_not_null(snapshot->accumulators);
+    struct snapshot_accumulator *accumulator = &snapshot->accumulators[0];
+    accumulator->name = strdup("adaptdl-accumulator-epochNone-0");
+    accumulator->value_count = 4;
+    accumulator->values = calloc(4, sizeof *accumulator->values);
     for (size_t index = 0; index < 4; index++) {
-        snapshot->accumulators[index].name = strdup(accumulators[index].name);
-        snapshot->accumulators[index].value = accumulators[index].value;
+        accumulator->values[index].key = strdup(values[index].key);
+        accumulator->values[index].value = values[index].value;
     }
+    accumulator->history_count = 2;
+    accumulator->history = calloc(2, sizeof *accumulator->history);
+    accumulator->history[0].epoch = -1;
+    accumulator->history[1].epoch = 16;
+    accumulator->history[1].value_count = 1;
+    accumulator->history[1].values = calloc(1, sizeof *accumulator->history[1].values);
+    accumulator->history[1].values[0].key = strdup("a");
+    accumulator->history[1].values[0].value = 15;
+    snapshot->registered_count = 2;
+    snapshot->registered = calloc(2, sizeof *snapshot->registered);
+    snapshot->registered[0].name = strdup("weights");
+    snapshot->registered[0].size = 5;
+    snapshot->registered[0].bytes = malloc(5);
+    memcpy(snapshot->registered[0].bytes, "a\0b\0c", 5);
+    snapshot->registered[1].name = strdup("empty");
     snapshot->step = 424242;
     snapshot->progress = 0.3333333333333333;
     snapshot->global_bsz = 96;
@@ -237,10 +270,45 @@ static void assert_snapshots_equal(const struct adaptdl_snapshot *a,
         cr_assert_eq(a->files[index].pass_length, b->files[index].pass_length);
         cr_assert_eq(a->files[index].role, b->files[index].role);
     }
+    cr_assert_eq(a->cooperative, b->cooperative);
+    cr_assert_eq(a->finished_epochs, b->finished_epochs);
+    cr_assert_eq(a->loop_count, b->loop_count);
+    for (size_t index = 0; index < a->loop_count; index++) {
+        const struct snapshot_loop *x = &a->loops[index], *y = &b->loops[index];
+        cr_assert_str_eq(x->name, y->name);
+        cr_assert_eq(x->current_index, y->current_index);
+        cr_assert_eq(x->end_index, y->end_index);
+        cr_assert_eq(x->position_count, y->position_count);
+        for (size_t p = 0; p < x->position_count; p++) {
+            cr_assert_eq(x->last_positions[p].epoch, y->last_positions[p].epoch);
+            cr_assert_eq(x->last_positions[p].position, y->last_positions[p].position);
+        }
+    }
     cr_assert_eq(a->accumulator_count, b->accumulator_count);
     for (size_t index = 0; index < a->accumulator_count; index++) {
-        cr_assert_str_eq(a->accumulators[index].name, b->accumulators[index].name);
-        cr_assert_eq(a->accumulators[index].value, b->accumulators[index].value);
+        const struct snapshot_accumulator *x = &a->accumulators[index];
+        const struct snapshot_accumulator *y = &b->accumulators[index];
+        cr_assert_str_eq(x->name, y->name);
+        cr_assert_eq(x->value_count, y->value_count);
+        for (size_t v = 0; v < x->value_count; v++) {
+            cr_assert_str_eq(x->values[v].key, y->values[v].key);
+            cr_assert_eq(x->values[v].value, y->values[v].value);
+        }
+        cr_assert_eq(x->history_count, y->history_count);
+        for (size_t h = 0; h < x->history_count; h++) {
+            cr_assert_eq(x->history[h].epoch, y->history[h].epoch);
+            cr_assert_eq(x->history[h].value_count, y->history[h].value_count);
+            for (size_t v = 0; v < x->history[h].value_count; v++)
+                cr_assert_eq(x->history[h].values[v].value, y->history[h].values[v].value);
+        }
+    }
+    cr_assert_eq(a->registered_count, b->registered_count);
+    for (size_t index = 0; index < a->registered_count; index++) {
+        cr_assert_str_eq(a->registered[index].name, b->registered[index].name);
+        cr_assert_eq(a->registered[index].size, b->registered[index].size);
+        if (a->registered[index].size > 0)
+            cr_assert_eq(memcmp(a->registered[index].bytes, b->registered[index].bytes,
+                                a->registered[index].size), 0);
     }
     cr_assert_eq(a->step, b->step);
     cr_assert_eq(a->progress, b->progress);
@@ -725,6 +793,7 @@ static void pack_negative(msgpack_packer *packer) { msgpack_pack_int64(packer, -
 static void pack_too_big_u32(msgpack_packer *packer) { msgpack_pack_uint64(packer, UINT64_C(1) << 32); }
 static void pack_string_seed(msgpack_packer *packer) { pack_text(packer, "42"); }
 static void pack_empty_array(msgpack_packer *packer) { msgpack_pack_array(packer, 0); }
+static void pack_false(msgpack_packer *packer) { msgpack_pack_false(packer); }
 
 static void pack_binding(msgpack_packer *packer)
 {
@@ -807,7 +876,9 @@ static const struct crafted_entry baseline_snapshot[] = {
     {"replicas", pack_one},       {"sequence", pack_seven},
     {"created_unix_time", pack_float}, {"checkpoint_path", pack_path},
     {"binding", pack_binding},    {"files", pack_two_files},
-    {"accumulators", pack_empty_array}, {"step", pack_seven},
+    {"cooperative", pack_false},  {"finished_epochs", pack_seven},
+    {"loops", pack_empty_array},  {"accumulators", pack_empty_array},
+    {"registered", pack_empty_array}, {"step", pack_seven},
     {"progress", pack_float32},   {"global_bsz", pack_seven},
 };
 #define BASELINE_COUNT (sizeof baseline_snapshot / sizeof baseline_snapshot[0])

@@ -1,0 +1,55 @@
+/* replica_collective.c - the all-gather transport of the cooperative API
+ * (see replica_collective.h), with its single-replica default. */
+#include "replica_collective.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int replica_collective_single(void *context, const void *bytes, size_t size,
+                                     struct replica_gathered *gathered, char *error,
+                                     size_t error_size)
+{
+    (void)context;
+    gathered->replicas = 1;
+    gathered->parts = calloc(1, sizeof *gathered->parts);
+    gathered->sizes = calloc(1, sizeof *gathered->sizes);
+    unsigned char *copy = malloc(size ? size : 1);
+    if (gathered->parts == NULL || gathered->sizes == NULL || copy == NULL) {
+        free(copy);
+        replica_gathered_free(gathered);
+        snprintf(error, error_size, "out of memory gathering %zu bytes", size);
+        return -1;
+    }
+    memcpy(copy, bytes, size);
+    gathered->parts[0] = copy;
+    gathered->sizes[0] = size;
+    return 0;
+}
+
+struct replica_collective replica_collective = {NULL, replica_collective_single};
+
+void replica_collective_use_single(void)
+{
+    replica_collective.context = NULL;
+    replica_collective.allgather = replica_collective_single;
+}
+
+int replica_collective_allgather(const void *bytes, size_t size,
+                                 struct replica_gathered *gathered, char *error,
+                                 size_t error_size)
+{
+    memset(gathered, 0, sizeof *gathered);
+    return replica_collective.allgather(replica_collective.context, bytes, size, gathered,
+                                        error, error_size);
+}
+
+void replica_gathered_free(struct replica_gathered *gathered)
+{
+    if (gathered->parts != NULL)
+        for (unsigned r = 0; r < gathered->replicas; r++)
+            free(gathered->parts[r]);
+    free(gathered->parts);
+    free(gathered->sizes);
+    memset(gathered, 0, sizeof *gathered);
+}

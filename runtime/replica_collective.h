@@ -1,0 +1,41 @@
+/* replica_collective.h - the one collective the cooperative API needs: every
+ * replica contributes a byte string and receives everyone's, in rank order.
+ *
+ * The accumulator sums dictionaries whose keys may differ between replicas
+ * (AdaptDL's allreduce of dicts), and loops take rank 0's batch-size
+ * decision: both are an all-gather of serialized values followed by the
+ * same deterministic merge on every replica.  The shim installs an MPI
+ * transport on its own duplicated communicator once MPI is up (shim/mpi.c);
+ * until then, and in processes without MPI, the transport is a single
+ * replica that receives its own bytes back. */
+#ifndef ADAPTSHIM_REPLICA_COLLECTIVE_H
+#define ADAPTSHIM_REPLICA_COLLECTIVE_H
+
+#include <stddef.h>
+
+struct replica_gathered {
+    unsigned replicas;
+    unsigned char **parts;        /* parts[r]: replica r's bytes (malloc'd) */
+    size_t *sizes;
+};
+
+struct replica_collective {
+    void *context;
+    /* Gathers `size` bytes from every replica into *gathered (caller frees
+     * with replica_gathered_free).  0, or -1 with a message. */
+    int (*allgather)(void *context, const void *bytes, size_t size,
+                     struct replica_gathered *gathered, char *error, size_t error_size);
+};
+
+/* The transport in use: single replica unless the shim installed MPI's. */
+extern struct replica_collective replica_collective;
+
+/* Restores the single-replica transport (tests, MPI_Finalize). */
+void replica_collective_use_single(void);
+
+int replica_collective_allgather(const void *bytes, size_t size,
+                                 struct replica_gathered *gathered, char *error,
+                                 size_t error_size);
+void replica_gathered_free(struct replica_gathered *gathered);
+
+#endif

@@ -1,0 +1,222 @@
+/* test_accumulator.c - AdaptDL's Accumulator (runtime/accumulator.h).
+ *
+ * The scenario of AdaptDL's accumulator_test, with the very same values:
+ * one replica adds 15, synchronizes (15), subtracts 5 and checkpoints; four
+ * replicas restart, replay the first synchronization without communicating
+ * (15), add their rank to "a" and "b" and synchronize (16, 6); two replicas
+ * restart, replay both (15; 16 and 6), subtract 5 from "b" and "c" and
+ * synchronize (16, -4, -10), clear, and synchronize again (empty).  Replicas
+ * are threads joined by an in-process all-gather; a restart is a fresh
+ * accumulator restored from the saved results and history, as a snapshot
+ * restore does.  Also: accumulation mode reads as an empty dictionary,
+ * results inside a loop are not kept for replay, finished epochs' history
+ * is dropped, and misuse gets a message. */
+#include <criterion/criterion.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "accumulator.h"
+#include "thread_replicas.h"
+
+#define MAX_REPLICAS 4
+
+/* What a checkpoint keeps of an accumulator. */
+struct saved_accumulator {
+    struct accumulator_dict results;
+    struct accumulator_results history[8];
+    size_t history_count;
+};
+
+static void save(const struct accumulator *accumulator, struct saved_accumulator *saved)
+{
+    cr_assert_eq(accumulator_dict_copy(&saved->results, &accumulator->results), 0);
+    saved->history_count = accumulator->history_count;
+    for (size_t i = 0; i < accumulator->history_count; i++) {
+        saved->history[i].epoch = accumulator->history[i].epoch;
+        cr_assert_eq(accumulator_dict_copy(&saved->history[i].values,
+                                           &accumulator->history[i].values), 0);
+    }
+}
+
+static void saved_free(struct saved_accumulator *saved)
+{
+    accumulator_dict_free(&saved->results);
+    for (size_t i = 0; i < saved->history_count; i++)
+        accumulator_dict_free(&saved->history[i].values);
+    saved->history_count = 0;
+}
+
+static double value_or_nan(const struct accumulator *accumulator, const char *key)
+{
+    double value;
+    return accumulator_get(accumulator, key, &value) ? value : -999999.0;
+}
+
+struct run {
+    struct saved_accumulator *restore_from;   /* NULL: a fresh start */
+    struct saved_accumulator saved;           /* rank 0's state at the end */
+    unsigned run_index;
+    /* observations per rank */
+    double first_a[MAX_REPLICAS];
+    size_t first_size_outside[MAX_REPLICAS];
+    double second_a[MAX_REPLICAS], second_b[MAX_REPLICAS];
+    size_t second_size[MAX_REPLICAS];
+    double third_a[MAX_REPLICAS], third_b[MAX_REPLICAS], third_c[MAX_REPLICAS];
+    size_t last_size[MAX_REPLICAS];
+    int failures[MAX_REPLICAS];
+};
+
+static void replica_body(unsigned rank, unsigned replicas, void *argument)
+{
+    struct run *run = argument;
+    char error[256];
+    struct accumulator accumulator;
+    accumulator_init(&accumulator, -1, 0);
+    if (run->restore_from != NULL &&
+        accumulator_restore(&accumulator, &run->restore_from->results,
+                            run->restore_from->history, run->restore_from->history_count) != 0)
+        run->failures[rank]++;
+    if (run->run_index == 0)
+        run->failures[rank] += accumulator_add(&accumulator, "a", 15, error, sizeof error) != 0;
+    run->first_size_outside[rank] = accumulator_size(&accumulator);
+    run->failures[rank] += accumulator_synchronize(&accumulator, -1, false, error,
+                                                   sizeof error) != 0;
+    run->first_a[rank] = value_or_nan(&accumulator, "a");
+    accumulator_desynchronize(&accumulator);
+    if (run->run_index == 0) {
+        run->failures[rank] += accumulator_add(&accumulator, "a", -5, error, sizeof error) != 0;
+        run->failures[rank] += accumulator_sum_updates(&accumulator, error, sizeof error) != 0;
+        goto checkpoint;
+    }
+    if (run->run_index == 1) {
+        accumulator_add(&accumulator, "a", rank, error, sizeof error);
+        accumulator_add(&accumulator, "b", rank, error, sizeof error);
+    }
+    run->failures[rank] += accumulator_synchronize(&accumulator, -1, false, error,
+                                                   sizeof error) != 0;
+    run->second_size[rank] = accumulator_size(&accumulator);
+    run->second_a[rank] = value_or_nan(&accumulator, "a");
+    run->second_b[rank] = value_or_nan(&accumulator, "b");
+    accumulator_desynchronize(&accumulator);
+    if (run->run_index == 1) {
+        run->failures[rank] += accumulator_sum_updates(&accumulator, error, sizeof error) != 0;
+        goto checkpoint;
+    }
+    accumulator_add(&accumulator, "b", -5, error, sizeof error);
+    accumulator_add(&accumulator, "c", -5, error, sizeof error);
+    run->failures[rank] += accumulator_synchronize(&accumulator, -1, false, error,
+                                                   sizeof error) != 0;
+    run->third_a[rank] = value_or_nan(&accumulator, "a");
+    run->third_b[rank] = value_or_nan(&accumulator, "b");
+    run->third_c[rank] = value_or_nan(&accumulator, "c");
+    accumulator_clear(&accumulator, error, sizeof error);
+    accumulator_desynchronize(&accumulator);
+    run->failures[rank] += accumulator_synchronize(&accumulator, -1, false, error,
+                                                   sizeof error) != 0;
+    run->last_size[rank] = accumulator_size(&accumulator);
+    accumulator_desynchronize(&accumulator);
+checkpoint:
+    if (rank == 0)
+        save(&accumulator, &run->saved);
+    accumulator_free(&accumulator);
+}
+
+Test(accumulator, adaptdl_restarts_one_then_four_then_two_replicas)
+{
+    struct run first = {.restore_from = NULL, .run_index = 0};
+    thread_replicas_run(1, replica_body, &first);
+    cr_expect_eq(first.failures[0], 0);
+    cr_expect_eq(first.first_size_outside[0], 0, "accumulation mode reads as empty");
+    cr_expect_eq(first.first_a[0], 15);
+
+    struct run second = {.restore_from = &first.saved, .run_index = 1};
+    thread_replicas_run(4, replica_body, &second);
+    for (unsigned rank = 0; rank < 4; rank++) {
+        cr_expect_eq(second.failures[rank], 0, "rank %u", rank);
+        cr_expect_eq(second.first_a[rank], 15, "rank %u replays the first result", rank);
+        cr_expect_eq(second.second_size[rank], 2, "rank %u", rank);
+        cr_expect_eq(second.second_a[rank], 16, "rank %u: 10 + 0+1+2+3", rank);
+        cr_expect_eq(second.second_b[rank], 6, "rank %u", rank);
+    }
+
+    struct run third = {.restore_from = &second.saved, .run_index = 2};
+    thread_replicas_run(2, replica_body, &third);
+    for (unsigned rank = 0; rank < 2; rank++) {
+        cr_expect_eq(third.failures[rank], 0, "rank %u", rank);
+        cr_expect_eq(third.first_a[rank], 15, "rank %u", rank);
+        cr_expect_eq(third.second_a[rank], 16, "rank %u replays the second result", rank);
+        cr_expect_eq(third.second_b[rank], 6, "rank %u", rank);
+        cr_expect_eq(third.third_a[rank], 16, "rank %u", rank);
+        cr_expect_eq(third.third_b[rank], -4, "rank %u: 6 - 5 - 5", rank);
+        cr_expect_eq(third.third_c[rank], -10, "rank %u", rank);
+        cr_expect_eq(third.last_size[rank], 0, "rank %u: cleared", rank);
+    }
+    saved_free(&first.saved);
+    saved_free(&second.saved);
+    saved_free(&third.saved);
+}
+
+Test(accumulator, results_inside_a_loop_are_not_replayed)
+{
+    struct accumulator accumulator;
+    accumulator_init(&accumulator, 3, 1);
+    cr_expect_str_eq(accumulator.name, "adaptdl-accumulator-epoch3-1");
+    char error[256];
+    accumulator_add(&accumulator, "loss", 2.5, error, sizeof error);
+    cr_assert_eq(accumulator_synchronize(&accumulator, 3, true, error, sizeof error), 0);
+    cr_expect_eq(value_or_nan(&accumulator, "loss"), 2.5);
+    accumulator_desynchronize(&accumulator);
+    cr_expect_eq(accumulator.history_count, 0, "inside a loop nothing is kept");
+    accumulator_free(&accumulator);
+}
+
+Test(accumulator, entering_a_synchronization_drops_finished_epochs)
+{
+    struct accumulator accumulator;
+    accumulator_init(&accumulator, -1, 0);
+    char error[256];
+    for (int64_t epoch = 0; epoch < 3; epoch++) {
+        accumulator_add(&accumulator, "n", 1, error, sizeof error);
+        cr_assert_eq(accumulator_synchronize(&accumulator, epoch, false, error, sizeof error), 0);
+        cr_expect_eq(value_or_nan(&accumulator, "n"), (double)epoch + 1);
+        accumulator_desynchronize(&accumulator);
+        cr_expect_eq(accumulator.history_count, 1, "epoch %lld: only its own results",
+                     (long long)epoch);
+        cr_expect_eq(accumulator.history[0].epoch, epoch);
+    }
+    /* outside any epoch loop nothing is dropped */
+    cr_assert_eq(accumulator_synchronize(&accumulator, -1, false, error, sizeof error), 0);
+    accumulator_desynchronize(&accumulator);
+    cr_expect_eq(accumulator.history_count, 2);
+    accumulator_free(&accumulator);
+}
+
+Test(accumulator, nested_synchronizations_and_misuse)
+{
+    struct accumulator accumulator;
+    accumulator_init(&accumulator, -1, 0);
+    char error[256] = "";
+    cr_expect_eq(accumulator_set(&accumulator, "x", 1, error, sizeof error), -1);
+    cr_expect_not_null(strstr(error, "synchronized mode"), "%s", error);
+    cr_expect_eq(accumulator_add(&accumulator, "", 1, error, sizeof error), -1);
+    cr_expect_eq(accumulator_remove(&accumulator, "x", error, sizeof error), -1);
+    double value;
+    accumulator_add(&accumulator, "x", 4, error, sizeof error);
+    cr_expect(!accumulator_get(&accumulator, "x", &value), "accumulation mode reads as empty");
+    cr_assert_eq(accumulator_synchronize(&accumulator, -1, false, error, sizeof error), 0);
+    cr_assert_eq(accumulator_synchronize(&accumulator, -1, false, error, sizeof error), 0);
+    accumulator_add(&accumulator, "x", 1, error, sizeof error);   /* results[x] += 1 */
+    accumulator_desynchronize(&accumulator);
+    cr_expect(accumulator_get(&accumulator, "x", &value), "still inside the outer block");
+    cr_expect_eq(value, 5);
+    cr_expect_eq(accumulator_set(&accumulator, "y", 7, error, sizeof error), 0);
+    cr_expect_str_eq(accumulator_key(&accumulator, 1), "y");
+    cr_expect_eq(accumulator_remove(&accumulator, "x", error, sizeof error), 0);
+    cr_expect_eq(accumulator_size(&accumulator), 1);
+    accumulator_desynchronize(&accumulator);
+    cr_expect_eq(accumulator_size(&accumulator), 0);
+    cr_expect_eq(accumulator.history_count, 1, "one synchronization, the nested one is none");
+    cr_expect_eq(accumulator.history[0].values.values[0], 4, "the history keeps a copy");
+    accumulator_free(&accumulator);
+}

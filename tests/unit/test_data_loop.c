@@ -1,0 +1,248 @@
+/* test_data_loop.c - loops with AdaptiveDataLoaderHelper semantics
+ * (runtime/data_loop.h).
+ *
+ * AdaptDL's test_dataloader_restarts with its values: 100 records, batch
+ * size 10; two batches with one replica (local 10), a checkpoint with the
+ * third in hand, five batches with four replicas (local 3, global 12), a
+ * checkpoint with the sixth in hand, then two batches with two replicas
+ * (local 5), and every record handed out in a counted batch exactly once.
+ * Also: skipdone after a restart in the second loop of an epoch, AdaptDL's
+ * names, overlapping iterations and creation inside an iteration refused,
+ * ElasticSampler's padding, and adaptation ending by progress. */
+#include <criterion/criterion.h>
+
+#include <string.h>
+
+#include "data_loop.h"
+
+#define RECORDS 100
+#define BATCH 10
+
+struct saved_loop {
+    uint64_t current_index, end_index;
+    struct data_loop_position positions[8];
+    size_t position_count;
+};
+
+static void save(const struct data_loop *loop, struct saved_loop *saved)
+{
+    saved->current_index = loop->current_index;
+    saved->end_index = loop->end_index;
+    saved->position_count = loop->position_count;
+    memcpy(saved->positions, loop->last_positions,
+           loop->position_count * sizeof *loop->last_positions);
+}
+
+static void restore(struct data_loop *loop, const struct saved_loop *saved)
+{
+    cr_assert_eq(data_loop_set_saved(loop, saved->current_index, saved->end_index,
+                                     saved->positions, saved->position_count), 0);
+}
+
+/* One run of `replicas` replicas (rank by rank: the loop needs no
+ * communication without adaptation) from `saved`; each takes batches until
+ * it holds batch `stop_at` (then "checkpoints") or the loop ends.  Counts
+ * the records of counted batches into seen[].  Returns the batches taken by
+ * rank 0 and the saved state. */
+static unsigned run_replicas(unsigned replicas, const struct saved_loop *saved, long stop_at,
+                             unsigned *seen, struct saved_loop *after, long *local_batch)
+{
+    unsigned taken = 0;
+    for (unsigned rank = 0; rank < replicas; rank++) {
+        struct data_loop_registry registry;
+        data_loop_registry_init(&registry);
+        struct data_loop loop;
+        char error[256];
+        cr_assert_eq(data_loop_create(&registry, &loop, -1, RECORDS, BATCH, true, 7, error,
+                                      sizeof error), 0, "%s", error);
+        if (saved != NULL)
+            restore(&loop, saved);
+        bool skipped;
+        cr_assert_eq(data_loop_begin(&registry, &loop, 0, replicas, rank, &skipped, error,
+                                     sizeof error), 0, "%s", error);
+        cr_assert(!skipped);
+        uint64_t indices[BATCH], in_hand[BATCH];
+        long in_hand_count = 0, batches = 0, count;
+        while ((count = data_loop_next_batch(&registry, &loop, indices, BATCH, error,
+                                             sizeof error)) > 0) {
+            for (long i = 0; i < in_hand_count; i++)   /* the batch before was counted */
+                seen[in_hand[i]]++;
+            memcpy(in_hand, indices, (size_t)count * sizeof *indices);
+            in_hand_count = count;
+            *local_batch = (long)loop.local_batch;
+            if (batches == stop_at) {
+                in_hand_count = 0;   /* never trained: the checkpoint does not count it */
+                break;
+            }
+            batches++;
+        }
+        cr_assert_geq(count, 0, "%s", error);
+        for (long i = 0; i < in_hand_count; i++)
+            seen[in_hand[i]]++;
+        if (rank == 0) {
+            taken = (unsigned)batches;
+            save(&loop, after);
+        }
+        data_loop_free(&loop);
+        data_loop_registry_free(&registry);
+    }
+    return taken;
+}
+
+Test(data_loop, adaptdl_restarts_one_then_four_then_two_replicas)
+{
+    unsigned seen[RECORDS] = {0};
+    struct saved_loop first, second, third;
+    long local;
+    cr_expect_eq(run_replicas(1, NULL, 2, seen, &first, &local), 2);
+    cr_expect_eq(local, 10);
+    cr_expect_eq(first.current_index, 20, "two batches of 10 done");
+    cr_expect_eq(run_replicas(4, &first, 5, seen, &second, &local), 5);
+    cr_expect_eq(local, 3, "ceil(10 / 4)");
+    cr_expect_eq(second.current_index, 80, "20 + 5 batches of 12");
+    cr_expect_eq(run_replicas(2, &second, -1, seen, &third, &local), 2, "idx == 1 at the end");
+    cr_expect_eq(local, 5);
+    cr_expect_eq(third.current_index, 0, "the iteration ended");
+    for (unsigned id = 0; id < RECORDS; id++)
+        cr_expect_eq(seen[id], 1, "record %u handed out %u times", id, seen[id]);
+}
+
+Test(data_loop, adaptdl_names_and_misuse)
+{
+    struct data_loop_registry registry;
+    data_loop_registry_init(&registry);
+    struct data_loop a, b, c;
+    char error[256] = "";
+    cr_assert_eq(data_loop_create(&registry, &a, -1, 10, 2, false, 0, error, sizeof error), 0);
+    cr_assert_eq(data_loop_create(&registry, &b, -1, 10, 2, false, 0, error, sizeof error), 0);
+    cr_expect_str_eq(a.name, "adaptdl-dataloader-epochNone-0");
+    cr_expect_str_eq(b.name, "adaptdl-dataloader-epochNone-1");
+    bool skipped;
+    cr_assert_eq(data_loop_begin(&registry, &a, 0, 1, 0, &skipped, error, sizeof error), 0);
+    cr_expect_eq(data_loop_begin(&registry, &b, 0, 1, 0, &skipped, error, sizeof error), -1);
+    cr_expect_not_null(strstr(error, "overlapping"), "%s", error);
+    cr_expect_eq(data_loop_create(&registry, &c, 0, 10, 2, false, 0, error, sizeof error), -1);
+    cr_expect_not_null(strstr(error, "may not be created"), "%s", error);
+    data_loop_leave(&registry, &a);
+    cr_expect_null(registry.current);
+    cr_expect_eq(data_loop_last_position(&a, 0), 0);
+    cr_assert_eq(data_loop_create(&registry, &c, 2, 10, 2, false, 0, error, sizeof error), 0);
+    cr_expect_str_eq(c.name, "adaptdl-dataloader-epoch2-0");
+    uint64_t indices[2];
+    cr_expect_eq(data_loop_next_batch(&registry, &c, indices, 2, error, sizeof error), -1,
+                 "not iterated");
+    data_loop_free(&a);
+    data_loop_free(&b);
+    data_loop_free(&c);
+    data_loop_registry_free(&registry);
+}
+
+/* A train and a validation loop per epoch; a restart in the middle of the
+ * validation loop of epoch 0 skips the train loop's finished position and
+ * continues the validation loop at its index. */
+Test(data_loop, skipdone_after_a_restart_in_the_second_loop_of_an_epoch)
+{
+    struct data_loop_registry registry;
+    data_loop_registry_init(&registry);
+    struct data_loop train, valid;
+    char error[256];
+    uint64_t indices[10];
+    bool skipped;
+    data_loop_create(&registry, &train, -1, 30, 10, true, 1, error, sizeof error);
+    data_loop_create(&registry, &valid, -1, 20, 10, false, 1, error, sizeof error);
+    cr_assert_eq(data_loop_begin(&registry, &train, 0, 1, 0, &skipped, error, sizeof error), 0);
+    unsigned train_batches = 0;
+    while (data_loop_next_batch(&registry, &train, indices, 10, error, sizeof error) > 0)
+        train_batches++;
+    cr_expect_eq(train_batches, 3);
+    cr_assert_eq(data_loop_begin(&registry, &valid, 0, 1, 0, &skipped, error, sizeof error), 0);
+    data_loop_next_batch(&registry, &valid, indices, 10, error, sizeof error);
+    data_loop_next_batch(&registry, &valid, indices, 10, error, sizeof error);
+    struct saved_loop saved_train, saved_valid;
+    save(&train, &saved_train);   /* checkpoint with the second batch in hand */
+    save(&valid, &saved_valid);
+    cr_expect_eq(saved_valid.current_index, 10);
+    data_loop_free(&train);
+    data_loop_free(&valid);
+    data_loop_registry_free(&registry);
+
+    data_loop_registry_init(&registry);
+    data_loop_create(&registry, &train, -1, 30, 10, true, 1, error, sizeof error);
+    data_loop_create(&registry, &valid, -1, 20, 10, false, 1, error, sizeof error);
+    restore(&train, &saved_train);
+    restore(&valid, &saved_valid);
+    cr_assert_eq(data_loop_begin(&registry, &train, 0, 1, 0, &skipped, error, sizeof error), 0);
+    cr_expect(skipped, "the train loop finished position 0 of epoch 0");
+    cr_expect_eq(data_loop_next_batch(&registry, &train, indices, 10, error, sizeof error), 0);
+    cr_assert_eq(data_loop_begin(&registry, &valid, 0, 1, 0, &skipped, error, sizeof error), 0);
+    cr_expect(!skipped);
+    cr_expect_eq(data_loop_next_batch(&registry, &valid, indices, 10, error, sizeof error), 10);
+    cr_expect_eq(indices[0], 10, "continues at index 10 (shuffle off)");
+    cr_expect_eq(data_loop_next_batch(&registry, &valid, indices, 10, error, sizeof error), 0);
+    cr_assert_eq(data_loop_begin(&registry, &train, 1, 1, 0, &skipped, error, sizeof error), 0);
+    cr_expect(!skipped, "epoch 1 runs");
+    data_loop_leave(&registry, &train);
+    data_loop_free(&train);
+    data_loop_free(&valid);
+    data_loop_registry_free(&registry);
+}
+
+/* 10 records over 3 replicas: ceil(10/3) = 4 each; rank 1 and 2 are short
+ * by one and pad with permutation[rank], as ElasticSampler does. */
+Test(data_loop, short_replicas_pad_with_their_rank_s_record)
+{
+    for (unsigned rank = 0; rank < 3; rank++) {
+        struct data_loop_registry registry;
+        data_loop_registry_init(&registry);
+        struct data_loop loop;
+        char error[256];
+        bool skipped;
+        data_loop_create(&registry, &loop, -1, 10, 12, false, 0, error, sizeof error);
+        cr_assert_eq(data_loop_begin(&registry, &loop, 0, 3, rank, &skipped, error,
+                                     sizeof error), 0);
+        uint64_t indices[4];
+        cr_assert_eq(data_loop_next_batch(&registry, &loop, indices, 4, error, sizeof error), 4);
+        for (unsigned j = 0; j < 3; j++)
+            cr_expect_eq(indices[j], rank + 3 * j);
+        cr_expect_eq(indices[3], rank == 0 ? 9 : rank, "rank %u", rank);
+        cr_expect_eq(data_loop_next_batch(&registry, &loop, indices, 4, error, sizeof error), 0);
+        data_loop_free(&loop);
+        data_loop_registry_free(&registry);
+    }
+}
+
+static double fixed_progress;
+static double progress_source(void *context)
+{
+    (void)context;
+    return fixed_progress;
+}
+
+/* With adaptation the iteration ends by statistical progress: N (e+1) / B,
+ * even in the middle of a sweep, or sweeps again with a new permutation. */
+Test(data_loop, adaptation_ends_the_iteration_by_progress)
+{
+    struct data_loop_registry registry;
+    data_loop_registry_init(&registry);
+    registry.progress = progress_source;
+    struct data_loop loop;
+    char error[256];
+    bool skipped;
+    data_loop_create(&registry, &loop, -1, 20, 5, true, 3, error, sizeof error);
+    cr_assert_eq(data_loop_autoscale(&loop, 40, error, sizeof error), 0);
+    cr_expect_eq(data_loop_autoscale(&loop, 4, error, sizeof error), -1);
+    fixed_progress = 0;
+    cr_assert_eq(data_loop_begin(&registry, &loop, 0, 1, 0, &skipped, error, sizeof error), 0);
+    uint64_t indices[5];
+    unsigned batches = 0;
+    while (batches < 6 &&
+           data_loop_next_batch(&registry, &loop, indices, 5, error, sizeof error) > 0)
+        batches++;
+    cr_expect_eq(batches, 6, "a second sweep began: progress 0 is not enough");
+    cr_expect_eq(loop.current_index, 25);
+    fixed_progress = 4.0;   /* 20 * (0 + 1) / 5 */
+    cr_expect_eq(data_loop_next_batch(&registry, &loop, indices, 5, error, sizeof error), 0);
+    cr_expect_null(registry.current);
+    data_loop_free(&loop);
+    data_loop_registry_free(&registry);
+}
