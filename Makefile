@@ -44,6 +44,9 @@ UNIT_OBJ      := $(UNIT_SRC:%.c=$(BUILD)/obj/%.o)
 UNIT_ASAN_OBJ := $(UNIT_SRC:%.c=$(BUILD)/asan/%.o)
 
 LIB       := $(BUILD)/libadaptshim.so
+# The stand-in cooperative trainers link (shim/adaptdl.h): the API as one
+# replica, so that they run without the preload too.
+STANDALONE := $(BUILD)/libadaptdl.so
 ARCHIVE   := $(BUILD)/libadaptshim_runtime.a
 ASAN_ARCHIVE := $(BUILD)/asan/libadaptshim_runtime.a
 UNIT      := $(BUILD)/tests/unit_tests
@@ -63,7 +66,7 @@ ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 .PHONY: all deps check unit unit-asan integration tsan demo bench install clean
-all: $(LIB) $(ARCHIVE) $(INSPECT) $(WRAP) $(TRAINERS) $(TOOLS)
+all: $(LIB) $(STANDALONE) $(ARCHIVE) $(INSPECT) $(WRAP) $(TRAINERS) $(TOOLS)
 
 # The launcher beside the library and the inspector, where it finds them, as
 # after `make install`.
@@ -102,6 +105,13 @@ $(LIB): $(SHIM_OBJ) $(ARCHIVE) shim/exports.map
 	    -Wl,--version-script=shim/exports.map -Wl,-z,now -Wl,-z,relro \
 	    $(PKG_LIBS) -ldl -lpthread -lm
 
+$(STANDALONE): $(BUILD)/obj/shim/cooperative_api.o $(BUILD)/obj/shim/standalone/cooperative_host.o \
+               $(ARCHIVE) shim/standalone/exports.map
+	$(CC) -shared -o $@ $(BUILD)/obj/shim/cooperative_api.o \
+	    $(BUILD)/obj/shim/standalone/cooperative_host.o $(ARCHIVE) \
+	    -Wl,--version-script=shim/standalone/exports.map -Wl,-soname,libadaptdl.so \
+	    $(PKG_LIBS) -lpthread -lm
+
 # The ELF inspector (hooks/) and the unit tests that include its header use libelf.
 $(HOOKS_OBJ) $(HOOKS_ASAN_OBJ) $(BUILD)/obj/hooks/adaptdl_inspect.o: CFLAGS_ALL += $(ELF_CFLAGS)
 $(UNIT_OBJ) $(UNIT_ASAN_OBJ): CFLAGS_ALL += -Ihooks $(ELF_CFLAGS)
@@ -131,6 +141,13 @@ $(BUILD)/trainers/%.py: tests/trainers/%.py
 	@mkdir -p $(dir $@)
 	cp $< $@
 	chmod 0755 $@
+
+# Cooperative example trainers use the API of shim/adaptdl.h, linked as a
+# user would link it: against the stand-in, found at run time by rpath.
+$(BUILD)/trainers/coop_%: tests/trainers/coop_%.c shim/adaptdl.h $(STANDALONE)
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -Ishim $(MPI_CFLAGS) -o $@ $< \
+	    -L$(BUILD) -ladaptdl -Wl,-rpath,$(abspath $(BUILD)) $(MPI_LIBS) -lm
 
 # Example trainers are plain user programs: no adaptshim header, no runtime.
 $(BUILD)/trainers/%: tests/trainers/%.c
@@ -223,9 +240,12 @@ bench: deps
 	$(MAKE) all $(BENCHES)
 	@tests/bench/run-all $(BUILD)
 
-install: $(LIB) $(INSPECT) $(WRAP)
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig
+install: $(LIB) $(STANDALONE) $(INSPECT) $(WRAP)
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+	    $(DESTDIR)$(PREFIX)/include
 	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libadaptshim.so
+	install -m 0755 $(STANDALONE) $(DESTDIR)$(PREFIX)/lib/libadaptdl.so
+	install -m 0644 shim/adaptdl.h $(DESTDIR)$(PREFIX)/include/adaptdl.h
 	install -m 0755 $(INSPECT) $(DESTDIR)$(PREFIX)/bin/adaptdl-inspect
 	install -m 0755 scripts/adaptdl-wrap $(DESTDIR)$(PREFIX)/bin/adaptdl-wrap
 	sed -e 's|@PREFIX@|$(PREFIX)|g' scripts/adaptshim.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/adaptshim.pc

@@ -74,3 +74,13 @@ int batch_decide(const struct batch_decision_inputs *inputs, struct batch_decisi
                         decision->choice.local_bsz != inputs->current_local_bsz;
     return 0;
 }
+
+uint64_t batch_decision_in_place(const struct batch_decision *decision, uint64_t current_local,
+                                 double speedup_threshold)
+{
+    if (!decision->valid)
+        return current_local;
+    if (current_local == 0 || decision->speedup > speedup_threshold)
+        return decision->choice.local_bsz;
+    return current_local;
+}

@@ -44,4 +44,11 @@ struct batch_decision {
 int batch_decide(const struct batch_decision_inputs *inputs, struct batch_decision *decision,
                  char *error, size_t error_size);
 
+/* The local batch a job that can change it in place (a cooperative loop,
+ * AdaptDL's _sync_local_bsz) uses next: the decision's choice when there is
+ * no current batch yet or when its speedup exceeds `speedup_threshold`,
+ * else the current one; the current one also when no model could be fit. */
+uint64_t batch_decision_in_place(const struct batch_decision *decision, uint64_t current_local,
+                                 double speedup_threshold);
+
 #endif

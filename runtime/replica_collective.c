@@ -53,3 +53,20 @@ void replica_gathered_free(struct replica_gathered *gathered)
     free(gathered->sizes);
     memset(gathered, 0, sizeof *gathered);
 }
+
+int replica_collective_agree_u64(uint64_t value, unsigned root, uint64_t *agreed, char *error,
+                                 size_t error_size)
+{
+    struct replica_gathered gathered;
+    if (replica_collective_allgather(&value, sizeof value, &gathered, error, error_size) != 0)
+        return -1;
+    int status = 0;
+    if (root >= gathered.replicas || gathered.sizes[root] != sizeof value) {
+        snprintf(error, error_size, "replica %u sent no value to agree on", root);
+        status = -1;
+    } else {
+        memcpy(agreed, gathered.parts[root], sizeof value);
+    }
+    replica_gathered_free(&gathered);
+    return status;
+}

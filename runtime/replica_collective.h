@@ -12,6 +12,7 @@
 #define ADAPTSHIM_REPLICA_COLLECTIVE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct replica_gathered {
     unsigned replicas;
@@ -37,5 +38,10 @@ int replica_collective_allgather(const void *bytes, size_t size,
                                  struct replica_gathered *gathered, char *error,
                                  size_t error_size);
 void replica_gathered_free(struct replica_gathered *gathered);
+
+/* Every replica passes its value; all receive replica `root`'s (a broadcast
+ * built on the all-gather).  0, or -1 with a message. */
+int replica_collective_agree_u64(uint64_t value, unsigned root, uint64_t *agreed, char *error,
+                                 size_t error_size);
 
 #endif

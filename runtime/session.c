@@ -13,6 +13,7 @@ void session_init(struct runtime_session *session)
 {
     memset(session, 0, sizeof *session);
     dataset_registry_init(&session->registry, RESUME_REPLAY);
+    cooperative_state_init(&session->cooperative);
     statistical_epochs_init(&session->epochs);
 }
 
@@ -93,6 +94,17 @@ int session_commit_checkpoint(struct runtime_session *session, const char *check
     snapshot.step = position.step;
     snapshot.global_bsz = position.global_bsz;
     snapshot.checkpoint_path = strdup(checkpoint_path);
+    char cooperative_error[256] = "";
+    pthread_mutex_lock(&session->cooperative.lock);
+    int cooperative = cooperative_state_capture(&session->cooperative, &snapshot,
+                                                cooperative_error, sizeof cooperative_error);
+    pthread_mutex_unlock(&session->cooperative.lock);
+    if (cooperative != 0) {
+        snprintf(error, error_size, "capturing the cooperative state for %s: %s",
+                 checkpoint_path, cooperative_error);
+        snapshot_free(&snapshot);
+        return -1;
+    }
     if (captured != 0 || snapshot.checkpoint_path == NULL) {
         snprintf(error, error_size, "out of memory capturing a snapshot for %s",
                  checkpoint_path);
@@ -184,6 +196,11 @@ int session_restore_checkpoint(struct runtime_session *session, const char *chec
     statistical_epochs_restore(&session->epochs, &position);
     int status = dataset_registry_restore(&session->registry, &snapshot, error, error_size);
     pthread_mutex_unlock(&session->registry.lock);
+    if (status == 0) {
+        pthread_mutex_lock(&session->cooperative.lock);
+        status = cooperative_state_restore(&session->cooperative, &snapshot, error, error_size);
+        pthread_mutex_unlock(&session->cooperative.lock);
+    }
     if (status == 0)
         log_info("restored snapshot %" PRIu64 " bound to %s: epoch %" PRIu64 ", %zu data "
                  "files, taken with %u replicas, now %u", snapshot.sequence, checkpoint_path,

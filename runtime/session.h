@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "config.h"
+#include "cooperative_state.h"
 #include "dataset_registry.h"
 #include "state_store.h"
 #include "statistical_epoch.h"
@@ -29,6 +30,8 @@ struct runtime_session {
     /* progress and step counter: data positions bound with the files' */
     struct statistical_epochs epochs;
     uncounted_steps_fn uncounted_steps;  /* NULL: every finished step is counted */
+    /* the cooperative API's epochs, loops, accumulators and registered state */
+    struct cooperative_state cooperative;
 };
 
 void session_init(struct runtime_session *session);

@@ -447,6 +447,7 @@ static const struct field_spec snapshot_fields[] = {
     RECORD_ARRAY(struct adaptdl_snapshot, files, file_count, file_position_schema),
     FIELD(struct adaptdl_snapshot, cooperative, FIELD_BOOL),
     FIELD(struct adaptdl_snapshot, finished_epochs, FIELD_U64),
+    FIELD(struct adaptdl_snapshot, cooperative_progress, FIELD_DOUBLE),
     RECORD_ARRAY(struct adaptdl_snapshot, loops, loop_count, loop_schema),
     RECORD_ARRAY(struct adaptdl_snapshot, accumulators, accumulator_count, accumulator_schema),
     RECORD_ARRAY(struct adaptdl_snapshot, registered, registered_count, named_bytes_schema),

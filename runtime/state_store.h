@@ -101,6 +101,7 @@ struct adaptdl_snapshot {
     /* the cooperative API (SPEC §11); empty for a transparent trainer */
     bool cooperative;                /* the trainer used it: finished_epochs is meaningful */
     uint64_t finished_epochs;
+    double cooperative_progress;     /* statistical progress of adaptive loops */
     size_t loop_count;
     struct snapshot_loop *loops;
     size_t accumulator_count;

@@ -67,6 +67,9 @@ static void shim_inject_learning_rate(const struct batch_plan *plan, int *argc, 
 void shim_inject_batch_size(int *argc, char ***argv)
 {
     const struct adaptdl_config *config = &shim_session.config;
+    if (config->batch_size > 0)
+        shim_steps_declare_local_batch((config->batch_size + config->num_replicas - 1) /
+                                       config->num_replicas);
     if (config->bsz_arg.kind == INJECT_NONE)
         return;
     char error[1024];
@@ -87,6 +90,7 @@ void shim_inject_batch_size(int *argc, char ***argv)
     char text[INJECTION_NUMBER_SIZE];
     injection_format_number((double)plan.local, true, text, sizeof text);
     shim_inject_value(&config->bsz_arg, INJECTION_BATCH_SIZE, text, argc, argv);
+    shim_steps_declare_local_batch(plan.local);
     log_info("batch size: %s %s on each of %u replicas (global %llu, initial %llu%s)",
              config->bsz_arg.name, text, config->num_replicas,
              (unsigned long long)plan.global, (unsigned long long)plan.initial_global,

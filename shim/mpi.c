@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "mpi_collective.h"
 #include "real_functions.h"
 #include "shim.h"
 #include "steps.h"
@@ -117,6 +118,7 @@ static void shim_mpi_finalize_for_stop(void)
         return;
     step_monitor_drain_reduction(&shim_monitor);
     shim_mpi_finalized = true;
+    shim_mpi_collective_remove();
     pmpi.finalize();
 }
 
@@ -143,6 +145,7 @@ static void shim_mpi_after_init(void)
                  rank, size, shim_session.config.replica_rank,
                  shim_session.config.num_replicas);
     log_set_rank((uint32_t)rank);
+    shim_mpi_collective_install();
     shim_steps_finalize_mpi = shim_mpi_finalize_for_stop;
     shim_steps_start_synchronized(
         (struct piggyback_transport){.post = shim_reduction_post,
@@ -181,6 +184,7 @@ SHIM_EXPORT int MPI_Finalize(void)
         shim_steps_drain_last_step();
         shim_steps_finish("MPI_Finalize");
         shim_mpi_finalized = true;
+        shim_mpi_collective_remove();
         shim_guard_leave();
     }
     return pmpi.finalize();

@@ -98,9 +98,20 @@ void shim_steps_start_synchronized(struct piggyback_transport transport, uint32_
     shim_steps_synchronized = true;
 }
 
+/* Records consumed without a read the shim sees: batches of the cooperative
+ * API's training loops, batch sizes reported with gradients, and the
+ * declared batch of steps that read no train record (data in memory). */
+static uint64_t shim_records_without_reads;
+static uint64_t shim_declared_local_batch;   /* injected, or ADAPTDL_BATCH_SIZE / K */
+
+void shim_steps_declare_local_batch(uint64_t local_batch)
+{
+    shim_declared_local_batch = local_batch;
+}
+
 uint64_t shim_steps_train_records_consumed(void)
 {
-    uint64_t total = 0;
+    uint64_t total = __atomic_load_n(&shim_records_without_reads, __ATOMIC_RELAXED);
     pthread_mutex_lock(&shim_session.registry.lock);
     for (struct dataset_file *file = shim_session.registry.files; file; file = file->next)
         if (file->entry->role == DATA_ROLE_TRAIN)
@@ -318,6 +329,12 @@ void shim_steps_boundary(void)
     double started = shim_now();
     shim_measure_restart_cost();
     shim_steps_decide(started);
+    /* a step that consumed no record the shim could see (the trainer
+     * holds its data in memory) used the batch size it was given */
+    if (shim_monitor.in_step && shim_declared_local_batch > 0 &&
+        shim_steps_train_records_consumed() == shim_monitor.records_at_step_start)
+        __atomic_add_fetch(&shim_records_without_reads, shim_declared_local_batch,
+                           __ATOMIC_RELAXED);
     enum step_action action = step_monitor_boundary(&shim_monitor, started,
                                                     shim_steps_train_records_consumed(),
                                                     shim_stop_signal != 0,
@@ -344,6 +361,67 @@ static void shim_steps_local_boundary(void)
         shim_overhead_seconds += shim_now() - now;
     }
     shim_guard_leave();
+}
+
+/* The cooperative API's steps (cooperative_host.c). */
+static const char shim_cooperative_communicator[] = "cooperative API";
+
+void shim_steps_cooperative_batch(uint64_t records)
+{
+    __atomic_add_fetch(&shim_records_without_reads, records, __ATOMIC_RELAXED);
+    shim_steps_before_train_read();
+}
+
+void shim_steps_cooperative_gradient(double local_sqr, double mean_sqr, uint64_t local_batch,
+                                     bool ends_previous_step)
+{
+    if (ends_previous_step) {
+        shim_steps_before_train_read();
+        __atomic_add_fetch(&shim_records_without_reads, local_batch, __ATOMIC_RELAXED);
+    }
+    shim_guard_enter();
+    step_monitor_gradient(&shim_monitor, shim_cooperative_communicator, local_sqr, mean_sqr,
+                          0.0, 0.0);
+    shim_guard_leave();
+}
+
+uint64_t shim_steps_propose_local_batch(uint64_t initial_global, uint64_t max_global,
+                                        uint32_t replicas, uint64_t current_local)
+{
+    const struct adaptdl_config *config = &shim_session.config;
+    if (config->replica_rank != 0)
+        return 0;   /* rank 0's proposal is the one agreed on */
+    struct batch_decision_inputs inputs = {
+        .record = &shim_job_record,
+        .grad_sqr = grad_noise_sqr(&shim_monitor.noise),
+        .grad_var = grad_noise_var(&shim_monitor.noise),
+        .nodes = config->num_nodes,
+        .replicas = replicas,
+        .current_local_bsz = current_local,
+        .initial_global_bsz = initial_global,
+        .max_global_bsz = max_global,
+        .speedup_threshold = config->speedup_threshold,
+        .payback_seconds = config->payback_seconds,
+    };
+    struct batch_decision decision;
+    char error[512];
+    if (batch_decide(&inputs, &decision, error, sizeof error) != 0) {
+        log_warn("cooperative loop: batch-size decision skipped: %s", error);
+        return current_local;
+    }
+    uint64_t chosen = batch_decision_in_place(&decision, current_local,
+                                              config->speedup_threshold);
+    log_debug("cooperative loop: local batch %llu -> %llu (%s, speedup %.3f)",
+              (unsigned long long)current_local, (unsigned long long)chosen,
+              decision.valid ? "model fitted" : "no model yet", decision.speedup);
+    return chosen;
+}
+
+double shim_steps_efficiency(uint64_t initial_global, uint64_t global)
+{
+    return statistical_epoch_efficiency(grad_noise_sqr(&shim_monitor.noise),
+                                        grad_noise_var(&shim_monitor.noise),
+                                        (double)initial_global, (double)global);
 }
 
 void shim_steps_before_train_read(void)

@@ -203,6 +203,7 @@ static void make_rich_snapshot(struct adaptdl_snapshot *snapshot)
     /* the cooperative API's state: negative epochs, NUL bytes in a buffer */
     snapshot->cooperative = true;
     snapshot->finished_epochs = 17;
+    snapshot->cooperative_progress = 12.75;
     snapshot->loop_count = 2;
     snapshot->loops = calloc(2, sizeof *snapshot->loops);
     cr_assert_not_null(snapshot->loops);
@@ -272,6 +273,7 @@ static void assert_snapshots_equal(const struct adaptdl_snapshot *a,
     }
     cr_assert_eq(a->cooperative, b->cooperative);
     cr_assert_eq(a->finished_epochs, b->finished_epochs);
+    cr_assert_eq(a->cooperative_progress, b->cooperative_progress);
     cr_assert_eq(a->loop_count, b->loop_count);
     for (size_t index = 0; index < a->loop_count; index++) {
         const struct snapshot_loop *x = &a->loops[index], *y = &b->loops[index];
@@ -877,6 +879,7 @@ static const struct crafted_entry baseline_snapshot[] = {
     {"created_unix_time", pack_float}, {"checkpoint_path", pack_path},
     {"binding", pack_binding},    {"files", pack_two_files},
     {"cooperative", pack_false},  {"finished_epochs", pack_seven},
+    {"cooperative_progress", pack_float},
     {"loops", pack_empty_array},  {"accumulators", pack_empty_array},
     {"registered", pack_empty_array}, {"step", pack_seven},
     {"progress", pack_float32},   {"global_bsz", pack_seven},

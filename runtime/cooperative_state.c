@@ -1,0 +1,439 @@
+/* cooperative_state.c - the cooperative API's state in bound snapshots (see
+ * cooperative_state.h).  Callers hold state->lock, except around init and
+ * free. */
+#include "cooperative_state.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+void cooperative_state_init(struct cooperative_state *state)
+{
+    memset(state, 0, sizeof *state);
+    pthread_mutex_init(&state->lock, NULL);
+    epoch_loop_init(&state->epochs);
+    data_loop_registry_init(&state->loops);
+}
+
+static void cooperative_state_forget_restored(struct cooperative_state *state)
+{
+    for (size_t i = 0; i < state->restored_loop_count; i++) {
+        free(state->restored_loops[i].name);
+        free(state->restored_loops[i].positions);
+    }
+    free(state->restored_loops);
+    for (size_t i = 0; i < state->restored_accumulator_count; i++) {
+        struct restored_accumulator *saved = &state->restored_accumulators[i];
+        free(saved->name);
+        accumulator_dict_free(&saved->results);
+        for (size_t h = 0; h < saved->history_count; h++)
+            accumulator_dict_free(&saved->history[h].values);
+        free(saved->history);
+    }
+    free(state->restored_accumulators);
+    for (size_t i = 0; i < state->restored_registered_count; i++) {
+        free(state->restored_registered[i].name);
+        free(state->restored_registered[i].bytes);
+    }
+    free(state->restored_registered);
+    state->restored_loops = NULL;
+    state->restored_accumulators = NULL;
+    state->restored_registered = NULL;
+    state->restored_loop_count = 0;
+    state->restored_accumulator_count = 0;
+    state->restored_registered_count = 0;
+}
+
+void cooperative_state_free(struct cooperative_state *state)
+{
+    cooperative_state_forget_restored(state);
+    for (size_t i = 0; i < state->registered_count; i++)
+        free(state->registered[i].name);
+    free(state->registered);
+    free(state->loop_list);
+    free(state->accumulator_list);
+    data_loop_registry_free(&state->loops);
+    pthread_mutex_destroy(&state->lock);
+    memset(state, 0, sizeof *state);
+}
+
+/* Appends to a pointer list; -1 on allocation failure. */
+static int cooperative_list_append(void ***list, size_t *count, size_t *capacity, void *item)
+{
+    if (*count == *capacity) {
+        size_t grown = *capacity ? *capacity * 2 : 8;
+        void **items = realloc(*list, grown * sizeof *items);
+        if (items == NULL)
+            return -1;
+        *list = items;
+        *capacity = grown;
+    }
+    (*list)[(*count)++] = item;
+    return 0;
+}
+
+static void cooperative_list_remove(void **list, size_t *count, const void *item)
+{
+    for (size_t i = 0; i < *count; i++) {
+        if (list[i] == item) {
+            memmove(list + i, list + i + 1, (*count - i - 1) * sizeof *list);
+            (*count)--;
+            return;
+        }
+    }
+}
+
+static int cooperative_out_of_memory(char *error, size_t error_size, const char *what)
+{
+    snprintf(error, error_size, "out of memory %s", what);
+    return -1;
+}
+
+/* --- applying restored state ------------------------------------------------------- */
+
+static int cooperative_apply_loop(const struct cooperative_state *state, struct data_loop *loop)
+{
+    for (size_t i = 0; i < state->restored_loop_count; i++) {
+        const struct restored_loop *saved = &state->restored_loops[i];
+        if (strcmp(saved->name, loop->name) == 0)
+            return data_loop_set_saved(loop, saved->current_index, saved->end_index,
+                                       saved->positions, saved->position_count);
+    }
+    return 0;
+}
+
+static int cooperative_apply_accumulator(const struct cooperative_state *state,
+                                         struct accumulator *accumulator)
+{
+    for (size_t i = 0; i < state->restored_accumulator_count; i++) {
+        const struct restored_accumulator *saved = &state->restored_accumulators[i];
+        if (strcmp(saved->name, accumulator->name) == 0)
+            return accumulator_restore(accumulator, &saved->results, saved->history,
+                                       saved->history_count);
+    }
+    return 0;
+}
+
+static int cooperative_apply_registered(const struct cooperative_state *state,
+                                        const struct registered_state *registered, char *error,
+                                        size_t error_size)
+{
+    for (size_t i = 0; i < state->restored_registered_count; i++) {
+        const struct restored_bytes *saved = &state->restored_registered[i];
+        if (strcmp(saved->name, registered->name) != 0)
+            continue;
+        if (registered->load != NULL) {
+            if (registered->load(registered->context, saved->bytes, saved->size) == 0)
+                return 0;
+            snprintf(error, error_size, "registered state \"%s\": its load callback refused "
+                     "the %zu saved bytes", registered->name, saved->size);
+            return -1;
+        }
+        if (saved->size != registered->size) {
+            snprintf(error, error_size, "registered state \"%s\" has %zu bytes but the "
+                     "restored snapshot holds %zu; register a buffer of the saved size",
+                     registered->name, registered->size, saved->size);
+            return -1;
+        }
+        memcpy(registered->buffer, saved->bytes, saved->size);
+        return 0;
+    }
+    return 0;
+}
+
+int cooperative_state_add_loop(struct cooperative_state *state, struct data_loop *loop,
+                               char *error, size_t error_size)
+{
+    state->used = true;
+    if (cooperative_list_append((void ***)&state->loop_list, &state->loop_count,
+                                &state->loop_capacity, loop) != 0 ||
+        cooperative_apply_loop(state, loop) != 0)
+        return cooperative_out_of_memory(error, error_size, "creating a data loop");
+    return 0;
+}
+
+int cooperative_state_add_accumulator(struct cooperative_state *state,
+                                      struct accumulator *accumulator, char *error,
+                                      size_t error_size)
+{
+    state->used = true;
+    if (cooperative_list_append((void ***)&state->accumulator_list, &state->accumulator_count,
+                                &state->accumulator_capacity, accumulator) != 0 ||
+        cooperative_apply_accumulator(state, accumulator) != 0)
+        return cooperative_out_of_memory(error, error_size, "creating an accumulator");
+    return 0;
+}
+
+int cooperative_state_register(struct cooperative_state *state,
+                               const struct registered_state *registered, char *error,
+                               size_t error_size)
+{
+    state->used = true;
+    for (size_t i = 0; i < state->registered_count; i++) {
+        if (strcmp(state->registered[i].name, registered->name) == 0) {
+            snprintf(error, error_size, "state \"%s\" is registered already; names must be "
+                     "unique", registered->name);
+            return -1;
+        }
+    }
+    if (cooperative_apply_registered(state, registered, error, error_size) != 0)
+        return -1;
+    if (state->registered_count == state->registered_capacity) {
+        size_t grown = state->registered_capacity ? state->registered_capacity * 2 : 8;
+        struct registered_state *items = realloc(state->registered, grown * sizeof *items);
+        if (items == NULL)
+            return cooperative_out_of_memory(error, error_size, "registering state");
+        state->registered = items;
+        state->registered_capacity = grown;
+    }
+    struct registered_state *copy = &state->registered[state->registered_count];
+    *copy = *registered;
+    copy->name = strdup(registered->name);
+    if (copy->name == NULL)
+        return cooperative_out_of_memory(error, error_size, "registering state");
+    state->registered_count++;
+    return 0;
+}
+
+void cooperative_state_remove_loop(struct cooperative_state *state, struct data_loop *loop)
+{
+    cooperative_list_remove((void **)state->loop_list, &state->loop_count, loop);
+}
+
+void cooperative_state_remove_accumulator(struct cooperative_state *state,
+                                          struct accumulator *accumulator)
+{
+    cooperative_list_remove((void **)state->accumulator_list, &state->accumulator_count,
+                            accumulator);
+}
+
+int cooperative_state_synchronize(struct cooperative_state *state, char *error,
+                                  size_t error_size)
+{
+    for (size_t i = 0; i < state->accumulator_count; i++)
+        if (accumulator_sum_updates(state->accumulator_list[i], error, error_size) != 0)
+            return -1;
+    return 0;
+}
+
+/* --- capture -------------------------------------------------------------------------- */
+
+static int capture_values(const struct accumulator_dict *dict, size_t *count,
+                          struct snapshot_value **values)
+{
+    *count = 0;
+    *values = calloc(dict->count ? dict->count : 1, sizeof **values);
+    if (*values == NULL)
+        return -1;
+    for (size_t i = 0; i < dict->count; i++) {
+        (*values)[i].key = strdup(dict->keys[i]);
+        if ((*values)[i].key == NULL)
+            return -1;
+        (*values)[i].value = dict->values[i];
+        (*count)++;
+    }
+    return 0;
+}
+
+static int capture_accumulator(const struct accumulator *accumulator,
+                               struct snapshot_accumulator *saved)
+{
+    saved->name = strdup(accumulator->name);
+    if (saved->name == NULL || capture_values(&accumulator->results, &saved->value_count,
+                                              &saved->values) != 0)
+        return -1;
+    saved->history = calloc(accumulator->history_count ? accumulator->history_count : 1,
+                            sizeof *saved->history);
+    if (saved->history == NULL)
+        return -1;
+    for (size_t h = 0; h < accumulator->history_count; h++) {
+        struct snapshot_result_set *set = &saved->history[h];
+        saved->history_count++;
+        set->epoch = accumulator->history[h].epoch;
+        if (capture_values(&accumulator->history[h].values, &set->value_count,
+                           &set->values) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int capture_loop(const struct data_loop *loop, struct snapshot_loop *saved)
+{
+    saved->name = strdup(loop->name);
+    if (saved->name == NULL)
+        return -1;
+    saved->current_index = loop->current_index;
+    saved->end_index = loop->end_index;
+    saved->last_positions = calloc(loop->position_count ? loop->position_count : 1,
+                                   sizeof *saved->last_positions);
+    if (saved->last_positions == NULL)
+        return -1;
+    for (size_t p = 0; p < loop->position_count; p++) {
+        saved->last_positions[p].epoch = loop->last_positions[p].epoch;
+        saved->last_positions[p].position = loop->last_positions[p].position;
+    }
+    saved->position_count = loop->position_count;
+    return 0;
+}
+
+static int capture_registered(const struct registered_state *registered,
+                              struct snapshot_named_bytes *saved, char *error, size_t error_size)
+{
+    saved->name = strdup(registered->name);
+    if (saved->name == NULL)
+        return cooperative_out_of_memory(error, error_size, "saving registered state");
+    if (registered->save != NULL) {
+        void *bytes = NULL;
+        size_t size = 0;
+        if (registered->save(registered->context, &bytes, &size) != 0) {
+            snprintf(error, error_size, "registered state \"%s\": its save callback failed",
+                     registered->name);
+            return -1;
+        }
+        saved->bytes = bytes;
+        saved->size = bytes ? size : 0;
+        return 0;
+    }
+    saved->bytes = malloc(registered->size ? registered->size : 1);
+    if (saved->bytes == NULL)
+        return cooperative_out_of_memory(error, error_size, "saving registered state");
+    memcpy(saved->bytes, registered->buffer, registered->size);
+    saved->size = registered->size;
+    return 0;
+}
+
+int cooperative_state_capture(struct cooperative_state *state, struct adaptdl_snapshot *snapshot,
+                              char *error, size_t error_size)
+{
+    snapshot->cooperative = state->used;
+    snapshot->finished_epochs = state->used ? (uint64_t)state->epochs.finished : 0;
+    snapshot->cooperative_progress = state->used ? state->progress : 0;
+    if (!state->used)
+        return 0;
+    snapshot->loops = calloc(state->loop_count ? state->loop_count : 1, sizeof *snapshot->loops);
+    snapshot->accumulators = calloc(state->accumulator_count ? state->accumulator_count : 1,
+                                    sizeof *snapshot->accumulators);
+    snapshot->registered = calloc(state->registered_count ? state->registered_count : 1,
+                                  sizeof *snapshot->registered);
+    if (snapshot->loops == NULL || snapshot->accumulators == NULL || snapshot->registered == NULL)
+        return cooperative_out_of_memory(error, error_size, "capturing the cooperative state");
+    for (size_t i = 0; i < state->loop_count; i++) {
+        snapshot->loop_count++;
+        if (capture_loop(state->loop_list[i], &snapshot->loops[i]) != 0)
+            return cooperative_out_of_memory(error, error_size, "capturing a data loop");
+    }
+    for (size_t i = 0; i < state->accumulator_count; i++) {
+        snapshot->accumulator_count++;
+        if (capture_accumulator(state->accumulator_list[i], &snapshot->accumulators[i]) != 0)
+            return cooperative_out_of_memory(error, error_size, "capturing an accumulator");
+    }
+    for (size_t i = 0; i < state->registered_count; i++) {
+        snapshot->registered_count++;
+        if (capture_registered(&state->registered[i], &snapshot->registered[i], error,
+                               error_size) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* --- restore -------------------------------------------------------------------------- */
+
+static int restore_values(struct accumulator_dict *dict, const struct snapshot_value *values,
+                          size_t count)
+{
+    accumulator_dict_init(dict);
+    for (size_t i = 0; i < count; i++)
+        if (accumulator_dict_add(dict, values[i].key, values[i].value) != 0)
+            return -1;
+    return 0;
+}
+
+static int restore_copy(struct cooperative_state *state, const struct adaptdl_snapshot *snapshot)
+{
+    state->restored_loops = calloc(snapshot->loop_count + 1, sizeof *state->restored_loops);
+    state->restored_accumulators = calloc(snapshot->accumulator_count + 1,
+                                          sizeof *state->restored_accumulators);
+    state->restored_registered = calloc(snapshot->registered_count + 1,
+                                        sizeof *state->restored_registered);
+    if (!state->restored_loops || !state->restored_accumulators || !state->restored_registered)
+        return -1;
+    for (size_t i = 0; i < snapshot->loop_count; i++) {
+        const struct snapshot_loop *from = &snapshot->loops[i];
+        struct restored_loop *to = &state->restored_loops[state->restored_loop_count++];
+        to->name = strdup(from->name);
+        to->current_index = from->current_index;
+        to->end_index = from->end_index;
+        to->positions = calloc(from->position_count + 1, sizeof *to->positions);
+        if (to->name == NULL || to->positions == NULL)
+            return -1;
+        for (size_t p = 0; p < from->position_count; p++) {
+            to->positions[p].epoch = from->last_positions[p].epoch;
+            to->positions[p].position = from->last_positions[p].position;
+        }
+        to->position_count = from->position_count;
+    }
+    for (size_t i = 0; i < snapshot->accumulator_count; i++) {
+        const struct snapshot_accumulator *from = &snapshot->accumulators[i];
+        struct restored_accumulator *to =
+            &state->restored_accumulators[state->restored_accumulator_count++];
+        to->name = strdup(from->name);
+        to->history = calloc(from->history_count + 1, sizeof *to->history);
+        if (to->name == NULL || to->history == NULL ||
+            restore_values(&to->results, from->values, from->value_count) != 0)
+            return -1;
+        for (size_t h = 0; h < from->history_count; h++) {
+            to->history[h].epoch = from->history[h].epoch;
+            to->history_count++;
+            if (restore_values(&to->history[h].values, from->history[h].values,
+                               from->history[h].value_count) != 0)
+                return -1;
+        }
+    }
+    for (size_t i = 0; i < snapshot->registered_count; i++) {
+        const struct snapshot_named_bytes *from = &snapshot->registered[i];
+        struct restored_bytes *to =
+            &state->restored_registered[state->restored_registered_count++];
+        to->name = strdup(from->name);
+        to->bytes = malloc(from->size ? from->size : 1);
+        if (to->name == NULL || to->bytes == NULL)
+            return -1;
+        memcpy(to->bytes, from->bytes, from->size);
+        to->size = from->size;
+    }
+    return 0;
+}
+
+int cooperative_state_restore(struct cooperative_state *state,
+                              const struct adaptdl_snapshot *snapshot, char *error,
+                              size_t error_size)
+{
+    cooperative_state_forget_restored(state);
+    state->restored = snapshot->cooperative;
+    if (!snapshot->cooperative)
+        return 0;
+    if (restore_copy(state, snapshot) != 0) {
+        cooperative_state_forget_restored(state);
+        return cooperative_out_of_memory(error, error_size, "restoring the cooperative state");
+    }
+    if (state->epochs.running)
+        log_warn("restore: an epoch loop is running (epoch %lld); its count of finished "
+                 "epochs is left as it is", (long long)state->epochs.current);
+    else
+        state->epochs.finished = (int64_t)snapshot->finished_epochs;
+    state->progress = snapshot->cooperative_progress;
+    for (size_t i = 0; i < state->loop_count; i++)
+        if (cooperative_apply_loop(state, state->loop_list[i]) != 0)
+            return cooperative_out_of_memory(error, error_size, "restoring a data loop");
+    for (size_t i = 0; i < state->accumulator_count; i++)
+        if (cooperative_apply_accumulator(state, state->accumulator_list[i]) != 0)
+            return cooperative_out_of_memory(error, error_size, "restoring an accumulator");
+    for (size_t i = 0; i < state->registered_count; i++)
+        if (cooperative_apply_registered(state, &state->registered[i], error, error_size) != 0)
+            return -1;
+    log_debug("restore: cooperative state with %llu finished epochs, %zu loops, %zu "
+              "accumulators, %zu registered states", (unsigned long long)snapshot->finished_epochs,
+              snapshot->loop_count, snapshot->accumulator_count, snapshot->registered_count);
+    return 0;
+}

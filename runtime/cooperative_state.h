@@ -1,0 +1,115 @@
+/* cooperative_state.h - everything the cooperative API (SPEC §11) keeps
+ * across a restart, and its place in a bound snapshot.
+ *
+ * The trainer's epoch loop, its data loops and accumulators, and the state
+ * it registered (named buffers, or save/load callbacks) are captured into
+ * every snapshot the trainer's checkpoint commit writes, and restored when
+ * the trainer loads that checkpoint.  An object created before the restore
+ * is restored in place; one created after it takes its saved state, found
+ * by name, when it is created - AdaptDL's load_state at construction.
+ * Names are AdaptDL's: per epoch and creation count, so the replayed code
+ * finds the same objects again. */
+#ifndef ADAPTSHIM_COOPERATIVE_STATE_H
+#define ADAPTSHIM_COOPERATIVE_STATE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "accumulator.h"
+#include "data_loop.h"
+#include "epoch_loop.h"
+#include "state_store.h"
+
+/* State the trainer registered.  Buffer form: `buffer` of `size` bytes is
+ * saved and, at a restore, overwritten (sizes must match).  Callback form:
+ * save returns malloc'd bytes, load gets them back. */
+struct registered_state {
+    char *name;
+    void *buffer;
+    size_t size;
+    int (*save)(void *context, void **bytes, size_t *size);
+    int (*load)(void *context, const void *bytes, size_t size);
+    void *context;
+};
+
+struct restored_loop {
+    char *name;
+    uint64_t current_index, end_index;
+    struct data_loop_position *positions;
+    size_t position_count;
+};
+
+struct restored_accumulator {
+    char *name;
+    struct accumulator_dict results;
+    struct accumulator_results *history;
+    size_t history_count;
+};
+
+struct restored_bytes {
+    char *name;
+    unsigned char *bytes;
+    size_t size;
+};
+
+struct cooperative_state {
+    pthread_mutex_t lock;          /* every API call holds it */
+    bool used;                     /* the trainer called the API */
+    struct epoch_loop epochs;
+    double progress;               /* statistical progress of adaptive loops (AdaptDL's) */
+    struct data_loop_registry loops;
+    struct data_loop **loop_list;
+    size_t loop_count, loop_capacity;
+    struct accumulator **accumulator_list;
+    size_t accumulator_count, accumulator_capacity;
+    struct registered_state *registered;
+    size_t registered_count, registered_capacity;
+    /* what the last restore brought, for objects created after it */
+    bool restored;
+    struct restored_loop *restored_loops;
+    size_t restored_loop_count;
+    struct restored_accumulator *restored_accumulators;
+    size_t restored_accumulator_count;
+    struct restored_bytes *restored_registered;
+    size_t restored_registered_count;
+};
+
+void cooperative_state_init(struct cooperative_state *state);
+void cooperative_state_free(struct cooperative_state *state);
+
+/* Tracks an object (the caller owns it) and gives it its restored state when
+ * the last restore holds one of its name.  -1 with a message on allocation
+ * failure or when restored state does not fit (a buffer of another size). */
+int cooperative_state_add_loop(struct cooperative_state *state, struct data_loop *loop,
+                               char *error, size_t error_size);
+int cooperative_state_add_accumulator(struct cooperative_state *state,
+                                      struct accumulator *accumulator, char *error,
+                                      size_t error_size);
+int cooperative_state_register(struct cooperative_state *state,
+                               const struct registered_state *registered, char *error,
+                               size_t error_size);
+/* Stops tracking an object the trainer destroys. */
+void cooperative_state_remove_loop(struct cooperative_state *state, struct data_loop *loop);
+void cooperative_state_remove_accumulator(struct cooperative_state *state,
+                                          struct accumulator *accumulator);
+
+/* Sums every accumulator's pending updates over the replicas (a collective,
+ * AdaptDL's State.sync before a checkpoint): every replica calls it before
+ * the trainer commits the checkpoint that should carry them. */
+int cooperative_state_synchronize(struct cooperative_state *state, char *error,
+                                  size_t error_size);
+
+/* Fills the cooperative fields of a snapshot being captured (empty when the
+ * API was never used).  -1 with a message on failure. */
+int cooperative_state_capture(struct cooperative_state *state, struct adaptdl_snapshot *snapshot,
+                              char *error, size_t error_size);
+/* Applies a restored snapshot's cooperative fields: the finished epochs
+ * (unless an epoch loop runs), every existing object of a saved name, and
+ * keeps the rest for objects created later.  -1 with a message when
+ * restored state does not fit. */
+int cooperative_state_restore(struct cooperative_state *state,
+                              const struct adaptdl_snapshot *snapshot, char *error,
+                              size_t error_size);
+
+#endif

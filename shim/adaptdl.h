@@ -1,0 +1,133 @@
+/* adaptdl.h - the cooperative API of adaptshim (SPEC §11): AdaptDL's epochs,
+ * data loops, accumulators, registered state and gradient statistics, for
+ * C and C++ trainers that opt in.
+ *
+ * Link with `pkg-config --cflags --libs adaptshim` (libadaptdl.so, a stand-in
+ * that answers as one replica with nothing to restore, so the trainer runs
+ * as it is without the preload), and run under the preload as any trainer:
+ * `LD_PRELOAD=libadaptshim.so ./trainer` or `adaptdl-wrap`.  The preloaded
+ * library defines the same functions and wins; its state is then part of
+ * the snapshot bound to each checkpoint the trainer commits (ADAPTDL_SAVE)
+ * and comes back when the trainer loads that checkpoint.
+ *
+ * Errors: functions returning int return 0 (or a count) on success and -1
+ * on misuse or failure; epoch functions return ADAPTDL_ERROR; creators
+ * return NULL.  adaptdl_last_error() then says what was wrong, in one line.
+ * The AdaptDL call each function mirrors is named in the README.  The API
+ * is for one thread: a collective (accumulator synchronization, loops with
+ * adaptation, adaptdl_synchronize_states) must be entered by every replica
+ * at the same point. */
+#ifndef ADAPTDL_H
+#define ADAPTDL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ADAPTDL_NONE (-1)        /* no epoch: outside every epoch loop */
+#define ADAPTDL_ERROR (-2)
+
+/* The last error of this thread, or "". */
+const char *adaptdl_last_error(void);
+
+/* --- the job ---------------------------------------------------------------- */
+unsigned adaptdl_num_replicas(void);
+unsigned adaptdl_replica_rank(void);
+unsigned adaptdl_num_restarts(void);
+
+/* --- epochs: remaining_epochs_until, current_epoch, finished_epochs ---------
+ *     for (int64_t e = adaptdl_remaining_epochs_until(30); e >= 0;
+ *          e = adaptdl_next_epoch()) { ... }
+ * After a restart the loop starts at the first epoch not finished.  Leave a
+ * loop early (break) with adaptdl_leave_epoch_loop(): the current epoch then
+ * counts as finished, as AdaptDL's does. */
+int64_t adaptdl_remaining_epochs_until(int64_t end);
+int64_t adaptdl_next_epoch(void);
+void adaptdl_leave_epoch_loop(void);
+int64_t adaptdl_current_epoch(void);
+int64_t adaptdl_finished_epochs(void);
+
+/* --- data loops: AdaptiveDataLoaderHelper --------------------------------------
+ *     adaptdl_loop *loop = adaptdl_loop_create(records, 64, true);
+ *     ...
+ *     uint64_t indices[MAX_LOCAL];
+ *     long n;
+ *     if (adaptdl_loop_begin(loop) < 0) ...;
+ *     while ((n = adaptdl_loop_next(loop, indices, MAX_LOCAL)) > 0)
+ *         train on records indices[0..n-1];
+ * `batch_size` is the global batch; each replica gets its share of it.  A
+ * loop over a file of fixed-size records reads them itself:
+ * adaptdl_loop_next_records copies the batch's records, in order. */
+typedef struct adaptdl_loop adaptdl_loop;
+adaptdl_loop *adaptdl_loop_create(uint64_t records, uint64_t batch_size, bool shuffle);
+adaptdl_loop *adaptdl_loop_create_for_file(const char *path, uint64_t record_size,
+                                           uint64_t header_size, uint64_t batch_size,
+                                           bool shuffle);
+void adaptdl_loop_destroy(adaptdl_loop *loop);
+/* This loop trains: its steps are profiled for the goodput model. */
+int adaptdl_loop_train(adaptdl_loop *loop);
+/* Adaptive batch size up to max_batch_size (global), local bounds 0 = none;
+ * marks the loop as training, and its iterations then end by statistical
+ * progress. */
+int adaptdl_loop_autoscale(adaptdl_loop *loop, uint64_t max_batch_size, uint64_t min_local,
+                           uint64_t max_local);
+/* Enters an iteration: 1, or 0 when this position of the epoch was finished
+ * before a restart (the iteration is then empty), or -1. */
+int adaptdl_loop_begin(adaptdl_loop *loop);
+/* The next batch's record indices; its size, 0 at the end of the iteration
+ * (which has then been left), -1 on error. */
+long adaptdl_loop_next(adaptdl_loop *loop, uint64_t *indices, size_t capacity);
+/* Loops over a file: the next batch's records copied into buffer. */
+long adaptdl_loop_next_records(adaptdl_loop *loop, void *buffer, size_t capacity_bytes);
+/* Leaves an iteration early. */
+void adaptdl_loop_break(adaptdl_loop *loop);
+uint64_t adaptdl_loop_current_index(const adaptdl_loop *loop);
+uint64_t adaptdl_loop_local_batch_size(const adaptdl_loop *loop);
+uint64_t adaptdl_loop_global_batch_size(const adaptdl_loop *loop);
+
+/* --- accumulators: Accumulator -------------------------------------------------
+ * add/subtract outside a synchronized block are local updates; between
+ * adaptdl_accumulator_synchronize and _desynchronize the accumulator reads
+ * and writes as a dictionary holding every replica's updates summed. */
+typedef struct adaptdl_accumulator adaptdl_accumulator;
+adaptdl_accumulator *adaptdl_accumulator_create(void);
+void adaptdl_accumulator_destroy(adaptdl_accumulator *accumulator);
+int adaptdl_accumulator_add(adaptdl_accumulator *accumulator, const char *key, double value);
+int adaptdl_accumulator_subtract(adaptdl_accumulator *accumulator, const char *key,
+                                 double value);
+int adaptdl_accumulator_synchronize(adaptdl_accumulator *accumulator);
+void adaptdl_accumulator_desynchronize(adaptdl_accumulator *accumulator);
+bool adaptdl_accumulator_get(const adaptdl_accumulator *accumulator, const char *key,
+                             double *value);
+int adaptdl_accumulator_set(adaptdl_accumulator *accumulator, const char *key, double value);
+int adaptdl_accumulator_remove(adaptdl_accumulator *accumulator, const char *key);
+int adaptdl_accumulator_clear(adaptdl_accumulator *accumulator);
+size_t adaptdl_accumulator_size(const adaptdl_accumulator *accumulator);
+const char *adaptdl_accumulator_key(const adaptdl_accumulator *accumulator, size_t index);
+
+/* --- state: State, save_all_states -----------------------------------------------
+ * Registered state is saved in the snapshot of every checkpoint commit and
+ * restored with it.  adaptdl_synchronize_states sums every accumulator's
+ * pending updates over the replicas (a collective): call it on every
+ * replica before the checkpoint commit that should carry them. */
+int adaptdl_register_buffer(const char *name, void *buffer, size_t size);
+int adaptdl_register_callbacks(const char *name,
+                               int (*save)(void *context, void **bytes, size_t *size),
+                               int (*load)(void *context, const void *bytes, size_t size),
+                               void *context);
+int adaptdl_synchronize_states(void);
+
+/* --- gradient statistics without MPI interception --------------------------------
+ * Once per step: |g_local|^2 of this replica's gradient, |g_mean|^2 of the
+ * gradient averaged over replicas, and this replica's batch size. */
+int adaptdl_report_gradient(double local_sqr, double mean_sqr, uint64_t local_batch);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

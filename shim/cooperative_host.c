@@ -1,0 +1,78 @@
+/* cooperative_host.c - the cooperative API's host inside libadaptshim.so
+ * (cooperative_host.h): the preloaded shim's session, step profiling and
+ * goodput model. */
+#include <pthread.h>
+
+#include "cooperative_host.h"
+#include "shim.h"
+#include "statistical_epoch.h"
+#include "steps.h"
+
+/* A process the shim leaves inactive (no ADAPTDL_* variable) still gets a
+ * working API: one replica, nothing to restore. */
+static struct cooperative_state cooperative_host_inactive;
+static pthread_once_t cooperative_host_inactive_once = PTHREAD_ONCE_INIT;
+
+static void cooperative_host_init_inactive(void)
+{
+    cooperative_state_init(&cooperative_host_inactive);
+}
+
+struct cooperative_state *cooperative_host_state(void)
+{
+    shim_ensure_initialized();
+    if (shim_configured())
+        return &shim_session.cooperative;
+    pthread_once(&cooperative_host_inactive_once, cooperative_host_init_inactive);
+    return &cooperative_host_inactive;
+}
+
+uint32_t cooperative_host_replicas(void)
+{
+    shim_ensure_initialized();
+    return shim_configured() ? shim_session.config.num_replicas : 1;
+}
+
+uint32_t cooperative_host_rank(void)
+{
+    shim_ensure_initialized();
+    return shim_configured() ? shim_session.config.replica_rank : 0;
+}
+
+uint32_t cooperative_host_restarts(void)
+{
+    shim_ensure_initialized();
+    return shim_configured() ? shim_session.config.num_restarts : 0;
+}
+
+uint64_t cooperative_host_seed(void)
+{
+    shim_ensure_initialized();
+    return shim_configured() ? shim_session.config.seed : 0;
+}
+
+void cooperative_host_train_batch(uint64_t records)
+{
+    if (shim_configured())
+        shim_steps_cooperative_batch(records);
+}
+
+void cooperative_host_gradient(double local_sqr, double mean_sqr, uint64_t local_batch,
+                               bool ends_previous_step)
+{
+    if (shim_configured())
+        shim_steps_cooperative_gradient(local_sqr, mean_sqr, local_batch, ends_previous_step);
+}
+
+uint64_t cooperative_host_propose_local_batch(const struct data_loop *loop)
+{
+    if (!shim_configured())
+        return 0;
+    return shim_steps_propose_local_batch(loop->batch_size, loop->max_batch_size,
+                                          loop->replicas, loop->local_batch);
+}
+
+double cooperative_host_efficiency(uint64_t initial_global, uint64_t global)
+{
+    return shim_configured() ? shim_steps_efficiency(initial_global, global) : 1.0;
+}

@@ -1,0 +1,69 @@
+/* cooperative_host.c (standalone) - the cooperative API's host in the
+ * stand-in libadaptdl.so that cooperative trainers link: one replica,
+ * nothing to restore, nothing profiled, so a trainer built against the API
+ * runs as it is without the preload.  When libadaptshim.so is preloaded its
+ * own definitions of the API win and this library is never entered. */
+#include <pthread.h>
+
+#include "cooperative_host.h"
+
+static struct cooperative_state cooperative_host_alone;
+static pthread_once_t cooperative_host_once = PTHREAD_ONCE_INIT;
+
+static void cooperative_host_init(void)
+{
+    cooperative_state_init(&cooperative_host_alone);
+}
+
+struct cooperative_state *cooperative_host_state(void)
+{
+    pthread_once(&cooperative_host_once, cooperative_host_init);
+    return &cooperative_host_alone;
+}
+
+uint32_t cooperative_host_replicas(void)
+{
+    return 1;
+}
+
+uint32_t cooperative_host_rank(void)
+{
+    return 0;
+}
+
+uint32_t cooperative_host_restarts(void)
+{
+    return 0;
+}
+
+uint64_t cooperative_host_seed(void)
+{
+    return 0;
+}
+
+void cooperative_host_train_batch(uint64_t records)
+{
+    (void)records;
+}
+
+void cooperative_host_gradient(double local_sqr, double mean_sqr, uint64_t local_batch,
+                               bool ends_previous_step)
+{
+    (void)local_sqr;
+    (void)mean_sqr;
+    (void)local_batch;
+    (void)ends_previous_step;
+}
+
+uint64_t cooperative_host_propose_local_batch(const struct data_loop *loop)
+{
+    (void)loop;
+    return 0;   /* the plain share */
+}
+
+double cooperative_host_efficiency(uint64_t initial_global, uint64_t global)
+{
+    (void)initial_global;
+    (void)global;
+    return 1.0;
+}
