@@ -149,6 +149,11 @@ $(BUILD)/trainers/coop_%: tests/trainers/coop_%.c shim/adaptdl.h $(STANDALONE)
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -Ishim $(MPI_CFLAGS) -o $@ $< \
 	    -L$(BUILD) -ladaptdl -Wl,-rpath,$(abspath $(BUILD)) $(MPI_LIBS) -lm
 
+$(BUILD)/tools/coop_%: tests/tools/coop_%.c shim/adaptdl.h $(STANDALONE)
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -Ishim $(MPI_CFLAGS) -o $@ $< \
+	    -L$(BUILD) -ladaptdl -Wl,-rpath,$(abspath $(BUILD)) $(MPI_LIBS) -lm
+
 # Example trainers are plain user programs: no adaptshim header, no runtime.
 $(BUILD)/trainers/%: tests/trainers/%.c
 	@mkdir -p $(dir $@)

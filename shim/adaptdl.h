@@ -88,6 +88,10 @@ void adaptdl_loop_break(adaptdl_loop *loop);
 uint64_t adaptdl_loop_current_index(const adaptdl_loop *loop);
 uint64_t adaptdl_loop_local_batch_size(const adaptdl_loop *loop);
 uint64_t adaptdl_loop_global_batch_size(const adaptdl_loop *loop);
+/* AdaScale's gain at the loop's current global batch against its initial
+ * one, from the gradient statistics so far (1 without any): multiply the
+ * learning rate of the initial batch by it (AdaptDL's AdaScale rule). */
+double adaptdl_loop_gain(const adaptdl_loop *loop);
 
 /* --- accumulators: Accumulator -------------------------------------------------
  * add/subtract outside a synchronized block are local updates; between

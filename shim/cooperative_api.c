@@ -382,6 +382,14 @@ API uint64_t adaptdl_loop_global_batch_size(const adaptdl_loop *owner)
     return owner ? owner->loop.local_batch * owner->loop.replicas : 0;
 }
 
+API double adaptdl_loop_gain(const adaptdl_loop *owner)
+{
+    if (owner == NULL || owner->loop.local_batch == 0)
+        return 1.0;
+    return cooperative_host_gain(owner->loop.batch_size,
+                                 owner->loop.local_batch * owner->loop.replicas);
+}
+
 /* --- accumulators ------------------------------------------------------------------------ */
 
 API adaptdl_accumulator *adaptdl_accumulator_create(void)

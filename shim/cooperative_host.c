@@ -76,3 +76,8 @@ double cooperative_host_efficiency(uint64_t initial_global, uint64_t global)
 {
     return shim_configured() ? shim_steps_efficiency(initial_global, global) : 1.0;
 }
+
+double cooperative_host_gain(uint64_t initial_global, uint64_t global)
+{
+    return shim_configured() ? shim_steps_gain(initial_global, global) : 1.0;
+}

@@ -36,5 +36,8 @@ uint64_t cooperative_host_propose_local_batch(const struct data_loop *loop);
 /* Efficiency of `global` records per step against the initial global
  * batch under the gradient statistics measured so far; 1 without any. */
 double cooperative_host_efficiency(uint64_t initial_global, uint64_t global);
+/* AdaScale's gain of `global` against the initial batch; 1 without any
+ * gradient statistics. */
+double cooperative_host_gain(uint64_t initial_global, uint64_t global);
 
 #endif

@@ -424,6 +424,16 @@ double shim_steps_efficiency(uint64_t initial_global, uint64_t global)
                                         (double)initial_global, (double)global);
 }
 
+double shim_steps_gain(uint64_t initial_global, uint64_t global)
+{
+    double sqr = grad_noise_sqr(&shim_monitor.noise);
+    double var = grad_noise_var(&shim_monitor.noise);
+    if (!(sqr > 0) || !isfinite(sqr) || !(var >= 0) || !isfinite(var) || initial_global == 0)
+        return 1.0;
+    double scale = (double)global / (double)initial_global;
+    return statistical_epoch_efficiency(sqr, var, (double)initial_global, (double)global) * scale;
+}
+
 void shim_steps_before_train_read(void)
 {
     if (shim_monitor.in_step && shim_steps_synchronized && shim_mpi_on_mpi_thread())

@@ -42,6 +42,7 @@ void shim_steps_cooperative_gradient(double local_sqr, double mean_sqr, uint64_t
 uint64_t shim_steps_propose_local_batch(uint64_t initial_global, uint64_t max_global,
                                         uint32_t replicas, uint64_t current_local);
 double shim_steps_efficiency(uint64_t initial_global, uint64_t global);
+double shim_steps_gain(uint64_t initial_global, uint64_t global);
 /* True on the thread that initialized MPI (false before MPI is up). */
 bool shim_mpi_on_mpi_thread(void);
 /* A checkpoint commit happened. */

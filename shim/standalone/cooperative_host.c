@@ -67,3 +67,10 @@ double cooperative_host_efficiency(uint64_t initial_global, uint64_t global)
     (void)global;
     return 1.0;
 }
+
+double cooperative_host_gain(uint64_t initial_global, uint64_t global)
+{
+    (void)initial_global;
+    (void)global;
+    return 1.0;
+}

@@ -1,0 +1,248 @@
+/* test_cooperative.c - the cooperative API (SPEC §11) through real MPI jobs.
+ *
+ * - AdaptDL's accumulator and data loader restart scenarios, with their
+ *   exact values, across 1 -> 4 -> 2 replicas (tests/tools/coop_scenario.c
+ *   checks the values itself; here: every run of every rank passes);
+ * - AdaptDL's epoch scenario across 1 -> 5 replicas;
+ * - without the preload the same programs run against the stand-in
+ *   libadaptdl.so as one replica, and the example trainer gives the very
+ *   output it gives under the preload with one replica;
+ * - the example cooperative trainer (tests/trainers/coop_sgd_mpi.c) killed
+ *   with SIGKILL at seeded points and resumed with 2, then 1, then 3
+ *   replicas trains every record of every epoch exactly once up to the
+ *   checkpoints it resumed from, except AdaptDL's padding. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define DIM 4
+#define RECORDS 301
+#define EPOCHS 3
+
+static char *preload_setting(void)
+{
+    char *setting = NULL;
+    if (asprintf(&setting, "LD_PRELOAD=%s", harness_build_path("libadaptshim.so")) < 0)
+        abort();
+    return setting;
+}
+
+/* mpirun -np RANKS [-x preload and the job's settings] PROGRAM ARGS...;
+ * stdout to OUT, stderr to OUT.err. */
+static pid_t start_job(const char *directory, unsigned ranks, bool preload, unsigned restarts,
+                       char *const program_and_arguments[], const char *out)
+{
+    char ranks_text[16], restarts_text[64], state[600], save[600];
+    snprintf(ranks_text, sizeof ranks_text, "%u", ranks);
+    snprintf(restarts_text, sizeof restarts_text, "ADAPTDL_NUM_RESTARTS=%u", restarts);
+    snprintf(state, sizeof state, "ADAPTDL_CHECKPOINT_PATH=%s/state", directory);
+    snprintf(save, sizeof save, "ADAPTDL_SAVE=%s/ck", directory);
+    char *preload_variable = preload_setting();
+    char *argv[64];
+    size_t used = 0;
+    const char *head[] = {"/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe", "--mca",
+                          "btl_vader_single_copy_mechanism", "none", "-np", ranks_text};
+    for (size_t i = 0; i < sizeof head / sizeof head[0]; i++)
+        argv[used++] = (char *)head[i];
+    if (preload) {
+        const char *settings[] = {preload_variable, state, save, restarts_text,
+                                  "ADAPTDL_LOG=warn"};
+        for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
+            argv[used++] = "-x";
+            argv[used++] = (char *)settings[i];
+        }
+    }
+    for (size_t i = 0; program_and_arguments[i] != NULL; i++)
+        argv[used++] = program_and_arguments[i];
+    argv[used] = NULL;
+    char *err = NULL;
+    if (asprintf(&err, "%s.err", out) < 0)
+        abort();
+    char *environment[] = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", NULL};
+    pid_t pid = harness_start(argv, environment, false, out, err);
+    free(err);
+    free(preload_variable);
+    return pid;
+}
+
+static void expect_run(const char *directory, const char *scenario, unsigned ranks,
+                       unsigned restarts, const char *expected_line, size_t expected_count)
+{
+    char *program = strdup(harness_build_path("tools/coop_scenario"));
+    char *checkpoint = harness_path_in(directory, "ck");
+    char name[64];
+    snprintf(name, sizeof name, "%s-%u.out", scenario, restarts);
+    char *out = harness_path_in(directory, name);
+    char *argv[] = {program, (char *)scenario, checkpoint, NULL};
+    pid_t pid = start_job(directory, ranks, true, restarts, argv, out);
+    int status = harness_wait(pid, 120);
+    char *text = harness_read_output(out);
+    cr_expect_eq(status, 0, "%s, restart %u on %u replicas: status %d\n%s", scenario, restarts,
+                 ranks, status, text);
+    cr_expect_null(strstr(text, "FAIL"), "%s", text);
+    cr_expect_eq(harness_count_occurrences(text, expected_line), expected_count,
+                 "%s, restart %u: %zu of %zu ranks said \"%s\"\n%s", scenario, restarts,
+                 harness_count_occurrences(text, expected_line), expected_count, expected_line,
+                 text);
+    free(text);
+    free(out);
+    free(checkpoint);
+    free(program);
+}
+
+Test(cooperative, adaptdl_accumulator_and_loop_restarts_one_four_two, .timeout = 300)
+{
+    const char *directory = harness_temp_dir();
+    expect_run(directory, "accumulator_and_loop", 1, 0, "restart with 4 replicas", 1);
+    expect_run(directory, "accumulator_and_loop", 4, 1, "restart with 2 replicas", 4);
+    expect_run(directory, "accumulator_and_loop", 2, 2, " ok\n", 2);
+    harness_remove_temp_dir(directory);
+}
+
+Test(cooperative, adaptdl_epochs_restart_one_five, .timeout = 300)
+{
+    const char *directory = harness_temp_dir();
+    expect_run(directory, "epochs", 1, 0, "restart with 5 replicas", 1);
+    expect_run(directory, "epochs", 5, 1, " ok\n", 5);
+    harness_remove_temp_dir(directory);
+}
+
+/* --- the example trainer ---------------------------------------------------------------- */
+
+static pid_t start_trainer(const char *directory, const char *data, unsigned ranks, bool preload,
+                           unsigned restarts, const char *name, const char *sleep_us)
+{
+    char *program = strdup(harness_build_path("trainers/coop_sgd_mpi"));
+    char *checkpoint = harness_path_in(directory, "ck");
+    char ids[700], out_name[64];
+    snprintf(ids, sizeof ids, "%s/%s.ids.%%r", directory, name);
+    snprintf(out_name, sizeof out_name, "%s.out", name);
+    char *out = harness_path_in(directory, out_name);
+    char epochs[16];
+    snprintf(epochs, sizeof epochs, "%d", EPOCHS);
+    char *argv[] = {program, "--data", (char *)data, "--epochs", epochs, "--batch-size", "16",
+                    "--lr", "0.05", "--checkpoint", checkpoint, "--checkpoint-every", "4",
+                    "--sleep-us", (char *)sleep_us, "--ids-log", ids, NULL};
+    pid_t pid = start_job(directory, ranks, preload, restarts, argv, out);
+    free(out);
+    free(checkpoint);
+    free(program);
+    return pid;
+}
+
+static char *final_weights(const char *directory, const char *name)
+{
+    char out_name[64];
+    snprintf(out_name, sizeof out_name, "%s.out", name);
+    char *out = harness_path_in(directory, out_name);
+    char *text = harness_read_output(out);
+    free(out);
+    char *line = strstr(text, "final weights");
+    char *copy = strndup(line ? line : "(none)", line ? strcspn(line, "\n") : 6);
+    free(text);
+    return copy;
+}
+
+Test(cooperative, programs_run_without_the_preload_as_one_replica, .timeout = 300)
+{
+    const char *directory = harness_temp_dir();
+    char *data = harness_path_in(directory, "train.bin");
+    harness_generate_dataset(data, RECORDS, DIM, 9);
+    pid_t plain = start_trainer(directory, data, 1, false, 0, "plain", "0");
+    cr_assert_eq(harness_wait(plain, 120), 0, "the trainer against the stand-in failed");
+    char *ck = harness_path_in(directory, "ck");
+    unlink(ck);
+    pid_t shimmed = start_trainer(directory, data, 1, true, 0, "shimmed", "0");
+    cr_assert_eq(harness_wait(shimmed, 120), 0, "the trainer under the preload failed");
+    char *expected = final_weights(directory, "plain");
+    char *got = final_weights(directory, "shimmed");
+    cr_expect_str_eq(got, expected, "one replica under the preload trains as the stand-in");
+    cr_expect_neq(strcmp(expected, "(none)"), 0);
+    free(expected);
+    free(got);
+    free(ck);
+    free(data);
+    harness_remove_temp_dir(directory);
+}
+
+/* splitmix64: seeded kill points. */
+static uint64_t next_random(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static void kill_ranks(const char *data)
+{
+    char command[1024];
+    snprintf(command, sizeof command, "pkill -KILL -f 'trainers/coop_sgd_mpi --data %s'", data);
+    cr_assert_neq(system(command), -1);
+}
+
+Test(cooperative, example_trainer_killed_and_resumed_trains_each_record_once, .timeout = 300)
+{
+    const char *directory = harness_temp_dir();
+    char *data = harness_path_in(directory, "train.bin");
+    harness_generate_dataset(data, RECORDS, DIM, 11);
+    const unsigned plan[] = {2, 1, 3};
+    const unsigned runs = sizeof plan / sizeof plan[0];
+    uint64_t random_state = 77;
+    for (unsigned run = 0; run < runs; run++) {
+        char name[32];
+        snprintf(name, sizeof name, "run%u", run);
+        pid_t pid = start_trainer(directory, data, plan[run], true, run, name, "3000");
+        if (run + 1 < runs) {
+            char ids[700];
+            snprintf(ids, sizeof ids, "%s/%s.ids.0", directory, name);
+            size_t checkpoints = 2 + next_random(&random_state) % 6;
+            cr_assert(harness_wait_for_lines(ids, "ckpt ", checkpoints, pid, 120),
+                      "run %u reached no checkpoint %zu", run, checkpoints);
+            kill_ranks(data);
+            harness_wait(pid, 120);
+        } else {
+            cr_assert_eq(harness_wait(pid, 180), 0, "the last run failed");
+        }
+    }
+    unsigned *counts = calloc(EPOCHS * RECORDS, sizeof *counts);
+    unsigned allowance = 0;
+    for (unsigned run = 0; run < runs; run++) {
+        uint64_t last_step = UINT64_MAX;
+        if (run + 1 < runs) {
+            char out_name[64];
+            snprintf(out_name, sizeof out_name, "run%u.out", run + 1);
+            char *out = harness_path_in(directory, out_name);
+            cr_assert(harness_resume_point(out, &last_step), "run %u printed no start", run + 1);
+            free(out);
+        }
+        allowance += plan[run] - 1;
+        for (unsigned rank = 0; rank < plan[run]; rank++) {
+            char ids[700];
+            snprintf(ids, sizeof ids, "%s/run%u.ids.%u", directory, run, rank);
+            struct id_log log;
+            harness_read_id_log(ids, &log);
+            id_log_count_committed(&log, last_step, counts, RECORDS, EPOCHS);
+            id_log_free(&log);
+        }
+    }
+    for (unsigned epoch = 0; epoch < EPOCHS; epoch++) {
+        size_t lost = 0, extra = 0;
+        for (unsigned id = 0; id < RECORDS; id++) {
+            unsigned seen = counts[epoch * RECORDS + id];
+            lost += seen == 0;
+            extra += seen > 1 ? seen - 1 : 0;
+        }
+        cr_expect_eq(lost, 0, "epoch %u: %zu records never trained on", epoch, lost);
+        cr_expect_leq(extra, allowance, "epoch %u: %zu records trained on twice, padding "
+                      "allows %u", epoch, extra, allowance);
+    }
+    free(counts);
+    free(data);
+    harness_remove_temp_dir(directory);
+}

@@ -1,0 +1,199 @@
+/* coop_scenario.c - AdaptDL's own restart scenarios, through the cooperative
+ * API under mpirun, with AdaptDL's exact expected values
+ * (tests/integration/test_cooperative.c runs it three times: 1, then 4,
+ * then 2 replicas, with ADAPTDL_NUM_RESTARTS 0, 1, 2).
+ *
+ *   coop_scenario accumulator_and_loop CHECKPOINT
+ *       accumulator_test and test_dataloader_restarts of AdaptDL, in one
+ *       program: the accumulator's updates are summed over the replicas and
+ *       its earlier results replayed without communicating; a loop over 100
+ *       records with batch size 10 takes 2 batches with 1 replica (local 10),
+ *       5 with 4 (local 3) and 2 with 2 (local 5); misuse errors.
+ *   coop_scenario epochs CHECKPOINT
+ *       epoch_test: 10 epochs, a restart in epoch 5 continues at epoch 5.
+ *
+ * A "restart" is a checkpoint (adaptdl_synchronize_states on every rank, then
+ * rank 0 writes CHECKPOINT.tmp and renames it onto CHECKPOINT) and exit 0;
+ * the next run loads CHECKPOINT first.  Each failed expectation prints
+ * "FAIL rank R: ..." and the program exits 1; the end prints "rank R ok". */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "adaptdl.h"
+
+static int rank, size, failures;
+
+static void expect(int condition, const char *format, ...) __attribute__((format(printf, 2, 3)));
+static void expect(int condition, const char *format, ...)
+{
+    if (condition)
+        return;
+    va_list arguments;
+    va_start(arguments, format);
+    printf("FAIL rank %d: ", rank);
+    vprintf(format, arguments);
+    printf("\n");
+    va_end(arguments);
+    failures++;
+}
+
+static void load(const char *checkpoint)
+{
+    FILE *file = fopen(checkpoint, "rb");
+    if (file == NULL)
+        return;
+    char text[64] = "";
+    expect(fread(text, 1, sizeof text - 1, file) > 0, "checkpoint %s is empty", checkpoint);
+    fclose(file);
+}
+
+/* Checkpoints and leaves: the harness starts the next run. */
+static void restart(const char *checkpoint, unsigned next_replicas)
+{
+    expect(adaptdl_synchronize_states() == 0, "synchronize_states: %s", adaptdl_last_error());
+    if (rank == 0) {
+        char temp[4096];
+        snprintf(temp, sizeof temp, "%s.tmp", checkpoint);
+        FILE *file = fopen(temp, "wb");
+        fprintf(file, "restart %u for %u replicas\n", adaptdl_num_restarts(), next_replicas);
+        fclose(file);
+        rename(temp, checkpoint);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    printf("rank %d restart with %u replicas\n", rank, next_replicas);
+    MPI_Finalize();
+    exit(failures ? 1 : 0);
+}
+
+static double value_of(adaptdl_accumulator *accumulator, const char *key)
+{
+    double value = -12345;
+    expect(adaptdl_accumulator_get(accumulator, key, &value), "no key %s", key);
+    return value;
+}
+
+static void accumulator_and_loop(const char *checkpoint)
+{
+    unsigned restarts = adaptdl_num_restarts();
+    adaptdl_accumulator *accumulator = adaptdl_accumulator_create();
+    adaptdl_loop *loop = adaptdl_loop_create(100, 10, true);
+    expect(accumulator != NULL && loop != NULL, "create: %s", adaptdl_last_error());
+
+    /* accumulator_test */
+    if (restarts == 0)
+        adaptdl_accumulator_add(accumulator, "a", 15);
+    expect(adaptdl_accumulator_size(accumulator) == 0, "accumulation mode reads as empty");
+    adaptdl_accumulator_synchronize(accumulator);
+    expect(value_of(accumulator, "a") == 15, "a == 15 (restart %u)", restarts);
+    adaptdl_accumulator_desynchronize(accumulator);
+    if (restarts == 0)
+        adaptdl_accumulator_subtract(accumulator, "a", 5);
+    if (restarts >= 1) {
+        if (restarts == 1) {
+            adaptdl_accumulator_add(accumulator, "a", rank);
+            adaptdl_accumulator_add(accumulator, "b", rank);
+        }
+        expect(adaptdl_accumulator_size(accumulator) == 0, "accumulation mode reads as empty");
+        adaptdl_accumulator_synchronize(accumulator);
+        expect(adaptdl_accumulator_size(accumulator) == 2, "two keys, not %zu",
+               adaptdl_accumulator_size(accumulator));
+        expect(value_of(accumulator, "a") == 16, "a == 16 (restart %u)", restarts);
+        expect(value_of(accumulator, "b") == 6, "b == 6 (restart %u)", restarts);
+        adaptdl_accumulator_desynchronize(accumulator);
+    }
+    if (restarts == 2) {
+        adaptdl_accumulator_subtract(accumulator, "b", 5);
+        adaptdl_accumulator_subtract(accumulator, "c", 5);
+        adaptdl_accumulator_synchronize(accumulator);
+        expect(value_of(accumulator, "a") == 16, "a == 16");
+        expect(value_of(accumulator, "b") == -4, "b == -4");
+        expect(value_of(accumulator, "c") == -10, "c == -10");
+        adaptdl_accumulator_clear(accumulator);
+        adaptdl_accumulator_desynchronize(accumulator);
+        adaptdl_accumulator_synchronize(accumulator);
+        expect(adaptdl_accumulator_size(accumulator) == 0, "cleared");
+        adaptdl_accumulator_desynchronize(accumulator);
+    }
+
+    /* test_dataloader_restarts */
+    uint64_t indices[16];
+    long idx = -1, count;
+    unsigned expected_local = (10 + size - 1) / size;
+    expect(adaptdl_loop_begin(loop) == 1, "begin: %s", adaptdl_last_error());
+    expect(adaptdl_loop_begin(loop) == -1 && strstr(adaptdl_last_error(), "overlapping"),
+           "a second begin is an overlapping iteration");
+    expect(adaptdl_accumulator_create() == NULL &&
+               strstr(adaptdl_last_error(), "may not be created"),
+           "no accumulator inside an iteration");
+    expect(adaptdl_loop_create(5, 1, false) == NULL, "no loop inside an iteration");
+    while ((count = adaptdl_loop_next(loop, indices, 16)) > 0) {
+        idx++;
+        if (restarts == 0 && idx == 2)
+            restart(checkpoint, 4);
+        if (restarts == 1 && idx == 5)
+            restart(checkpoint, 2);
+        expect(count == (long)expected_local, "batch %ld: %ld records, expected %u", idx, count,
+               expected_local);
+        expect(adaptdl_loop_local_batch_size(loop) == expected_local, "local batch size");
+        expect(adaptdl_loop_global_batch_size(loop) == expected_local * (unsigned)size,
+               "global batch size");
+    }
+    expect(count == 0, "the loop ended: %s", adaptdl_last_error());
+    expect(idx == 1, "the last run takes 2 batches, idx == %ld", idx);
+    adaptdl_loop_destroy(loop);
+    adaptdl_accumulator_destroy(accumulator);
+}
+
+static void epochs(const char *checkpoint)
+{
+    unsigned restarts = adaptdl_num_restarts();
+    expect(adaptdl_current_epoch() == ADAPTDL_NONE, "no epoch before the loop");
+    int64_t first = restarts == 0 ? 0 : 5;
+    expect(adaptdl_finished_epochs() == first, "finished %" PRId64 ", expected %" PRId64,
+           adaptdl_finished_epochs(), first);
+    int64_t expected = first;
+    for (int64_t epoch = adaptdl_remaining_epochs_until(10); epoch >= 0;
+         epoch = adaptdl_next_epoch()) {
+        expect(epoch == expected, "epoch %" PRId64 ", expected %" PRId64, epoch, expected);
+        expect(adaptdl_current_epoch() == epoch, "current epoch");
+        expect(adaptdl_finished_epochs() == epoch, "finished == current");
+        expect(adaptdl_remaining_epochs_until(10) == ADAPTDL_ERROR &&
+                   strstr(adaptdl_last_error(), "overlapping"),
+               "overlapping epoch loops are refused");
+        if (restarts == 0 && epoch == 5)
+            restart(checkpoint, 5);
+        expected++;
+    }
+    expect(expected == 10, "ran up to epoch %" PRId64, expected - 1);
+    expect(adaptdl_current_epoch() == ADAPTDL_NONE, "no epoch after the loop");
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc != 3) {
+        fprintf(stderr, "usage: coop_scenario accumulator_and_loop|epochs CHECKPOINT\n");
+        return 2;
+    }
+    expect(adaptdl_num_replicas() == (unsigned)size, "the API says %u replicas, MPI %d",
+           adaptdl_num_replicas(), size);
+    load(argv[2]);
+    if (strcmp(argv[1], "accumulator_and_loop") == 0)
+        accumulator_and_loop(argv[2]);
+    else if (strcmp(argv[1], "epochs") == 0)
+        epochs(argv[2]);
+    else
+        expect(0, "unknown scenario %s", argv[1]);
+    printf("rank %d %s\n", rank, failures ? "failed" : "ok");
+    MPI_Finalize();
+    return failures ? 1 : 0;
+}
