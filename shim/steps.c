@@ -311,7 +311,7 @@ static void shim_steps_publish_agreed_step(void)
     struct job_position position;
     shim_steps_job_position(&position);
     shim_events_step(&shim_monitor.last, &shim_monitor.noise, &position,
-                     shim_session.config.data_count > 0,
+                     shim_session.config.data_count > 0 || shim_monitor.last.local_records > 0,
                      shim_model_valid ? &shim_model : NULL, shim_session.config.num_nodes);
 }
 

@@ -34,6 +34,8 @@ static char *preload_setting(void)
 
 /* mpirun -np RANKS [-x preload and the job's settings] PROGRAM ARGS...;
  * stdout to OUT, stderr to OUT.err. */
+static const char *extra_setting;   /* one more -x for the ranks, or NULL */
+
 static pid_t start_job(const char *directory, unsigned ranks, bool preload, unsigned restarts,
                        char *const program_and_arguments[], const char *out)
 {
@@ -55,6 +57,10 @@ static pid_t start_job(const char *directory, unsigned ranks, bool preload, unsi
         for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
             argv[used++] = "-x";
             argv[used++] = (char *)settings[i];
+        }
+        if (extra_setting != NULL) {
+            argv[used++] = "-x";
+            argv[used++] = (char *)extra_setting;
         }
     }
     for (size_t i = 0; program_and_arguments[i] != NULL; i++)
@@ -243,6 +249,48 @@ Test(cooperative, example_trainer_killed_and_resumed_trains_each_record_once, .t
                       "allows %u", epoch, extra, allowance);
     }
     free(counts);
+    free(data);
+    harness_remove_temp_dir(directory);
+}
+
+/* The last line of a file that contains `needle` (malloc'd), or NULL. */
+static char *last_line_containing(const char *path, const char *needle)
+{
+    char *text = harness_read_file(path, NULL);
+    if (text == NULL)
+        return NULL;
+    char *found = NULL, *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+        if (strstr(line, needle) != NULL)
+            found = line;
+    char *copy = found ? strdup(found) : NULL;
+    free(text);
+    return copy;
+}
+
+/* Gradient statistics from adaptdl_report_gradient, not from an intercepted
+ * all-reduce (the trainer's all-reduce is far below ADAPTDL_GRAD_MIN): the
+ * metrics' step lines carry the local batch, grad_sqr and grad_var. */
+Test(cooperative, reported_gradients_give_the_noise_statistics, .timeout = 300)
+{
+    const char *directory = harness_temp_dir();
+    char *data = harness_path_in(directory, "train.bin");
+    harness_generate_dataset(data, RECORDS, DIM, 13);
+    char metrics[700];
+    snprintf(metrics, sizeof metrics, "ADAPTDL_METRICS_FILE=%s/metrics.%%r", directory);
+    extra_setting = metrics;
+    pid_t pid = start_trainer(directory, data, 2, true, 0, "run", "0");
+    extra_setting = NULL;
+    cr_assert_eq(harness_wait(pid, 180), 0);
+    char *path = harness_path_in(directory, "metrics.0");
+    char *line = last_line_containing(path, "\"type\": \"step\"");
+    cr_assert_not_null(line, "no step line in %s", path);
+    cr_expect_not_null(strstr(line, "\"local_bsz\": 8"), "%s", line);
+    cr_expect_not_null(strstr(line, "\"replicas\": 2"), "%s", line);
+    cr_expect_null(strstr(line, "\"grad_sqr\": null"), "%s", line);
+    cr_expect_null(strstr(line, "\"grad_var\": null"), "%s", line);
+    free(line);
+    free(path);
     free(data);
     harness_remove_temp_dir(directory);
 }
