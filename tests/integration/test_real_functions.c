@@ -70,3 +70,24 @@ Test(real_functions, a_missing_required_function_aborts_after_one_line)
     expect_one_line(result.err);
     run_result_free(&result);
 }
+
+/* MPI's functions are looked up the same way, at the first MPI call: a
+ * process without any MPI library that reaches the shim's MPI_Barrier (here
+ * through dlsym) stops with one line naming the function.  Regression: it
+ * jumped to address 0. */
+Test(real_functions, an_mpi_call_without_an_mpi_library_aborts_after_one_line)
+{
+    char *environment[] = {"ADAPTDL_LOG=info", NULL};
+    char *probe = strdup(harness_build_path("tools/real_probe"));
+    char *argv[] = {probe, "mpi", NULL};
+    struct run_result result;
+    harness_run(&result, argv, environment, true, 20);
+    cr_expect_eq(result.status, 128 + 6, "SIGABRT expected, status %d, stderr %s",
+                 result.status, result.err);
+    cr_expect_str_eq(result.out, "");
+    cr_expect(strstr(result.err, "adaptshim: MPI_Barrier was called, but no MPI library") !=
+                  NULL, "%s", result.err);
+    expect_one_line(result.err);
+    run_result_free(&result);
+    free(probe);
+}
