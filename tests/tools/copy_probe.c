@@ -164,7 +164,7 @@ int main(int argc, char **argv)
     bool consistent = true, done = false;
     while (!done) {
         for (int call = 0; call < 2 && !done; call++) {
-            size_t in_pipe_before = (size_t)offset;
+            size_t copied_before = (size_t)offset;
             ssize_t n = copy_once((enum how)how, ends[1], in, &offset);
             if (n < 0 && errno != EAGAIN)
                 die(names[how]);
@@ -174,7 +174,7 @@ int main(int argc, char **argv)
                 done = true;
             if (how != HOW_SENDFILE_OFFSET && n > 0)
                 offset += n;
-            if (n > 0 && (size_t)n < size - in_pipe_before)
+            if (n > 0 && (size_t)n < size - copied_before)
                 short_counts++;
             /* the source must stand exactly after what the pipe took */
             off_t position = how == HOW_SENDFILE_OFFSET ? offset : lseek(in, 0, SEEK_CUR);
