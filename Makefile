@@ -168,7 +168,8 @@ $(BUILD)/trainers/%: tests/trainers/%.cpp
 
 $(BUILD)/tools/%: tests/tools/%.c
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -o $@ $< -lm
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror $(if $(findstring mpi,$*),$(MPI_CFLAGS)) \
+	    -o $@ $< $(if $(findstring mpi,$*),$(MPI_LIBS)) -lm
 
 # Static programs, which LD_PRELOAD cannot reach: the inspector must refuse them.
 $(BUILD)/tools/static_probe: tests/tools/static_probe.c

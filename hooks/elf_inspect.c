@@ -174,7 +174,7 @@ static void inspect_write_file_header(FILE *out, const struct inspect_elf_file *
 static void inspect_write_counts(FILE *out, const struct inspect_elf_file *file)
 {
     size_t counts[INSPECT_CATEGORY_COUNT] = {0};
-    size_t mpi_c = 0, mpi_c_intercepted = 0, mpi_fortran = 0;
+    size_t mpi_c = 0, mpi_c_intercepted = 0, mpi_fortran = 0, mpi_fortran_unseen = 0;
     for (size_t i = 0; i < file->import_count; i++) {
         const struct inspect_import *import = &file->imports[i];
         counts[import->category]++;
@@ -183,9 +183,10 @@ static void inspect_write_counts(FILE *out, const struct inspect_elf_file *file)
             mpi_c++;
             if (import->category == INSPECT_CATEGORY_INTERCEPTED)
                 mpi_c_intercepted++;
-        } else if (binding == INSPECT_MPI_FORTRAN &&
-                   import->category == INSPECT_CATEGORY_NOT_INTERCEPTED) {
+        } else if (binding == INSPECT_MPI_FORTRAN) {
             mpi_fortran++;
+            if (import->category == INSPECT_CATEGORY_NOT_INTERCEPTED)
+                mpi_fortran_unseen++;
         }
     }
     fprintf(out,
@@ -202,7 +203,8 @@ static void inspect_write_counts(FILE *out, const struct inspect_elf_file *file)
     fprintf(out, "  MPI:      %zu C functions imported, %zu of them intercepted", mpi_c,
             mpi_c_intercepted);
     if (mpi_fortran > 0)
-        fprintf(out, "; Fortran binding imports: %zu, not seen", mpi_fortran);
+        fprintf(out, "; Fortran binding imports: %zu, %zu of them not seen", mpi_fortran,
+                mpi_fortran_unseen);
     fprintf(out, "\n");
 }
 

@@ -91,18 +91,17 @@ static const char note_allreduce[] =
     "gradient all-reduce (float or double sum): measured for the gradient noise "
     "scale and the step time";
 static const char note_iallreduce[] =
-    "non-blocking gradient all-reduce: measured when MPI_Wait, MPI_Waitall or "
-    "MPI_Test completes it";
+    "non-blocking gradient all-reduce: measured when a call completes its request "
+    "(MPI_Wait, MPI_Waitany, MPI_Testsome...), counted unmeasured when it is freed";
 static const char note_mpi_complete[] =
     "completes requests: a pending gradient all-reduce is measured here";
 static const char note_mpi_collective[] =
     "a collective that may end a step";
-static const char note_mpi_complete_unseen[] =
-    "completes requests without the shim: a gradient MPI_Iallreduce completed "
-    "by it is not measured";
-static const char note_pmpi_gradient[] =
-    "profiling entry point called directly: the shim wraps only the MPI_ name, "
-    "so these gradient all-reduces are not seen";
+static const char note_mpi_free[] =
+    "frees a request: a pending gradient all-reduce counts here, unmeasured";
+static const char note_pmpi_wrapped[] =
+    "profiling entry point called directly (as Fortran's bindings do): wrapped as "
+    "its MPI_ twin is";
 
 static const char note_stream_read[] =
     "reads a stream";
@@ -156,12 +155,13 @@ static const char note_mpi_not_needed[] =
     "MPI C function the shim does not need";
 static const char note_pmpi_other[] =
     "profiling entry point called directly: the shim does not need it";
+static const char note_fortran_wrapped[] =
+    "Fortran MPI binding: it calls the PMPI_ function, which the shim wraps";
 static const char note_fortran[] =
-    "Fortran MPI binding: it calls the PMPI_ functions directly, the shim "
-    "does not see it";
+    "Fortran MPI binding of a function the shim does not need";
 static const char note_fortran_gradient[] =
-    "Fortran MPI binding: it calls PMPI_ directly, so its gradient all-reduces "
-    "are not seen";
+    "Fortran MPI binding: it calls PMPI_ directly, and this library does not wrap "
+    "that PMPI_ function, so its gradient all-reduces are not seen";
 static const char note_exported[] =
     "exported by the shim";
 static const char note_mpi_exported[] =
@@ -251,7 +251,15 @@ static const struct inspect_symbol_rule inspect_symbol_rules[] = {
     {"MPI_Iallreduce", INSPECT_CATEGORY_INTERCEPTED, note_iallreduce, NULL},
     {"MPI_Wait", INSPECT_CATEGORY_INTERCEPTED, note_mpi_complete, NULL},
     {"MPI_Waitall", INSPECT_CATEGORY_INTERCEPTED, note_mpi_complete, NULL},
+    {"MPI_Waitany", INSPECT_CATEGORY_INTERCEPTED, note_mpi_complete, NULL},
+    {"MPI_Waitsome", INSPECT_CATEGORY_INTERCEPTED, note_mpi_complete, NULL},
     {"MPI_Test", INSPECT_CATEGORY_INTERCEPTED, note_mpi_complete, NULL},
+    {"MPI_Testall", INSPECT_CATEGORY_INTERCEPTED, note_mpi_complete, NULL},
+    {"MPI_Testany", INSPECT_CATEGORY_INTERCEPTED, note_mpi_complete, NULL},
+    {"MPI_Testsome", INSPECT_CATEGORY_INTERCEPTED, note_mpi_complete, NULL},
+    {"MPI_Request_free", INSPECT_CATEGORY_INTERCEPTED, note_mpi_free, NULL},
+    {"PMPI_Allreduce", INSPECT_CATEGORY_INTERCEPTED, note_pmpi_wrapped, NULL},
+    {"PMPI_Iallreduce", INSPECT_CATEGORY_INTERCEPTED, note_pmpi_wrapped, NULL},
     {"MPI_Barrier", INSPECT_CATEGORY_INTERCEPTED, note_mpi_collective, NULL},
     {"MPI_Bcast", INSPECT_CATEGORY_INTERCEPTED, note_mpi_collective, NULL},
 
@@ -327,15 +335,6 @@ static const struct inspect_symbol_rule inspect_symbol_rules[] = {
     {"readahead", INSPECT_CATEGORY_PASSED_THROUGH, note_hint, NULL},
     {"dlopen", INSPECT_CATEGORY_PASSED_THROUGH, note_dlopen, NULL},
 
-    /* MPI C functions that would matter if the shim does not wrap them. */
-    {"MPI_Waitany", INSPECT_CATEGORY_NOT_INTERCEPTED, note_mpi_complete_unseen, "MPI_Iallreduce"},
-    {"MPI_Waitsome", INSPECT_CATEGORY_NOT_INTERCEPTED, note_mpi_complete_unseen, "MPI_Iallreduce"},
-    {"MPI_Testall", INSPECT_CATEGORY_NOT_INTERCEPTED, note_mpi_complete_unseen, "MPI_Iallreduce"},
-    {"MPI_Testany", INSPECT_CATEGORY_NOT_INTERCEPTED, note_mpi_complete_unseen, "MPI_Iallreduce"},
-    {"MPI_Testsome", INSPECT_CATEGORY_NOT_INTERCEPTED, note_mpi_complete_unseen, "MPI_Iallreduce"},
-    {"PMPI_Allreduce", INSPECT_CATEGORY_NOT_INTERCEPTED, note_pmpi_gradient, NULL},
-    {"PMPI_Iallreduce", INSPECT_CATEGORY_NOT_INTERCEPTED, note_pmpi_gradient, NULL},
-
     /* File input that no preload sees. */
     {"syscall", INSPECT_CATEGORY_NOT_INTERCEPTED, note_syscall, NULL},
     {"aio_read", INSPECT_CATEGORY_NOT_INTERCEPTED, note_posix_aio, NULL},
@@ -378,10 +377,12 @@ enum inspect_mpi_binding inspect_mpi_binding_of(const char *name)
     return INSPECT_MPI_FORTRAN;
 }
 
-/* Whether a Fortran binding name is an all-reduce: lower-cased, without the
+/* The C profiling name a Fortran binding calls: lower-cased, without the
  * profiling "p", trailing underscores and the _f/_f08 suffixes of the
- * newer bindings, it reads mpi_allreduce or mpi_iallreduce. */
-static bool inspect_fortran_is_allreduce(const char *name)
+ * newer bindings, mpi_allreduce_ (or MPI_ALLREDUCE, pmpi_allreduce__,
+ * mpi_allreduce_f08_) reads mpi_allreduce, which calls PMPI_Allreduce.
+ * False when the name does not fit. */
+static bool inspect_fortran_profiling_name(const char *name, char *out, size_t out_size)
 {
     char normal[64];
     size_t length = 0;
@@ -405,7 +406,17 @@ static bool inspect_fortran_is_allreduce(const char *name)
     }
     while (length > 0 && normal[length - 1] == '_')
         normal[--length] = '\0';
-    return strcmp(normal, "mpi_allreduce") == 0 || strcmp(normal, "mpi_iallreduce") == 0;
+    if (strncmp(normal, "mpi_", 4) != 0 || normal[4] == '\0' ||
+        (size_t)snprintf(out, out_size, "PMPI_%s", normal + 4) >= out_size)
+        return false;
+    out[5] = (char)toupper((unsigned char)out[5]);
+    return true;
+}
+
+static bool inspect_fortran_is_allreduce(const char *profiling_name)
+{
+    return strcmp(profiling_name, "PMPI_Allreduce") == 0 ||
+           strcmp(profiling_name, "PMPI_Iallreduce") == 0;
 }
 
 /* Linear searches: the tables are small and a report runs once. */
@@ -475,9 +486,25 @@ enum inspect_category inspect_classify_symbol(const char *name,
     case INSPECT_MPI_PROFILING_C:
         *note = note_pmpi_other;
         return INSPECT_CATEGORY_PASSED_THROUGH;
-    case INSPECT_MPI_FORTRAN:
-        *note = inspect_fortran_is_allreduce(name) ? note_fortran_gradient : note_fortran;
-        return INSPECT_CATEGORY_NOT_INTERCEPTED;
+    case INSPECT_MPI_FORTRAN: {
+        /* the binding calls the PMPI_ function: intercepted if the library
+         * wraps that one */
+        char profiling[80];
+        if (!inspect_fortran_profiling_name(name, profiling, sizeof profiling)) {
+            *note = note_fortran;
+            return INSPECT_CATEGORY_PASSED_THROUGH;
+        }
+        if (inspect_symbol_set_contains(shim_exports, profiling)) {
+            *note = note_fortran_wrapped;
+            return INSPECT_CATEGORY_INTERCEPTED;
+        }
+        if (inspect_fortran_is_allreduce(profiling)) {
+            *note = note_fortran_gradient;
+            return INSPECT_CATEGORY_NOT_INTERCEPTED;
+        }
+        *note = note_fortran;
+        return INSPECT_CATEGORY_PASSED_THROUGH;
+    }
     case INSPECT_MPI_NONE:
         break;
     }

@@ -52,6 +52,12 @@ bool session_train_record_delivered(struct runtime_session *session)
     return delivered;
 }
 
+bool session_close_commits(const struct file_identity *opened, const struct file_identity *now)
+{
+    return opened != NULL && now != NULL && opened->device == now->device &&
+           opened->inode == now->inode;
+}
+
 static double session_unix_time(void)
 {
     struct timeval now;

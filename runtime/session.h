@@ -46,6 +46,21 @@ bool session_match_save(const struct runtime_session *session, const char *path,
 /* True once any train view delivered a payload byte in this run. */
 bool session_train_record_delivered(struct runtime_session *session);
 
+/* The file a descriptor refers to (st_dev, st_ino). */
+struct file_identity {
+    uint64_t device;
+    uint64_t inode;
+};
+
+/* Whether the last close of a descriptor remembered as a checkpoint opened
+ * for writing is the commit of that checkpoint (SPEC §5): only while the
+ * descriptor still refers to the file it was opened on (`now`; NULL when it
+ * cannot be told, e.g. fstat failed).  A number that was closed where no
+ * wrapper saw it (glibc's fclose of a stream, a raw system call) and was
+ * handed out again by the kernel refers to another file: what the shim
+ * remembers of it is stale and must never commit a snapshot. */
+bool session_close_commits(const struct file_identity *opened, const struct file_identity *now);
+
 /* The trainer committed a checkpoint whose content has `identity`: writes the
  * bound snapshot.  0 written, 1 nothing to do (no checkpoint directory),
  * -1 failure (reported in error; the trainer's checkpoint is untouched). */

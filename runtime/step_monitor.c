@@ -47,6 +47,14 @@ void step_monitor_gradient(struct step_monitor *monitor, const void *communicato
     monitor->sync_time += seconds;
 }
 
+void step_monitor_gradient_unmeasured(struct step_monitor *monitor, const void *communicator,
+                                      double seconds)
+{
+    step_monitor_gradient(monitor, communicator, 0, 0, seconds, 0);
+    /* the norms of this step lack a piece: a partial sum would bias them */
+    monitor->measuring = false;
+}
+
 void step_monitor_gradient_pair(struct step_monitor *monitor, double mean_sqr, bool valid)
 {
     if (monitor->gradient_pieces == 0)

@@ -150,6 +150,15 @@ void step_monitor_gradient(struct step_monitor *monitor, const void *communicato
                            double local_sqr, double total_sqr, double seconds,
                            double norm_seconds);
 
+/* A gradient piece whose norms cannot be read: its request was freed
+ * (MPI_Request_free: the result arrives when nobody looks), or the shim had
+ * no room left to remember it until it completes.  It counts toward the
+ * step as any piece does (the step structure stays the same on every
+ * replica), but the step is reported unmeasured, so no replica takes norms
+ * from it. */
+void step_monitor_gradient_unmeasured(struct step_monitor *monitor, const void *communicator,
+                                      double seconds);
+
 /* K = 1 only, called before step_monitor_gradient() for the same piece:
  * this step's piece and the previous step's same piece give
  * |(a + b)/2|^2 = mean_sqr; `valid` false when the previous step had no such

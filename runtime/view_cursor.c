@@ -124,6 +124,50 @@ static ssize_t view_cursor_read_locked(struct view_cursor *cursor, void *buffer,
     return (ssize_t)copied;
 }
 
+ssize_t view_cursor_peek(struct view_cursor *cursor, void *buffer, size_t size,
+                         const uint64_t *offset, struct view_cursor_peek *peek)
+{
+    struct dataset_file *file = cursor->file;
+    dataset_file_lock(file);
+    peek->at_cursor = offset == NULL;
+    peek->pass = file->view_pass;
+    if (offset != NULL) {
+        peek->offset = *offset;
+        size_t copied = dataset_view_copy(file, *offset, buffer, size);
+        dataset_file_unlock(file);
+        return (ssize_t)copied;
+    }
+    if (!view_cursor_is_current_locked(cursor)) {
+        peek->offset = cursor->offset;
+        dataset_file_unlock(file);
+        return 0;
+    }
+    view_cursor_begin_next_pass_if_repeating_locked(cursor, size);
+    size_t copied = dataset_view_copy(file, cursor->offset, buffer, size);
+    peek->pass = file->view_pass;
+    peek->offset = cursor->offset;
+    if (copied == 0 && size > 0) {
+        view_cursor_end_pass_locked(file, "read to the end");
+        cursor->at_end = true;
+    }
+    dataset_file_unlock(file);
+    return (ssize_t)copied;
+}
+
+void view_cursor_consume(struct view_cursor *cursor, const struct view_cursor_peek *peek,
+                         uint64_t count)
+{
+    if (count == 0)
+        return;
+    struct dataset_file *file = cursor->file;
+    dataset_file_lock(file);
+    if (peek->pass == file->view_pass)
+        view_cursor_deliver_locked(file, peek->offset, count);
+    if (peek->at_cursor && cursor->pass == peek->pass && cursor->offset == peek->offset)
+        cursor->offset += count;
+    dataset_file_unlock(file);
+}
+
 /* The rewind rule's "from past the header back to at most the header".  A
  * header-only view (a pass skipped on replay, or a complete one) has nothing
  * past its header: there, moving back from its end counts, so that a trainer

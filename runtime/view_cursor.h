@@ -74,6 +74,29 @@ ssize_t view_cursor_pread(struct view_cursor *cursor, void *buffer, size_t size,
                           uint64_t offset);
 ssize_t view_cursor_preadv(struct view_cursor *cursor, const struct iovec *vector,
                            int count, uint64_t offset);
+/* --- copies to a destination that may take fewer bytes ------------------------
+ * sendfile, splice and copy_file_range out of a view are served through a
+ * bounce buffer, and the destination (a full non-blocking pipe, a socket)
+ * may take fewer bytes than it was offered, or none.  view_cursor_peek copies
+ * what view_cursor_read (or, at an explicit offset, view_cursor_pread) would
+ * return, under the same pass rules, but delivers nothing and leaves the
+ * cursor where it is; view_cursor_consume then delivers the bytes the
+ * destination took and moves the cursor past them.  Bytes it refused stay
+ * unread, to be offered again.  No read limit applies: the bytes go to
+ * another file, not into a reader's read-ahead buffer. */
+struct view_cursor_peek {
+    uint64_t pass;               /* the pass the peeked bytes belong to */
+    uint64_t offset;             /* view offset of the first one */
+    bool at_cursor;              /* read at the cursor (false: at an explicit offset) */
+};
+/* `offset` NULL: at the cursor (a read returning 0 ends the pass, as
+ * view_cursor_read's); otherwise at *offset (never ends a pass). */
+ssize_t view_cursor_peek(struct view_cursor *cursor, void *buffer, size_t size,
+                         const uint64_t *offset, struct view_cursor_peek *peek);
+/* The destination took the first `count` peeked bytes.  The cursor moves
+ * only if nothing else moved it since the peek. */
+void view_cursor_consume(struct view_cursor *cursor, const struct view_cursor_peek *peek,
+                         uint64_t count);
 /* lseek(2) semantics (SEEK_SET, SEEK_CUR, SEEK_END; SEEK_DATA/SEEK_HOLE treat
  * the view as one data extent).  Returns the new offset or -1 with errno.
  * Moving back to at most the header after every record of the pass was

@@ -104,12 +104,14 @@ struct fd_slot *fd_slot_new_view(struct dataset_file *file)
     return slot;
 }
 
-struct fd_slot *fd_slot_new_checkpoint_writer(const char *absolute_path)
+struct fd_slot *fd_slot_new_checkpoint_writer(const char *absolute_path,
+                                              const struct file_identity *file)
 {
     struct fd_slot *slot = calloc(1, sizeof *slot);
     if (slot == NULL)
         return NULL;
     slot->kind = FD_SLOT_CHECKPOINT_WRITER;
+    slot->checkpoint_file = *file;
     slot->checkpoint_path = strdup(absolute_path);
     if (slot->checkpoint_path == NULL) {
         free(slot);

@@ -198,6 +198,14 @@ SHIM_EXPORT int __libc_start_main(main_function main, int argc, char **argv,
 {
     libc_start_main_function real_start =
         (libc_start_main_function)dlsym(RTLD_NEXT, "__libc_start_main");
+    if (real_start == NULL) {
+        /* nothing after the shim starts programs: it cannot run this one */
+        static const char line[] = "adaptshim: cannot run without the C library's "
+                                   "__libc_start_main, which nothing after libadaptshim.so "
+                                   "defines: aborting\n";
+        sysio_write_all(STDERR_FILENO, line, sizeof line - 1);
+        abort();
+    }
     if (environ == NULL)
         environ = &argv[argc + 1];
     shim_ensure_initialized();

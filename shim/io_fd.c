@@ -1,17 +1,54 @@
 /* io_fd.c - descriptor bookkeeping: close, dup*, fcntl(F_DUPFD*),
  * close_range, closefrom.  The real call happens first; the table follows what the
  * kernel did.  Closing a checkpoint descriptor that was opened for writing
- * commits the checkpoint (the snapshot is written just before the close). */
+ * commits the checkpoint (the snapshot is written just before the close).
+ *
+ * A descriptor can also be closed where no wrapper sees it (glibc's fclose
+ * of an fdopen'd stream, which io_stdio.c handles; a raw system call) and
+ * its number handed out again.  Every number a wrapper sees handed out
+ * (open, dup) is forgotten first, and a close commits only while the
+ * descriptor still refers to the checkpoint it was opened on: a stale entry
+ * never commits a snapshot. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
 #include "real_functions.h"
 #include "shim.h"
+
+void shim_forget_descriptor(int fd)
+{
+    struct fd_slot *slot = fd_table_remove(fd);
+    if (slot == NULL)
+        return;
+    if (slot->kind == FD_SLOT_INTERNAL) {
+        dataset_file_lock(slot->file);
+        if (slot->file->source_fd == fd)
+            slot->file->source_fd = -1;
+        dataset_file_unlock(slot->file);
+    }
+    log_debug("fd %d was closed where no close wrapper saw it: forgotten", fd);
+    fd_slot_release(slot);
+}
+
+bool shim_close_commits(int fd, const struct fd_slot *slot)
+{
+    if (slot->kind != FD_SLOT_CHECKPOINT_WRITER || slot->references != 1 || shim_guarded())
+        return false;
+    struct stat status;
+    bool known = REAL(fstat)(fd, &status) == 0;
+    struct file_identity now = {(uint64_t)status.st_dev, (uint64_t)status.st_ino};
+    if (session_close_commits(&slot->checkpoint_file, known ? &now : NULL))
+        return true;
+    log_debug("fd %d no longer refers to checkpoint %s (closed where no wrapper saw it, "
+              "number reused): not a commit", fd, slot->checkpoint_path);
+    return false;
+}
 
 SHIM_EXPORT int close(int fd)
 {
@@ -27,8 +64,7 @@ SHIM_EXPORT int close(int fd)
     /* The content is complete once the trainer closes: the snapshot is
      * written before the close returns, so a crash after the trainer's
      * close never finds a checkpoint without its snapshot. */
-    if (slot != NULL && slot->kind == FD_SLOT_CHECKPOINT_WRITER && slot->references == 1 &&
-        !shim_guarded())
+    if (slot != NULL && shim_close_commits(fd, slot))
         shim_commit_checkpoint_path(slot->checkpoint_path, slot->checkpoint_path);
     int result = REAL(close)(fd);
     int saved = errno;
@@ -90,8 +126,12 @@ SHIM_EXPORT void closefrom(int lowest)
 
 static int shim_duplicated(int result, int source)
 {
-    if (result >= 0 && fd_table_lookup(source) != NULL && !shim_in_vfork_child())
+    if (result < 0 || shim_in_vfork_child())
+        return result;
+    if (fd_table_lookup(source) != NULL)
         fd_table_share(source, result);
+    else if (SHIM_UNLIKELY(fd_table_lookup(result) != NULL))
+        shim_forget_descriptor(result);   /* a fresh number: what was there is stale */
     return result;
 }
 

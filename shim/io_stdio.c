@@ -16,7 +16,10 @@
  * taken.
  *
  * A checkpoint opened for writing with fopen is remembered until its fclose,
- * which commits it. */
+ * which commits it.  A stream made with fdopen from a checkpoint descriptor
+ * the trainer opened for writing commits at its fclose too: glibc closes the
+ * descriptor inside fclose, where the close wrapper never sees it, so fclose
+ * (and freopen, which closes it as well) commits and forgets it itself. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -275,6 +278,16 @@ static bool shim_mode_writes(const char *mode)
     return mode[0] != 'r' || strchr(mode, '+') != NULL;
 }
 
+/* glibc opened the stream's descriptor where no wrapper saw it: a number
+ * handed out again, so whatever the table remembers there is stale. */
+static FILE *shim_stream_opened(FILE *stream)
+{
+    int fd = stream != NULL ? REAL(fileno)(stream) : -1;
+    if (fd >= 0 && SHIM_UNLIKELY(fd_table_lookup(fd) != NULL) && !shim_in_vfork_child())
+        shim_forget_descriptor(fd);
+    return stream;
+}
+
 static FILE *shim_fopen_common(FILE *(*real_fopen)(const char *, const char *),
                                const char *path, const char *mode)
 {
@@ -285,7 +298,7 @@ static FILE *shim_fopen_common(FILE *(*real_fopen)(const char *, const char *),
                                               sizeof absolute_path) == 0 ? absolute_path
                                                                           : NULL;
     if (absolute != NULL && session_match_save(&shim_session, path, absolute)) {
-        FILE *stream = real_fopen(path, mode);
+        FILE *stream = shim_stream_opened(real_fopen(path, mode));
         if (stream == NULL)
             return NULL;
         shim_guard_enter();
@@ -303,10 +316,10 @@ static FILE *shim_fopen_common(FILE *(*real_fopen)(const char *, const char *),
         return stream;
     }
     if (session_match_data(&shim_session, path, absolute) == NULL)
-        return real_fopen(path, mode);
+        return shim_stream_opened(real_fopen(path, mode));
     if (shim_mode_writes(mode)) {
         log_warn("data file %s opened for writing (mode \"%s\"): not virtualized", path, mode);
-        return real_fopen(path, mode);
+        return shim_stream_opened(real_fopen(path, mode));
     }
     int flags = O_RDONLY | (strchr(mode, 'e') ? O_CLOEXEC : 0);
     int fd = REAL(open)(path, flags);
@@ -350,20 +363,60 @@ SHIM_EXPORT FILE *fopen64(const char *path, const char *mode)
     return shim_fopen_common(REAL(fopen64), path, mode);
 }
 
+/* A stream on a real descriptor is about to be closed (fclose, freopen):
+ * glibc closes the descriptor itself, behind the close wrapper.  Commits
+ * the checkpoint it writes -- remembered from fopen (`fopen_checkpoint`),
+ * or by its descriptor, opened for writing and fdopen'd -- once its content
+ * is complete (flushed).  Returns the descriptor whose slot the caller
+ * forgets once the stream is closed, or -1. */
+static int shim_stream_closing(FILE *stream, const char *fopen_checkpoint)
+{
+    int fd = REAL(fileno)(stream);
+    struct fd_slot *slot = fd >= 0 ? fd_table_lookup(fd) : NULL;
+    const char *checkpoint = fopen_checkpoint;
+    if (checkpoint == NULL && slot != NULL && shim_close_commits(fd, slot))
+        checkpoint = slot->checkpoint_path;
+    /* bind the snapshot before the stream closes (see close() in io_fd.c) */
+    if (checkpoint != NULL && fflush(stream) == 0)
+        shim_commit_checkpoint_path(checkpoint, checkpoint);
+    return slot != NULL ? fd : -1;
+}
+
 /* freopen is passed through: it replaces a stream in place, which a cookie
- * stream cannot do; a warning names a data file reopened this way. */
+ * stream cannot do (EBADF on a view stream); a warning names a data file
+ * reopened this way.  Reopening a stream that writes a checkpoint onto
+ * another path closes that checkpoint: it commits, as at fclose; a stream
+ * reopened for writing onto a checkpoint name is watched as fopen's are. */
 static FILE *shim_freopen_common(FILE *(*real_freopen)(const char *, const char *, FILE *),
                                  const char *path, const char *mode, FILE *stream)
 {
     struct shim_stream entry;
-    if (shim_stream_find(stream, &entry)) {
+    if (shim_view_stream_find(stream, &entry)) {
         errno = EBADF;
         return NULL;
     }
-    if (path != NULL && shim_paths_active() &&
-        session_match_data(&shim_session, path, NULL) != NULL)
+    if (path == NULL || shim_guarded() || !shim_paths_active())
+        return real_freopen(path, mode, stream);   /* a new mode on the same file */
+    if (session_match_data(&shim_session, path, NULL) != NULL)
         log_warn("freopen of data file %s is not virtualized", path);
-    return real_freopen(path, mode, stream);
+    char *fopen_checkpoint = shim_stream_take_checkpoint(stream);
+    int forget = shim_stream_closing(stream, fopen_checkpoint);
+    free(fopen_checkpoint);
+    FILE *reopened = real_freopen(path, mode, stream);
+    int saved = errno;
+    if (forget >= 0)
+        shim_forget_descriptor(forget);
+    shim_stream_opened(reopened);
+    char absolute_path[PATH_MAX];
+    if (reopened != NULL && shim_mode_writes(mode) &&
+        shim_absolute_path(AT_FDCWD, path, absolute_path, sizeof absolute_path) == 0 &&
+        session_match_save(&shim_session, path, absolute_path)) {
+        shim_guard_enter();
+        shim_stream_watch_checkpoint(reopened, absolute_path);
+        shim_guard_leave();
+    }
+    errno = saved;
+    return reopened;
 }
 
 SHIM_EXPORT FILE *freopen(const char *path, const char *mode, FILE *stream)
@@ -386,16 +439,17 @@ SHIM_EXPORT FILE *fdopen(int fd, const char *mode)
 
 SHIM_EXPORT int fclose(FILE *stream)
 {
-    if (SHIM_LIKELY(!__atomic_load_n(&shim_streams_in_use, __ATOMIC_ACQUIRE)) ||
-        shim_guarded())
+    bool streams = __atomic_load_n(&shim_streams_in_use, __ATOMIC_ACQUIRE);
+    if (shim_guarded() || SHIM_LIKELY(!streams && fd_table_capacity == 0))
         return REAL(fclose)(stream);
-    struct shim_stream entry = shim_stream_unregister(stream);
-    /* A checkpoint's content is complete once flushed: bind the snapshot
-     * before the stream closes (see close() in io_fd.c). */
-    if (entry.checkpoint_path != NULL && fflush(stream) == 0)
-        shim_commit_checkpoint_path(entry.checkpoint_path, entry.checkpoint_path);
+    struct shim_stream entry = {.stream = NULL, .fd = -1};
+    if (streams)
+        entry = shim_stream_unregister(stream);
+    int forget = -1;
     if (entry.cookie != NULL)
         shim_view_cookie_deliver_consumed(entry.cookie);
+    else
+        forget = shim_stream_closing(stream, entry.checkpoint_path);
     int result = REAL(fclose)(stream);
     int saved = errno;
     if (entry.slot != NULL) {
@@ -405,6 +459,8 @@ SHIM_EXPORT int fclose(FILE *stream)
             REAL(close)(entry.fd);
         }
     }
+    if (forget >= 0)
+        shim_forget_descriptor(forget);
     free(entry.checkpoint_path);
     free(entry.cookie);
     errno = saved;

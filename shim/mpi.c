@@ -1,27 +1,36 @@
 /* mpi.c - the MPI entry points (SPEC §6): MPI_Init(_thread), MPI_Allreduce,
- * MPI_Iallreduce and the calls completing its requests, MPI_Barrier,
- * MPI_Bcast (as step-ending collectives) and MPI_Finalize, each calling its
- * PMPI_ twin.
+ * MPI_Iallreduce and every call that completes or frees its requests
+ * (MPI_Wait, MPI_Waitall, MPI_Waitany, MPI_Waitsome, MPI_Test, MPI_Testall,
+ * MPI_Testany, MPI_Testsome, MPI_Request_free), MPI_Barrier, MPI_Bcast (as
+ * step-ending collectives) and MPI_Finalize, each calling its PMPI_ twin.
+ * Each is defined under its PMPI_ name too: Fortran's bindings
+ * (libmpi_mpifh) call the PMPI_ functions directly.
  *
  * The library never links libmpi: a process that never calls MPI never
  * loads or initializes it.  The PMPI_ functions are resolved with
- * dlsym(RTLD_NEXT) at the first MPI call, and the predefined handles
- * (MPI_COMM_WORLD, MPI_FLOAT, MPI_DOUBLE, MPI_SUM, MPI_REQUEST_NULL), which in
- * Open MPI are addresses of objects inside libmpi, with dlsym(RTLD_DEFAULT):
- * a PIE trainer holds copy-relocated copies of those objects, and the copy is
- * what the trainer passes in.  mpi.h is included for its types only. */
+ * dlsym(RTLD_NEXT) at the first MPI call (an MPI library without them, such
+ * as a serial stub library, is called by its MPI_ names; one that has
+ * neither stops the process with a message naming the function), and the
+ * predefined handles (MPI_COMM_WORLD, MPI_FLOAT, MPI_DOUBLE, MPI_REAL,
+ * MPI_DOUBLE_PRECISION, MPI_SUM, MPI_REQUEST_NULL), which in Open MPI are
+ * addresses of objects inside libmpi, with dlsym(RTLD_DEFAULT): a PIE
+ * trainer holds copy-relocated copies of those objects, and the copy is what
+ * the trainer passes in.  mpi.h is included for its types only. */
 #include <dlfcn.h>
 #include <math.h>
 #include <mpi.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "mpi_collective.h"
 #include "real_functions.h"
 #include "shim.h"
 #include "steps.h"
+#include "sysio.h"
 #include "vector_norm.h"
 
 struct shim_pmpi {
@@ -34,7 +43,13 @@ struct shim_pmpi {
                       MPI_Request *);
     int (*wait)(MPI_Request *, MPI_Status *);
     int (*waitall)(int, MPI_Request *, MPI_Status *);
+    int (*waitany)(int, MPI_Request *, int *, MPI_Status *);
+    int (*waitsome)(int, MPI_Request *, int *, int *, MPI_Status *);
     int (*test)(MPI_Request *, int *, MPI_Status *);
+    int (*testall)(int, MPI_Request *, int *, MPI_Status *);
+    int (*testany)(int, MPI_Request *, int *, int *, MPI_Status *);
+    int (*testsome)(int, MPI_Request *, int *, int *, MPI_Status *);
+    int (*request_free)(MPI_Request *);
     int (*barrier)(MPI_Comm);
     int (*bcast)(void *, int, MPI_Datatype, int, MPI_Comm);
     int (*comm_dup)(MPI_Comm, MPI_Comm *);
@@ -42,10 +57,12 @@ struct shim_pmpi {
     int (*comm_rank)(MPI_Comm, int *);
 };
 
+/* The element types a gradient may have: C's float and double, and
+ * Fortran's REAL, REAL*4, DOUBLE PRECISION and REAL*8. */
 struct shim_mpi_handles {
     MPI_Comm world;
-    MPI_Datatype float_type;
-    MPI_Datatype double_type;
+    MPI_Datatype float_types[3];
+    MPI_Datatype double_types[3];
     MPI_Op sum;
     MPI_Request request_null;
 };
@@ -58,30 +75,70 @@ static bool shim_mpi_up;
 static bool shim_mpi_finalized;
 static pthread_t shim_mpi_thread;
 
-#define SHIM_RESOLVE(field, name) pmpi.field = (__typeof__(pmpi.field))dlsym(RTLD_NEXT, name)
+/* The PMPI_ function, or the MPI_ one of a library that has no profiling
+ * names; NULL when the process has neither. */
+#define SHIM_RESOLVE(field, name)                                                   \
+    do {                                                                            \
+        void *function = dlsym(RTLD_NEXT, "PMPI_" name);                            \
+        pmpi.field = (__typeof__(pmpi.field))(function != NULL                      \
+                                                  ? function                        \
+                                                  : dlsym(RTLD_NEXT, "MPI_" name)); \
+    } while (0)
 
 static void shim_mpi_resolve_once(void)
 {
-    SHIM_RESOLVE(init, "PMPI_Init");
-    SHIM_RESOLVE(init_thread, "PMPI_Init_thread");
-    SHIM_RESOLVE(finalize, "PMPI_Finalize");
-    SHIM_RESOLVE(finalized, "PMPI_Finalized");
-    SHIM_RESOLVE(allreduce, "PMPI_Allreduce");
-    SHIM_RESOLVE(iallreduce, "PMPI_Iallreduce");
-    SHIM_RESOLVE(wait, "PMPI_Wait");
-    SHIM_RESOLVE(waitall, "PMPI_Waitall");
-    SHIM_RESOLVE(test, "PMPI_Test");
-    SHIM_RESOLVE(barrier, "PMPI_Barrier");
-    SHIM_RESOLVE(bcast, "PMPI_Bcast");
-    SHIM_RESOLVE(comm_dup, "PMPI_Comm_dup");
-    SHIM_RESOLVE(comm_size, "PMPI_Comm_size");
-    SHIM_RESOLVE(comm_rank, "PMPI_Comm_rank");
+    SHIM_RESOLVE(init, "Init");
+    SHIM_RESOLVE(init_thread, "Init_thread");
+    SHIM_RESOLVE(finalize, "Finalize");
+    SHIM_RESOLVE(finalized, "Finalized");
+    SHIM_RESOLVE(allreduce, "Allreduce");
+    SHIM_RESOLVE(iallreduce, "Iallreduce");
+    SHIM_RESOLVE(wait, "Wait");
+    SHIM_RESOLVE(waitall, "Waitall");
+    SHIM_RESOLVE(waitany, "Waitany");
+    SHIM_RESOLVE(waitsome, "Waitsome");
+    SHIM_RESOLVE(test, "Test");
+    SHIM_RESOLVE(testall, "Testall");
+    SHIM_RESOLVE(testany, "Testany");
+    SHIM_RESOLVE(testsome, "Testsome");
+    SHIM_RESOLVE(request_free, "Request_free");
+    SHIM_RESOLVE(barrier, "Barrier");
+    SHIM_RESOLVE(bcast, "Bcast");
+    SHIM_RESOLVE(comm_dup, "Comm_dup");
+    SHIM_RESOLVE(comm_size, "Comm_size");
+    SHIM_RESOLVE(comm_rank, "Comm_rank");
     handles.world = (MPI_Comm)dlsym(RTLD_DEFAULT, "ompi_mpi_comm_world");
-    handles.float_type = (MPI_Datatype)dlsym(RTLD_DEFAULT, "ompi_mpi_float");
-    handles.double_type = (MPI_Datatype)dlsym(RTLD_DEFAULT, "ompi_mpi_double");
+    static const char *const float_names[] = {"ompi_mpi_float", "ompi_mpi_real",
+                                              "ompi_mpi_real4"};
+    static const char *const double_names[] = {"ompi_mpi_double", "ompi_mpi_dblprec",
+                                               "ompi_mpi_real8"};
+    for (int i = 0; i < 3; i++) {
+        handles.float_types[i] = (MPI_Datatype)dlsym(RTLD_DEFAULT, float_names[i]);
+        handles.double_types[i] = (MPI_Datatype)dlsym(RTLD_DEFAULT, double_names[i]);
+    }
     handles.sum = (MPI_Op)dlsym(RTLD_DEFAULT, "ompi_mpi_op_sum");
     handles.request_null = (MPI_Request)dlsym(RTLD_DEFAULT, "ompi_request_null");
 }
+
+/* An MPI call the process cannot make: no MPI library after the shim
+ * defines it.  Calling on would jump to address 0. */
+static void shim_pmpi_missing(const char *name) __attribute__((noreturn));
+static void shim_pmpi_missing(const char *name)
+{
+    char line[256];
+    int length = snprintf(line, sizeof line,
+                          "adaptshim: MPI_%s was called, but no MPI library after "
+                          "libadaptshim.so defines PMPI_%s or MPI_%s: aborting\n",
+                          name, name, name);
+    if (length > 0)
+        sysio_write_all(STDERR_FILENO, line,
+                        (size_t)length < sizeof line ? (size_t)length : sizeof line - 1);
+    abort();
+}
+
+/* The next definition of an MPI function, never NULL. */
+#define PMPI(field, name) (SHIM_LIKELY(pmpi.field != NULL) ? pmpi.field \
+                                                           : (shim_pmpi_missing(name), pmpi.field))
 
 static void shim_mpi_resolve(void)
 {
@@ -102,7 +159,7 @@ static bool shim_mpi_watching(void)
 static int shim_reduction_post(void *context, const double *send, double *receive, int count)
 {
     (void)context;
-    return pmpi.iallreduce(send, receive, count, handles.double_type, handles.sum,
+    return pmpi.iallreduce(send, receive, count, handles.double_types[0], handles.sum,
                            shim_communicator, &shim_reduction_request) == MPI_SUCCESS ? 0 : -1;
 }
 
@@ -119,13 +176,43 @@ static void shim_mpi_finalize_for_stop(void)
     step_monitor_drain_reduction(&shim_monitor);
     shim_mpi_finalized = true;
     shim_mpi_collective_remove();
-    pmpi.finalize();
+    PMPI(finalize, "Finalize")();
+}
+
+/* What the shim's own traffic needs of the MPI library; the name of the
+ * first thing missing, or NULL. */
+static const char *shim_mpi_missing_for_statistics(void)
+{
+    const struct {
+        const void *present;
+        const char *name;
+    } needed[] = {
+        {(const void *)pmpi.comm_dup, "PMPI_Comm_dup"},
+        {(const void *)pmpi.comm_size, "PMPI_Comm_size"},
+        {(const void *)pmpi.comm_rank, "PMPI_Comm_rank"},
+        {(const void *)pmpi.iallreduce, "PMPI_Iallreduce"},
+        {(const void *)pmpi.wait, "PMPI_Wait"},
+        {(const void *)handles.world, "ompi_mpi_comm_world (MPI_COMM_WORLD)"},
+        {(const void *)handles.double_types[0], "ompi_mpi_double (MPI_DOUBLE)"},
+        {(const void *)handles.sum, "ompi_mpi_op_sum (MPI_SUM)"},
+        {(const void *)handles.request_null, "ompi_request_null (MPI_REQUEST_NULL)"},
+    };
+    for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++)
+        if (needed[i].present == NULL)
+            return needed[i].name;
+    return NULL;
 }
 
 static void shim_mpi_after_init(void)
 {
     if (!shim_configured())
         return;
+    const char *missing = shim_mpi_missing_for_statistics();
+    if (missing != NULL) {
+        log_warn("this MPI library has no %s (the shim knows Open MPI's names): no "
+                 "statistics, no synchronized stop", missing);
+        return;
+    }
     shim_guard_enter();
     shim_mpi_up = true;
     shim_mpi_thread = pthread_self();
@@ -156,25 +243,25 @@ static void shim_mpi_after_init(void)
     shim_guard_leave();
 }
 
-SHIM_EXPORT int MPI_Init(int *argc, char ***argv)
+static int shim_mpi_init(int *argc, char ***argv)
 {
     shim_mpi_resolve();
-    int result = pmpi.init(argc, argv);
+    int result = PMPI(init, "Init")(argc, argv);
     if (result == MPI_SUCCESS)
         shim_mpi_after_init();
     return result;
 }
 
-SHIM_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+static int shim_mpi_init_thread(int *argc, char ***argv, int required, int *provided)
 {
     shim_mpi_resolve();
-    int result = pmpi.init_thread(argc, argv, required, provided);
+    int result = PMPI(init_thread, "Init_thread")(argc, argv, required, provided);
     if (result == MPI_SUCCESS)
         shim_mpi_after_init();
     return result;
 }
 
-SHIM_EXPORT int MPI_Finalize(void)
+static int shim_mpi_finalize(void)
 {
     shim_mpi_resolve();
     if (shim_mpi_up && !shim_mpi_finalized) {
@@ -187,21 +274,33 @@ SHIM_EXPORT int MPI_Finalize(void)
         shim_mpi_collective_remove();
         shim_guard_leave();
     }
-    return pmpi.finalize();
+    return PMPI(finalize, "Finalize")();
 }
 
 /* --- gradients ------------------------------------------------------------------ */
 
+/* Bytes per element of a datatype a gradient may have, 0 for any other. */
+static size_t shim_gradient_element_size(MPI_Datatype type)
+{
+    for (int i = 0; i < 3; i++) {
+        if (handles.float_types[i] != NULL && type == handles.float_types[i])
+            return sizeof(float);
+        if (handles.double_types[i] != NULL && type == handles.double_types[i])
+            return sizeof(double);
+    }
+    return 0;
+}
+
 static bool shim_is_gradient(const void *send, int count, MPI_Datatype type, MPI_Op op)
 {
     (void)send;
-    return op == handles.sum && (type == handles.float_type || type == handles.double_type) &&
-           count >= 0 && (uint64_t)count >= shim_session.config.grad_min;
+    return op == handles.sum && shim_gradient_element_size(type) != 0 && count >= 0 &&
+           (uint64_t)count >= shim_session.config.grad_min;
 }
 
 static double shim_squared_norm(const void *buffer, int count, MPI_Datatype type)
 {
-    if (type == handles.float_type)
+    if (shim_gradient_element_size(type) == sizeof(float))
         return squared_norm_float(buffer, (size_t)count);
     return squared_norm_double(buffer, (size_t)count);
 }
@@ -240,7 +339,8 @@ static void shim_single_replica_pair(const void *gradient, int count, MPI_Dataty
         return;
     }
     struct shim_previous_piece *previous = &shim_previous_pieces[index];
-    size_t element = type == handles.float_type ? sizeof(float) : sizeof(double);
+    size_t element = shim_gradient_element_size(type);
+    bool single = element == sizeof(float);
     uint64_t step = shim_monitor.boundaries + 1;
     bool valid = previous->data != NULL && previous->count == count &&
                  previous->type == type && previous->step + 1 == step;
@@ -248,7 +348,7 @@ static void shim_single_replica_pair(const void *gradient, int count, MPI_Dataty
     if (valid) {
         for (int i = 0; i < count; i++) {
             double a, b;
-            if (type == handles.float_type) {
+            if (single) {
                 a = ((const float *)previous->data)[i];
                 b = ((const float *)gradient)[i];
             } else {
@@ -271,15 +371,17 @@ static void shim_single_replica_pair(const void *gradient, int count, MPI_Dataty
     previous->step = step;
 }
 
-SHIM_EXPORT int MPI_Allreduce(const void *send, void *receive, int count, MPI_Datatype type,
+static int shim_mpi_allreduce(const void *send, void *receive, int count, MPI_Datatype type,
                               MPI_Op op, MPI_Comm communicator)
 {
     shim_mpi_resolve();
+    int (*real_allreduce)(const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Comm) =
+        PMPI(allreduce, "Allreduce");
     if (!shim_mpi_watching())
-        return pmpi.allreduce(send, receive, count, type, op, communicator);
+        return real_allreduce(send, receive, count, type, op, communicator);
     if (!shim_is_gradient(send, count, type, op)) {
         shim_other_collective(communicator);
-        return pmpi.allreduce(send, receive, count, type, op, communicator);
+        return real_allreduce(send, receive, count, type, op, communicator);
     }
     /* with MPI_IN_PLACE the input is in the receive buffer and is overwritten */
     const void *input = send == MPI_IN_PLACE ? receive : send;
@@ -287,7 +389,7 @@ SHIM_EXPORT int MPI_Allreduce(const void *send, void *receive, int count, MPI_Da
     double before = log_monotonic_seconds();
     double local_sqr = measuring ? shim_squared_norm(input, count, type) : 0;
     double started = log_monotonic_seconds();
-    int result = pmpi.allreduce(send, receive, count, type, op, communicator);
+    int result = real_allreduce(send, receive, count, type, op, communicator);
     double finished = log_monotonic_seconds();
     if (result == MPI_SUCCESS) {
         int replicas = shim_communicator_size(communicator);
@@ -305,7 +407,11 @@ SHIM_EXPORT int MPI_Allreduce(const void *send, void *receive, int count, MPI_Da
     return result;
 }
 
-/* Outstanding gradient Iallreduces, completed by Wait/Waitall/Test. */
+/* --- non-blocking gradients --------------------------------------------------- */
+
+/* Outstanding gradient Iallreduces, until a call completes (Wait*, Test*)
+ * or frees (Request_free) their request.  A request is known by its
+ * handle, which MPI may hand out again once it is done with it. */
 struct shim_pending_gradient {
     MPI_Request request;
     MPI_Comm communicator;
@@ -321,31 +427,84 @@ struct shim_pending_gradient {
 static struct shim_pending_gradient shim_pending[SHIM_PENDING_MAX];
 static int shim_pending_count;
 static pthread_mutex_t shim_pending_lock = PTHREAD_MUTEX_INITIALIZER;
+static int shim_pending_warned;
 
-SHIM_EXPORT int MPI_Iallreduce(const void *send, void *receive, int count, MPI_Datatype type,
+/* Caller holds shim_pending_lock. */
+static bool shim_pending_take_locked(MPI_Request request, struct shim_pending_gradient *taken)
+{
+    for (int i = 0; i < shim_pending_count; i++) {
+        if (shim_pending[i].request != request)
+            continue;
+        if (taken != NULL)
+            *taken = shim_pending[i];
+        shim_pending[i] = shim_pending[shim_pending_count - 1];
+        __atomic_store_n(&shim_pending_count, shim_pending_count - 1, __ATOMIC_RELAXED);
+        return true;
+    }
+    return false;
+}
+
+/* Remembers a posted gradient until its request completes.  False when
+ * the table is full: the caller counts the piece at once, unmeasured. */
+static bool shim_pending_add(const struct shim_pending_gradient *gradient)
+{
+    pthread_mutex_lock(&shim_pending_lock);
+    /* MPI handed this handle out again: whatever had it was completed
+     * somewhere the shim does not see, and is no gradient of this one */
+    shim_pending_take_locked(gradient->request, NULL);
+    bool added = shim_pending_count < SHIM_PENDING_MAX;
+    if (added) {
+        shim_pending[shim_pending_count] = *gradient;
+        __atomic_store_n(&shim_pending_count, shim_pending_count + 1, __ATOMIC_RELAXED);
+    }
+    pthread_mutex_unlock(&shim_pending_lock);
+    return added;
+}
+
+static bool shim_pending_take(MPI_Request request, struct shim_pending_gradient *taken)
+{
+    if (__atomic_load_n(&shim_pending_count, __ATOMIC_RELAXED) == 0 ||
+        request == handles.request_null)
+        return false;
+    pthread_mutex_lock(&shim_pending_lock);
+    bool found = shim_pending_take_locked(request, taken);
+    pthread_mutex_unlock(&shim_pending_lock);
+    return found;
+}
+
+static int shim_mpi_iallreduce(const void *send, void *receive, int count, MPI_Datatype type,
                                MPI_Op op, MPI_Comm communicator, MPI_Request *request)
 {
     shim_mpi_resolve();
+    int (*real_iallreduce)(const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Comm,
+                           MPI_Request *) = PMPI(iallreduce, "Iallreduce");
     if (!shim_mpi_watching())
-        return pmpi.iallreduce(send, receive, count, type, op, communicator, request);
+        return real_iallreduce(send, receive, count, type, op, communicator, request);
     if (!shim_is_gradient(send, count, type, op)) {
         shim_other_collective(communicator);
-        return pmpi.iallreduce(send, receive, count, type, op, communicator, request);
+        int result = real_iallreduce(send, receive, count, type, op, communicator, request);
+        if (result == MPI_SUCCESS)
+            shim_pending_take(*request, NULL);   /* a stale entry with the same handle */
+        return result;
     }
     const void *input = send == MPI_IN_PLACE ? receive : send;
     bool measuring = step_monitor_measuring(&shim_monitor);
     double before = log_monotonic_seconds();
     double local_sqr = measuring ? shim_squared_norm(input, count, type) : 0;
     double started = log_monotonic_seconds();
-    int result = pmpi.iallreduce(send, receive, count, type, op, communicator, request);
-    if (result == MPI_SUCCESS) {
-        pthread_mutex_lock(&shim_pending_lock);
-        if (shim_pending_count < SHIM_PENDING_MAX)
-            shim_pending[shim_pending_count++] = (struct shim_pending_gradient){
-                .request = *request, .communicator = communicator, .receive = receive,
-                .count = count, .type = type, .local_sqr = local_sqr, .started = started,
-                .measuring = measuring, .norm_seconds = started - before};
-        pthread_mutex_unlock(&shim_pending_lock);
+    int result = real_iallreduce(send, receive, count, type, op, communicator, request);
+    if (result != MPI_SUCCESS)
+        return result;
+    struct shim_pending_gradient pending = {
+        .request = *request, .communicator = communicator, .receive = receive,
+        .count = count, .type = type, .local_sqr = local_sqr, .started = started,
+        .measuring = measuring, .norm_seconds = started - before};
+    if (!shim_pending_add(&pending)) {
+        if (!__atomic_exchange_n(&shim_pending_warned, 1, __ATOMIC_ACQ_REL))
+            log_warn("more than %d gradient MPI_Iallreduce requests are outstanding: the "
+                     "shim counts the others as they are posted, and the steps that hold "
+                     "them give no gradient statistics", SHIM_PENDING_MAX);
+        step_monitor_gradient_unmeasured(&shim_monitor, communicator, 0);
     }
     return result;
 }
@@ -353,21 +512,8 @@ SHIM_EXPORT int MPI_Iallreduce(const void *send, void *receive, int count, MPI_D
 /* A request completed: if it was a gradient, account for it. */
 static void shim_request_completed(MPI_Request request)
 {
-    if (shim_pending_count == 0 || request == handles.request_null)
-        return;
     struct shim_pending_gradient done;
-    bool found = false;
-    pthread_mutex_lock(&shim_pending_lock);
-    for (int i = 0; i < shim_pending_count; i++) {
-        if (shim_pending[i].request != request)
-            continue;
-        done = shim_pending[i];
-        shim_pending[i] = shim_pending[--shim_pending_count];
-        found = true;
-        break;
-    }
-    pthread_mutex_unlock(&shim_pending_lock);
-    if (!found)
+    if (!shim_pending_take(request, &done))
         return;
     double replicas = (double)shim_communicator_size(done.communicator);
     double completed = log_monotonic_seconds();
@@ -381,56 +527,221 @@ static void shim_request_completed(MPI_Request request)
                           completed - done.started, norm_seconds);
 }
 
-SHIM_EXPORT int MPI_Wait(MPI_Request *request, MPI_Status *status)
+/* A request was freed: a gradient counts toward its step, unmeasured (its
+ * result arrives when nobody looks; reading it now would race MPI). */
+static void shim_request_freed(MPI_Request request)
+{
+    struct shim_pending_gradient freed;
+    if (!shim_pending_take(request, &freed))
+        return;
+    step_monitor_gradient_unmeasured(&shim_monitor, freed.communicator,
+                                     log_monotonic_seconds() - freed.started);
+}
+
+/* The handles of a request array before a call that may complete some of
+ * them.  MPI sets each request it completes (a non-blocking collective's is
+ * never persistent) to MPI_REQUEST_NULL, so comparing the array afterwards
+ * tells which ones completed, whichever call it was and however it reports
+ * them (an index, a list of indices, a flag). */
+#define SHIM_REQUESTS_INLINE 64
+struct shim_request_array {
+    MPI_Request inline_handles[SHIM_REQUESTS_INLINE];
+    MPI_Request *handles;        /* NULL: nothing to follow */
+    int count;
+};
+
+static void shim_requests_before(struct shim_request_array *saved, int count,
+                                 const MPI_Request requests[])
+{
+    saved->handles = NULL;
+    saved->count = 0;
+    if (count <= 0 || requests == NULL ||
+        __atomic_load_n(&shim_pending_count, __ATOMIC_RELAXED) == 0 || !shim_mpi_watching())
+        return;
+    MPI_Request *copy = count <= SHIM_REQUESTS_INLINE ? saved->inline_handles
+                                                      : malloc((size_t)count * sizeof *copy);
+    if (copy == NULL) {
+        log_warn("no memory to follow %d MPI requests: gradient all-reduces they complete "
+                 "are not counted", count);
+        return;
+    }
+    memcpy(copy, requests, (size_t)count * sizeof *copy);
+    saved->handles = copy;
+    saved->count = count;
+}
+
+static void shim_requests_after(struct shim_request_array *saved, const MPI_Request requests[])
+{
+    if (saved->handles == NULL)
+        return;
+    for (int i = 0; i < saved->count; i++)
+        if (saved->handles[i] != handles.request_null && requests[i] == handles.request_null)
+            shim_request_completed(saved->handles[i]);
+    if (saved->handles != saved->inline_handles)
+        free(saved->handles);
+}
+
+static int shim_mpi_wait(MPI_Request *request, MPI_Status *status)
 {
     shim_mpi_resolve();
-    MPI_Request before = request ? *request : NULL;
-    int result = pmpi.wait(request, status);
-    if (result == MPI_SUCCESS && shim_mpi_watching())
-        shim_request_completed(before);
+    struct shim_request_array saved;
+    shim_requests_before(&saved, request != NULL ? 1 : 0, request);
+    int result = PMPI(wait, "Wait")(request, status);
+    shim_requests_after(&saved, request);
     return result;
 }
 
-SHIM_EXPORT int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[])
+static int shim_mpi_waitall(int count, MPI_Request requests[], MPI_Status statuses[])
 {
     shim_mpi_resolve();
-    MPI_Request before[64];
-    int remembered = count < 64 ? count : 64;
-    for (int i = 0; i < remembered; i++)
-        before[i] = requests[i];
-    int result = pmpi.waitall(count, requests, statuses);
-    if (result == MPI_SUCCESS && shim_mpi_watching())
-        for (int i = 0; i < remembered; i++)
-            shim_request_completed(before[i]);
+    struct shim_request_array saved;
+    shim_requests_before(&saved, count, requests);
+    int result = PMPI(waitall, "Waitall")(count, requests, statuses);
+    shim_requests_after(&saved, requests);
     return result;
 }
 
-SHIM_EXPORT int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
+static int shim_mpi_waitany(int count, MPI_Request requests[], int *index, MPI_Status *status)
 {
     shim_mpi_resolve();
-    MPI_Request before = request ? *request : NULL;
-    int result = pmpi.test(request, flag, status);
-    if (result == MPI_SUCCESS && *flag && shim_mpi_watching())
-        shim_request_completed(before);
+    struct shim_request_array saved;
+    shim_requests_before(&saved, count, requests);
+    int result = PMPI(waitany, "Waitany")(count, requests, index, status);
+    shim_requests_after(&saved, requests);
     return result;
 }
 
-SHIM_EXPORT int MPI_Barrier(MPI_Comm communicator)
+static int shim_mpi_waitsome(int count, MPI_Request requests[], int *completed, int indices[],
+                             MPI_Status statuses[])
 {
     shim_mpi_resolve();
+    struct shim_request_array saved;
+    shim_requests_before(&saved, count, requests);
+    int result = PMPI(waitsome, "Waitsome")(count, requests, completed, indices, statuses);
+    shim_requests_after(&saved, requests);
+    return result;
+}
+
+static int shim_mpi_test(MPI_Request *request, int *flag, MPI_Status *status)
+{
+    shim_mpi_resolve();
+    struct shim_request_array saved;
+    shim_requests_before(&saved, request != NULL ? 1 : 0, request);
+    int result = PMPI(test, "Test")(request, flag, status);
+    shim_requests_after(&saved, request);
+    return result;
+}
+
+static int shim_mpi_testall(int count, MPI_Request requests[], int *flag,
+                            MPI_Status statuses[])
+{
+    shim_mpi_resolve();
+    struct shim_request_array saved;
+    shim_requests_before(&saved, count, requests);
+    int result = PMPI(testall, "Testall")(count, requests, flag, statuses);
+    shim_requests_after(&saved, requests);
+    return result;
+}
+
+static int shim_mpi_testany(int count, MPI_Request requests[], int *index, int *flag,
+                            MPI_Status *status)
+{
+    shim_mpi_resolve();
+    struct shim_request_array saved;
+    shim_requests_before(&saved, count, requests);
+    int result = PMPI(testany, "Testany")(count, requests, index, flag, status);
+    shim_requests_after(&saved, requests);
+    return result;
+}
+
+static int shim_mpi_testsome(int count, MPI_Request requests[], int *completed, int indices[],
+                             MPI_Status statuses[])
+{
+    shim_mpi_resolve();
+    struct shim_request_array saved;
+    shim_requests_before(&saved, count, requests);
+    int result = PMPI(testsome, "Testsome")(count, requests, completed, indices, statuses);
+    shim_requests_after(&saved, requests);
+    return result;
+}
+
+static int shim_mpi_request_free(MPI_Request *request)
+{
+    shim_mpi_resolve();
+    MPI_Request before = request != NULL ? *request : NULL;
+    int result = PMPI(request_free, "Request_free")(request);
+    if (result == MPI_SUCCESS && before != NULL && shim_mpi_watching())
+        shim_request_freed(before);
+    return result;
+}
+
+static int shim_mpi_barrier(MPI_Comm communicator)
+{
+    shim_mpi_resolve();
+    int (*real_barrier)(MPI_Comm) = PMPI(barrier, "Barrier");
     if (shim_mpi_watching())
         shim_other_collective(communicator);
-    return pmpi.barrier(communicator);
+    return real_barrier(communicator);
 }
 
-SHIM_EXPORT int MPI_Bcast(void *buffer, int count, MPI_Datatype type, int root,
+static int shim_mpi_bcast(void *buffer, int count, MPI_Datatype type, int root,
                           MPI_Comm communicator)
 {
     shim_mpi_resolve();
+    int (*real_bcast)(void *, int, MPI_Datatype, int, MPI_Comm) = PMPI(bcast, "Bcast");
     if (shim_mpi_watching())
         shim_other_collective(communicator);
-    return pmpi.bcast(buffer, count, type, root, communicator);
+    return real_bcast(buffer, count, type, root, communicator);
 }
+
+/* --- the entry points, under both names ----------------------------------------- */
+
+#define SHIM_MPI_ENTRY(name, function, parameters, arguments)              \
+    SHIM_EXPORT int MPI_##name parameters { return function arguments; }   \
+    SHIM_EXPORT int PMPI_##name parameters { return function arguments; }
+
+SHIM_MPI_ENTRY(Init, shim_mpi_init, (int *argc, char ***argv), (argc, argv))
+SHIM_MPI_ENTRY(Init_thread, shim_mpi_init_thread,
+               (int *argc, char ***argv, int required, int *provided),
+               (argc, argv, required, provided))
+SHIM_MPI_ENTRY(Finalize, shim_mpi_finalize, (void), ())
+SHIM_MPI_ENTRY(Allreduce, shim_mpi_allreduce,
+               (const void *send, void *receive, int count, MPI_Datatype type, MPI_Op op,
+                MPI_Comm communicator),
+               (send, receive, count, type, op, communicator))
+SHIM_MPI_ENTRY(Iallreduce, shim_mpi_iallreduce,
+               (const void *send, void *receive, int count, MPI_Datatype type, MPI_Op op,
+                MPI_Comm communicator, MPI_Request *request),
+               (send, receive, count, type, op, communicator, request))
+SHIM_MPI_ENTRY(Wait, shim_mpi_wait, (MPI_Request *request, MPI_Status *status),
+               (request, status))
+SHIM_MPI_ENTRY(Waitall, shim_mpi_waitall,
+               (int count, MPI_Request requests[], MPI_Status statuses[]),
+               (count, requests, statuses))
+SHIM_MPI_ENTRY(Waitany, shim_mpi_waitany,
+               (int count, MPI_Request requests[], int *index, MPI_Status *status),
+               (count, requests, index, status))
+SHIM_MPI_ENTRY(Waitsome, shim_mpi_waitsome,
+               (int count, MPI_Request requests[], int *completed, int indices[],
+                MPI_Status statuses[]),
+               (count, requests, completed, indices, statuses))
+SHIM_MPI_ENTRY(Test, shim_mpi_test, (MPI_Request *request, int *flag, MPI_Status *status),
+               (request, flag, status))
+SHIM_MPI_ENTRY(Testall, shim_mpi_testall,
+               (int count, MPI_Request requests[], int *flag, MPI_Status statuses[]),
+               (count, requests, flag, statuses))
+SHIM_MPI_ENTRY(Testany, shim_mpi_testany,
+               (int count, MPI_Request requests[], int *index, int *flag, MPI_Status *status),
+               (count, requests, index, flag, status))
+SHIM_MPI_ENTRY(Testsome, shim_mpi_testsome,
+               (int count, MPI_Request requests[], int *completed, int indices[],
+                MPI_Status statuses[]),
+               (count, requests, completed, indices, statuses))
+SHIM_MPI_ENTRY(Request_free, shim_mpi_request_free, (MPI_Request *request), (request))
+SHIM_MPI_ENTRY(Barrier, shim_mpi_barrier, (MPI_Comm communicator), (communicator))
+SHIM_MPI_ENTRY(Bcast, shim_mpi_bcast,
+               (void *buffer, int count, MPI_Datatype type, int root, MPI_Comm communicator),
+               (buffer, count, type, root, communicator))
 
 /* A train-batch read on the thread that runs MPI ends a step in progress. */
 bool shim_mpi_on_mpi_thread(void)

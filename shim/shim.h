@@ -78,6 +78,7 @@ struct fd_slot {
     int references;
     struct view_cursor cursor;       /* FD_SLOT_VIEW */
     char *checkpoint_path;           /* FD_SLOT_CHECKPOINT_WRITER: absolute path */
+    struct file_identity checkpoint_file; /* FD_SLOT_CHECKPOINT_WRITER: the file opened */
     struct dataset_file *file;       /* FD_SLOT_INTERNAL */
 };
 
@@ -100,8 +101,19 @@ struct fd_slot *fd_table_remove(int fd);
 void fd_table_share(int source, int target);
 void fd_slot_release(struct fd_slot *slot);
 struct fd_slot *fd_slot_new_view(struct dataset_file *file);
-struct fd_slot *fd_slot_new_checkpoint_writer(const char *absolute_path);
+struct fd_slot *fd_slot_new_checkpoint_writer(const char *absolute_path,
+                                              const struct file_identity *file);
 struct fd_slot *fd_slot_new_internal(struct dataset_file *file);
+/* The kernel closed fd where no wrapper saw it (glibc's fclose or freopen of
+ * a stream), or hands its number out again (a fresh open, dup): forgets
+ * whatever the table remembers there, without committing anything.  The
+ * shim's own descriptor of a data file found there is gone too: that file
+ * copies from its mapping from then on. */
+void shim_forget_descriptor(int fd);
+/* Whether closing fd, whose slot is a checkpoint writer, commits that
+ * checkpoint now: its last descriptor, closed by the trainer, still on the
+ * file it was opened on (session_close_commits). */
+bool shim_close_commits(int fd, const struct fd_slot *slot);
 /* Moves the shim's internal descriptor at fd out of the way of a trainer
  * operation on that number (to a descriptor above `above`, or reopened),
  * updating the file's source_fd. */

@@ -258,6 +258,10 @@ static void shim_restore_from_checkpoint_fd(int fd, const char *absolute_path)
 
 int shim_track_opened(int fd, int dirfd, const char *path, int flags)
 {
+    /* The kernel just handed out this number: anything remembered there was
+     * closed where no wrapper saw it, and must not outlive it. */
+    if (SHIM_UNLIKELY(fd_table_lookup(fd) != NULL) && !shim_in_vfork_child())
+        shim_forget_descriptor(fd);
     char absolute_path[PATH_MAX];
     const char *absolute = shim_absolute_path(dirfd, path, absolute_path,
                                               sizeof absolute_path) == 0 ? absolute_path
@@ -265,11 +269,19 @@ int shim_track_opened(int fd, int dirfd, const char *path, int flags)
     if (session_match_save(&shim_session, path, absolute) && absolute != NULL) {
         shim_guard_enter();
         if (shim_flags_write(flags)) {
-            struct fd_slot *slot = fd_slot_new_checkpoint_writer(absolute);
-            if (slot != NULL && fd_table_install(fd, slot) == 0)
+            struct stat status;
+            struct fd_slot *slot = NULL;
+            if (REAL(fstat)(fd, &status) == 0) {
+                struct file_identity file = {(uint64_t)status.st_dev, (uint64_t)status.st_ino};
+                slot = fd_slot_new_checkpoint_writer(absolute, &file);
+            }
+            if (slot != NULL && fd_table_install(fd, slot) == 0) {
                 log_debug("checkpoint %s opened for writing (fd %d)", absolute, fd);
-            else
+            } else {
+                log_warn("checkpoint %s opened for writing (fd %d): cannot remember it (%s); "
+                         "its close will not bind a snapshot", absolute, fd, strerror(errno));
                 fd_slot_release(slot);
+            }
         } else {
             shim_restore_from_checkpoint_fd(fd, absolute);
         }

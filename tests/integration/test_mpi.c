@@ -573,3 +573,84 @@ Test(mpi, without_a_detected_gradient_each_rank_stops_at_its_next_read, .timeout
     free(text);
     free(err);
 }
+
+/* --- gradient requests, however the trainer finishes them ------------------------- */
+
+/* mpirun -np 2 of tests/tools/mpi_requests HOW STEPS [OPTION...] under the
+ * shim at ADAPTDL_LOG=info (each rank's summary line counts its steps). */
+static void run_requests(struct run_result *result, char *const tool_arguments[])
+{
+    char preload[512];
+    snprintf(preload, sizeof preload, "LD_PRELOAD=%s", harness_build_path("libadaptshim.so"));
+    char *tool = strdup(harness_build_path("tools/mpi_requests"));
+    char *argv[32] = {"/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe", "--mca",
+                      "btl_vader_single_copy_mechanism", "none", "-np", "2", "-x", preload,
+                      "-x", "ADAPTDL_LOG=info", tool};
+    size_t used = 13;
+    for (size_t i = 0; tool_arguments[i] != NULL && used < 31; i++)
+        argv[used++] = tool_arguments[i];
+    argv[used] = NULL;
+    char *environment[] = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
+                           NULL};
+    harness_run(result, argv, environment, false, 120);
+    free(tool);
+}
+
+/* Both ranks counted every step: a step is the run of gradient pieces the
+ * barrier ends, so a piece nobody counted leaves no step at all. */
+static void expect_every_step_counted(char *const tool_arguments[], const char *what)
+{
+    struct run_result result;
+    run_requests(&result, tool_arguments);
+    cr_expect_eq(result.status, 0, "%s: status %d\n%s", what, result.status, result.err);
+    cr_expect(strstr(result.out, "done 6\n") != NULL, "%s: %s", what, result.out);
+    cr_expect_eq(harness_count_occurrences(result.err, "restarts, 6 steps,"), 2,
+                 "%s: both ranks count the 6 steps:\n%s", what, result.err);
+    run_result_free(&result);
+}
+
+/* Regression: only MPI_Wait, MPI_Waitall (its first 64 requests) and
+ * MPI_Test counted a non-blocking gradient; completed any other way, the
+ * gradients were never seen (0 steps) and their entries filled the table. */
+Test(mpi, gradient_requests_finished_by_any_call_are_counted, .timeout = 240)
+{
+    static const char *const ways[] = {"wait", "waitall", "waitany", "waitsome", "test",
+                                       "testall", "testany", "testsome", "request_free"};
+    for (size_t i = 0; i < sizeof ways / sizeof ways[0]; i++) {
+        char *arguments[] = {(char *)ways[i], "6", NULL};
+        expect_every_step_counted(arguments, ways[i]);
+    }
+}
+
+/* Fortran's bindings call the PMPI_ functions directly, with Fortran's
+ * datatypes (MPI_REAL); regression: neither was seen (0 steps). */
+Test(mpi, pmpi_names_and_fortran_real_gradients_are_counted, .timeout = 180)
+{
+    char *pmpi_waitany[] = {"waitany", "6", "--pmpi", NULL};
+    expect_every_step_counted(pmpi_waitany, "waitany --pmpi");
+    char *pmpi_testsome[] = {"testsome", "6", "--pmpi", NULL};
+    expect_every_step_counted(pmpi_testsome, "testsome --pmpi");
+    char *pmpi_free[] = {"request_free", "6", "--pmpi", NULL};
+    expect_every_step_counted(pmpi_free, "request_free --pmpi");
+    char *real[] = {"waitall", "6", "--real", NULL};
+    expect_every_step_counted(real, "waitall --real");
+    char *both[] = {"wait", "6", "--pmpi", "--real", NULL};
+    expect_every_step_counted(both, "wait --pmpi --real");
+}
+
+/* 300 gradient all-reduces in flight per step, more than the shim keeps:
+ * one warning per rank, and every step still counted.  Regression: the
+ * table filled silently. */
+Test(mpi, more_outstanding_gradients_than_the_table_holds_warn_once, .timeout = 180)
+{
+    char *arguments[] = {"many", "6", NULL};
+    struct run_result result;
+    run_requests(&result, arguments);
+    cr_expect_eq(result.status, 0, "status %d\n%s", result.status, result.err);
+    cr_expect_eq(harness_count_occurrences(result.err, "gradient MPI_Iallreduce requests are "
+                                                       "outstanding"), 2,
+                 "one warning per rank:\n%s", result.err);
+    cr_expect_eq(harness_count_occurrences(result.err, "restarts, 6 steps,"), 2, "%s",
+                 result.err);
+    run_result_free(&result);
+}

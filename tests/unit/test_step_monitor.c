@@ -213,3 +213,29 @@ Test(step_monitor, profiles_are_bucketed_by_configuration)
     cr_expect_eq(record.profiles[1].local_bsz, 8);
     job_record_free(&record);
 }
+
+/* A piece whose norms cannot be read (a freed request) counts toward the
+ * step, and no replica takes statistics from that step: one replica
+ * reports it unmeasured, so the agreed "measured" count falls short. */
+Test(step_monitor, an_unmeasured_piece_counts_but_keeps_the_step_out_of_the_statistics)
+{
+    struct cluster cluster;
+    cluster_init(&cluster, 2, 0);
+    static const int communicator;
+    for (int r = 0; r < 2; r++) {
+        struct step_monitor *monitor = &cluster.monitors[r];
+        cr_assert(step_monitor_measuring(monitor), "K = 2 measures its first step");
+        step_monitor_gradient(monitor, &communicator, 2.0 + r, 1.0, 0.001, 0.0001);
+        if (r == 1)
+            step_monitor_gradient_unmeasured(monitor, &communicator, 0.001);
+        cr_expect(step_monitor_ends_step(monitor, &communicator), "the step is in progress");
+        step_monitor_boundary(monitor, 0.01, 4, false, false);
+    }
+    cluster_step(&cluster, 2, false, false);   /* step 1's sums arrive */
+    const struct agreed_step *step = &cluster.monitors[0].last;
+    cr_expect_eq(step->step, 1);
+    cr_expect_eq(step->replicas_with_gradient, 2, "the freed piece made a step on replica 1");
+    cr_expect_not(step->statistics_updated, "one replica could not measure that step");
+    cr_expect_not(grad_noise_has_estimate(&cluster.monitors[0].noise));
+    cr_expect_eq(cluster.monitors[1].boundaries, 2);
+}

@@ -643,3 +643,90 @@ Test(view_cursor, a_read_that_repeats_a_covered_pass_reads_the_next_one)
     cr_expect_eq(data.file.shared->delivery.delivered, 1);
     vc_teardown(&data);
 }
+
+/* --- peek and consume (copies whose destination may take fewer bytes) ------- */
+
+/* A copy to a destination that takes `taken` bytes of each peek of `chunk`
+ * (at the cursor) until the view is exhausted: what it received must be the
+ * view, and the cursor and delivery must follow what was taken. */
+Test(view_cursor, peek_then_partial_consume_moves_only_past_what_was_taken)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, true, 1, 0);
+    struct view_cursor reference, cursor;
+    view_cursor_open(&reference, &data.file);
+    unsigned char view[VC_HEADER + VC_RECORD * VC_COUNT];
+    size_t view_size = sizeof view;
+    cr_assert_eq(dataset_view_copy(&data.file, 0, view, view_size), view_size);
+    view_cursor_open(&cursor, &data.file);
+    unsigned char received[sizeof view];
+    size_t total = 0;
+    for (int round = 0; round < 200 && total < view_size; round++) {
+        unsigned char buffer[24];
+        struct view_cursor_peek peek;
+        ssize_t got = view_cursor_peek(&cursor, buffer, sizeof buffer, NULL, &peek);
+        cr_assert_gt(got, 0, "the view ended after %zu bytes", total);
+        cr_expect_eq(peek.offset, total);
+        cr_expect_eq(cursor.offset, total, "a peek leaves the cursor where it is");
+        /* the destination takes 5 bytes, then none, then all: like a pipe
+         * that fills up and drains */
+        size_t taken = round % 3 == 0 ? ((size_t)got < 5 ? (size_t)got : 5)
+                       : round % 3 == 1 ? 0 : (size_t)got;
+        memcpy(received + total, buffer, taken);
+        view_cursor_consume(&cursor, &peek, taken);
+        total += taken;
+        cr_expect_eq(cursor.offset, total);
+    }
+    cr_assert_eq(total, view_size);
+    cr_expect_eq(memcmp(received, view, view_size), 0, "every byte once, in order");
+    cr_expect_eq(data.file.shared->tracker.delivered, VC_COUNT);
+    cr_expect_eq(data.file.view_pass, 0, "only a read returning 0 ends the pass");
+    unsigned char byte;
+    struct view_cursor_peek peek;
+    cr_expect_eq(view_cursor_peek(&cursor, &byte, 1, NULL, &peek), 0);
+    cr_expect_eq(data.file.view_pass, 1, "a peek returning 0 at the end ends it, as a read");
+    vc_teardown(&data);
+}
+
+Test(view_cursor, a_refused_peek_delivers_nothing)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, false, 1, 0);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    unsigned char buffer[VC_HEADER + 3 * VC_RECORD];
+    struct view_cursor_peek peek;
+    cr_assert_eq(view_cursor_peek(&cursor, buffer, VC_HEADER, NULL, &peek), VC_HEADER);
+    view_cursor_consume(&cursor, &peek, VC_HEADER);
+    cr_assert_eq(view_cursor_peek(&cursor, buffer, 3 * VC_RECORD, NULL, &peek), 3 * VC_RECORD);
+    view_cursor_consume(&cursor, &peek, 0);     /* EAGAIN: nothing taken */
+    cr_expect_eq(cursor.offset, VC_HEADER);
+    cr_expect_eq(data.file.shared->tracker.delivered, 0);
+    view_cursor_consume(&cursor, &peek, 2 * VC_RECORD + 1);
+    cr_expect_eq(cursor.offset, VC_HEADER + 2 * VC_RECORD + 1);
+    cr_expect_eq(data.file.shared->tracker.delivered, 2, "a record counts once it is whole");
+    vc_teardown(&data);
+}
+
+Test(view_cursor, a_peek_at_an_offset_never_moves_the_cursor)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, true, 1, 0);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    vc_read_exactly(&cursor, VC_HEADER + 2);
+    unsigned char buffer[VC_RECORD], expected[VC_RECORD];
+    struct view_cursor_peek peek;
+    uint64_t at = VC_HEADER;
+    cr_assert_eq(view_cursor_peek(&cursor, buffer, VC_RECORD, &at, &peek), VC_RECORD);
+    cr_assert_eq(dataset_view_copy(&data.file, VC_HEADER, expected, VC_RECORD), VC_RECORD);
+    cr_expect_eq(memcmp(buffer, expected, VC_RECORD), 0);
+    cr_expect_eq(data.file.shared->tracker.delivered, 0, "nothing before the consume");
+    view_cursor_consume(&cursor, &peek, VC_RECORD);
+    cr_expect_eq(data.file.shared->tracker.delivered, 1);
+    cr_expect_eq(cursor.offset, VC_HEADER + 2);
+    at = VC_HEADER + VC_RECORD * VC_COUNT;
+    cr_expect_eq(view_cursor_peek(&cursor, buffer, VC_RECORD, &at, &peek), 0);
+    cr_expect_eq(data.file.view_pass, 0, "positioned: never ends a pass");
+    vc_teardown(&data);
+}
