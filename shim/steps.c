@@ -235,7 +235,10 @@ static void shim_steps_decide(double now)
         .grad_var = grad_noise_var(&shim_monitor.noise),
         .nodes = config->num_nodes,
         .replicas = shim_monitor.replicas,
-        .current_local_bsz = shim_monitor.last.local_records,
+        /* the batch the trainer was given, not the last step's records: an
+         * epoch's short last batch is no batch size to decide against */
+        .current_local_bsz = shim_declared_local_batch ? shim_declared_local_batch
+                                                       : shim_monitor.last.local_records,
         .initial_global_bsz = shim_job_record.initial_global_bsz ? shim_job_record.initial_global_bsz
                                                                  : config->batch_size,
         .max_global_bsz = config->max_batch_size,
