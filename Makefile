@@ -227,7 +227,7 @@ $(INTEGRATION): $(INTEGRATION_SRC) $(wildcard tests/integration/*.h) $(ARCHIVE)
 	    $(PKG_LIBS) -ldl -lpthread -lm
 
 integration: all $(INTEGRATION)
-	ADAPTSHIM_BUILD=$(abspath $(BUILD)) $(INTEGRATION) --jobs 2
+	ADAPTSHIM_BUILD=$(abspath $(BUILD)) ADAPTSHIM_SOURCE=$(abspath .) $(INTEGRATION) --jobs 2
 
 # The benchmarks are built (not run) too, so that a change cannot break them
 # unnoticed.

@@ -34,7 +34,7 @@ static char *preload_setting(void)
 
 /* mpirun -np RANKS [-x preload and the job's settings] PROGRAM ARGS...;
  * stdout to OUT, stderr to OUT.err. */
-static const char *extra_setting;   /* one more -x for the ranks, or NULL */
+static const char *extra_settings[4];   /* more -x for the ranks, NULL-terminated */
 
 static pid_t start_job(const char *directory, unsigned ranks, bool preload, unsigned restarts,
                        char *const program_and_arguments[], const char *out)
@@ -58,9 +58,9 @@ static pid_t start_job(const char *directory, unsigned ranks, bool preload, unsi
             argv[used++] = "-x";
             argv[used++] = (char *)settings[i];
         }
-        if (extra_setting != NULL) {
+        for (size_t i = 0; extra_settings[i] != NULL; i++) {
             argv[used++] = "-x";
-            argv[used++] = (char *)extra_setting;
+            argv[used++] = (char *)extra_settings[i];
         }
     }
     for (size_t i = 0; program_and_arguments[i] != NULL; i++)
@@ -278,9 +278,9 @@ Test(cooperative, reported_gradients_give_the_noise_statistics, .timeout = 300)
     harness_generate_dataset(data, RECORDS, DIM, 13);
     char metrics[700];
     snprintf(metrics, sizeof metrics, "ADAPTDL_METRICS_FILE=%s/metrics.%%r", directory);
-    extra_setting = metrics;
+    extra_settings[0] = metrics;
     pid_t pid = start_trainer(directory, data, 2, true, 0, "run", "0");
-    extra_setting = NULL;
+    extra_settings[0] = NULL;
     cr_assert_eq(harness_wait(pid, 180), 0);
     char *path = harness_path_in(directory, "metrics.0");
     char *line = last_line_containing(path, "\"type\": \"step\"");
@@ -292,5 +292,88 @@ Test(cooperative, reported_gradients_give_the_noise_statistics, .timeout = 300)
     free(line);
     free(path);
     free(data);
+    harness_remove_temp_dir(directory);
+}
+
+/* An MPI trainer that keeps its data in memory: without ADAPTDL_DATA no
+ * read tells the shim its batch size, so the declared one counts for each
+ * step (sgd_mpi reads its file itself, not through a view). */
+Test(cooperative, a_declared_batch_counts_for_steps_without_reads, .timeout = 300)
+{
+    const char *directory = harness_temp_dir();
+    char *data = harness_path_in(directory, "train.bin");
+    harness_generate_dataset(data, 200, DIM, 15);
+    char metrics[700];
+    snprintf(metrics, sizeof metrics, "ADAPTDL_METRICS_FILE=%s/metrics.%%r", directory);
+    char *program = strdup(harness_build_path("trainers/sgd_mpi"));
+    char *checkpoint = harness_path_in(directory, "ck");
+    char *out = harness_path_in(directory, "run.out");
+    char *argv[] = {program, "--data", data, "--epochs", "2", "--batch-size", "16", "--lr",
+                    "0.05", "--checkpoint", checkpoint, NULL};
+    extra_settings[0] = metrics;
+    extra_settings[1] = "ADAPTDL_BATCH_SIZE=32";
+    pid_t pid = start_job(directory, 2, true, 0, argv, out);
+    extra_settings[0] = extra_settings[1] = NULL;
+    cr_assert_eq(harness_wait(pid, 180), 0);
+    char *path = harness_path_in(directory, "metrics.1");
+    char *line = last_line_containing(path, "\"type\": \"step\"");
+    cr_assert_not_null(line, "no step line in %s", path);
+    cr_expect_not_null(strstr(line, "\"local_bsz\": 16"), "%s", line);
+    cr_expect_null(strstr(line, "\"grad_var\": null"), "%s", line);
+    free(line);
+    free(path);
+    free(out);
+    free(checkpoint);
+    free(program);
+    free(data);
+    harness_remove_temp_dir(directory);
+}
+
+/* `make install` puts the header, the stand-in and adaptshim.pc in place:
+ * a cooperative program builds with `pkg-config --cflags --libs adaptshim`,
+ * runs against the stand-in, and runs under the library that
+ * `pkg-config --variable=preload adaptshim` names. */
+Test(cooperative, installed_pkg_config_builds_a_cooperative_program, .timeout = 300)
+{
+    const char *source = getenv("ADAPTSHIM_SOURCE");
+    cr_assert_not_null(source, "ADAPTSHIM_SOURCE (the source tree) is not set; run the "
+                               "integration tests through make integration");
+    const char *directory = harness_temp_dir();
+    char *program = harness_path_in(directory, "program.c");
+    const char *text =
+        "#include <adaptdl.h>\n#include <stdio.h>\n"
+        "int main(void) {\n"
+        "    adaptdl_accumulator *a = adaptdl_accumulator_create();\n"
+        "    adaptdl_accumulator_add(a, \"x\", 2);\n"
+        "    adaptdl_accumulator_add(a, \"x\", 1);\n"
+        "    adaptdl_accumulator_synchronize(a);\n"
+        "    double x = 0;\n"
+        "    adaptdl_accumulator_get(a, \"x\", &x);\n"
+        "    printf(\"replicas %u x %g\\n\", adaptdl_num_replicas(), x);\n"
+        "    return x == 3 ? 0 : 1;\n"
+        "}\n";
+    cr_assert_eq(harness_write_file(program, text, strlen(text)), 0);
+    char *script = NULL;
+    if (asprintf(&script,
+                 "set -e\n"
+                 "make -s -C '%s' BUILD='%s' PREFIX='%s/prefix' install >/dev/null\n"
+                 "export PKG_CONFIG_PATH='%s/prefix/lib/pkgconfig'\n"
+                 "cc -o '%s/program' '%s' $(pkg-config --cflags --libs adaptshim) "
+                 "-Wl,-rpath,'%s/prefix/lib'\n"
+                 "'%s/program'\n"
+                 "LD_PRELOAD=$(pkg-config --variable=preload adaptshim) ADAPTDL_SEED=1 "
+                 "'%s/program'\n",
+                 source, harness_build_path("."), directory, directory, directory, program,
+                 directory, directory, directory) < 0)
+        abort();
+    char *argv[] = {"/bin/sh", "-c", script, NULL};
+    struct run_result result;
+    harness_run(&result, argv, NULL, false, 240);
+    cr_expect_eq(result.status, 0, "status %d\nstdout %s\nstderr %s", result.status, result.out,
+                 result.err);
+    cr_expect_eq(harness_count_occurrences(result.out, "replicas 1 x 3\n"), 2, "%s", result.out);
+    run_result_free(&result);
+    free(script);
+    free(program);
     harness_remove_temp_dir(directory);
 }
