@@ -188,7 +188,9 @@ static uint64_t next_random(uint64_t *state)
 static void kill_ranks(const char *data)
 {
     char command[1024];
-    snprintf(command, sizeof command, "pkill -KILL -f 'trainers/coop_sgd_mpi --data %s'", data);
+    /* the ranks' command lines start with the trainer; mpirun's only name it */
+    snprintf(command, sizeof command, "pkill -KILL -f '^%s --data %s'",
+             harness_build_path("trainers/coop_sgd_mpi"), data);
     cr_assert_neq(system(command), -1);
 }
 
