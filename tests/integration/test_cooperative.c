@@ -379,3 +379,35 @@ Test(cooperative, installed_pkg_config_builds_a_cooperative_program, .timeout = 
     free(program);
     harness_remove_temp_dir(directory);
 }
+
+/* With adaptation on (--max-batch-size) the training loop's iterations end
+ * by statistical progress and the batch may grow in place, without a
+ * restart: the job runs to its end in one run. */
+Test(cooperative, an_adaptive_loop_ends_each_epoch_by_progress, .timeout = 300)
+{
+    const char *directory = harness_temp_dir();
+    char *data = harness_path_in(directory, "train.bin");
+    harness_generate_dataset(data, 600, DIM, 17);
+    char *program = strdup(harness_build_path("trainers/coop_sgd_mpi"));
+    char *checkpoint = harness_path_in(directory, "ck");
+    char *out = harness_path_in(directory, "run.out");
+    char *argv[] = {program, "--data", data, "--epochs", "2", "--batch-size", "16",
+                    "--max-batch-size", "128", "--lr", "0.02", "--checkpoint", checkpoint,
+                    NULL};
+    pid_t pid = start_job(directory, 2, true, 0, argv, out);
+    cr_assert_eq(harness_wait(pid, 240), 0);
+    char *text = harness_read_output(out);
+    cr_expect_eq(harness_count_occurrences(text, "loss"), 2, "%s", text);
+    unsigned long long steps = 0, batch = 0;
+    const char *last = strstr(text, "rank 0 steps ");
+    cr_assert_not_null(last, "%s", text);
+    cr_assert_eq(sscanf(last, "rank 0 steps %llu batch %llu", &steps, &batch), 2, "%s", text);
+    cr_expect_geq(batch, 16, "the global batch never shrinks below the initial one");
+    cr_expect_gt(steps, 0);
+    free(text);
+    free(out);
+    free(checkpoint);
+    free(program);
+    free(data);
+    harness_remove_temp_dir(directory);
+}
