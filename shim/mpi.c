@@ -21,6 +21,7 @@
 #include "real_functions.h"
 #include "shim.h"
 #include "steps.h"
+#include "stop_deadline.h"
 #include "vector_norm.h"
 
 struct shim_pmpi {
@@ -143,6 +144,7 @@ static void shim_mpi_after_init(void)
                  rank, size, shim_session.config.replica_rank,
                  shim_session.config.num_replicas);
     log_set_rank((uint32_t)rank);
+    shim_deadline_start_worker();
     shim_steps_finalize_mpi = shim_mpi_finalize_for_stop;
     shim_steps_start_synchronized(
         (struct piggyback_transport){.post = shim_reduction_post,
