@@ -500,9 +500,11 @@ Test(launcher, bad_options_are_one_line_and_status_2)
         {wrapper_path(), "--", "/nonexistent/trainer", NULL},
         {wrapper_path(), "--lib", "/nonexistent/lib.so", "--", trainer, NULL},
         {wrapper_path(), "--backoff", "soon", "--", trainer, NULL},
+        {wrapper_path(), "--kill-after", "-1", "--", trainer, NULL},
     };
     const char *expected[] = {"no trainer", "replica count \"0\"", "unknown option",
-                              "not found", "no such file", "--backoff \"soon\""};
+                              "not found", "no such file", "--backoff \"soon\"",
+                              "--kill-after \"-1\""};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct run_result result;
         harness_run(&result, cases[i], (char *[]){NULL}, false, 30);
