@@ -902,6 +902,12 @@ static int parse_drain_variable(struct config_parse_state *state, const char *na
     return parse_real_variable(state, name, value, 0, true, &state->config->drain_seconds);
 }
 
+static int parse_stop_seconds_variable(struct config_parse_state *state, const char *name,
+                                       const char *value)
+{
+    return parse_real_variable(state, name, value, 0, true, &state->config->stop_seconds);
+}
+
 static int parse_metrics_file_variable(struct config_parse_state *state, const char *name,
                                        const char *value)
 {
@@ -1018,6 +1024,7 @@ static const struct config_variable {
     {"ADAPTDL_NUM_RESTARTS", parse_num_restarts_variable},
     {"ADAPTDL_GRAD_MIN", parse_grad_min_variable},
     {"ADAPTDL_DRAIN", parse_drain_variable},
+    {"ADAPTDL_STOP_SECONDS", parse_stop_seconds_variable},
     {"ADAPTDL_METRICS_FILE", parse_metrics_file_variable},
     {"ADAPTDL_HINTS_FILE", parse_hints_file_variable},
     {"ADAPTDL_BATCH_SIZE", parse_batch_size_variable},
@@ -1182,6 +1189,7 @@ static void set_config_defaults(struct adaptdl_config *config)
     config->log_level = LOG_LEVEL_WARN;
     config->grad_min = 1024;
     config->drain_seconds = 0;
+    config->stop_seconds = 10;
     config->lr_rule = LR_RULE_NONE;
     config->speedup_threshold = 1.05;
     config->decide_seconds = 30;

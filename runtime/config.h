@@ -80,6 +80,7 @@ struct adaptdl_config {
 
     uint64_t grad_min;
     double drain_seconds;
+    double stop_seconds;     /* longest wait of a stop signal for an agreement point */
     char *metrics_file;
     char *hints_file;
 

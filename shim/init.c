@@ -19,8 +19,10 @@
 #include "log.h"
 #include "real_functions.h"
 #include "shim.h"
+#include "signals.h"
 #include "statistical_epochs.h"
 #include "steps.h"
+#include "stop_deadline.h"
 #include "sysio.h"
 
 __thread int shim_guard_depth;
@@ -190,6 +192,17 @@ SHIM_EXPORT int __libc_start_main(main_function main, int argc, char **argv,
                                   void (*init)(void), void (*fini)(void),
                                   void (*rtld_fini)(void), void *stack_end);
 
+/* The trainer's main, called through shim_main so that the shim knows when
+ * it returned: a stop signal after that finds the trainer's work done. */
+static main_function shim_trainer_main;
+
+static int shim_main(int argc, char **argv, char **envp)
+{
+    int status = shim_trainer_main(argc, argv, envp);
+    shim_signals_note_main_returned();
+    return status;
+}
+
 /* Runs before the trainer's main: a malformed configuration stops the process
  * here with status 2 and one line on stderr, before the trainer did anything. */
 SHIM_EXPORT int __libc_start_main(main_function main, int argc, char **argv,
@@ -212,7 +225,14 @@ SHIM_EXPORT int __libc_start_main(main_function main, int argc, char **argv,
     const char *error = shim_configuration_error();
     if (error != NULL)
         shim_exit_with_message(error);
-    if (shim_configured())
+    if (shim_configured()) {
         shim_inject_batch_size(&argc, &argv);
+        /* a stop that cannot wait needs a thread to end the process (MPI
+         * starts one when it comes up, if this did not) */
+        if (shim_steps_something_to_synchronize())
+            shim_deadline_start_worker();
+        shim_trainer_main = main;
+        main = shim_main;
+    }
     return real_start(main, argc, argv, init, fini, rtld_fini, stack_end);
 }

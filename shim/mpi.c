@@ -30,6 +30,7 @@
 #include "real_functions.h"
 #include "shim.h"
 #include "steps.h"
+#include "stop_deadline.h"
 #include "sysio.h"
 #include "vector_norm.h"
 
@@ -233,6 +234,7 @@ static void shim_mpi_after_init(void)
                  shim_session.config.num_replicas);
     log_set_rank((uint32_t)rank);
     shim_mpi_collective_install();
+    shim_deadline_start_worker();
     shim_steps_finalize_mpi = shim_mpi_finalize_for_stop;
     shim_steps_start_synchronized(
         (struct piggyback_transport){.post = shim_reduction_post,

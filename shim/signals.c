@@ -1,28 +1,39 @@
-/* signals.c - the stop signals and the trainer's own handlers.
+/* signals.c - the stop signals (SIGTERM, SIGINT, SIGUSR1) and the trainer's
+ * own dispositions for them.
  *
- * SIGTERM, SIGINT and SIGUSR1 set the stop flag (SIGUSR1 because mpirun
- * forwards it to every rank and does not forward SIGTERM); a second SIGINT
- * exits at once with 130.
+ * What a stop signal does is decided by runtime/stop_policy.c; this file
+ * gathers the facts and carries the decision out:
+ *   - with nothing to synchronize (no data view, no checkpoint glob, no MPI)
+ *     the signal keeps its ordinary behaviour: the trainer's handler runs,
+ *     or it stays ignored, or the process ends by it;
+ *   - otherwise the stop is deferred: the stop flag is set, the trainer's
+ *     handler runs, and the process stops at the next agreement point (see
+ *     steps.c), or when ADAPTDL_STOP_SECONDS have passed (stop_deadline.c);
+ *     a second SIGINT exits at once with 130.
  *
  * Trainers often install their own handler for these signals (AdaptDL users
  * met exactly this: a framework's SIGTERM handler replaced the library's).
  * Here both run: sigaction() and signal() for a stop signal are interposed,
- * the trainer's handler is remembered instead of installed, and the shim's
- * handler calls it after setting the flag.  The trainer sees its handler as
- * installed (sigaction reports it back as the old action), and its own
- * graceful shutdown still happens; the shim then stops at the next agreed
- * step boundary, or, if the trainer finishes first, turns its exit into
- * status 143 at the very end (see steps.c), because the job was preempted
- * and must be restarted. */
+ * the trainer's disposition is remembered instead of installed (also one it
+ * inherited, such as SIGINT ignored in a background job), and the shim's
+ * handler calls the trainer's after its own work.  The trainer sees its
+ * disposition as installed (sigaction reports it back as the old action),
+ * and the shim's handler takes on its SA_RESTART, SA_ONSTACK and mask, so
+ * that system calls interrupted by the signal behave as the trainer
+ * expects. */
 #include "signals.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "log.h"
 #include "real_functions.h"
 #include "shim.h"
+#include "steps.h"
+#include "stop_deadline.h"
+#include "stop_policy.h"
 
 /* glibc's own names for the functions wrapped here, bound at link time: a
  * tool preloaded before this library (ThreadSanitizer, for one) calls
@@ -33,13 +44,20 @@ extern int __sigaction(int signal_number, const struct sigaction *action,
 extern sighandler_t bsd_signal(int signal_number, sighandler_t handler);
 
 volatile sig_atomic_t shim_stop_signal;
-static volatile sig_atomic_t shim_interrupts;
+static volatile sig_atomic_t shim_deferred_interrupts;
+static volatile sig_atomic_t shim_default_action_deferred;
+static volatile sig_atomic_t shim_handler_ran_before_exit;
+static volatile sig_atomic_t shim_main_returned;
+/* when the first stop was deferred, in log_monotonic_seconds() */
+static volatile double shim_stop_requested_at;
 static bool shim_signals_installed;
 
 static const int shim_stop_signals[] = {SIGTERM, SIGINT, SIGUSR1};
 #define SHIM_STOP_SIGNAL_COUNT (sizeof shim_stop_signals / sizeof shim_stop_signals[0])
 static struct sigaction shim_trainer_actions[SHIM_STOP_SIGNAL_COUNT];
 static volatile sig_atomic_t shim_trainer_installed[SHIM_STOP_SIGNAL_COUNT];
+
+static void shim_stop_signal_handler(int signal_number, siginfo_t *information, void *context);
 
 static int shim_stop_signal_index(int signal_number)
 {
@@ -49,36 +67,164 @@ static int shim_stop_signal_index(int signal_number)
     return -1;
 }
 
+/* What the signal would do without the library. */
+static enum stop_disposition shim_trainer_disposition(int index)
+{
+    if (!shim_trainer_installed[index])
+        return STOP_DISPOSITION_DEFAULT;
+    const struct sigaction *action = &shim_trainer_actions[index];
+    if (action->sa_flags & SA_SIGINFO)
+        return action->sa_sigaction != NULL ? STOP_DISPOSITION_HANDLER : STOP_DISPOSITION_DEFAULT;
+    if (action->sa_handler == SIG_IGN)
+        return STOP_DISPOSITION_IGNORE;
+    if (action->sa_handler == SIG_DFL || action->sa_handler == NULL)
+        return STOP_DISPOSITION_DEFAULT;
+    return STOP_DISPOSITION_HANDLER;
+}
+
+/* The shim's handler, with the trainer's restart, stack and mask flags when
+ * the trainer has a handler of its own. */
+static void shim_install_stop_handler(int index)
+{
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_sigaction = shim_stop_signal_handler;
+    sigemptyset(&action.sa_mask);
+    /* a trainer without a handler never sees EINTR from a stop signal */
+    action.sa_flags = SA_SIGINFO | SA_RESTART;
+    if (shim_trainer_disposition(index) == STOP_DISPOSITION_HANDLER) {
+        const struct sigaction *trainer = &shim_trainer_actions[index];
+        action.sa_mask = trainer->sa_mask;
+        action.sa_flags = SA_SIGINFO | (trainer->sa_flags & (SA_RESTART | SA_ONSTACK));
+    }
+    __sigaction(shim_stop_signals[index], &action, NULL);
+}
+
 static void shim_call_trainer_handler(int index, int signal_number, siginfo_t *information,
                                       void *context)
 {
-    if (!shim_trainer_installed[index])
+    if (shim_trainer_disposition(index) != STOP_DISPOSITION_HANDLER)
         return;
-    const struct sigaction *action = &shim_trainer_actions[index];
-    if (action->sa_flags & SA_SIGINFO) {
-        if (action->sa_sigaction != NULL)
-            action->sa_sigaction(signal_number, information, context);
-        return;
+    struct sigaction *action = &shim_trainer_actions[index];
+    bool sigaction_style = (action->sa_flags & SA_SIGINFO) != 0;
+    void (*three_argument)(int, siginfo_t *, void *) = action->sa_sigaction;
+    void (*one_argument)(int) = action->sa_handler;
+    /* a one-shot handler is the default again once it ran, as in the kernel */
+    if (action->sa_flags & SA_RESETHAND) {
+        shim_trainer_installed[index] = 0;
+        memset(action, 0, sizeof *action);
+        action->sa_handler = SIG_DFL;
+        shim_trainer_installed[index] = 1;
     }
-    if (action->sa_handler != SIG_DFL && action->sa_handler != SIG_IGN &&
-        action->sa_handler != NULL)
-        action->sa_handler(signal_number);
+    if (sigaction_style)
+        three_argument(signal_number, information, context);
+    else
+        one_argument(signal_number);
+}
+
+/* SIG_DFL for a stop signal ends the process: it is raised again with the
+ * default disposition, so the process ends by the signal itself, exactly as
+ * without the library. */
+static void shim_take_default_action(int index, int signal_number)
+{
+    struct sigaction default_action;
+    memset(&default_action, 0, sizeof default_action);
+    default_action.sa_handler = SIG_DFL;
+    sigemptyset(&default_action.sa_mask);
+    __sigaction(signal_number, &default_action, NULL);
+    sigset_t only_this;
+    sigemptyset(&only_this);
+    sigaddset(&only_this, signal_number);
+    raise(signal_number);  /* pending: blocked while this handler runs */
+    pthread_sigmask(SIG_UNBLOCK, &only_this, NULL);
+    /* not reached unless something kept the signal from ending the process */
+    shim_install_stop_handler(index);
+}
+
+static void shim_signal_ordinary(int index, int signal_number, siginfo_t *information,
+                                 void *context)
+{
+    switch (shim_trainer_disposition(index)) {
+    case STOP_DISPOSITION_HANDLER:
+        shim_call_trainer_handler(index, signal_number, information, context);
+        break;
+    case STOP_DISPOSITION_IGNORE:
+        break;
+    case STOP_DISPOSITION_DEFAULT:
+        shim_take_default_action(index, signal_number);
+        break;
+    }
+}
+
+static void shim_deadline_passed(void)
+{
+    struct stop_deadline_facts facts = {
+        .default_action_deferred = shim_default_action_deferred != 0,
+        .ending = shim_steps_ending(),
+        .job_record_writable = shim_deadline_has_worker(),
+    };
+    switch (stop_policy_at_deadline(&facts)) {
+    case STOP_DEADLINE_NOTHING:
+        if (facts.ending != STOP_ENDING_EXITING)
+            log_signal_safe(LOG_LEVEL_INFO,
+                            "no agreement point within ADAPTDL_STOP_SECONDS of the stop "
+                            "signal: the trainer's own handling of the signal stands");
+        break;
+    case STOP_DEADLINE_EXIT:
+        shim_deadline_wake_worker();
+        break;
+    case STOP_DEADLINE_EXIT_AT_ONCE:
+        shim_steps_exit_at_deadline_at_once();
+        break;
+    }
+}
+
+static void shim_defer_stop(int index, int signal_number, siginfo_t *information,
+                            void *context)
+{
+    if (signal_number == SIGINT)
+        shim_deferred_interrupts++;
+    if (shim_trainer_disposition(index) == STOP_DISPOSITION_DEFAULT)
+        shim_default_action_deferred = 1;
+    if (!shim_stop_signal) {
+        shim_stop_requested_at = log_monotonic_seconds();
+        log_signal_safe(LOG_LEVEL_INFO, "stop requested by a signal: stopping at the next "
+                                        "agreement point, at the latest after "
+                                        "ADAPTDL_STOP_SECONDS");
+        if (!shim_deadline_arm(signal_number, shim_session.config.stop_seconds))
+            log_signal_safe(LOG_LEVEL_WARN, "the stop deadline cannot be armed (timer_create "
+                                            "failed): the stop waits for an agreement point");
+    }
+    shim_stop_signal = signal_number;
+    if (shim_trainer_disposition(index) == STOP_DISPOSITION_HANDLER && !shim_main_returned)
+        shim_handler_ran_before_exit = 1;
+    shim_call_trainer_handler(index, signal_number, information, context);
 }
 
 static void shim_stop_signal_handler(int signal_number, siginfo_t *information, void *context)
 {
     int saved_errno = errno;
     int index = shim_stop_signal_index(signal_number);
-    if (signal_number == SIGINT && ++shim_interrupts >= 2) {
-        log_signal_safe(LOG_LEVEL_WARN, "second SIGINT: exiting at once with status 130");
-        _exit(130);
+    if (shim_deadline_is_expiry(information)) {
+        shim_deadline_passed();
+    } else if (index >= 0) {
+        struct stop_arrival arrival = {
+            .something_to_synchronize = shim_steps_something_to_synchronize(),
+            .interrupt = signal_number == SIGINT,
+            .deferred_interrupts = (unsigned)shim_deferred_interrupts,
+        };
+        switch (stop_policy_on_arrival(&arrival)) {
+        case STOP_ARRIVAL_ORDINARY:
+            shim_signal_ordinary(index, signal_number, information, context);
+            break;
+        case STOP_ARRIVAL_EXIT_AT_ONCE:
+            log_signal_safe(LOG_LEVEL_WARN, "second SIGINT: exiting at once with status 130");
+            _exit(STOP_STATUS_INTERRUPTED);
+        case STOP_ARRIVAL_DEFER:
+            shim_defer_stop(index, signal_number, information, context);
+            break;
+        }
     }
-    if (!shim_stop_signal)
-        log_signal_safe(LOG_LEVEL_INFO, "stop requested by a signal: stopping at the next "
-                                        "agreed step boundary");
-    shim_stop_signal = signal_number;
-    if (index >= 0)
-        shim_call_trainer_handler(index, signal_number, information, context);
     errno = saved_errno;
 }
 
@@ -87,30 +233,47 @@ void shim_signals_install(void)
     if (shim_signals_installed)
         return;
     for (size_t i = 0; i < SHIM_STOP_SIGNAL_COUNT; i++) {
-        struct sigaction action;
-        memset(&action, 0, sizeof action);
-        action.sa_sigaction = shim_stop_signal_handler;
-        sigemptyset(&action.sa_mask);
-        action.sa_flags = SA_RESTART | SA_SIGINFO;
-        /* a handler the trainer (or a library) installed before us is kept
-         * and chained, as if it had been installed through the wrapper */
+        /* a disposition set before us (a handler of the trainer or of a
+         * library, or SIG_IGN inherited from the parent) is kept, as if it
+         * had been set through the wrapper */
         struct sigaction previous;
-        if (__sigaction(shim_stop_signals[i], &action, &previous) == 0 &&
-            ((previous.sa_flags & SA_SIGINFO) ||
-             (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN))) {
+        if (__sigaction(shim_stop_signals[i], NULL, &previous) == 0 &&
+            ((previous.sa_flags & SA_SIGINFO) || previous.sa_handler != SIG_DFL)) {
             shim_trainer_actions[i] = previous;
             shim_trainer_installed[i] = 1;
         }
+        shim_install_stop_handler((int)i);
     }
     shim_signals_installed = true;
 }
 
-bool shim_signals_trainer_handles_stop(void)
+void shim_signals_note_main_returned(void)
 {
-    for (size_t i = 0; i < SHIM_STOP_SIGNAL_COUNT; i++)
-        if (shim_trainer_installed[i])
-            return true;
-    return false;
+    shim_main_returned = 1;
+}
+
+struct stop_exit_facts shim_signals_exit_facts(void)
+{
+    return (struct stop_exit_facts){
+        .stop_deferred = shim_stop_signal != 0,
+        .trainer_handler_ran_before_exit = shim_handler_ran_before_exit != 0,
+    };
+}
+
+void shim_signals_stop_agreed(double agreed_at, double drain_seconds)
+{
+    if (shim_stop_signal == 0)
+        return;
+    struct stop_deadline_inputs inputs = {
+        .requested_at = shim_stop_requested_at,
+        .stop_seconds = shim_session.config.stop_seconds,
+        .agreed = true,
+        .agreed_at = agreed_at,
+        .drain_seconds = drain_seconds,
+    };
+    double deadline = stop_policy_deadline(&inputs);
+    if (!shim_deadline_arm(shim_stop_signal, deadline - log_monotonic_seconds()))
+        log_warn("the stop deadline cannot be moved past the drain: %s", strerror(errno));
 }
 
 SHIM_EXPORT int sigaction(int signal_number, const struct sigaction *action,
@@ -131,8 +294,9 @@ SHIM_EXPORT int sigaction(int signal_number, const struct sigaction *action,
         shim_trainer_installed[index] = 0;
         shim_trainer_actions[index] = *action;
         shim_trainer_installed[index] = 1;
-        log_debug("the trainer installed its own handler for signal %d: it runs after the "
-                  "shim's", signal_number);
+        shim_install_stop_handler(index);
+        log_debug("the trainer set its own disposition for signal %d: it applies after the "
+                  "shim's handler", signal_number);
     }
     return 0;
 }

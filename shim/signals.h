@@ -1,17 +1,25 @@
 /* signals.h - the stop signals (SIGTERM, SIGINT, SIGUSR1) and their
- * coexistence with a trainer's own handlers. */
+ * coexistence with a trainer's own dispositions (see signals.c). */
 #ifndef ADAPTSHIM_SIGNALS_H
 #define ADAPTSHIM_SIGNALS_H
 
 #include <signal.h>
 #include <stdbool.h>
 
-/* The stop signal received (0: none). */
+#include "stop_policy.h"
+
+/* The stop signal deferred last (0: none). */
 extern volatile sig_atomic_t shim_stop_signal;
 
 /* Installs the shim's handlers (once, for a configured process). */
 void shim_signals_install(void);
-/* True when the trainer installed a handler of its own for a stop signal. */
-bool shim_signals_trainer_handles_stop(void);
+/* The trainer's main returned: a stop signal from now on finds its work
+ * done. */
+void shim_signals_note_main_returned(void);
+/* What decides whether the trainer's own exit becomes status 143. */
+struct stop_exit_facts shim_signals_exit_facts(void);
+/* Every replica agreed to stop at `agreed_at` (log_monotonic_seconds) and
+ * drains for `drain_seconds`: the deadline moves past the drain. */
+void shim_signals_stop_agreed(double agreed_at, double drain_seconds);
 
 #endif

@@ -8,17 +8,27 @@
  * gradient) a replica stops at its next train-batch read.  A second SIGINT
  * exits at once with 130.  The stop writes the job record (statistics,
  * never data positions), the latest metrics, finalizes MPI and calls exit(3)
- * with 143, so the trainer's buffered output and atexit handlers run. */
+ * with 143, so the trainer's buffered output and atexit handlers run.
+ *
+ * A stop that finds no agreement point within ADAPTDL_STOP_SECONDS is taken
+ * by the deadline's worker thread (stop_deadline.c) while the trainer's
+ * thread is elsewhere: it writes the job record and ends the process with
+ * _exit(143), as the signal would have ended it (no atexit handler, no
+ * flush: the trainer's thread may be inside any of them).  Who ends the
+ * process is settled once, by an atomic "ending" state, and the step code
+ * holds a lock that the worker takes before it reads the statistics. */
 #include "steps.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -28,6 +38,8 @@
 #include "batch_decision.h"
 #include "events.h"
 #include "statistical_epochs.h"
+#include "stop_deadline.h"
+#include "stop_policy.h"
 
 bool shim_steps_synchronized;
 struct step_monitor shim_monitor;
@@ -36,7 +48,6 @@ void (*shim_steps_finalize_mpi)(void);
 static struct adaptdl_job_record shim_job_record;
 static bool shim_job_record_loaded;
 static bool shim_warned_unsynchronized;
-static bool shim_finished;
 static double shim_last_step_log;
 static double shim_overhead_seconds;  /* time spent in step boundaries */
 
@@ -55,6 +66,80 @@ static double shim_unix_time(void)
 bool shim_steps_exit_requested(void)
 {
     return shim_stop_signal != 0;
+}
+
+bool shim_steps_something_to_synchronize(void)
+{
+    const struct adaptdl_config *config = &shim_session.config;
+    return config->data_count > 0 || config->save_glob != NULL || shim_steps_synchronized;
+}
+
+/* --- who ends the process ----------------------------------------------------- */
+
+/* How far the process has ended; moves forward only, by compare-and-swap,
+ * so that exactly one path writes the job record and the exit event. */
+enum shim_ending {
+    SHIM_ENDING_NONE = 0,
+    SHIM_ENDING_RECORDED,   /* written at MPI_Finalize; the trainer runs on */
+    SHIM_ENDING_EXITING,    /* an agreed stop or the trainer's exit */
+    SHIM_ENDING_DEADLINE,   /* the deadline's worker ends the process */
+};
+static int shim_ending;
+
+/* The step code and the deadline's worker never read or change the
+ * statistics at the same time (recursive: a stop may be taken from inside
+ * step code). */
+static pthread_mutex_t shim_steps_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+/* How long the worker waits for the trainer's thread to leave the step
+ * code (it may be blocked in MPI) before it gives up the job record. */
+#define SHIM_DEADLINE_LOCK_SECONDS 2
+
+static bool shim_ending_advance(int from, int to)
+{
+    return __atomic_compare_exchange_n(&shim_ending, &from, to, false, __ATOMIC_SEQ_CST,
+                                       __ATOMIC_SEQ_CST);
+}
+
+static int shim_ending_now(void)
+{
+    return __atomic_load_n(&shim_ending, __ATOMIC_SEQ_CST);
+}
+
+enum stop_ending shim_steps_ending(void)
+{
+    switch (shim_ending_now()) {
+    case SHIM_ENDING_NONE:
+        return STOP_ENDING_RUNNING;
+    case SHIM_ENDING_RECORDED:
+        return STOP_ENDING_RECORDED;
+    default:
+        return STOP_ENDING_EXITING;
+    }
+}
+
+/* The deadline's worker is ending the process: the trainer's thread waits
+ * for it here instead of racing it to the exit. */
+static void shim_wait_for_the_deadline(void) __attribute__((noreturn));
+static void shim_wait_for_the_deadline(void)
+{
+    for (;;)
+        pause();
+}
+
+/* Moves the ending to `to` (RECORDED or EXITING).  True when this call is
+ * the first to end anything, so it writes the job record and the exit
+ * event; false when that was done before. */
+static bool shim_ending_claim(int to)
+{
+    for (;;) {
+        int state = shim_ending_now();
+        if (state == SHIM_ENDING_DEADLINE)
+            shim_wait_for_the_deadline();
+        if (state >= to)
+            return false;
+        if (shim_ending_advance(state, to))
+            return state == SHIM_ENDING_NONE;
+    }
 }
 
 void shim_steps_initialize(void)
@@ -186,30 +271,69 @@ static void shim_log_agreed_step(void)
 
 static void shim_log_summary(const char *why);
 
-/* What a process leaves behind when it ends: the job record, the summary
- * line and the metrics exit event.  A forked child (a DataLoader worker
- * that exits through exit(3)) leaves none of them: they are its parent's,
- * and a second exit event would end the job twice in the metrics. */
-static void shim_report_exit(int status, const char *why)
+/* What a process leaves behind when it ends, once: the job record, the
+ * summary line and the metrics exit event.  A forked child (a DataLoader
+ * worker that exits through exit(3)) leaves none of them: they are its
+ * parent's, and a second exit event would end the job twice in the
+ * metrics. */
+static void shim_write_ending(const char *why, int status)
 {
     if (shim_in_forked_child()) {
         log_debug("exit of a forked child (%s): no job record, summary or exit event", why);
         return;
     }
+    pthread_mutex_lock(&shim_steps_lock);
     shim_write_job_record(why);
     shim_log_summary(why);
     shim_events_exit(status, why);
+    pthread_mutex_unlock(&shim_steps_lock);
 }
 
 static void shim_stop_now(const char *why) __attribute__((noreturn));
 static void shim_stop_now(const char *why)
 {
     log_info("stopping: %s; exit status 143", why);
-    shim_report_exit(143, why);
-    shim_finished = true;
+    if (shim_ending_claim(SHIM_ENDING_EXITING))
+        shim_write_ending(why, STOP_STATUS_RESTART);
     if (shim_steps_finalize_mpi != NULL)
         shim_steps_finalize_mpi();
-    exit(143);
+    exit(STOP_STATUS_RESTART);
+}
+
+void shim_steps_stop_at_deadline(void)
+{
+    if (!shim_ending_advance(SHIM_ENDING_NONE, SHIM_ENDING_DEADLINE)) {
+        /* written at MPI_Finalize already: only the exit is left to do */
+        if (shim_ending_advance(SHIM_ENDING_RECORDED, SHIM_ENDING_DEADLINE))
+            shim_steps_exit_at_deadline_at_once();
+        return;  /* the process is ending by itself */
+    }
+    const char *why = "no agreement point within ADAPTDL_STOP_SECONDS of the stop signal";
+    log_warn("stopping: %s (%g s); exit status 143", why, shim_session.config.stop_seconds);
+    struct timespec give_up;
+    clock_gettime(CLOCK_REALTIME, &give_up);
+    give_up.tv_sec += SHIM_DEADLINE_LOCK_SECONDS;
+    if (pthread_mutex_timedlock(&shim_steps_lock, &give_up) == 0) {
+        shim_write_ending(why, STOP_STATUS_RESTART);
+        pthread_mutex_unlock(&shim_steps_lock);
+    } else {
+        log_warn("job record not written: the trainer's thread is held inside the shim's "
+                 "step code (in MPI?) for more than %d s", SHIM_DEADLINE_LOCK_SECONDS);
+    }
+    _exit(STOP_STATUS_RESTART);
+}
+
+void shim_steps_exit_at_deadline_at_once(void)
+{
+    /* async-signal-safe: called from the stop handler too */
+    int state = shim_ending_now();
+    if (state != SHIM_ENDING_DEADLINE &&
+        !shim_ending_advance(SHIM_ENDING_NONE, SHIM_ENDING_DEADLINE) &&
+        !shim_ending_advance(SHIM_ENDING_RECORDED, SHIM_ENDING_DEADLINE))
+        return;  /* the process is ending by itself */
+    log_signal_safe(LOG_LEVEL_WARN, "stopping: no agreement point within ADAPTDL_STOP_SECONDS "
+                                    "of the stop signal; exit status 143");
+    _exit(STOP_STATUS_RESTART);
 }
 
 /* Rank 0 re-decides the batch size every ADAPTDL_DECIDE_SECONDS (SPEC §7);
@@ -320,8 +444,22 @@ static void shim_steps_publish_agreed_step(void)
 
 void shim_steps_drain_last_step(void)
 {
+    pthread_mutex_lock(&shim_steps_lock);
     if (step_monitor_drain_reduction(&shim_monitor))
         shim_steps_publish_agreed_step();
+    pthread_mutex_unlock(&shim_steps_lock);
+}
+
+/* An agreed stop that drains moves the deadline past the drain (once). */
+static void shim_note_agreed_stop(void)
+{
+    static bool noted;
+    if (noted || !shim_monitor.exit_agreed || shim_monitor.restart_agreed ||
+        shim_stop_signal == 0)
+        return;
+    noted = true;
+    if (shim_monitor.drain_seconds > 0)
+        shim_signals_stop_agreed(shim_monitor.exit_agreed_at, shim_monitor.drain_seconds);
 }
 
 void shim_steps_boundary(void)
@@ -329,6 +467,7 @@ void shim_steps_boundary(void)
     if (!shim_steps_synchronized)
         return;
     shim_guard_enter();
+    pthread_mutex_lock(&shim_steps_lock);
     double started = shim_now();
     shim_measure_restart_cost();
     shim_steps_decide(started);
@@ -344,7 +483,9 @@ void shim_steps_boundary(void)
                                                     shim_restart_requested);
     if (shim_monitor.has_last)
         shim_steps_publish_agreed_step();
+    shim_note_agreed_stop();
     shim_overhead_seconds += shim_now() - started;
+    pthread_mutex_unlock(&shim_steps_lock);
     shim_guard_leave();
     if (action == STEP_STOP)
         shim_stop_now(shim_monitor.restart_agreed
@@ -356,6 +497,7 @@ void shim_steps_boundary(void)
 static void shim_steps_local_boundary(void)
 {
     shim_guard_enter();
+    pthread_mutex_lock(&shim_steps_lock);
     double now = shim_now();
     /* (a train read made this boundary, so ADAPTDL_DATA is set; and no
      * model exists: decisions are made at synchronized boundaries only) */
@@ -363,6 +505,7 @@ static void shim_steps_local_boundary(void)
         shim_steps_publish_agreed_step();
         shim_overhead_seconds += shim_now() - now;
     }
+    pthread_mutex_unlock(&shim_steps_lock);
     shim_guard_leave();
 }
 
@@ -490,24 +633,37 @@ static void shim_log_summary(const char *why)
              shim_overhead_seconds);
 }
 
+/* The status the process ends with if the trainer's exit stands (0 for
+ * "done": the trainer's own status is not known here). */
+static int shim_expected_exit_status(void)
+{
+    struct stop_exit_facts facts = shim_signals_exit_facts();
+    return stop_policy_exit_means_restart(&facts) ? STOP_STATUS_RESTART : 0;
+}
+
 void shim_steps_finish(const char *why)
 {
-    if (shim_finished)
-        return;
-    shim_finished = true;
-    shim_report_exit(shim_stop_signal ? 143 : 0, why);
+    if (shim_ending_claim(SHIM_ENDING_RECORDED))
+        shim_write_ending(why, shim_expected_exit_status());
 }
 
 void shim_steps_at_exit(void)
 {
-    shim_steps_finish("exit");
-    if (shim_stop_signal == 0)
+    if (shim_ending_claim(SHIM_ENDING_EXITING))
+        shim_write_ending("exit", shim_expected_exit_status());
+    struct stop_exit_facts facts = shim_signals_exit_facts();
+    if (!stop_policy_exit_means_restart(&facts)) {
+        if (facts.stop_deferred)
+            log_info("the trainer ended by itself before the stop signal found an agreement "
+                     "point, and no handler of its own was told: its work is done, its own "
+                     "exit status stands");
         return;
+    }
     /* The trainer stopped on its own after a stop signal (its own handler
      * ran too): the job was preempted, so the status says "restart me".
      * This handler was registered first, so it runs after every atexit
      * handler of the trainer; stdio is flushed here because _exit skips it. */
     log_info("the trainer exited by itself after a stop signal: exit status 143");
     fflush(NULL);
-    _exit(143);
+    _exit(STOP_STATUS_RESTART);
 }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "step_monitor.h"
+#include "stop_policy.h"
 
 /* Set once MPI is up and the piggy-backed reduction can run. */
 extern bool shim_steps_synchronized;
@@ -49,10 +50,24 @@ bool shim_mpi_on_mpi_thread(void);
 void shim_steps_note_commit(void);
 /* True when a stop signal arrived. */
 bool shim_steps_exit_requested(void);
+/* True when a stop can wait for something better than where the signal
+ * finds the trainer: data views, a checkpoint glob, or MPI up.  Safe in a
+ * signal handler. */
+bool shim_steps_something_to_synchronize(void);
+/* How far the process has ended (safe in a signal handler). */
+enum stop_ending shim_steps_ending(void);
+/* The deadline's worker thread: the stop could not wait longer.  Writes
+ * the job record and ends the process with 143, unless the process is
+ * ending by itself already (then it returns). */
+void shim_steps_stop_at_deadline(void);
+/* The same without the job record, from the stop handler (a forked child,
+ * or the record was written at MPI_Finalize); returns when the process is
+ * ending by itself already.  Async-signal-safe. */
+void shim_steps_exit_at_deadline_at_once(void);
 /* The process ends normally (MPI_Finalize, exit): job record and metrics. */
 void shim_steps_finish(const char *why);
-/* The atexit hook: finishes, and turns a trainer's own exit after a stop
- * signal into status 143. */
+/* The atexit hook: finishes, and turns a trainer's own exit into status
+ * 143 when its own handler for a stop signal ran (stop_policy.h). */
 void shim_steps_at_exit(void);
 /* The job record loaded at start-up (SPEC §5). */
 struct adaptdl_job_record *shim_steps_job_record(void);

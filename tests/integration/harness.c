@@ -173,7 +173,17 @@ int harness_wait(pid_t pid, double timeout_seconds)
     }
     if (WIFEXITED(status))
         return WEXITSTATUS(status);
-    return 128 + WTERMSIG(status);
+    return HARNESS_KILLED_BY(WTERMSIG(status));
+}
+
+const char *harness_describe_status(int status)
+{
+    static __thread char text[64];
+    if (status < 0)
+        snprintf(text, sizeof text, "killed by signal %d (%s)", -status, strsignal(-status));
+    else
+        snprintf(text, sizeof text, "exit status %d", status);
+    return text;
 }
 
 int harness_run(struct run_result *result, char *const argv[], char *const environment[],
@@ -207,12 +217,18 @@ char *harness_read_file(const char *path, size_t *size)
     int fd = open(path, O_RDONLY);
     if (fd < 0)
         return NULL;
+    /* read to the end, not to st_size: /proc files report size 0 */
     struct stat status;
-    fstat(fd, &status);
-    char *data = malloc((size_t)status.st_size + 1);
+    size_t capacity = fstat(fd, &status) == 0 && status.st_size > 0 ? (size_t)status.st_size
+                                                                     : 4096;
+    char *data = malloc(capacity + 1);
     size_t total = 0;
-    while (total < (size_t)status.st_size) {
-        ssize_t got = read(fd, data + total, (size_t)status.st_size - total);
+    for (;;) {
+        if (total == capacity) {
+            capacity *= 2;
+            data = realloc(data, capacity + 1);
+        }
+        ssize_t got = read(fd, data + total, capacity - total);
         if (got <= 0)
             break;
         total += (size_t)got;

@@ -12,8 +12,15 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* The status of a process that a signal ended: negative, so that it never
+ * reads as an exit status (a shell would report both as 128 + N, and an
+ * exit with 143 is exactly what the shim's stops promise). */
+#define HARNESS_KILLED_BY(signal_number) (-(signal_number))
+/* "exit status N" or "killed by signal N", for messages. */
+const char *harness_describe_status(int status);
+
 struct run_result {
-    int status;        /* exit status, or 128 + signal number */
+    int status;        /* exit status 0..255, or HARNESS_KILLED_BY(signal) */
     char *out;         /* captured stdout (NUL-terminated) */
     char *err;         /* captured stderr */
 };
@@ -33,7 +40,7 @@ void harness_remove_temp_dir(const char *directory);
 
 /* Runs argv with `environment` added ("NAME=value" entries, NULL-terminated)
  * and `preload` true to set LD_PRELOAD to the library.  Waits at most
- * timeout seconds (then SIGKILL, status 137). */
+ * timeout seconds (then SIGKILL: status HARNESS_KILLED_BY(SIGKILL)). */
 int harness_run(struct run_result *result, char *const argv[], char *const environment[],
                 bool preload, double timeout_seconds);
 /* Starts without waiting; output goes to the given files (may be NULL). */

@@ -1,15 +1,18 @@
 /* test_launcher.c - adaptdl-wrap (SPEC §8): it restarts a job that exits
  * with 143 until it ends, with ADAPTDL_NUM_RESTARTS raised and the replica
  * count re-read; turns SIGTERM/SIGINT into a graceful stop of every rank
- * (143), a second signal into an immediate one (130); retries crashes with
- * a doubling backoff, never a configuration error; prints what it would
- * run with --dry-run; and refuses bad options in one line with status 2. */
+ * (143), a second signal into an immediate one (130, SIGKILL after
+ * --kill-after seconds); a killed wrapper leaves no trainer running;
+ * retries crashes with a doubling backoff, never a configuration error;
+ * prints what it would run with --dry-run; and refuses bad options in one
+ * line with status 2. */
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -170,6 +173,230 @@ Test(launcher, one_replica_runs_directly_and_a_second_signal_stops_at_once, .tim
     free(log);
 }
 
+/* The state letter of /proc/PID/stat ('R', 'S', 'T', 'Z'...), 0 if gone. */
+static char process_state(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    char *text = harness_read_file(path, NULL);
+    const char *end = text ? strrchr(text, ')') : NULL;
+    char state = end != NULL && end[1] == ' ' ? end[2] : 0;
+    free(text);
+    return state;
+}
+
+/* Running: it exists and is not a zombie (an orphan's zombie may wait for
+ * its reaper). */
+static bool process_running(pid_t pid)
+{
+    char state = process_state(pid);
+    return state != 0 && state != 'Z' && state != 'X';
+}
+
+static double now_seconds(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
+}
+
+/* Polls until `pid` no longer runs; false after `seconds`. */
+static bool wait_until_gone(pid_t pid, double seconds)
+{
+    double give_up = now_seconds() + seconds;
+    while (process_running(pid)) {
+        if (now_seconds() > give_up)
+            return false;
+        usleep(2000);
+    }
+    return true;
+}
+
+/* True while `signal_number` is pending for `pid` (/proc/PID/status). */
+static bool signal_pending(pid_t pid, int signal_number)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    char *text = harness_read_file(path, NULL);
+    bool pending = false;
+    static const char *const masks[] = {"SigPnd:", "ShdPnd:"};
+    for (size_t i = 0; text != NULL && i < 2; i++) {
+        const char *line = strstr(text, masks[i]);
+        if (line != NULL &&
+            (strtoull(line + strlen(masks[i]), NULL, 16) >> (signal_number - 1)) & 1)
+            pending = true;
+    }
+    free(text);
+    return pending;
+}
+
+/* The first number after `label` in a file (0 if none). */
+static pid_t pid_in_file(const char *path, const char *label)
+{
+    char *text = harness_read_file(path, NULL);
+    const char *at = text ? strstr(text, label) : NULL;
+    pid_t pid = at ? (pid_t)strtol(at + strlen(label), NULL, 10) : 0;
+    free(text);
+    return pid;
+}
+
+/* The second signal must reach a trainer under the shim as two SIGINTs
+ * (the shim exits at once on the second).  Sent back to back they merge
+ * while the first is still pending: here the trainer is kept from taking
+ * it (stopped) until the wrapper has sent what it sends at once, which
+ * makes the merge certain for a wrapper that does not wait. */
+Test(launcher, a_second_signal_stops_a_trainer_slow_to_take_the_first, .timeout = 180)
+{
+    struct dataset_job job;
+    dataset_job_init(&job, 100, DIM, 1);
+    char *go = harness_path_in(job.directory, "go");
+    char *out = harness_path_in(job.directory, "out");
+    char *err = harness_path_in(job.directory, "err");
+    char *argv[] = {wrapper_path(), "--kill-after", "600", "--",
+                    strdup(harness_build_path("tools/stop_probe")), go, NULL};
+    /* a data view makes the stop wait; nothing else would end the probe */
+    char *environment[] = {job.data_setting, "ADAPTDL_STOP_SECONDS=600", "ADAPTDL_LOG=info",
+                           NULL};
+    pid_t pid = harness_start(argv, environment, false, out, err);
+    pid_t trainer = 0;
+    if (harness_wait_for_lines(out, "ready", 1, pid, 60))
+        trainer = pid_in_file(out, "pid ");
+    kill(pid, SIGTERM);
+    if (trainer <= 0 || !harness_wait_for_lines(err, "stop requested by a signal", 1, pid, 60)) {
+        kill(pid, SIGKILL);  /* the trainer dies with it */
+        harness_wait(pid, 60);
+        harness_write_file(go, "", 0);
+        cr_assert_fail("the probe never started, or never took the first stop");
+    }
+    kill(trainer, SIGSTOP);
+    double give_up = now_seconds() + 60;
+    while (process_state(trainer) != 'T' && now_seconds() < give_up)
+        usleep(1000);
+    kill(pid, SIGTERM);
+    /* the first SIGINT is pending, and the wrapper is blocked (in `wait`, or
+     * waiting for the trainer to take it): whatever it sends back to back
+     * has been sent */
+    while (!(signal_pending(trainer, SIGINT) && process_state(pid) == 'S') &&
+           now_seconds() < give_up)
+        usleep(1000);
+    kill(trainer, SIGCONT);
+    int status = harness_wait(pid, 60);
+    harness_write_file(go, "", 0);  /* lets a probe that was not stopped end */
+    char *log = harness_read_output(err);
+    cr_expect_eq(status, 130, "%s: %s", harness_describe_status(status), log);
+    cr_expect(strstr(log, "second SIGINT: exiting at once with status 130") != NULL,
+              "the trainer got a second SIGINT: %s", log);
+    cr_expect(wait_until_gone(trainer, 60), "the trainer ended");
+    free(log);
+    harness_remove_temp_dir(job.directory);
+}
+
+/* A trainer that ignores both signals is killed --kill-after seconds after
+ * the second one, and the wrapper still exits 130. */
+Test(launcher, a_job_still_running_after_the_second_signal_is_killed, .timeout = 120)
+{
+    const char *directory = harness_temp_dir();
+    char *pid_file = harness_path_in(directory, "pid");
+    char *err = harness_path_in(directory, "err");
+    char body[512];
+    snprintf(body, sizeof body, "#!/bin/sh\ntrap '' TERM INT\necho \"pid $$\" > %s\n"
+             "exec sleep 1000\n", pid_file);
+    char *deaf = write_script(directory, "deaf", body);
+    char *argv[] = {wrapper_path(), "--kill-after", "0.2", "--", deaf, NULL};
+    pid_t pid = harness_start(argv, (char *[]){NULL}, false, NULL, err);
+    bool started = harness_wait_for_lines(pid_file, "pid ", 1, pid, 60);
+    pid_t trainer = pid_in_file(pid_file, "pid ");
+    kill(pid, SIGTERM);
+    if (!started || !harness_wait_for_lines(err, "stopping every rank gracefully", 1, pid, 60)) {
+        kill(pid, SIGKILL);
+        harness_wait(pid, 60);
+        if (trainer > 0)
+            kill(trainer, SIGKILL);
+        cr_assert_fail("the trainer never started, or the wrapper never began the stop");
+    }
+    kill(pid, SIGTERM);
+    int status = harness_wait(pid, 60);
+    char *log = harness_read_output(err);
+    bool gone = wait_until_gone(trainer, 60);
+    if (!gone)
+        kill(trainer, SIGKILL);
+    cr_expect_eq(status, 130, "%s: %s", harness_describe_status(status), log);
+    cr_expect(strstr(log, "still running 0.2 s after the second signal: SIGKILL") != NULL,
+              "%s", log);
+    cr_expect(gone, "the trainer was killed");
+    free(log);
+    harness_remove_temp_dir(directory);
+}
+
+/* A wrapper killed without a chance to stop the job (SIGKILL) takes the
+ * trainer with it; under mpirun, mpirun and every rank too.  Each "rank"
+ * writes its pid and its parent's (mpirun, or the wrapper). */
+static void expect_a_killed_wrapper_leaves_nothing(char *const options[], unsigned ranks)
+{
+    const char *directory = harness_temp_dir();
+    char body[512];
+    snprintf(body, sizeof body,
+             "#!/bin/sh\necho \"pid $$ parent $PPID\" > %s/pid.${OMPI_COMM_WORLD_RANK:-0}\n"
+             "exec sleep 1000\n",
+             directory);
+    char *job = write_script(directory, "job", body);
+    char *argv[16];
+    size_t used = 0;
+    argv[used++] = wrapper_path();
+    for (size_t i = 0; options[i] != NULL; i++)
+        argv[used++] = options[i];
+    argv[used++] = "--";
+    argv[used++] = job;
+    argv[used] = NULL;
+    char *err = harness_path_in(directory, "err");
+    pid_t pid = harness_start(argv, (char *[]){mpi_root[0], mpi_root[1], NULL}, false, NULL,
+                              err);
+    struct {
+        pid_t pid;
+        const char *what;
+    } left[16];
+    size_t count = 0;
+    for (unsigned rank = 0; rank < ranks && rank < 8; rank++) {
+        char name[32];
+        snprintf(name, sizeof name, "pid.%u", rank);
+        char *path = harness_path_in(directory, name);
+        if (!harness_wait_for_lines(path, "pid ", 1, pid, 120)) {
+            kill(pid, SIGKILL);
+            harness_wait(pid, 60);
+            cr_assert_fail("rank %u never started", rank);
+        }
+        left[count].pid = pid_in_file(path, "pid ");
+        left[count++].what = "a trainer";
+        pid_t parent = pid_in_file(path, "parent ");
+        if (parent != pid) {
+            left[count].pid = parent;
+            left[count++].what = "mpirun";
+        }
+        free(path);
+    }
+    kill(pid, SIGKILL);
+    harness_wait(pid, 60);
+    for (size_t i = 0; i < count; i++) {
+        bool gone = wait_until_gone(left[i].pid, 60);
+        if (!gone)
+            kill(left[i].pid, SIGKILL);
+        cr_expect(gone, "process %d (%s) outlived the wrapper", (int)left[i].pid,
+                  left[i].what);
+    }
+    harness_remove_temp_dir(directory);
+}
+
+Test(launcher, a_killed_wrapper_leaves_no_trainer_running, .timeout = 180)
+{
+    expect_a_killed_wrapper_leaves_nothing((char *[]){NULL}, 1);
+}
+
+Test(launcher, a_killed_wrapper_leaves_no_rank_running, .timeout = 180)
+{
+    expect_a_killed_wrapper_leaves_nothing(
+        (char *[]){"-n", "2", "--mpirun-arg", "--oversubscribe", NULL}, 2);
+}
+
 /* A crash is retried after a backoff that doubles, with the restart count
  * raised each time, until --max-retries is spent; the status is the
  * trainer's.  A configuration error (status 2) is never retried. */
@@ -273,9 +500,11 @@ Test(launcher, bad_options_are_one_line_and_status_2)
         {wrapper_path(), "--", "/nonexistent/trainer", NULL},
         {wrapper_path(), "--lib", "/nonexistent/lib.so", "--", trainer, NULL},
         {wrapper_path(), "--backoff", "soon", "--", trainer, NULL},
+        {wrapper_path(), "--kill-after", "-1", "--", trainer, NULL},
     };
     const char *expected[] = {"no trainer", "replica count \"0\"", "unknown option",
-                              "not found", "no such file", "--backoff \"soon\""};
+                              "not found", "no such file", "--backoff \"soon\"",
+                              "--kill-after \"-1\""};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct run_result result;
         harness_run(&result, cases[i], (char *[]){NULL}, false, 30);

@@ -380,25 +380,6 @@ Test(mpi, stop_without_mpi_happens_at_the_next_batch_read, .timeout = 120)
     free(text);
 }
 
-Test(mpi, second_sigint_exits_at_once_with_130, .timeout = 60)
-{
-    const char *directory = harness_temp_dir();
-    char *data = harness_path_in(directory, "train.bin");
-    harness_generate_dataset(data, 100, DIM, 1);
-    char setting[512];
-    snprintf(setting, sizeof setting, "ADAPTDL_DATA=%s:record=%d:header=16", data,
-             RECORD_SIZE);
-    char *environment[] = {setting, NULL};
-    /* sleep stands for a trainer stuck outside any batch read */
-    char *argv[] = {"/bin/sleep", "30", NULL};
-    pid_t pid = harness_start(argv, environment, true, NULL, NULL);
-    usleep(300000);
-    kill(pid, SIGINT);
-    usleep(100000);
-    kill(pid, SIGINT);
-    cr_expect_eq(harness_wait(pid, 20), 130);
-}
-
 Test(mpi, a_process_without_mpi_never_loads_libmpi)
 {
     char setting[] = "ADAPTDL_LOG=info";

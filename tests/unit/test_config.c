@@ -94,6 +94,7 @@ Test(config, defaults_without_any_variable)
     cr_assert_null(config.target);
     cr_assert_eq(config.grad_min, 1024);
     cr_assert_float_eq(config.drain_seconds, 0.0, 1e-12);
+    cr_assert_float_eq(config.stop_seconds, 10.0, 1e-12);
     cr_assert_null(config.metrics_file);
     cr_assert_null(config.hints_file);
     cr_assert_eq(config.batch_size, 0);
@@ -303,8 +304,9 @@ Test(config, bad_integers_in_other_variables)
 Test(config, floating_values)
 {
     expect_ok(ENV("ADAPTDL_DRAIN=2.5", "ADAPTDL_SPEEDUP=1", "ADAPTDL_DECIDE_SECONDS=0.25",
-                  "ADAPTDL_PAYBACK_SECONDS=1e3"));
+                  "ADAPTDL_PAYBACK_SECONDS=1e3", "ADAPTDL_STOP_SECONDS=0.5"));
     cr_assert_float_eq(config.drain_seconds, 2.5, 1e-12);
+    cr_assert_float_eq(config.stop_seconds, 0.5, 1e-12);
     cr_assert_float_eq(config.speedup_threshold, 1.0, 1e-12);
     cr_assert_float_eq(config.decide_seconds, 0.25, 1e-12);
     cr_assert_float_eq(config.payback_seconds, 1000.0, 1e-9);
@@ -313,6 +315,7 @@ Test(config, floating_values)
 Test(config, floating_ranges)
 {
     expect_error(ENV("ADAPTDL_DRAIN=-1"), "ADAPTDL_DRAIN", "out of range");
+    expect_error(ENV("ADAPTDL_STOP_SECONDS=-0.5"), "ADAPTDL_STOP_SECONDS", ">= 0");
     expect_error(ENV("ADAPTDL_SPEEDUP=0.99"), "ADAPTDL_SPEEDUP", ">= 1");
     expect_error(ENV("ADAPTDL_DECIDE_SECONDS=0"), "ADAPTDL_DECIDE_SECONDS", "> 0");
     expect_error(ENV("ADAPTDL_PAYBACK_SECONDS=-5"), "ADAPTDL_PAYBACK_SECONDS", "> 0");
@@ -321,9 +324,10 @@ Test(config, floating_ranges)
 Test(config, non_finite_floats)
 {
     static const char *const names[] = {"ADAPTDL_DRAIN", "ADAPTDL_SPEEDUP",
-                                        "ADAPTDL_DECIDE_SECONDS", "ADAPTDL_PAYBACK_SECONDS"};
+                                        "ADAPTDL_DECIDE_SECONDS", "ADAPTDL_PAYBACK_SECONDS",
+                                        "ADAPTDL_STOP_SECONDS"};
     static const char *const values[] = {"inf", "-inf", "nan", "infinity", "1e999"};
-    for (size_t i = 0; i < 4; i++) {
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         for (size_t j = 0; j < 5; j++) {
             char variable[64];
             snprintf(variable, sizeof variable, "%s=%s", names[i], values[j]);
@@ -972,6 +976,7 @@ Test(config, every_error_names_variable_and_accepted_forms)
         {"ADAPTDL_TARGET=", "ADAPTDL_TARGET"},
         {"ADAPTDL_GRAD_MIN=x", "ADAPTDL_GRAD_MIN"},
         {"ADAPTDL_DRAIN=x", "ADAPTDL_DRAIN"},
+        {"ADAPTDL_STOP_SECONDS=x", "ADAPTDL_STOP_SECONDS"},
         {"ADAPTDL_METRICS_FILE=", "ADAPTDL_METRICS_FILE"},
         {"ADAPTDL_HINTS_FILE=", "ADAPTDL_HINTS_FILE"},
         {"ADAPTDL_BATCH_SIZE=x", "ADAPTDL_BATCH_SIZE"},

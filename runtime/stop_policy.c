@@ -1,0 +1,61 @@
+/* stop_policy.c - the decisions of a stop signal (see stop_policy.h).
+ * Nothing here may call libc: these run inside signal handlers. */
+#include "stop_policy.h"
+
+enum stop_arrival_action stop_policy_on_arrival(const struct stop_arrival *arrival)
+{
+    /* With nothing to synchronize, waiting gains nothing: the signal keeps
+     * the meaning the trainer (or the system) gave it. */
+    if (!arrival->something_to_synchronize)
+        return STOP_ARRIVAL_ORDINARY;
+    if (arrival->interrupt && arrival->deferred_interrupts >= 1)
+        return STOP_ARRIVAL_EXIT_AT_ONCE;
+    return STOP_ARRIVAL_DEFER;
+}
+
+double stop_policy_deadline(const struct stop_deadline_inputs *inputs)
+{
+    double deadline = inputs->requested_at + inputs->stop_seconds;
+    /* A drain is a wait the user asked for: the deadline counts from its
+     * end, when the replicas look for their last agreement point. */
+    if (inputs->agreed && inputs->drain_seconds > 0) {
+        double after_drain = inputs->agreed_at + inputs->drain_seconds + inputs->stop_seconds;
+        if (after_drain > deadline)
+            deadline = after_drain;
+    }
+    return deadline;
+}
+
+/* [how far the process has ended][a SIG_DFL stop was deferred][the job
+ * record can be written] */
+static const enum stop_deadline_action stop_deadline_table[3][2][2] = {
+    [STOP_ENDING_RUNNING] = {
+        /* only the trainer's handlers (they ran) or SIG_IGN: without the
+         * library the process would have gone on, so it goes on */
+        [false] = {STOP_DEADLINE_NOTHING, STOP_DEADLINE_NOTHING},
+        /* it would have ended at the signal: it ends now, "restart me" */
+        [true] = {[false] = STOP_DEADLINE_EXIT_AT_ONCE, [true] = STOP_DEADLINE_EXIT},
+    },
+    [STOP_ENDING_RECORDED] = {
+        [false] = {STOP_DEADLINE_NOTHING, STOP_DEADLINE_NOTHING},
+        /* the job record is written already */
+        [true] = {STOP_DEADLINE_EXIT_AT_ONCE, STOP_DEADLINE_EXIT_AT_ONCE},
+    },
+    /* the process ends already, through the path that writes what it writes */
+    [STOP_ENDING_EXITING] = {{STOP_DEADLINE_NOTHING, STOP_DEADLINE_NOTHING},
+                             {STOP_DEADLINE_NOTHING, STOP_DEADLINE_NOTHING}},
+};
+
+enum stop_deadline_action stop_policy_at_deadline(const struct stop_deadline_facts *facts)
+{
+    unsigned ending = (unsigned)facts->ending;
+    if (ending >= sizeof stop_deadline_table / sizeof stop_deadline_table[0])
+        return STOP_DEADLINE_NOTHING;
+    return stop_deadline_table[ending][facts->default_action_deferred ? 1 : 0]
+                              [facts->job_record_writable ? 1 : 0];
+}
+
+bool stop_policy_exit_means_restart(const struct stop_exit_facts *facts)
+{
+    return facts->stop_deferred && facts->trainer_handler_ran_before_exit;
+}

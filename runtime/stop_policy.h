@@ -1,0 +1,111 @@
+/* stop_policy.h - what a stop signal (SIGTERM, SIGINT, SIGUSR1) does when it
+ * arrives, when no agreement point comes in time, and which status a
+ * process that ends by itself while a stop is pending exits with (SPEC §6
+ * "Stops that cannot wait", "Preemption").
+ *
+ * The shim gathers the facts, some of them inside a signal handler, so every
+ * function here is pure: no allocation, no lock, no libc call.  Each one is
+ * safe to call from a signal handler. */
+#ifndef ADAPTSHIM_STOP_POLICY_H
+#define ADAPTSHIM_STOP_POLICY_H
+
+#include <stdbool.h>
+
+/* The statuses of the stops the shim makes. */
+#define STOP_STATUS_RESTART 143      /* "restart me" */
+#define STOP_STATUS_INTERRUPTED 130  /* a second SIGINT: stopped for good */
+
+/* What the trainer set for a stop signal, i.e. what the signal would do
+ * without the library. */
+enum stop_disposition {
+    STOP_DISPOSITION_DEFAULT = 0,    /* SIG_DFL: the process ends */
+    STOP_DISPOSITION_IGNORE,         /* SIG_IGN: nothing happens */
+    STOP_DISPOSITION_HANDLER,        /* a function of the trainer's runs */
+};
+
+/* --- arrival ------------------------------------------------------------------ */
+
+struct stop_arrival {
+    /* data views, a checkpoint glob, or MPI up: there is a point to stop at
+     * that is better than where the signal finds the trainer */
+    bool something_to_synchronize;
+    bool interrupt;                  /* the signal is SIGINT */
+    unsigned deferred_interrupts;    /* SIGINTs deferred before this one */
+};
+
+enum stop_arrival_action {
+    /* the signal behaves exactly as without the library (the trainer's
+     * handler runs, or it is ignored, or the process ends by it) */
+    STOP_ARRIVAL_ORDINARY = 0,
+    /* the stop waits for the next agreement point, at most until the
+     * deadline; the trainer's own handler runs now */
+    STOP_ARRIVAL_DEFER,
+    /* a second SIGINT: exit at once with STOP_STATUS_INTERRUPTED */
+    STOP_ARRIVAL_EXIT_AT_ONCE,
+};
+
+enum stop_arrival_action stop_policy_on_arrival(const struct stop_arrival *arrival);
+
+/* --- the deadline ------------------------------------------------------------- */
+
+struct stop_deadline_inputs {
+    double requested_at;   /* the first deferred stop signal, in seconds */
+    double stop_seconds;   /* ADAPTDL_STOP_SECONDS */
+    /* every replica agreed to stop; with a drain they run on until the
+     * trainer's next checkpoint commit, or until drain_seconds passed, and
+     * then wait for one more agreement point */
+    bool agreed;
+    double agreed_at;
+    double drain_seconds;  /* ADAPTDL_DRAIN */
+};
+
+/* The moment past which the stop no longer waits (same clock as the
+ * inputs): requested_at + stop_seconds, or, once an agreed stop drains,
+ * agreed_at + drain_seconds + stop_seconds if that is later. */
+double stop_policy_deadline(const struct stop_deadline_inputs *inputs);
+
+/* How far the process's own ending has gone. */
+enum stop_ending {
+    STOP_ENDING_RUNNING = 0,         /* nothing ended yet */
+    /* the job record and the exit event are written (MPI_Finalize), but
+     * the trainer runs on */
+    STOP_ENDING_RECORDED,
+    STOP_ENDING_EXITING,             /* the process is already ending */
+};
+
+struct stop_deadline_facts {
+    /* some deferred stop signal would have ended the process without the
+     * library (its disposition is SIG_DFL) */
+    bool default_action_deferred;
+    enum stop_ending ending;
+    /* a thread other than a signal handler can write the job record: false
+     * in a forked child, which never writes it */
+    bool job_record_writable;
+};
+
+enum stop_deadline_action {
+    /* the trainer's own handlers or SIG_IGN govern what the signals do, or
+     * the process is already ending: nothing to add */
+    STOP_DEADLINE_NOTHING = 0,
+    STOP_DEADLINE_EXIT,              /* write the job record, exit 143 */
+    STOP_DEADLINE_EXIT_AT_ONCE,      /* exit 143, the job record untouched */
+};
+
+enum stop_deadline_action stop_policy_at_deadline(const struct stop_deadline_facts *facts);
+
+/* --- the status of a process that ends by itself ------------------------------ */
+
+struct stop_exit_facts {
+    bool stop_deferred;              /* a stop signal was deferred */
+    /* ... and the trainer's own handler for it ran before its main
+     * returned: the trainer stopped because it was told to */
+    bool trainer_handler_ran_before_exit;
+};
+
+/* True when the trainer's own exit must become STOP_STATUS_RESTART: its
+ * handler ran for a stop signal, so the job was preempted and is not done.
+ * A trainer that had no handler for the signal (or got it after main
+ * returned) ended by itself with its work done: its status stands. */
+bool stop_policy_exit_means_restart(const struct stop_exit_facts *facts);
+
+#endif

@@ -1,0 +1,140 @@
+/* stop_deadline.c - the clock of a deferred stop (SPEC §6 "Stops that cannot
+ * wait").
+ *
+ * The deadline must pass while the trainer is somewhere the shim never sees
+ * (an evaluation, a long save, a sleep), so no interposed call can carry it.
+ * A POSIX timer of the kernel does: it is created and armed with raw system
+ * calls, which are async-signal-safe, from the stop handler itself, so a
+ * forked child that is signalled makes its own (timers are not inherited).
+ * It raises the stop signal with si_code SI_TIMER and the address of a
+ * marker as its value, which tells it from a signal someone sent.
+ *
+ * What the deadline then does (writing the job record: msgpack, malloc,
+ * files) is not async-signal-safe, and the trainer's thread may be anywhere,
+ * even inside malloc.  So a worker thread, started before main (or when MPI
+ * comes up) in a process that has something to synchronize, blocks every
+ * signal and sleeps on a semaphore; the handler posts it (sem_post is
+ * async-signal-safe) and the worker does the stop (shim_steps_stop_at_deadline).
+ * A forked child has no worker: it never writes the job record, and exits
+ * from the handler. */
+#include "stop_deadline.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "shim.h"
+#include "steps.h"
+
+/* Its address is the timer's signal value. */
+static const char shim_deadline_marker = 0;
+static volatile sig_atomic_t shim_timer_pid;   /* the process the timer belongs to */
+static volatile sig_atomic_t shim_timer_id;    /* the kernel's timer id */
+
+static sem_t shim_worker_wake;
+static volatile sig_atomic_t shim_worker_pid;  /* the process the worker runs in */
+static pthread_mutex_t shim_worker_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The longest wait a timer is armed for: ADAPTDL_STOP_SECONDS may be any
+ * finite number, time_t may not. */
+#define SHIM_DEADLINE_LONGEST_SECONDS 1e9
+
+static void *shim_deadline_worker(void *unused)
+{
+    (void)unused;
+    /* everything this thread does is the shim's own: never virtualized */
+    shim_guard_enter();
+    for (;;) {
+        if (sem_wait(&shim_worker_wake) != 0)
+            continue;  /* EINTR cannot happen with every signal blocked; be safe */
+        shim_steps_stop_at_deadline();
+    }
+    return NULL;
+}
+
+void shim_deadline_start_worker(void)
+{
+    pid_t pid = getpid();
+    pthread_mutex_lock(&shim_worker_lock);
+    if (shim_worker_pid == pid) {
+        pthread_mutex_unlock(&shim_worker_lock);
+        return;
+    }
+    /* the thread's stack is mapped with mmap, which the shim wraps */
+    shim_guard_enter();
+    int error = sem_init(&shim_worker_wake, 0, 0) == 0 ? 0 : errno;
+    if (error == 0) {
+        /* The worker inherits a mask that blocks everything, so that no
+         * signal meant for the trainer ever runs on the shim's thread. */
+        sigset_t every_signal, previous;
+        sigfillset(&every_signal);
+        pthread_sigmask(SIG_SETMASK, &every_signal, &previous);
+        pthread_attr_t attributes;
+        pthread_attr_init(&attributes);
+        pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
+        pthread_t thread;
+        error = pthread_create(&thread, &attributes, shim_deadline_worker, NULL);
+        pthread_attr_destroy(&attributes);
+        pthread_sigmask(SIG_SETMASK, &previous, NULL);
+        if (error == 0) {
+            pthread_setname_np(thread, "adaptshim-stop");
+            shim_worker_pid = pid;
+        }
+    }
+    shim_guard_leave();
+    pthread_mutex_unlock(&shim_worker_lock);
+    if (error != 0)
+        log_warn("no thread for the stop deadline (%s): past ADAPTDL_STOP_SECONDS a stop "
+                 "ends the process without writing the job record",
+                 strerror(error));
+}
+
+bool shim_deadline_has_worker(void)
+{
+    return shim_worker_pid != 0 && shim_worker_pid == getpid();
+}
+
+bool shim_deadline_arm(int signal_number, double seconds)
+{
+    pid_t pid = getpid();
+    if (shim_timer_pid != pid) {
+        struct sigevent event;
+        memset(&event, 0, sizeof event);
+        event.sigev_notify = SIGEV_SIGNAL;
+        event.sigev_signo = signal_number;
+        event.sigev_value.sival_ptr = (void *)&shim_deadline_marker;
+        int kernel_timer = 0;
+        if (syscall(SYS_timer_create, CLOCK_MONOTONIC, &event, &kernel_timer) != 0)
+            return false;
+        shim_timer_id = kernel_timer;
+        shim_timer_pid = pid;
+    }
+    if (!(seconds <= SHIM_DEADLINE_LONGEST_SECONDS))
+        seconds = SHIM_DEADLINE_LONGEST_SECONDS;
+    struct itimerspec when;
+    memset(&when, 0, sizeof when);
+    if (seconds > 0) {
+        when.it_value.tv_sec = (time_t)seconds;
+        when.it_value.tv_nsec = (long)((seconds - (double)when.it_value.tv_sec) * 1e9);
+    }
+    /* an all-zero value would disarm the timer instead of firing it now */
+    if (when.it_value.tv_sec == 0 && when.it_value.tv_nsec == 0)
+        when.it_value.tv_nsec = 1;
+    return syscall(SYS_timer_settime, (int)shim_timer_id, 0, &when, NULL) == 0;
+}
+
+bool shim_deadline_is_expiry(const siginfo_t *information)
+{
+    return information != NULL && information->si_code == SI_TIMER &&
+           information->si_value.sival_ptr == (void *)&shim_deadline_marker;
+}
+
+void shim_deadline_wake_worker(void)
+{
+    sem_post(&shim_worker_wake);
+}
