@@ -1,6 +1,19 @@
 /* batch_decision.h - one batch-size decision (SPEC §7 "Decisions"): fit the
  * throughput model to the job record's step profiles, pick the batch size
- * with the best goodput, and say whether a restart pays for itself. */
+ * with the best goodput, and say whether a restart pays for itself.
+ *
+ * The choice is AdaptDL's.  Whether to restart for it adds three rules of
+ * ours (README, "Batch-size control"), because every change of an
+ * unmodified trainer's batch costs a restart:
+ *   1. no restart on statistics that cannot support a decision
+ *      (grad_noise_trustworthy: too few observations, a relative standard
+ *      error above 0.5, or grad_sqr not positive);
+ *   2. the speedup that must beat ADAPTDL_SPEEDUP and pay back is the
+ *      pessimistic one: the gradient statistics moved by one standard error
+ *      against the change (for a larger batch, a smaller noise scale), so
+ *      a change the model cannot tell from noise is never made;
+ *   3. going back toward the batch before the last change (a reversal)
+ *      must beat the threshold squared: the job does not flap. */
 #ifndef ADAPTSHIM_BATCH_DECISION_H
 #define ADAPTSHIM_BATCH_DECISION_H
 
@@ -26,6 +39,26 @@ struct batch_decision_inputs {
     uint64_t local_bsz_max;                    /* 0: none */
     double speedup_threshold;                  /* ADAPTDL_SPEEDUP */
     double payback_seconds;                    /* ADAPTDL_PAYBACK_SECONDS */
+    /* rule 1 and 2: whether the statistics can be trusted, and their
+     * standard errors (0: exact, as tests may say) */
+    bool statistics_trusted;
+    double grad_sqr_error;
+    double grad_var_error;
+    /* rule 3: the global batch before the last change (0: none) */
+    uint64_t previous_global_bsz;
+    /* the restart cost until one has been measured (0: Pollux's 30 s) */
+    double estimated_restart_cost;
+};
+
+/* Why a decision restarts or not, for the log and the metrics. */
+enum batch_decision_reason {
+    BATCH_DECISION_NO_MODEL = 0,          /* nothing to fit yet */
+    BATCH_DECISION_UNTRUSTED,             /* rule 1 */
+    BATCH_DECISION_KEEP,                  /* the choice is the current batch */
+    BATCH_DECISION_BELOW_THRESHOLD,       /* pessimistic speedup <= ADAPTDL_SPEEDUP */
+    BATCH_DECISION_REVERSAL,              /* rule 3 */
+    BATCH_DECISION_NO_PAYBACK,            /* C S / (S - 1) > ADAPTDL_PAYBACK_SECONDS */
+    BATCH_DECISION_RESTART,
 };
 
 struct batch_decision {
@@ -35,6 +68,8 @@ struct batch_decision {
     struct goodput_choice choice;
     double goodput_current;
     double speedup;              /* goodput_chosen / goodput_current */
+    double speedup_pessimistic;  /* rule 2; what the restart rules use */
+    enum batch_decision_reason reason;
     double restart_cost;         /* seconds */
     double payback_time;         /* C * S / (S - 1) */
 };
@@ -43,6 +78,9 @@ struct batch_decision {
  * -1 on an internal error with a message. */
 int batch_decide(const struct batch_decision_inputs *inputs, struct batch_decision *decision,
                  char *error, size_t error_size);
+
+/* A few words for each reason ("untrusted statistics", ...). */
+const char *batch_decision_reason_text(enum batch_decision_reason reason);
 
 /* The local batch a job that can change it in place (a cooperative loop,
  * AdaptDL's _sync_local_bsz) uses next: the decision's choice when there is

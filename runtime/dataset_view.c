@@ -302,6 +302,14 @@ static uint64_t dataset_view_physical_record(struct dataset_file *file, uint64_t
     dataset_view_prefetch_ahead(file, position);
     if (position - file->block_first < file->block_count)
         return file->block_indices[position - file->block_first];
+    /* Only a reader going in view order gets the block refilled (a miss at
+     * the position after the last one looked up): a map-style Dataset at
+     * shuffled positions would otherwise pay VIEW_INDEX_BLOCK permutation
+     * evaluations for every record it reads. */
+    bool in_order = position == file->last_lookup + 1;
+    file->last_lookup = position;
+    if (!in_order)
+        return dataset_view_logical_to_physical(file, position);
     uint64_t count = file->view_length - position;
     if (count > VIEW_INDEX_BLOCK)
         count = VIEW_INDEX_BLOCK;
@@ -366,6 +374,7 @@ static int dataset_view_build_local(struct dataset_file *file)
     file->view_length = plan.length;
     file->block_first = 0;
     file->block_count = 0;
+    file->last_lookup = UINT64_MAX;   /* position 0 comes next in order */
     file->prefetched_until = 0;
     file->view_generation = file->shared->view_generation;
 

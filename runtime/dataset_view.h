@@ -98,6 +98,7 @@ struct dataset_file {
     uint64_t block_first;         /* first position cached in block_indices */
     uint64_t block_count;
     uint64_t block_indices[VIEW_INDEX_BLOCK];
+    uint64_t last_lookup;         /* the last position a miss looked up */
     uint64_t prefetched_until;    /* view positions advised to the kernel */
     bool warned_empty_count_replay; /* the count=-under-replay warning was logged */
 

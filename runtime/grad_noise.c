@@ -51,6 +51,9 @@ static void grad_noise_reset_averages(struct grad_noise_state *state)
     state->sqr_unbias = 0.0;
     state->var_biased = 0.0;
     state->var_unbias = 0.0;
+    state->sqr_square_biased = 0.0;
+    state->var_square_biased = 0.0;
+    state->weight_square_sum = 0.0;
 }
 
 /* The estimators shared by the K >= 2 and the pair paths.  `count` is the
@@ -89,6 +92,10 @@ static bool grad_noise_observe(struct grad_noise_state *state, double local_sqr_
 
     grad_noise_ema_update(&state->sqr_biased, &state->sqr_unbias, grad_sqr, theta);
     grad_noise_ema_update(&state->var_biased, &state->var_unbias, grad_var, theta);
+    state->sqr_square_biased = theta * state->sqr_square_biased + (1.0 - theta) * grad_sqr * grad_sqr;
+    state->var_square_biased = theta * state->var_square_biased + (1.0 - theta) * grad_var * grad_var;
+    state->weight_square_sum = theta * theta * state->weight_square_sum +
+                               (1.0 - theta) * (1.0 - theta);
     state->observations++;
     return true;
 }
@@ -169,4 +176,49 @@ double grad_noise_scale_simple(const struct grad_noise_state *state)
     if (var < 0.0)
         var = 0.0;   /* sampling noise, not negative variance */
     return var / sqr;
+}
+
+double grad_noise_effective_observations(const struct grad_noise_state *state)
+{
+    if (!(state->weight_square_sum > 0.0) || !(state->sqr_unbias > 0.0))
+        return 0.0;
+    return state->sqr_unbias * state->sqr_unbias / state->weight_square_sum;
+}
+
+/* Standard error of one average: its weighted spread over sqrt(n_eff). */
+static double grad_noise_standard_error(double biased, double square_biased, double unbias,
+                                        double effective)
+{
+    if (!(unbias > 0.0) || effective < 2.0)
+        return NAN;
+    double mean = biased / unbias;
+    double spread = square_biased / unbias - mean * mean;
+    if (spread < 0.0)
+        spread = 0.0;   /* rounding */
+    /* n / (n - 1): the spread of few observations understates the variance */
+    return sqrt(spread * effective / (effective - 1.0) / effective);
+}
+
+void grad_noise_standard_errors(const struct grad_noise_state *state, double *sqr_error,
+                                double *var_error)
+{
+    double effective = grad_noise_effective_observations(state);
+    *sqr_error = grad_noise_standard_error(state->sqr_biased, state->sqr_square_biased,
+                                           state->sqr_unbias, effective);
+    *var_error = grad_noise_standard_error(state->var_biased, state->var_square_biased,
+                                           state->var_unbias, effective);
+}
+
+bool grad_noise_trustworthy(const struct grad_noise_state *state)
+{
+    if (!grad_noise_has_estimate(state) ||
+        grad_noise_effective_observations(state) < GRAD_NOISE_TRUST_OBSERVATIONS)
+        return false;
+    double sqr = grad_noise_sqr(state), var = grad_noise_var(state);
+    if (!(sqr > 0.0) || !isfinite(sqr) || !(var > 0.0) || !isfinite(var))
+        return false;
+    double sqr_error, var_error;
+    grad_noise_standard_errors(state, &sqr_error, &var_error);
+    return sqr_error <= GRAD_NOISE_TRUST_RELATIVE_ERROR * sqr &&
+           var_error <= GRAD_NOISE_TRUST_RELATIVE_ERROR * var;
 }

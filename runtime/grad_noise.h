@@ -67,6 +67,12 @@ struct grad_noise_state {
     double sqr_unbias;
     double var_biased;         /* EMA of per-sample tr(Sigma) observations */
     double var_unbias;
+    /* For the confidence of the estimates (grad_noise_standard_errors): EMAs
+     * of the squared observations with the same weights, and the sum of the
+     * squared weights, sum w_i^2 (the weights themselves sum to unbias). */
+    double sqr_square_biased;
+    double var_square_biased;
+    double weight_square_sum;
 
     /* True when the averages were last fed by the difference estimator over
      * consecutive steps (K = 1).  Those observations are biased (the two
@@ -87,6 +93,13 @@ struct grad_noise_state {
      * here, so the averages keep covering the same span of training. */
     uint64_t steps_per_observation;
 };
+
+/* Estimates a decision may trust (SPEC §7 says when to decide; this says
+ * whether the statistics can support one): at least this many effective
+ * observations, grad_sqr positive, and both estimates known to within this
+ * relative standard error. */
+#define GRAD_NOISE_TRUST_OBSERVATIONS 8.0
+#define GRAD_NOISE_TRUST_RELATIVE_ERROR 0.5
 
 /* Starts with no estimate.  A zero initial_global_bsz leaves the state unable
  * to weight observations: every update is then ignored. */
@@ -150,5 +163,17 @@ double grad_noise_var(const struct grad_noise_state *state);
  * no estimate yet or grad_sqr <= 0 (no signal measured: the ratio would be
  * infinite or meaningless); a negative grad_var counts as 0. */
 double grad_noise_scale_simple(const struct grad_noise_state *state);
+
+/* Standard errors of grad_sqr and grad_var: the weighted spread of the
+ * observations behind each average over the square root of their effective
+ * number, (sum w)^2 / sum w^2.  NAN before two observations. */
+void grad_noise_standard_errors(const struct grad_noise_state *state, double *sqr_error,
+                                double *var_error);
+/* Effective number of observations behind the averages. */
+double grad_noise_effective_observations(const struct grad_noise_state *state);
+/* True when a decision may rest on the estimates (GRAD_NOISE_TRUST_*).  A
+ * negative or zero grad_sqr (gradient indistinguishable from noise, near
+ * convergence) is never trusted: it would make every batch look efficient. */
+bool grad_noise_trustworthy(const struct grad_noise_state *state);
 
 #endif

@@ -135,6 +135,10 @@ struct adaptdl_job_record {
     double grad_sqr_biased;
     double grad_var_biased;
     double grad_ema_weight;          /* bias-correction accumulator */
+    /* for the confidence of the estimates (grad_noise_standard_errors) */
+    double grad_sqr_square_biased;
+    double grad_var_square_biased;
+    double grad_weight_square_sum;
     uint32_t max_replicas_profiled;
     size_t profile_count;
     struct step_profile *profiles;
@@ -143,6 +147,7 @@ struct adaptdl_job_record {
     uint64_t decided_global_bsz;     /* 0: no decision yet */
     uint64_t decided_local_bsz;
     uint32_t decided_replicas;
+    uint64_t previous_global_bsz;    /* the global batch before the last change; 0: none */
     bool perf_params_valid;
     double perf_params[7];           /* alpha_c beta_c alpha_n beta_n alpha_r beta_r gamma */
 };

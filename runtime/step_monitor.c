@@ -284,5 +284,8 @@ int step_monitor_record_profile(const struct step_monitor *monitor, uint32_t nod
     record->grad_sqr_biased = monitor->noise.sqr_biased;
     record->grad_var_biased = monitor->noise.var_biased;
     record->grad_ema_weight = monitor->noise.var_unbias;
+    record->grad_sqr_square_biased = monitor->noise.sqr_square_biased;
+    record->grad_var_square_biased = monitor->noise.var_square_biased;
+    record->grad_weight_square_sum = monitor->noise.weight_square_sum;
     return 0;
 }

@@ -170,6 +170,9 @@ void shim_steps_initialize(void)
         shim_monitor.noise.var_biased = shim_job_record.grad_var_biased;
         shim_monitor.noise.sqr_unbias = shim_job_record.grad_ema_weight;
         shim_monitor.noise.var_unbias = shim_job_record.grad_ema_weight;
+        shim_monitor.noise.sqr_square_biased = shim_job_record.grad_sqr_square_biased;
+        shim_monitor.noise.var_square_biased = shim_job_record.grad_var_square_biased;
+        shim_monitor.noise.weight_square_sum = shim_job_record.grad_weight_square_sum;
     }
 }
 
