@@ -1,15 +1,29 @@
 /* bench_view_read.c - throughput of reading one replica's shuffled shard of a
- * dataset, three ways, for SPEC §10:
- *   view  - the trainer-like way under the shim: read(2) of batches from the
- *           view, in order (run with LD_PRELOAD and ADAPTDL_DATA set);
+ * dataset, for SPEC §10.  Three ways that deliver the same bytes:
+ *   view  - the trainer-like way under the shim: read(2) of batches of whole
+ *           records from the view, in order (run with LD_PRELOAD and
+ *           ADAPTDL_DATA set);
  *   pread - a plain program that preads each record of the same order;
  *   mmap  - a plain program that maps the file and copies each record.
- * The order of the plain programs comes from the runtime's own permutation,
- * so all three deliver the same bytes.  Prints "MODE records/s checksum".
+ * The order of the plain programs comes from the runtime's own permutation.
+ *
+ * And readers whose reads are not whole records, each run twice: under the
+ * shim on the view (view-*: to the end of the view), and plain on the file
+ * (plain-*: as many bytes as the view holds, in file order -- the same reads
+ * the program makes without the shim):
+ *   *-chunks  - read(2) of 8 KiB buffers, a reader with a buffer of its own
+ *               (C++'s filebuf, Python with buffering=8192);
+ *   *-blksize - read(2) of buffers of fstat's st_blksize, as the
+ *               BufferedReader of Python's open(path, 'rb') refills (the shim
+ *               reports the record size there);
+ *   *-stdio   - fopen and fread of one record at a time through stdio.
+ * Prints "MODE records/s checksum records-per-call" ("-" for the mapping, which
+ * makes no calls).
  *
  * usage: bench_view_read MODE PATH RECORD HEADER REPLICAS RANK SEED */
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +45,13 @@ struct bench_setup {
     uint64_t record_count;
 };
 
+/* What a reader did: records read, and the calls it made to get them
+ * (read(2), pread or fread; none for the mapping). */
+struct bench_result {
+    uint64_t records;
+    uint64_t calls;
+};
+
 static double bench_now(void)
 {
     struct timespec now;
@@ -49,7 +70,8 @@ static uint64_t bench_checksum(uint64_t sum, const unsigned char *data, uint64_t
     return sum;
 }
 
-static uint64_t bench_view(const struct bench_setup *setup, uint64_t *records)
+static uint64_t bench_view(const struct bench_setup *setup, bool plain,
+                           struct bench_result *result)
 {
     int fd = open(setup->path, O_RDONLY);
     if (fd < 0) {
@@ -68,6 +90,7 @@ static uint64_t bench_view(const struct bench_setup *setup, uint64_t *records)
     uint64_t total = 0;
     for (;;) {
         ssize_t got = read(fd, buffer, batch_size);
+        result->calls++;
         if (got <= 0)
             break;
         sum = bench_checksum(sum, buffer, (uint64_t)got);
@@ -75,7 +98,118 @@ static uint64_t bench_view(const struct bench_setup *setup, uint64_t *records)
     }
     close(fd);
     free(buffer);
-    *records = total / setup->record_size;
+    result->records = total / setup->record_size;
+    return sum;
+}
+
+/* Python's io.DEFAULT_BUFFER_SIZE and C++'s BUFSIZ, a size most records do
+ * not divide */
+#define BENCH_CHUNK_SIZE 8192
+
+/* The bytes a plain-* reader reads: header and one replica's share, as the
+ * view under the shim shows them.  0 for view-* readers: to the end. */
+static uint64_t bench_byte_limit(const struct bench_setup *setup, bool plain)
+{
+    if (!plain)
+        return 0;
+    return setup->header_size +
+           view_length(setup->record_count, setup->replicas, 0) * setup->record_size;
+}
+
+/* read(2) of `chunk_size` buffers until the end (or the byte limit). */
+static uint64_t bench_read_buffers(const struct bench_setup *setup, int fd, bool plain,
+                                   size_t chunk_size, struct bench_result *result)
+{
+    uint64_t limit = bench_byte_limit(setup, plain);
+    unsigned char *buffer = malloc(chunk_size);
+    uint64_t sum = 0;
+    uint64_t total = 0;
+    while (limit == 0 || total < limit) {
+        size_t want = chunk_size;
+        if (limit != 0 && limit - total < want)
+            want = (size_t)(limit - total);
+        ssize_t got = read(fd, buffer, want);
+        result->calls++;
+        if (got < 0) {
+            perror(setup->path);
+            exit(1);
+        }
+        if (got == 0)
+            break;
+        sum = bench_checksum(sum, buffer, (uint64_t)got);
+        total += (uint64_t)got;
+    }
+    free(buffer);
+    result->records = (total - setup->header_size) / setup->record_size;
+    return sum;
+}
+
+static int bench_open(const struct bench_setup *setup)
+{
+    int fd = open(setup->path, O_RDONLY);
+    if (fd < 0) {
+        perror(setup->path);
+        exit(1);
+    }
+    return fd;
+}
+
+/* read(2) of BENCH_CHUNK_SIZE buffers, whatever the record size. */
+static uint64_t bench_chunks(const struct bench_setup *setup, bool plain,
+                             struct bench_result *result)
+{
+    int fd = bench_open(setup);
+    uint64_t sum = bench_read_buffers(setup, fd, plain, BENCH_CHUNK_SIZE, result);
+    close(fd);
+    return sum;
+}
+
+/* read(2) of buffers sized as Python's open() sizes them: st_blksize when it
+ * is above 1, io.DEFAULT_BUFFER_SIZE otherwise. */
+static uint64_t bench_blksize(const struct bench_setup *setup, bool plain,
+                              struct bench_result *result)
+{
+    int fd = bench_open(setup);
+    struct stat status;
+    if (fstat(fd, &status) != 0) {
+        perror(setup->path);
+        exit(1);
+    }
+    size_t chunk_size = status.st_blksize > 1 ? (size_t)status.st_blksize : BENCH_CHUNK_SIZE;
+    uint64_t sum = bench_read_buffers(setup, fd, plain, chunk_size, result);
+    close(fd);
+    return sum;
+}
+
+/* fopen, the header, then fread of one record at a time until the end. */
+static uint64_t bench_stdio(const struct bench_setup *setup, bool plain,
+                            struct bench_result *result)
+{
+    FILE *stream = fopen(setup->path, "rb");
+    if (stream == NULL) {
+        perror(setup->path);
+        exit(1);
+    }
+    uint64_t limit = bench_byte_limit(setup, plain);
+    uint64_t record_limit =
+        limit == 0 ? UINT64_MAX : (limit - setup->header_size) / setup->record_size;
+    unsigned char header[4096];
+    unsigned char *record = malloc(setup->record_size);
+    if (setup->header_size &&
+        fread(header, 1, setup->header_size, stream) != setup->header_size)
+        exit(1);
+    uint64_t sum = 0;
+    uint64_t count = 0;
+    while (count < record_limit) {
+        result->calls++;
+        if (fread(record, setup->record_size, 1, stream) != 1)
+            break;
+        sum = bench_checksum(sum, record, setup->record_size);
+        count++;
+    }
+    fclose(stream);
+    free(record);
+    result->records = count;
     return sum;
 }
 
@@ -87,7 +221,8 @@ static uint64_t bench_physical_record(const struct bench_setup *setup,
     return record_permutation_apply(permutation, logical);
 }
 
-static uint64_t bench_pread(const struct bench_setup *setup, uint64_t *records)
+static uint64_t bench_pread(const struct bench_setup *setup, bool plain,
+                            struct bench_result *result)
 {
     int fd = open(setup->path, O_RDONLY);
     struct record_permutation permutation;
@@ -102,15 +237,17 @@ static uint64_t bench_pread(const struct bench_setup *setup, uint64_t *records)
         off_t offset = (off_t)(setup->header_size + physical * setup->record_size);
         if (pread(fd, buffer, setup->record_size, offset) != (ssize_t)setup->record_size)
             exit(1);
+        result->calls++;
         sum = bench_checksum(sum, buffer, setup->record_size);
     }
     close(fd);
     free(buffer);
-    *records = length;
+    result->records = length;
     return sum;
 }
 
-static uint64_t bench_mmap(const struct bench_setup *setup, uint64_t *records)
+static uint64_t bench_mmap(const struct bench_setup *setup, bool plain,
+                           struct bench_result *result)
 {
     int fd = open(setup->path, O_RDONLY);
     struct stat status;
@@ -132,14 +269,44 @@ static uint64_t bench_mmap(const struct bench_setup *setup, uint64_t *records)
     }
     munmap((void *)map, (size_t)status.st_size);
     free(buffer);
-    *records = length;
+    result->records = length;
     return sum;
+}
+
+/* Every reader takes `plain` (whether it reads the file without the shim);
+ * those with one way of reading ignore it. */
+struct bench_mode {
+    const char *name;
+    uint64_t (*run)(const struct bench_setup *setup, bool plain, struct bench_result *result);
+    bool plain;     /* read the file without the shim: stop at the view's size */
+};
+
+static const struct bench_mode bench_modes[] = {
+    {"view", bench_view, false},
+    {"pread", bench_pread, true},
+    {"mmap", bench_mmap, true},
+    {"view-chunks", bench_chunks, false},
+    {"plain-chunks", bench_chunks, true},
+    {"view-blksize", bench_blksize, false},
+    {"plain-blksize", bench_blksize, true},
+    {"view-stdio", bench_stdio, false},
+    {"plain-stdio", bench_stdio, true},
+};
+
+static const struct bench_mode *bench_mode_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof bench_modes / sizeof bench_modes[0]; i++)
+        if (strcmp(bench_modes[i].name, name) == 0)
+            return &bench_modes[i];
+    return NULL;
 }
 
 int main(int argc, char **argv)
 {
     if (argc != 8) {
-        fprintf(stderr, "usage: %s view|pread|mmap PATH RECORD HEADER REPLICAS RANK SEED\n",
+        fprintf(stderr,
+                "usage: %s view|pread|mmap|{view,plain}-{chunks,blksize,stdio} "
+                "PATH RECORD HEADER REPLICAS RANK SEED\n",
                 argv[0]);
         return 2;
     }
@@ -152,6 +319,16 @@ int main(int argc, char **argv)
         .rank = strtoull(argv[6], NULL, 10),
         .seed = strtoull(argv[7], NULL, 10),
     };
+    const struct bench_mode *mode = bench_mode_find(setup.mode);
+    if (mode == NULL) {
+        fprintf(stderr, "bench_view_read: unknown mode '%s'; accepted: view, pread, mmap, "
+                        "view- or plain- followed by chunks, blksize or stdio\n", setup.mode);
+        return 2;
+    }
+    if (setup.record_size == 0 || setup.header_size > 4096) {
+        fprintf(stderr, "bench_view_read: RECORD must be at least 1 and HEADER at most 4096\n");
+        return 2;
+    }
     struct stat status;
     if (stat(setup.path, &status) != 0) {
         perror(setup.path);
@@ -160,12 +337,14 @@ int main(int argc, char **argv)
     /* the physical record count: under the shim stat shows the view, so the
      * plain modes are the ones that need it */
     setup.record_count = ((uint64_t)status.st_size - setup.header_size) / setup.record_size;
-    uint64_t records = 0;
+    struct bench_result result = {0, 0};
     double start = bench_now();
-    uint64_t sum = strcmp(setup.mode, "view") == 0    ? bench_view(&setup, &records)
-                   : strcmp(setup.mode, "pread") == 0 ? bench_pread(&setup, &records)
-                                                      : bench_mmap(&setup, &records);
+    uint64_t sum = mode->run(&setup, mode->plain, &result);
     double elapsed = bench_now() - start;
-    printf("%s %.0f %016" PRIx64 "\n", setup.mode, (double)records / elapsed, sum);
+    char per_call[32] = "-";
+    if (result.calls != 0)
+        snprintf(per_call, sizeof per_call, "%.1f", (double)result.records / (double)result.calls);
+    printf("%s %.0f %016" PRIx64 " %s\n", setup.mode, (double)result.records / elapsed, sum,
+           per_call);
     return 0;
 }
