@@ -142,8 +142,11 @@ static bool shim_ending_claim(int to)
     }
 }
 
+static double shim_steps_started_at;   /* when the shim initialized: start-up */
+
 void shim_steps_initialize(void)
 {
+    shim_steps_started_at = shim_now();
     shim_signals_install();
     shim_events_open();
     job_record_init(&shim_job_record);
@@ -347,19 +350,45 @@ static double shim_last_decision;
 static bool shim_warned_no_save;
 static struct goodput_model shim_model;      /* from the latest decision */
 static bool shim_model_valid;
+static bool shim_decided_with_trust;         /* a decision saw trusted statistics */
+/* From start-up to the first step: the restart cost until one is measured
+ * (a relaunch pays at least this start-up again). */
+static double shim_startup_seconds;
+
+/* The gradient statistics and their confidence, as every decision takes
+ * them (batch_decision.h, rules 1 and 2). */
+static void shim_steps_fill_statistics(struct batch_decision_inputs *inputs)
+{
+    inputs->grad_sqr = grad_noise_sqr(&shim_monitor.noise);
+    inputs->grad_var = grad_noise_var(&shim_monitor.noise);
+    inputs->statistics_trusted = grad_noise_trustworthy(&shim_monitor.noise);
+    grad_noise_standard_errors(&shim_monitor.noise, &inputs->grad_sqr_error,
+                               &inputs->grad_var_error);
+    inputs->estimated_restart_cost = shim_startup_seconds;
+}
+
+/* Decisions: the first as soon as the statistics can be trusted (no
+ * waiting for ADAPTDL_DECIDE_SECONDS: the earlier a better batch is known,
+ * the less the job trains at the initial one), later ones every
+ * ADAPTDL_DECIDE_SECONDS. */
+static bool shim_steps_decision_due(double now)
+{
+    const struct adaptdl_config *config = &shim_session.config;
+    if (!shim_decided_with_trust && grad_noise_trustworthy(&shim_monitor.noise))
+        return true;
+    return now - shim_last_decision >= config->decide_seconds;
+}
 
 static void shim_steps_decide(double now)
 {
     const struct adaptdl_config *config = &shim_session.config;
     if (config->max_batch_size == 0 || config->bsz_arg.kind == INJECT_NONE ||
-        config->replica_rank != 0 || shim_restart_requested ||
-        now - shim_last_decision < config->decide_seconds || !shim_monitor.has_last)
+        config->replica_rank != 0 || shim_restart_requested || !shim_monitor.has_last ||
+        !shim_steps_decision_due(now))
         return;
     shim_last_decision = now;
     struct batch_decision_inputs inputs = {
         .record = &shim_job_record,
-        .grad_sqr = grad_noise_sqr(&shim_monitor.noise),
-        .grad_var = grad_noise_var(&shim_monitor.noise),
         .nodes = config->num_nodes,
         .replicas = shim_monitor.replicas,
         /* the batch the trainer was given, not the last step's records: an
@@ -373,7 +402,11 @@ static void shim_steps_decide(double now)
         .local_bsz_max = config->local_bsz_max,
         .speedup_threshold = config->speedup_threshold,
         .payback_seconds = config->payback_seconds,
+        .previous_global_bsz = shim_job_record.previous_global_bsz,
     };
+    shim_steps_fill_statistics(&inputs);
+    if (inputs.statistics_trusted)
+        shim_decided_with_trust = true;
     struct batch_decision decision;
     char error[512];
     if (batch_decide(&inputs, &decision, error, sizeof error) != 0) {
@@ -400,15 +433,16 @@ static void shim_steps_decide(double now)
     };
     shim_model_valid = true;
     log_debug("batch-size decision: current local %llu, chosen global %llu (local %llu), "
-              "speedup %.3f, restart cost %.1f s, payback %.1f s: %s",
+              "speedup %.3f (pessimistic %.3f), restart cost %.1f s, payback %.1f s: %s",
               (unsigned long long)inputs.current_local_bsz,
               (unsigned long long)decision.choice.global_bsz,
               (unsigned long long)decision.choice.local_bsz, decision.speedup,
-              decision.restart_cost, decision.payback_time,
-              restart ? "restart requested" : "keep");
+              decision.speedup_pessimistic, decision.restart_cost, decision.payback_time,
+              restart ? "restart requested" : batch_decision_reason_text(decision.reason));
     shim_job_record.perf_params_valid = true;
     perf_params_to_array(&decision.perf, shim_job_record.perf_params);
     if (restart) {
+        shim_job_record.previous_global_bsz = inputs.current_local_bsz * inputs.replicas;
         shim_job_record.decided_global_bsz = decision.choice.global_bsz;
         shim_job_record.decided_local_bsz = decision.choice.local_bsz;
         shim_job_record.decided_replicas = shim_monitor.replicas;
@@ -416,10 +450,14 @@ static void shim_steps_decide(double now)
     }
 }
 
-/* The restart cost: from the previous run's exit to this run's first step. */
+/* The restart cost: from the previous run's exit to this run's first step;
+ * and this run's own start-up, the estimate until then. */
+
 static void shim_measure_restart_cost(void)
 {
     static bool measured;
+    if (shim_startup_seconds == 0 && shim_steps_started_at > 0)
+        shim_startup_seconds = shim_now() - shim_steps_started_at;
     if (measured || shim_job_record.last_exit_unix_time <= 0 ||
         shim_session.config.num_restarts == 0)
         return;
@@ -542,8 +580,6 @@ uint64_t shim_steps_propose_local_batch(uint64_t initial_global, uint64_t max_gl
         return 0;   /* rank 0's proposal is the one agreed on */
     struct batch_decision_inputs inputs = {
         .record = &shim_job_record,
-        .grad_sqr = grad_noise_sqr(&shim_monitor.noise),
-        .grad_var = grad_noise_var(&shim_monitor.noise),
         .nodes = config->num_nodes,
         .replicas = replicas,
         .current_local_bsz = current_local,
@@ -552,6 +588,7 @@ uint64_t shim_steps_propose_local_batch(uint64_t initial_global, uint64_t max_gl
         .speedup_threshold = config->speedup_threshold,
         .payback_seconds = config->payback_seconds,
     };
+    shim_steps_fill_statistics(&inputs);
     struct batch_decision decision;
     char error[512];
     if (batch_decide(&inputs, &decision, error, sizeof error) != 0) {

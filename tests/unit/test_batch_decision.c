@@ -1,0 +1,195 @@
+/* test_batch_decision.c - whether a batch-size decision restarts
+ * (runtime/batch_decision.h): AdaptDL's choice, then our three rules.
+ *
+ * Profiles of a job whose step costs 20 ms plus 1 ms per record on two
+ * replicas, so that larger batches pay when the noise scale is large: with
+ * trusted statistics the job restarts for the choice; with untrusted or
+ * negative-grad_sqr statistics it never does (and a negative grad_sqr does
+ * not send it to the largest batch); a speedup inside the statistics' error
+ * does not restart; going back toward the previous batch needs the
+ * threshold squared; and a run of decisions on noisy statistics around a
+ * fixed truth never reverses direction. */
+#include <criterion/criterion.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "batch_decision.h"
+#include "grad_noise.h"
+
+static struct step_profile profiles[4];
+
+static void job_record_with_profiles(struct adaptdl_job_record *record)
+{
+    job_record_init(record);
+    const uint64_t locals[] = {8, 16, 32, 64};
+    for (int i = 0; i < 4; i++) {
+        double step = 0.020 + 0.001 * (double)locals[i];
+        profiles[i] = (struct step_profile){.nodes = 1, .replicas = 2, .local_bsz = locals[i],
+                                            .count = 50, .step_time_sum = 50 * step,
+                                            .sync_time_sum = 50 * 0.004};
+    }
+    record->profiles = profiles;
+    record->profile_count = 4;
+    record->initial_global_bsz = 16;
+    record->restart_cost_seconds = 2.0;
+}
+
+static struct batch_decision_inputs inputs_for(const struct adaptdl_job_record *record,
+                                               double sqr, double var, uint64_t local)
+{
+    return (struct batch_decision_inputs){
+        .record = record, .grad_sqr = sqr, .grad_var = var, .nodes = 1, .replicas = 2,
+        .current_local_bsz = local, .initial_global_bsz = 16, .max_global_bsz = 1024,
+        .speedup_threshold = 1.05, .payback_seconds = 600, .statistics_trusted = true,
+    };
+}
+
+static struct batch_decision decide(const struct batch_decision_inputs *inputs)
+{
+    struct batch_decision decision;
+    char error[256];
+    cr_assert_eq(batch_decide(inputs, &decision, error, sizeof error), 0, "%s", error);
+    cr_assert(decision.valid);
+    return decision;
+}
+
+Test(batch_decision, trusted_statistics_restart_for_the_choice)
+{
+    struct adaptdl_job_record record;
+    job_record_with_profiles(&record);
+    struct batch_decision_inputs inputs = inputs_for(&record, 1.0, 200.0, 8);
+    struct batch_decision decision = decide(&inputs);
+    cr_expect_gt(decision.choice.global_bsz, 16, "a noise scale of 200 wants a larger batch");
+    cr_expect_eq(decision.reason, BATCH_DECISION_RESTART, "%s",
+                 batch_decision_reason_text(decision.reason));
+    cr_expect(decision.restart);
+    cr_expect_eq(decision.speedup_pessimistic, decision.speedup, "exact statistics");
+}
+
+Test(batch_decision, untrusted_statistics_never_restart)
+{
+    struct adaptdl_job_record record;
+    job_record_with_profiles(&record);
+    struct batch_decision_inputs inputs = inputs_for(&record, 1.0, 200.0, 8);
+    inputs.statistics_trusted = false;
+    struct batch_decision decision = decide(&inputs);
+    cr_expect(!decision.restart);
+    cr_expect_eq(decision.reason, BATCH_DECISION_UNTRUSTED);
+}
+
+/* A negative grad_sqr estimate (noise near convergence) makes every batch
+ * look efficient; the estimator never trusts it, so the job keeps its batch
+ * instead of jumping to the largest. */
+Test(batch_decision, a_negative_grad_sqr_is_never_trusted)
+{
+    struct grad_noise_state noise;
+    grad_noise_init(&noise, 16);
+    for (int step = 0; step < 200; step++)   /* total > local: grad_sqr < 0 */
+        grad_noise_update_replicas(&noise, 1.0 + 0.01 * (step % 3), 0.40, 2, 8, 16);
+    cr_assert_lt(grad_noise_sqr(&noise), 0);
+    cr_expect(!grad_noise_trustworthy(&noise));
+    struct adaptdl_job_record record;
+    job_record_with_profiles(&record);
+    struct batch_decision_inputs inputs =
+        inputs_for(&record, grad_noise_sqr(&noise), grad_noise_var(&noise), 8);
+    inputs.statistics_trusted = grad_noise_trustworthy(&noise);
+    struct batch_decision decision = decide(&inputs);
+    cr_expect(!decision.restart, "chose %llu", (unsigned long long)decision.choice.global_bsz);
+}
+
+Test(batch_decision, statistics_become_trusted_as_consistent_observations_accumulate)
+{
+    struct grad_noise_state noise;
+    grad_noise_init(&noise, 16);
+    cr_expect(!grad_noise_trustworthy(&noise));
+    for (int step = 0; step < 4; step++)
+        grad_noise_update_replicas(&noise, 3.0 + 0.1 * (step % 2), 2.0, 2, 8, 16);
+    cr_expect(!grad_noise_trustworthy(&noise), "%g effective observations are too few",
+              grad_noise_effective_observations(&noise));
+    for (int step = 0; step < 20; step++)
+        grad_noise_update_replicas(&noise, 3.0 + 0.1 * (step % 2), 2.0, 2, 8, 16);
+    cr_expect(grad_noise_trustworthy(&noise));
+    double sqr_error, var_error;
+    grad_noise_standard_errors(&noise, &sqr_error, &var_error);
+    cr_expect_gt(sqr_error, 0);
+    cr_expect_lt(sqr_error, 0.5 * grad_noise_sqr(&noise));
+}
+
+Test(batch_decision, a_speedup_inside_the_statistics_error_does_not_restart)
+{
+    struct adaptdl_job_record record;
+    job_record_with_profiles(&record);
+    /* the current batch is near the best: a small point speedup */
+    struct batch_decision_inputs exact = inputs_for(&record, 1.0, 40.0, 8);
+    struct batch_decision point = decide(&exact);
+    cr_assert(point.speedup > 1.05 && point.speedup < 1.5, "speedup %g", point.speedup);
+    struct batch_decision_inputs noisy = exact;
+    noisy.grad_sqr_error = 0.5;
+    noisy.grad_var_error = 20.0;
+    struct batch_decision decision = decide(&noisy);
+    cr_expect_lt(decision.speedup_pessimistic, decision.speedup);
+    cr_expect(!decision.restart, "pessimistic speedup %g", decision.speedup_pessimistic);
+    cr_expect_eq(decision.reason, BATCH_DECISION_BELOW_THRESHOLD);
+}
+
+Test(batch_decision, going_back_needs_the_threshold_squared)
+{
+    struct adaptdl_job_record record;
+    job_record_with_profiles(&record);
+    /* last change: 16 -> 64 global; now a smaller batch looks a little better */
+    struct batch_decision_inputs inputs = inputs_for(&record, 1.0, 8.0, 32);
+    struct batch_decision forward = decide(&inputs);
+    cr_assert(forward.choice.global_bsz < 64 && forward.speedup > 1.05, "speedup %g to %llu",
+              forward.speedup, (unsigned long long)forward.choice.global_bsz);
+    inputs.speedup_threshold = sqrt(forward.speedup) * 1.001;   /* squared: above it */
+    inputs.previous_global_bsz = 16;
+    struct batch_decision back = decide(&inputs);
+    cr_expect_eq(back.reason, BATCH_DECISION_REVERSAL, "%s",
+                 batch_decision_reason_text(back.reason));
+    inputs.previous_global_bsz = 128;   /* the same change, not a reversal */
+    struct batch_decision onward = decide(&inputs);
+    cr_expect_eq(onward.reason, BATCH_DECISION_RESTART, "%s",
+                 batch_decision_reason_text(onward.reason));
+}
+
+/* splitmix64 */
+static double uniform(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0;
+}
+
+/* Statistics drawn around a fixed truth (noise scale 100) within their
+ * standard error (a relative error of 0.8, as early in a run): the restarts
+ * the decisions ask for all go one way, and there are few. */
+Test(batch_decision, noisy_statistics_do_not_make_the_batch_flap)
+{
+    struct adaptdl_job_record record;
+    job_record_with_profiles(&record);
+    uint64_t random_state = 5;
+    uint64_t current = 8, previous = 0;
+    int ups = 0, downs = 0;
+    for (int round = 0; round < 60; round++) {
+        double sqr = 1.0 * (1 + 0.8 * (2 * uniform(&random_state) - 1));
+        double var = 100.0 * (1 + 0.8 * (2 * uniform(&random_state) - 1));
+        struct batch_decision_inputs inputs = inputs_for(&record, sqr, var, current);
+        inputs.grad_sqr_error = 0.8;
+        inputs.grad_var_error = 80.0;
+        inputs.previous_global_bsz = previous;
+        struct batch_decision decision = decide(&inputs);
+        if (!decision.restart)
+            continue;
+        if (decision.choice.local_bsz > current)
+            ups++;
+        else
+            downs++;
+        previous = current * 2;
+        current = decision.choice.local_bsz;
+    }
+    cr_expect(ups == 0 || downs == 0, "%d restarts up and %d down", ups, downs);
+    cr_expect_leq(ups + downs, 2, "%d restarts for one truth", ups + downs);
+}
