@@ -72,8 +72,6 @@ int batch_decide(const struct batch_decision_inputs *inputs, struct batch_decisi
     decision->speedup = decision->choice.goodput / decision->goodput_current;
     decision->restart_cost = inputs->record->restart_cost_seconds > 0
                                  ? inputs->record->restart_cost_seconds
-                             : inputs->estimated_restart_cost > 0
-                                 ? inputs->estimated_restart_cost
                                  : BATCH_DECISION_DEFAULT_RESTART_COST;
     decision->speedup_pessimistic = batch_decision_pessimistic_speedup(inputs, &model,
                                                                         decision);

@@ -46,8 +46,6 @@ struct batch_decision_inputs {
     double grad_var_error;
     /* rule 3: the global batch before the last change (0: none) */
     uint64_t previous_global_bsz;
-    /* the restart cost until one has been measured (0: Pollux's 30 s) */
-    double estimated_restart_cost;
 };
 
 /* Why a decision restarts or not, for the log and the metrics. */

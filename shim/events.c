@@ -174,6 +174,8 @@ void shim_events_decision(const struct batch_decision_inputs *inputs,
     json_line_add_double(&line, "goodput_current", decision->goodput_current);
     json_line_add_double(&line, "goodput_chosen", decision->choice.goodput);
     json_line_add_double(&line, "speedup", decision->speedup);
+    json_line_add_double(&line, "speedup_pessimistic", decision->speedup_pessimistic);
+    json_line_add_string(&line, "reason", batch_decision_reason_text(decision->reason));
     json_line_add_double(&line, "restart_cost", decision->restart_cost);
     json_line_add_double(&line, "payback_seconds", decision->payback_time);
     json_line_end(&line);

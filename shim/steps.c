@@ -142,11 +142,8 @@ static bool shim_ending_claim(int to)
     }
 }
 
-static double shim_steps_started_at;   /* when the shim initialized: start-up */
-
 void shim_steps_initialize(void)
 {
-    shim_steps_started_at = shim_now();
     shim_signals_install();
     shim_events_open();
     job_record_init(&shim_job_record);
@@ -351,9 +348,6 @@ static bool shim_warned_no_save;
 static struct goodput_model shim_model;      /* from the latest decision */
 static bool shim_model_valid;
 static bool shim_decided_with_trust;         /* a decision saw trusted statistics */
-/* From start-up to the first step: the restart cost until one is measured
- * (a relaunch pays at least this start-up again). */
-static double shim_startup_seconds;
 
 /* The gradient statistics and their confidence, as every decision takes
  * them (batch_decision.h, rules 1 and 2). */
@@ -364,7 +358,6 @@ static void shim_steps_fill_statistics(struct batch_decision_inputs *inputs)
     inputs->statistics_trusted = grad_noise_trustworthy(&shim_monitor.noise);
     grad_noise_standard_errors(&shim_monitor.noise, &inputs->grad_sqr_error,
                                &inputs->grad_var_error);
-    inputs->estimated_restart_cost = shim_startup_seconds;
 }
 
 /* Decisions: the first as soon as the statistics can be trusted (no
@@ -450,14 +443,11 @@ static void shim_steps_decide(double now)
     }
 }
 
-/* The restart cost: from the previous run's exit to this run's first step;
- * and this run's own start-up, the estimate until then. */
+/* The restart cost: from the previous run's exit to this run's first step. */
 
 static void shim_measure_restart_cost(void)
 {
     static bool measured;
-    if (shim_startup_seconds == 0 && shim_steps_started_at > 0)
-        shim_startup_seconds = shim_now() - shim_steps_started_at;
     if (measured || shim_job_record.last_exit_unix_time <= 0 ||
         shim_session.config.num_restarts == 0)
         return;
