@@ -135,8 +135,9 @@ void snapshot_file_name(const struct content_identity *binding, char *name, size
 
 int snapshot_save(const char *directory, const struct adaptdl_snapshot *snapshot,
                   char *error, size_t error_size);
-/* 0: found and decoded; 1: no snapshot bound to that identity; -1: error
- * (corrupt, truncated, wrong version...) with a message. */
+/* 0: found, decoded and in range (snapshot_check.h); 1: no snapshot bound
+ * to that identity; -1: error (corrupt, truncated, wrong version, a value
+ * out of range...) with a message. */
 int snapshot_load_bound(const char *directory, const struct content_identity *binding,
                         struct adaptdl_snapshot *snapshot, char *error, size_t error_size);
 int job_record_save(const char *directory, const struct adaptdl_job_record *record,

@@ -1412,11 +1412,21 @@ Test(state_snapshot_files, file_name_format)
     cr_assert_str_eq(name, "snapshot-18446744073709551615-ffffffffffffffff.msgpack");
 }
 
+/* The rich snapshot with every position in range (snapshot_check.h), as
+ * a load accepts it: the round-trip tests keep the extreme values. */
+static void make_loadable_snapshot(struct adaptdl_snapshot *snapshot)
+{
+    make_rich_snapshot(snapshot);
+    struct snapshot_file_position *eval = &snapshot->files[2];
+    eval->pass_length = eval->record_count;
+    snapshot->epoch = 3; /* the highest train pass */
+}
+
 Test(state_snapshot_files, save_then_load_bound)
 {
     char *directory = make_temp_directory();
     struct adaptdl_snapshot original, loaded;
-    make_rich_snapshot(&original);
+    make_loadable_snapshot(&original);
     char error[512] = "";
     cr_assert_eq(snapshot_save(directory, &original, error, sizeof error), 0, "%s", error);
     cr_assert_eq(snapshot_load_bound(directory, &original.binding, &loaded, error, sizeof error),
@@ -1644,5 +1654,26 @@ Test(state_store, load_latest_picks_the_newest_snapshot)
     snapshot_free(&older);
     snapshot_free(&newer);
     cr_expect_eq(snapshot_load_latest("/nonexistent/adaptshim", &found, error, sizeof error), -1);
+    remove_temp_directory(directory);
+}
+
+/* ------------------------------------------------------ range-checked loads */
+
+Test(state_snapshot_files, a_sealed_snapshot_out_of_range_is_not_loaded)
+{
+    char *directory = make_temp_directory();
+    struct adaptdl_snapshot original, loaded;
+    make_loadable_snapshot(&original);
+    original.files[0].current_index = original.files[0].pass_length + 1;
+    char error[512] = "";
+    cr_assert_eq(snapshot_save(directory, &original, error, sizeof error), 0, "%s", error);
+    memset(&loaded, 0x5a, sizeof loaded);
+    cr_assert_eq(snapshot_load_bound(directory, &original.binding, &loaded, error, sizeof error),
+                 -1);
+    cr_assert_eq(errno, EINVAL);
+    cr_expect_not_null(strstr(error, "current_index"), "%s", error);
+    cr_expect_not_null(strstr(error, "snapshot-"), "names the file: %s", error);
+    cr_assert(is_all_zero(&loaded, sizeof loaded), "never half-loaded");
+    snapshot_free(&original);
     remove_temp_directory(directory);
 }
