@@ -115,8 +115,8 @@ int session_commit_checkpoint(struct runtime_session *session, const char *check
                           snapshot.files[i].record_count);
         }
         char prune_error[256];
-        if (snapshot_prune(session->config.checkpoint_path, identity, prune_error,
-                           sizeof prune_error) < 0)
+        if (snapshot_prune(session->config.checkpoint_path, identity, session->config.save_glob,
+                           prune_error, sizeof prune_error) < 0)
             log_warn("snapshot pruning: %s", prune_error);
     }
     snapshot_free(&snapshot);

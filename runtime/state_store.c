@@ -67,6 +67,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <msgpack.h>
@@ -1636,7 +1637,7 @@ struct prune_candidate {
 /* What a checkpoint path holds right now; stat and hash are done lazily and
  * at most once per path. */
 struct checkpoint_probe {
-    const char *path;
+    char *path;
     bool stat_done, exists;
     uint64_t size;
     bool hash_done, hash_failed;
@@ -1648,15 +1649,19 @@ struct prune_state {
     struct prune_candidate *candidates;
     size_t candidate_count, candidate_capacity;
     struct checkpoint_probe *probes;
-    size_t probe_count;
+    size_t probe_count, probe_capacity;
 };
 
-static bool is_snapshot_file_name(const char *name)
+static bool is_snapshot_file_name_span(const char *name, size_t length)
 {
-    size_t length = strlen(name);
     size_t prefix = sizeof(SNAPSHOT_FILE_PREFIX) - 1, suffix = sizeof(SNAPSHOT_FILE_SUFFIX) - 1;
     return length > prefix + suffix && memcmp(name, SNAPSHOT_FILE_PREFIX, prefix) == 0 &&
            memcmp(name + length - suffix, SNAPSHOT_FILE_SUFFIX, suffix) == 0;
+}
+
+static bool is_snapshot_file_name(const char *name)
+{
+    return is_snapshot_file_name_span(name, strlen(name));
 }
 
 static int prune_add_candidate(struct prune_state *state, const char *file_name)
@@ -1715,24 +1720,140 @@ static int prune_list_snapshots(struct prune_state *state, char *error, size_t e
     return result;
 }
 
-/* One probe per distinct checkpoint path named by any snapshot. */
-static int prune_collect_probes(struct prune_state *state)
+/* Adds a probe for path unless there is one already.  -1 out of memory. */
+static int prune_add_probe(struct prune_state *state, const char *path)
 {
-    state->probes = calloc(state->candidate_count ? state->candidate_count : 1,
-                           sizeof *state->probes);
-    if (state->probes == NULL)
+    for (size_t probe = 0; probe < state->probe_count; probe++)
+        if (strcmp(state->probes[probe].path, path) == 0)
+            return 0;
+    if (state->probe_count == state->probe_capacity) {
+        size_t capacity = state->probe_capacity ? 2 * state->probe_capacity : 16;
+        struct checkpoint_probe *grown = realloc(state->probes, capacity * sizeof *grown);
+        if (grown == NULL)
+            return -1;
+        state->probes = grown;
+        state->probe_capacity = capacity;
+    }
+    char *copy = strdup(path);
+    if (copy == NULL)
         return -1;
+    state->probes[state->probe_count++] = (struct checkpoint_probe){.path = copy};
+    return 0;
+}
+
+/* The save glob is matched as the shim matches it (the path as the trainer
+ * passed it, or its absolute form): here the absolute form, the form
+ * relative to the current directory, and the bare name for a glob without a
+ * slash (a trainer that names its checkpoint relative to a directory).
+ * Matching too much only keeps a snapshot longer. */
+static bool prune_path_matches_save_glob(const char *glob, const char *path, const char *cwd)
+{
+    if (fnmatch(glob, path, 0) == 0)
+        return true;
+    size_t cwd_length = cwd != NULL ? strlen(cwd) : 0;
+    if (cwd_length > 0 && strncmp(path, cwd, cwd_length) == 0 && path[cwd_length] == '/' &&
+        fnmatch(glob, path + cwd_length + 1, 0) == 0)
+        return true;
+    const char *name = strrchr(path, '/');
+    return strchr(glob, '/') == NULL && name != NULL && fnmatch(glob, name + 1, 0) == 0;
+}
+
+/* Probes every file of `directory` that matches the save glob. */
+static int prune_probe_directory(struct prune_state *state, const char *directory,
+                                 const char *glob, const char *cwd)
+{
+    DIR *listing = runtime_sysio.opendir(directory);
+    if (listing == NULL)
+        return 0; /* gone or unreadable: it holds nothing we could see */
+    int result = 0;
+    struct dirent *entry;
+    while (result == 0 && (entry = runtime_sysio.readdir(listing)) != NULL) {
+        char path[PATH_MAX];
+        if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0 ||
+            join_path(path, sizeof path, strcmp(directory, "/") == 0 ? "" : directory,
+                      entry->d_name) != 0)
+            continue;
+        if (prune_path_matches_save_glob(glob, path, cwd))
+            result = prune_add_probe(state, path);
+    }
+    runtime_sysio.closedir(listing);
+    return result;
+}
+
+/* The directory part of path ("/" for "/name"), or false for a bare name. */
+static bool directory_of(const char *path, char *directory, size_t directory_size)
+{
+    const char *slash = strrchr(path, '/');
+    if (slash == NULL)
+        return false;
+    size_t length = slash == path ? 1 : (size_t)(slash - path);
+    if (length >= directory_size)
+        return false;
+    memcpy(directory, path, length);
+    directory[length] = '\0';
+    return true;
+}
+
+/* The directory the save glob itself names, when its directory part has no
+ * wildcard ("/ckpt/model-*.pt" names "/ckpt"; "ck*" the current directory). */
+static bool save_glob_directory(const char *glob, const char *cwd, char *directory,
+                                size_t directory_size)
+{
+    const char *slash = strrchr(glob, '/');
+    size_t part_length = slash == NULL ? 0 : (size_t)(slash - glob);
+    for (size_t index = 0; index < part_length; index++)
+        if (strchr("*?[\\", glob[index]) != NULL)
+            return false;
+    int length;
+    if (glob[0] == '/')
+        length = snprintf(directory, directory_size, "%.*s", (int)(part_length ? part_length : 1),
+                          glob);
+    else if (cwd == NULL)
+        return false;
+    else if (part_length == 0)
+        length = snprintf(directory, directory_size, "%s", cwd);
+    else
+        length = snprintf(directory, directory_size, "%s/%.*s", cwd, (int)part_length, glob);
+    return length > 0 && (size_t)length < directory_size;
+}
+
+/* One probe per checkpoint path named by any snapshot, and, with a save
+ * glob, per file matching it in the directories of those paths and in the
+ * glob's own directory: a copy such as ck.bak, or the checkpoint another
+ * replica keeps, holds content as much as the path a snapshot recorded. */
+static int prune_collect_probes(struct prune_state *state, const char *save_glob)
+{
     for (size_t index = 0; index < state->candidate_count; index++) {
         const char *path = state->candidates[index].snapshot.checkpoint_path;
-        if (path == NULL || path[0] == '\0')
-            continue;
-        bool known = false;
-        for (size_t probe = 0; probe < state->probe_count && !known; probe++)
-            known = strcmp(state->probes[probe].path, path) == 0;
-        if (!known)
-            state->probes[state->probe_count++] = (struct checkpoint_probe){.path = path};
+        if (path != NULL && path[0] != '\0' && prune_add_probe(state, path) != 0)
+            return -1;
     }
-    return 0;
+    if (save_glob == NULL || save_glob[0] == '\0')
+        return 0;
+    char cwd_buffer[PATH_MAX];
+    const char *cwd = getcwd(cwd_buffer, sizeof cwd_buffer);
+    size_t directory_count = state->candidate_count + 1;
+    char (*directories)[PATH_MAX] = calloc(directory_count, sizeof *directories);
+    if (directories == NULL)
+        return -1;
+    size_t used = 0;
+    if (save_glob_directory(save_glob, cwd, directories[used], sizeof directories[used]))
+        used++;
+    for (size_t index = 0; index < state->candidate_count; index++) {
+        const char *path = state->candidates[index].snapshot.checkpoint_path;
+        if (path != NULL && directory_of(path, directories[used], sizeof directories[used]))
+            used++;
+    }
+    int result = 0;
+    for (size_t index = 0; index < used && result == 0; index++) {
+        bool seen = false;
+        for (size_t earlier = 0; earlier < index && !seen; earlier++)
+            seen = strcmp(directories[earlier], directories[index]) == 0;
+        if (!seen)
+            result = prune_probe_directory(state, directories[index], save_glob, cwd);
+    }
+    free(directories);
+    return result;
 }
 
 /* Does the file at probe->path hold `binding`?  Unknown (unreadable file of
@@ -1770,11 +1891,13 @@ static void prune_state_free(struct prune_state *state)
         snapshot_free(&state->candidates[index].snapshot);
     }
     free(state->candidates);
+    for (size_t probe = 0; probe < state->probe_count; probe++)
+        free(state->probes[probe].path);
     free(state->probes);
 }
 
-int snapshot_prune(const char *directory, const struct content_identity *keep, char *error,
-                   size_t error_size)
+int snapshot_prune(const char *directory, const struct content_identity *keep,
+                   const char *save_glob, char *error, size_t error_size)
 {
     struct prune_state state = {.directory = directory};
     struct content_identity no_keep = {0, 0};
@@ -1786,7 +1909,7 @@ int snapshot_prune(const char *directory, const struct content_identity *keep, c
         prune_state_free(&state);
         return -1;
     }
-    if (prune_collect_probes(&state) != 0) {
+    if (prune_collect_probes(&state, save_glob) != 0) {
         set_error(error, error_size, "pruning snapshots in '%s': out of memory", directory);
         prune_state_free(&state);
         errno = ENOMEM;

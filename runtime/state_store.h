@@ -156,12 +156,15 @@ int snapshot_load_latest(const char *directory, struct adaptdl_snapshot *snapsho
 #define SNAPSHOT_PRUNE_GRACE_SECONDS 30.0
 
 /* Deletes snapshots other than `keep`, older than the grace period, whose
- * bound content no longer exists at any checkpoint path named by a snapshot
- * in the directory.  Returns the
- * number deleted, or -1.  Undecodable snapshot files are left alone, and so
- * is any snapshot with a higher sequence than keep's (its commit may still be
- * in flight).  keep may be NULL (keep nothing in particular). */
+ * bound content no longer exists in any file that could resume: the
+ * checkpoint paths named by the snapshots in the directory and, when
+ * save_glob (ADAPTDL_SAVE) is given, every file matching it in the
+ * directories of those paths and in the glob's own directory (a copy such as
+ * ck.bak, a checkpoint another replica keeps).  Returns the number deleted,
+ * or -1.  Undecodable snapshot files are left alone, and so is any snapshot
+ * with a higher sequence than keep's (its commit may still be in flight).
+ * keep may be NULL (keep nothing in particular), save_glob too. */
 int snapshot_prune(const char *directory, const struct content_identity *keep,
-                   char *error, size_t error_size);
+                   const char *save_glob, char *error, size_t error_size);
 
 #endif

@@ -1578,7 +1578,7 @@ Test(state_prune, deletes_only_snapshots_whose_content_is_gone)
     char *other = path_join(state, JOB_RECORD_FILE_NAME);
     write_text_file(other, "job");
 
-    int deleted = snapshot_prune(state, &current, error, sizeof error);
+    int deleted = snapshot_prune(state, &current, NULL, error, sizeof error);
     cr_assert_eq(deleted, 2, "deleted %d: %s", deleted, error);
     cr_assert_not(snapshot_exists(state, &first), "content-1 is gone everywhere");
     cr_assert(snapshot_exists(state, &second), "content-2 still lives in best.ckpt");
@@ -1589,11 +1589,11 @@ Test(state_prune, deletes_only_snapshots_whose_content_is_gone)
     cr_assert(file_exists(other));
 
     /* Nothing more to do on a second pass. */
-    cr_assert_eq(snapshot_prune(state, &current, error, sizeof error), 0, "%s", error);
+    cr_assert_eq(snapshot_prune(state, &current, NULL, error, sizeof error), 0, "%s", error);
 
     /* Once best.ckpt changes, the second snapshot goes too. */
     write_text_file(best, "content-6");
-    cr_assert_eq(snapshot_prune(state, &current, error, sizeof error), 1, "%s", error);
+    cr_assert_eq(snapshot_prune(state, &current, NULL, error, sizeof error), 1, "%s", error);
     cr_assert_not(snapshot_exists(state, &second));
 
     free(corrupt);
@@ -1613,7 +1613,7 @@ Test(state_prune, never_deletes_keep_even_when_its_content_is_gone)
     struct content_identity keep = commit_checkpoint(state, model, "keep!", 2);
     unlink(model);
     char error[512] = "";
-    cr_assert_eq(snapshot_prune(state, &keep, error, sizeof error), 1, "%s", error);
+    cr_assert_eq(snapshot_prune(state, &keep, NULL, error, sizeof error), 1, "%s", error);
     cr_assert(snapshot_exists(state, &keep));
     cr_assert_not(snapshot_exists(state, &older));
     free(model);
@@ -1625,7 +1625,7 @@ Test(state_prune, missing_directory_is_an_error)
 {
     struct content_identity keep = {1, 2};
     char error[512] = "";
-    cr_assert_eq(snapshot_prune("/nonexistent/adaptshim-state", &keep, error, sizeof error), -1);
+    cr_assert_eq(snapshot_prune("/nonexistent/adaptshim-state", &keep, NULL, error, sizeof error), -1);
     cr_assert_not_null(strstr(error, "/nonexistent/adaptshim-state"), "%s", error);
 }
 
@@ -1655,6 +1655,88 @@ Test(state_store, load_latest_picks_the_newest_snapshot)
     snapshot_free(&newer);
     cr_expect_eq(snapshot_load_latest("/nonexistent/adaptshim", &found, error, sizeof error), -1);
     remove_temp_directory(directory);
+}
+
+/* ------------------------------------------------ pruning with the save glob */
+
+/* A copy of a checkpoint that no snapshot names (ck.bak, a new replica's
+ * ck1) still resumes: its snapshot must stay. */
+Test(state_prune, a_copy_matching_the_save_glob_keeps_its_snapshot)
+{
+    char *state = make_temp_directory();
+    char *work = make_temp_directory();
+    char *model = path_join(work, "ck0"), *backup = path_join(work, "ck0.bak");
+    char *replica = path_join(work, "ck1"), *elsewhere = path_join(work, "other.bin");
+    char glob[PATH_MAX];
+    snprintf(glob, sizeof glob, "%s/ck*", work);
+    char error[512] = "";
+
+    struct content_identity first = commit_checkpoint(state, model, "content-1", 1);
+    write_text_file(backup, "content-1");
+    struct content_identity second = commit_checkpoint(state, model, "content-2", 2);
+    write_text_file(replica, "content-2");
+    struct content_identity third = commit_checkpoint(state, model, "content-3", 3);
+    struct content_identity fourth = commit_checkpoint(state, model, "content-4", 4);
+    write_text_file(elsewhere, "content-3"); /* does not match the glob */
+
+    cr_assert_eq(snapshot_prune(state, &fourth, glob, error, sizeof error), 1, "%s", error);
+    cr_expect(snapshot_exists(state, &first), "ck0.bak holds content-1");
+    cr_expect(snapshot_exists(state, &second), "ck1 holds content-2");
+    cr_expect_not(snapshot_exists(state, &third), "only other.bin holds content-3");
+    cr_expect(snapshot_exists(state, &fourth));
+
+    /* without the glob only the recorded paths count (the old rule) */
+    cr_assert_eq(snapshot_prune(state, &fourth, NULL, error, sizeof error), 2, "%s", error);
+    cr_expect_not(snapshot_exists(state, &first));
+    cr_expect_not(snapshot_exists(state, &second));
+    free(model);
+    free(backup);
+    free(replica);
+    free(elsewhere);
+    remove_temp_directory(work);
+    remove_temp_directory(state);
+}
+
+/* The glob's own directory is searched even when no snapshot recorded a
+ * path there, and a relative glob is matched against the current
+ * directory; a FIFO matching the glob does not hang the search. */
+Test(state_prune, the_globs_directory_counts_relative_globs_too, .timeout = 10)
+{
+    char *state = make_temp_directory();
+    char *work = make_temp_directory();
+    char *other = make_temp_directory();
+    char *model = path_join(work, "model.pt");
+    char *copy = path_join(other, "model.pt.copy");
+    char *fifo = path_join(other, "model.pt.fifo");
+    cr_assert_eq(mkfifo(fifo, 0644), 0);
+    char error[512] = "";
+    struct content_identity first = commit_checkpoint(state, model, "content-1", 1);
+    write_text_file(copy, "content-1");
+    struct content_identity second = commit_checkpoint(state, model, "content-2", 2);
+
+    char absolute_glob[PATH_MAX];
+    snprintf(absolute_glob, sizeof absolute_glob, "%s/model.pt*", other);
+    cr_assert_eq(snapshot_prune(state, &second, absolute_glob, error, sizeof error), 0, "%s",
+                 error);
+    cr_expect(snapshot_exists(state, &first), "the copy in the glob's directory holds it");
+
+    char cwd[PATH_MAX];
+    cr_assert_not_null(getcwd(cwd, sizeof cwd));
+    cr_assert_eq(chdir(other), 0);
+    cr_assert_eq(snapshot_prune(state, &second, "model.pt.*", error, sizeof error), 0, "%s",
+                 error);
+    cr_expect(snapshot_exists(state, &first), "relative glob, current directory");
+    cr_assert_eq(chdir(cwd), 0);
+
+    cr_assert_eq(snapshot_prune(state, &second, "model.pt.*", error, sizeof error), 1, "%s",
+                 error);
+    cr_expect_not(snapshot_exists(state, &first), "a directory neither named nor recorded is not searched");
+    free(model);
+    free(copy);
+    free(fifo);
+    remove_temp_directory(other);
+    remove_temp_directory(work);
+    remove_temp_directory(state);
 }
 
 /* ------------------------------------------------------ range-checked loads */
