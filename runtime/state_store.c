@@ -258,6 +258,15 @@ uint64_t content_hash_bytes(const void *data, size_t size, uint64_t seed)
 
 int content_identity_of_fd(int fd, struct content_identity *identity)
 {
+    /* Only a regular file has a content to bind: a pipe would fail on the
+     * first pread, but a character device (/dev/zero) would never end. */
+    struct stat status;
+    if (runtime_sysio.fstat(fd, &status) != 0)
+        return -1;
+    if (!S_ISREG(status.st_mode)) {
+        errno = S_ISDIR(status.st_mode) ? EISDIR : EINVAL;
+        return -1;
+    }
     /* Heap, not stack: this may run on a trainer thread with a small stack. */
     unsigned char *chunk = malloc(CONTENT_HASH_CHUNK_SIZE);
     if (chunk == NULL)
@@ -293,7 +302,9 @@ int content_identity_of_fd(int fd, struct content_identity *identity)
 
 int content_identity_of_path(const char *path, struct content_identity *identity)
 {
-    int fd = runtime_sysio.open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
+     * writer that never comes (it is refused as not regular just after). */
+    int fd = runtime_sysio.open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return -1;
     int result = content_identity_of_fd(fd, identity);
@@ -1475,7 +1486,11 @@ int state_file_read(const char *directory, const char *name, void **data, size_t
         errno = ENAMETOOLONG;
         return -1;
     }
-    int fd = runtime_sysio.open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO planted under a state file's name must be refused
+     * (below, as not a regular file), not waited on: the job record is read
+     * before the trainer's main, so a blocking open would hang every process
+     * of the job.  On a regular file the flag changes nothing. */
+    int fd = runtime_sysio.open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         int saved_errno = errno;
         set_error(error, error_size, "cannot open '%s': %s", path, strerror(saved_errno));

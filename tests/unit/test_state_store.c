@@ -1657,6 +1657,56 @@ Test(state_store, load_latest_picks_the_newest_snapshot)
     remove_temp_directory(directory);
 }
 
+/* ------------------------------------------------ FIFOs and other non-files */
+
+/* A FIFO under a state file's name: opened blocking, every read of it would
+ * wait for a writer that never comes, before the trainer's main. */
+Test(state_file, a_fifo_is_refused_without_waiting_for_a_writer, .timeout = 10)
+{
+    char *directory = make_temp_directory();
+    char *job = path_join(directory, JOB_RECORD_FILE_NAME);
+    cr_assert_eq(mkfifo(job, 0644), 0);
+    struct adaptdl_job_record record;
+    char error[512] = "";
+    cr_assert_eq(job_record_load(directory, &record, error, sizeof error), -1);
+    cr_assert_not_null(strstr(error, "not a regular file"), "%s", error);
+    cr_assert_not_null(strstr(error, JOB_RECORD_FILE_NAME), "%s", error);
+    cr_assert_eq(record.restart_cost_seconds, -1.0, "initialised after the error");
+    /* a FIFO where a snapshot should be: the bound load and pruning */
+    struct content_identity binding = {48, 0x1234};
+    char name[128];
+    snapshot_file_name(&binding, name, sizeof name);
+    char *snapshot_path = path_join(directory, name);
+    cr_assert_eq(mkfifo(snapshot_path, 0644), 0);
+    struct adaptdl_snapshot snapshot;
+    cr_assert_eq(snapshot_load_bound(directory, &binding, &snapshot, error, sizeof error), -1);
+    cr_assert_not_null(strstr(error, "not a regular file"), "%s", error);
+    struct content_identity keep = {1, 2};
+    cr_assert_eq(snapshot_prune(directory, &keep, NULL, error, sizeof error), 0, "%s", error);
+    cr_assert(file_exists(snapshot_path), "what cannot be decoded is left alone");
+    cr_assert_eq(snapshot_load_latest(directory, &snapshot, error, sizeof error), 1);
+    free(snapshot_path);
+    free(job);
+    remove_temp_directory(directory);
+}
+
+Test(state_identity, only_regular_files_have_a_content_identity, .timeout = 10)
+{
+    char *directory = make_temp_directory();
+    char *fifo = path_join(directory, "ck.fifo");
+    cr_assert_eq(mkfifo(fifo, 0644), 0);
+    struct content_identity identity;
+    cr_assert_eq(content_identity_of_path(fifo, &identity), -1);
+    cr_assert_eq(errno, EINVAL);
+    cr_assert_eq(content_identity_of_path(directory, &identity), -1);
+    cr_assert_eq(errno, EISDIR);
+    /* a device that never ends would be hashed forever */
+    cr_assert_eq(content_identity_of_path("/dev/zero", &identity), -1);
+    cr_assert_eq(errno, EINVAL);
+    free(fifo);
+    remove_temp_directory(directory);
+}
+
 /* ------------------------------------------------ pruning with the save glob */
 
 /* A copy of a checkpoint that no snapshot names (ck.bak, a new replica's
