@@ -130,6 +130,13 @@ static int join_path(char *path, size_t path_size, const char *directory, const 
     return 0;
 }
 
+static double unix_time_now(void)
+{
+    struct timeval now;
+    gettimeofday(&now, NULL);
+    return (double)now.tv_sec + (double)now.tv_usec * 1e-6;
+}
+
 /* ------------------------------------------------------------------------- */
 /* Content hash                                                                */
 /* ------------------------------------------------------------------------- */
@@ -1399,7 +1406,11 @@ int state_directory_prepare(const char *directory, char *error, size_t error_siz
         errno = ENOTDIR;
         return -1;
     }
-    return probe_directory_writable(directory, error, error_size);
+    if (probe_directory_writable(directory, error, error_size) != 0)
+        return -1;
+    /* Best effort: a leftover costs only disk space. */
+    state_directory_remove_leftovers(directory, unix_time_now(), NULL, 0);
+    return 0;
 }
 
 /* fsync of a directory makes a rename inside it durable. */
@@ -1532,6 +1543,87 @@ int state_file_read(const char *directory, const char *name, void **data, size_t
     *data = buffer;
     *size = (size_t)got;
     return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Leftovers of killed writers                                                 */
+/* ------------------------------------------------------------------------- */
+
+static bool is_snapshot_file_name_span(const char *name, size_t length);
+
+/* Length of a trailing ".DIGITS.DIGITS" (the writer's pid and counter), or 0. */
+static size_t writer_suffix_length(const char *name, size_t length)
+{
+    size_t end = length;
+    for (int part = 0; part < 2; part++) {
+        size_t digits = 0;
+        while (end > 0 && name[end - 1] >= '0' && name[end - 1] <= '9') {
+            end--;
+            digits++;
+        }
+        if (digits == 0 || end == 0 || name[end - 1] != '.')
+            return 0;
+        end--;
+    }
+    return length - end;
+}
+
+/* True for the names only this file's writers create: a temp file of
+ * state_file_write_atomic (".NAME.tmp.PID.N" of a job record or snapshot)
+ * or a writability probe (".adaptshim-probe.PID.N").  The pattern is strict
+ * because the state directory may be shared with the trainer's own files. */
+static bool is_writer_leftover_name(const char *name)
+{
+    static const char probe_prefix[] = ".adaptshim-probe";
+    static const char temp_marker[] = ".tmp";
+    size_t length = strlen(name);
+    size_t suffix = writer_suffix_length(name, length);
+    if (suffix == 0 || name[0] != '.')
+        return false;
+    size_t stem = length - suffix; /* ".adaptshim-probe" or ".NAME.tmp" */
+    if (stem == sizeof probe_prefix - 1 && memcmp(name, probe_prefix, stem) == 0)
+        return true;
+    size_t marker = sizeof temp_marker - 1;
+    if (stem < 1 + marker || memcmp(name + stem - marker, temp_marker, marker) != 0)
+        return false;
+    const char *inner = name + 1;
+    size_t inner_length = stem - 1 - marker;
+    return (inner_length == sizeof JOB_RECORD_FILE_NAME - 1 &&
+            memcmp(inner, JOB_RECORD_FILE_NAME, inner_length) == 0) ||
+           is_snapshot_file_name_span(inner, inner_length);
+}
+
+int state_directory_remove_leftovers(const char *directory, double now, char *error,
+                                     size_t error_size)
+{
+    DIR *listing = runtime_sysio.opendir(directory);
+    if (listing == NULL) {
+        int saved_errno = errno;
+        set_error(error, error_size, "cannot list state directory '%s': %s", directory,
+                  strerror(saved_errno));
+        errno = saved_errno;
+        return -1;
+    }
+    int removed = 0;
+    struct dirent *entry;
+    while ((entry = runtime_sysio.readdir(listing)) != NULL) {
+        if (!is_writer_leftover_name(entry->d_name))
+            continue;
+        char path[PATH_MAX];
+        struct stat status;
+        if (join_path(path, sizeof path, directory, entry->d_name) != 0 ||
+            runtime_sysio.stat(path, &status) != 0)
+            continue; /* gone already: another replica removed it */
+        double modified = (double)status.st_mtim.tv_sec + (double)status.st_mtim.tv_nsec * 1e-9;
+        /* A young one may be a write in flight, on this host or another
+         * sharing the directory: removing it would fail that commit. */
+        if (modified > now - STATE_LEFTOVER_GRACE_SECONDS)
+            continue;
+        if (runtime_sysio.unlink(path) == 0)
+            removed++;
+    }
+    runtime_sysio.closedir(listing);
+    return removed;
 }
 
 void snapshot_file_name(const struct content_identity *binding, char *name, size_t name_size)
@@ -1942,9 +2034,10 @@ int snapshot_prune(const char *directory, const struct content_identity *keep,
         }
     }
 
-    struct timeval now_value;
-    gettimeofday(&now_value, NULL);
-    double now = (double)now_value.tv_sec + (double)now_value.tv_usec * 1e-6;
+    double now = unix_time_now();
+    /* A long job commits often but starts rarely: leftovers of a writer
+     * killed in this run's lifetime go here too. */
+    state_directory_remove_leftovers(directory, now, NULL, 0);
     int deleted = 0;
     for (size_t index = 0; index < state.candidate_count; index++) {
         const struct prune_candidate *candidate = &state.candidates[index];

@@ -117,8 +117,23 @@ void job_record_free(struct adaptdl_job_record *record);
 void job_record_init(struct adaptdl_job_record *record);
 
 /* --- files ---------------------------------------------------------------- */
-/* Creates the state directory if its parent exists.  -1 with a message. */
+/* Creates the state directory if its parent exists, proves it writable and
+ * removes the leftovers of killed writers (state_directory_remove_leftovers).
+ * -1 with a message. */
 int state_directory_prepare(const char *directory, char *error, size_t error_size);
+
+/* Temp files and writability probes younger than this may belong to a write
+ * in flight (on any host sharing the directory); older ones are leftovers of
+ * a writer that was killed between creating and renaming them. */
+#define STATE_LEFTOVER_GRACE_SECONDS 600.0
+
+/* Removes the temp files (".NAME.tmp.PID.N") and probes (".adaptshim-probe.PID.N")
+ * of this module's writers whose modification time is older than the grace
+ * period at `now` (Unix seconds); nothing else in the directory is touched.
+ * Returns how many were removed, or -1 with a message when the directory
+ * cannot be listed. */
+int state_directory_remove_leftovers(const char *directory, double now, char *error,
+                                     size_t error_size);
 
 /* Atomic write of `name` inside `directory`: temp file, fsync, rename, fsync
  * of the directory.  The previous file stays intact until the rename. */
@@ -163,7 +178,8 @@ int snapshot_load_latest(const char *directory, struct adaptdl_snapshot *snapsho
  * ck.bak, a checkpoint another replica keeps).  Returns the number deleted,
  * or -1.  Undecodable snapshot files are left alone, and so is any snapshot
  * with a higher sequence than keep's (its commit may still be in flight).
- * keep may be NULL (keep nothing in particular), save_glob too. */
+ * keep may be NULL (keep nothing in particular), save_glob too.  Leftovers
+ * of killed writers are removed on the way (state_directory_remove_leftovers). */
 int snapshot_prune(const char *directory, const struct content_identity *keep,
                    const char *save_glob, char *error, size_t error_size);
 

@@ -29,6 +29,9 @@
 #include "state_store.h"
 #include "sysio.h"
 
+#include <sys/time.h>
+#include <time.h>
+
 #define MAYBE_UNUSED __attribute__((unused))
 
 /* ---------------------------------------------------------------- helpers */
@@ -1704,6 +1707,90 @@ Test(state_identity, only_regular_files_have_a_content_identity, .timeout = 10)
     cr_assert_eq(content_identity_of_path("/dev/zero", &identity), -1);
     cr_assert_eq(errno, EINVAL);
     free(fifo);
+    remove_temp_directory(directory);
+}
+
+/* ---------------------------------------------- leftovers of killed writers */
+
+static void make_file_aged(const char *directory, const char *name, double age_seconds)
+{
+    char *path = path_join(directory, name);
+    write_text_file(path, "partial");
+    struct timeval now;
+    gettimeofday(&now, NULL);
+    struct timespec times[2];
+    times[0].tv_sec = now.tv_sec - (time_t)age_seconds;
+    times[0].tv_nsec = 0;
+    times[1] = times[0];
+    cr_assert_eq(utimensat(AT_FDCWD, path, times, 0), 0, "%s", strerror(errno));
+    free(path);
+}
+
+static bool exists_in(const char *directory, const char *name)
+{
+    char *path = path_join(directory, name);
+    bool exists = file_exists(path);
+    free(path);
+    return exists;
+}
+
+static double unix_now(void)
+{
+    struct timeval now;
+    gettimeofday(&now, NULL);
+    return (double)now.tv_sec + (double)now.tv_usec * 1e-6;
+}
+
+Test(state_leftovers, old_temp_files_and_probes_go_young_ones_and_lookalikes_stay)
+{
+    char *directory = make_temp_directory();
+    double old = STATE_LEFTOVER_GRACE_SECONDS + 60, young = 5;
+    static const char *const stale[] = {
+        ".job.msgpack.tmp.4242.1",
+        ".snapshot-48-00000000deadbeef.msgpack.tmp.17.3",
+        ".adaptshim-probe.99.12",
+    };
+    static const char *const kept_old[] = {
+        "job.msgpack",                            /* the state itself */
+        "snapshot-48-00000000deadbeef.msgpack",
+        ".ck.tmp.12.3",                           /* a trainer's own temp file */
+        ".job.msgpack.tmp.12",                    /* not our pattern */
+        ".job.msgpack.tmp.12.x",
+        ".snapshot-48.tmp.1.2",
+        "job.msgpack.tmp.1.2",
+        ".adaptshim-probe.1",
+    };
+    for (size_t i = 0; i < sizeof stale / sizeof stale[0]; i++)
+        make_file_aged(directory, stale[i], old);
+    for (size_t i = 0; i < sizeof kept_old / sizeof kept_old[0]; i++)
+        make_file_aged(directory, kept_old[i], old);
+    make_file_aged(directory, ".job.msgpack.tmp.4243.2", young); /* a write in flight */
+    char error[256] = "";
+    cr_assert_eq(state_directory_remove_leftovers(directory, unix_now(), error, sizeof error),
+                 3, "%s", error);
+    for (size_t i = 0; i < sizeof stale / sizeof stale[0]; i++)
+        cr_expect_not(exists_in(directory, stale[i]), "%s is a leftover", stale[i]);
+    for (size_t i = 0; i < sizeof kept_old / sizeof kept_old[0]; i++)
+        cr_expect(exists_in(directory, kept_old[i]), "%s is not ours to remove", kept_old[i]);
+    cr_expect(exists_in(directory, ".job.msgpack.tmp.4243.2"), "young: maybe in flight");
+    cr_assert_eq(state_directory_remove_leftovers("/nonexistent/adaptshim", unix_now(), error,
+                                                  sizeof error), -1);
+    cr_expect_not_null(strstr(error, "/nonexistent/adaptshim"), "%s", error);
+    remove_temp_directory(directory);
+}
+
+Test(state_leftovers, preparing_the_directory_and_pruning_remove_them)
+{
+    char *directory = make_temp_directory();
+    double old = STATE_LEFTOVER_GRACE_SECONDS + 60;
+    make_file_aged(directory, ".job.msgpack.tmp.4242.1", old);
+    char error[256] = "";
+    cr_assert_eq(state_directory_prepare(directory, error, sizeof error), 0, "%s", error);
+    cr_expect_not(exists_in(directory, ".job.msgpack.tmp.4242.1"));
+    make_file_aged(directory, ".snapshot-1-0000000000000001.msgpack.tmp.4242.2", old);
+    struct content_identity keep = {1, 1};
+    cr_assert_geq(snapshot_prune(directory, &keep, NULL, error, sizeof error), 0, "%s", error);
+    cr_expect_not(exists_in(directory, ".snapshot-1-0000000000000001.msgpack.tmp.4242.2"));
     remove_temp_directory(directory);
 }
 
