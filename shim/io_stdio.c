@@ -387,13 +387,22 @@ SHIM_EXPORT int fclose(FILE *stream)
         return REAL(fclose)(stream);
     struct shim_stream entry = shim_stream_unregister(stream);
     /* A checkpoint's content is complete once flushed: bind the snapshot
-     * before the stream closes (see close() in io_fd.c). */
-    if (entry.checkpoint_path != NULL && fflush(stream) == 0)
-        shim_commit_checkpoint_path(entry.checkpoint_path, entry.checkpoint_path);
+     * before the stream closes (see close() in io_fd.c).  A snapshot that
+     * cannot be written fails the fclose with the write's errno; the stream
+     * is closed all the same, as after any failed fclose. */
+    int commit = 0, commit_errno = 0;
+    if (entry.checkpoint_path != NULL && fflush(stream) == 0) {
+        commit = shim_commit_checkpoint_path(entry.checkpoint_path, entry.checkpoint_path);
+        commit_errno = errno;
+    }
     if (entry.cookie != NULL)
         shim_view_cookie_deliver_consumed(entry.cookie);
     int result = REAL(fclose)(stream);
     int saved = errno;
+    if (commit != 0 && result == 0) {
+        result = EOF;
+        saved = commit_errno;
+    }
     if (entry.slot != NULL) {
         fd_slot_release(entry.slot);
         if (entry.fd >= 0) {
