@@ -176,6 +176,23 @@ int session_commit_checkpoint_file(struct runtime_session *session, const char *
     return -1;
 }
 
+int session_prepare_state_directory(struct runtime_session *session, char *error,
+                                    size_t error_size)
+{
+    const char *directory = session->config.checkpoint_path;
+    if (directory == NULL)
+        return 0;
+    char problem[768];
+    if (state_directory_prepare(directory, problem, sizeof problem) == 0)
+        return 0;
+    int saved_errno = errno;
+    snprintf(error, error_size,
+             "ADAPTDL_CHECKPOINT_PATH: %s; accepted: a writable directory, or a path whose "
+             "parent directory exists (the directory is then created)", problem);
+    errno = saved_errno;
+    return -1;
+}
+
 int session_restore_checkpoint(struct runtime_session *session, const char *checkpoint_path,
                                const struct content_identity *identity,
                                char *error, size_t error_size)

@@ -43,6 +43,12 @@ bool session_match_save(const struct runtime_session *session, const char *path,
 /* True once any train view delivered a payload byte in this run. */
 bool session_train_record_delivered(struct runtime_session *session);
 
+/* Prepares ADAPTDL_CHECKPOINT_PATH (state_directory_prepare) when it is set.
+ * -1 with errno and a one-line message that names the variable, what is
+ * wrong and what is accepted. */
+int session_prepare_state_directory(struct runtime_session *session, char *error,
+                                    size_t error_size);
+
 /* The trainer committed a checkpoint whose content has `identity`: writes the
  * bound snapshot.  0 written, 1 nothing to do (no checkpoint directory),
  * -1 with errno (ENOSPC, EIO... of the failed write; ENOMEM) when no

@@ -2,7 +2,8 @@
  * that cannot be written fails the commit with the write's errno and
  * leaves the previous snapshots as they were; a commit prunes with the
  * save glob, so a copy of a checkpoint keeps its snapshot; what cannot be
- * bound (a directory, a vanished file) is no failure.
+ * bound (a directory, a vanished file) is no failure; a state directory that
+ * cannot be prepared is reported naming ADAPTDL_CHECKPOINT_PATH.
  * Failures are injected through the runtime_sysio table (each Criterion
  * test runs in its own process). */
 #include <criterion/criterion.h>
@@ -281,4 +282,31 @@ Test(session, a_commit_prunes_with_the_save_glob)
     cr_expect_eq(count_snapshots(fixture.state), 1, "the copy is gone: so is its snapshot");
     free(backup);
     fixture_free(&fixture);
+}
+
+Test(session, an_unusable_state_directory_names_the_variable)
+{
+    struct runtime_session session;
+    session_init(&session);
+    char error[1024] = "";
+    cr_expect_eq(session_prepare_state_directory(&session, error, sizeof error), 0,
+                 "unset: nothing to prepare");
+    char *work = make_directory();
+    char *state = path_in(work, "missing/state");
+    session.config.checkpoint_path = state;
+    cr_expect_eq(session_prepare_state_directory(&session, error, sizeof error), -1);
+    cr_expect_eq(errno, ENOENT);
+    cr_expect_eq(strncmp(error, "ADAPTDL_CHECKPOINT_PATH: ", 25), 0, "%s", error);
+    cr_expect_not_null(strstr(error, state), "%s", error);
+    cr_expect_not_null(strstr(error, "accepted:"), "%s", error);
+    char *plain = path_in(work, "plain");
+    write_text(plain, "x");
+    session.config.checkpoint_path = plain;
+    cr_expect_eq(session_prepare_state_directory(&session, error, sizeof error), -1);
+    cr_expect_eq(strncmp(error, "ADAPTDL_CHECKPOINT_PATH: ", 25), 0, "%s", error);
+    cr_expect_not_null(strstr(error, "not a directory"), "%s", error);
+    session.config.checkpoint_path = NULL;
+    free(state);
+    free(plain);
+    remove_directory(work);
 }
