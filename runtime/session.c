@@ -156,9 +156,9 @@ int session_commit_checkpoint_file(struct runtime_session *session, const char *
                       content_path, session_unbindable_contents[i].what);
             return 1;
         }
-        log_error("checkpoint %s: cannot read %s to bind a snapshot to it (%s): the commit "
-                  "fails with that error, and the previous checkpoint stays the one that "
-                  "resumes", checkpoint_path, content_path, strerror(saved_errno));
+        log_error("checkpoint %s: cannot read %s to bind a snapshot to it (%s): the "
+                  "trainer's commit fails with that error", checkpoint_path, content_path,
+                  strerror(saved_errno));
         errno = saved_errno;
         return -1;
     }
@@ -169,8 +169,8 @@ int session_commit_checkpoint_file(struct runtime_session *session, const char *
         return status;
     int saved_errno = errno;
     /* SPEC §5: the trainer learns it as a failed write of its own. */
-    log_error("checkpoint %s: snapshot not written: %s; the commit fails with \"%s\", and "
-              "the previous checkpoint stays the one that resumes", checkpoint_path, error,
+    log_error("checkpoint %s: snapshot not written: %s; the trainer's commit (its rename, "
+              "close or fclose) fails with \"%s\"", checkpoint_path, error,
               strerror(saved_errno));
     errno = saved_errno;
     return -1;
