@@ -57,6 +57,8 @@ TRAINERS  := $(patsubst tests/trainers/%.c,$(BUILD)/trainers/%,$(TRAINER_SRC)) \
              $(patsubst tests/trainers/%.cpp,$(BUILD)/trainers/%,$(TRAINER_CXX_SRC)) \
              $(patsubst tests/trainers/%.py,$(BUILD)/trainers/%.py,$(TRAINER_PY_SRC))
 TOOLS     := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRC)) $(BUILD)/tools/static_pie_probe
+# Preload libraries that inject faults (a full disk) into integration tests.
+FAULTS    := $(patsubst tests/faults/%.c,$(BUILD)/faults/%.so,$(sort $(wildcard tests/faults/*.c)))
 BENCHES   := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
@@ -66,7 +68,7 @@ ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 .PHONY: all deps check unit unit-asan integration tsan demo bench install clean
-all: $(LIB) $(STANDALONE) $(ARCHIVE) $(INSPECT) $(WRAP) $(TRAINERS) $(TOOLS)
+all: $(LIB) $(STANDALONE) $(ARCHIVE) $(INSPECT) $(WRAP) $(TRAINERS) $(TOOLS) $(FAULTS)
 
 # The launcher beside the library and the inspector, where it finds them, as
 # after `make install`.
@@ -170,6 +172,10 @@ $(BUILD)/tools/%: tests/tools/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror $(if $(findstring mpi,$*),$(MPI_CFLAGS)) \
 	    -o $@ $< $(if $(findstring mpi,$*),$(MPI_LIBS)) -lm
+
+$(BUILD)/faults/%.so: tests/faults/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -shared -fPIC -o $@ $< -ldl
 
 # Static programs, which LD_PRELOAD cannot reach: the inspector must refuse them.
 $(BUILD)/tools/static_probe: tests/tools/static_probe.c

@@ -117,6 +117,19 @@ const char *config_lookup(char *const *envp, const char *name);
  * left exactly as they are. */
 bool config_any_adaptdl_variable(char *const *envp);
 
+/* Whether `name` (name_length bytes, no "=value") is an ADAPTDL_* variable of
+ * the contract (SPEC §2) or of the launcher. */
+bool config_is_known_variable(const char *name, size_t name_length);
+/* The known variable nearest to `name` by edit distance (a transposition
+ * counts as one edit); ties go to the one listed first. */
+const char *config_closest_variable(const char *name, size_t name_length);
+/* Walks envp from *cursor (start at 0) to the next ADAPTDL_* variable that
+ * is not known (a typo, SPEC §2): true with a one-line warning in message
+ * naming it and the closest known variable, *cursor moved past it; false
+ * when there is none left. */
+bool config_next_unknown_variable(char *const *envp, size_t *cursor, char *message,
+                                  size_t message_size);
+
 const char *log_level_name(enum log_level level);
 
 /* Copies `length` bytes of text into out for use between double quotes in a

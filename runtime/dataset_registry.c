@@ -113,6 +113,33 @@ static struct pending_position *dataset_registry_match_pending(struct dataset_re
     return same_name;
 }
 
+/* A file the restored snapshot does not name, registered while a position of
+ * the same role is still waiting for its file: most likely the dataset was
+ * renamed since the checkpoint.  Positions are keyed by basename, and so is
+ * the shuffle order, so taking the waiting position would be a guess (SPEC
+ * §5): the file starts fresh, loudly. */
+static void dataset_registry_warn_not_in_snapshot(struct dataset_registry *registry,
+                                                  const struct dataset_file *file)
+{
+    if (!registry->restored)
+        return;
+    for (size_t i = 0; i < registry->pending_count; i++)
+        if (strcmp(registry->pending[i].position.name, file->basename) == 0)
+            return; /* named (its position may have gone to a namesake) */
+    for (size_t i = 0; i < registry->pending_count; i++) {
+        const struct pending_position *pending = &registry->pending[i];
+        if (pending->applied || pending->position.role != (uint32_t)file->entry->role)
+            continue;
+        log_warn("restore: data file %s (%llu records) is not named in the restored snapshot, "
+                 "whose position for \"%s\" (%llu records) no file of this run has taken: %s "
+                 "starts fresh; positions and the shuffle order follow the file's name, so a "
+                 "dataset renamed since the checkpoint must get its name back to resume",
+                 file->path, (unsigned long long)file->record_count, pending->position.name,
+                 (unsigned long long)pending->position.record_count, file->basename);
+        return;
+    }
+}
+
 int dataset_registry_add(struct dataset_registry *registry, struct dataset_file *file,
                          char *error, size_t error_size)
 {
@@ -134,8 +161,10 @@ int dataset_registry_add(struct dataset_registry *registry, struct dataset_file 
     registry->files_tail = &file->next;
     registry->file_count++;
     struct pending_position *pending = dataset_registry_match_pending(registry, file);
-    if (pending == NULL)
+    if (pending == NULL) {
+        dataset_registry_warn_not_in_snapshot(registry, file);
         return 0;
+    }
     pending->applied = true;
     if (file->pass_state_adopted) {
         /* the process that registered it first applied this position */
@@ -245,5 +274,8 @@ int dataset_registry_restore(struct dataset_registry *registry,
                                             error_size) != 0)
             return -1;
     }
+    /* only once every registered file has taken its position */
+    for (struct dataset_file *file = registry->files; file; file = file->next)
+        dataset_registry_warn_not_in_snapshot(registry, file);
     return 0;
 }

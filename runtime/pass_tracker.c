@@ -22,12 +22,23 @@ uint64_t (*pass_tracker_length_planner)(uint64_t record_count, uint64_t pass);
 uint64_t (*pass_tracker_resumed_length_planner)(uint64_t record_count, uint64_t pass,
                                                 uint64_t consumed, uint64_t bound_length);
 
+uint64_t pass_tracker_longest_pass(uint64_t record_count)
+{
+    uint64_t longest;
+    if (__builtin_mul_overflow(record_count, (uint64_t)PASS_TRACKER_MAX_SWEEPS, &longest))
+        return UINT64_MAX;
+    return longest;
+}
+
 static uint64_t pass_tracker_fresh_length(const struct pass_tracker *tracker, uint64_t pass)
 {
     uint64_t length = 0;
     if (tracker->statistical && pass_tracker_length_planner != NULL)
         length = pass_tracker_length_planner(tracker->record_count, pass);
-    return length == 0 ? tracker->record_count : length;
+    if (length == 0)
+        return tracker->record_count;
+    uint64_t longest = pass_tracker_longest_pass(tracker->record_count);
+    return length > longest ? longest : length;
 }
 
 static void pass_tracker_fix_current_pass(struct pass_tracker *tracker)
@@ -120,11 +131,18 @@ bool pass_tracker_restore(struct pass_tracker *tracker, enum resume_mode resume,
     tracker->resume = resume;
     tracker->bound_pass = bound_pass;
     tracker->bound_length = pass_length == 0 ? tracker->record_count : pass_length;
+    /* restores check positions first (snapshot_check.h); this only keeps a
+     * caller that did not from building a view no file could back */
+    if (tracker->bound_length > pass_tracker_longest_pass(tracker->record_count))
+        tracker->bound_length = pass_tracker_longest_pass(tracker->record_count);
     tracker->bound_index = current_index > tracker->bound_length ? tracker->bound_length
                                                                  : current_index;
     if (tracker->statistical && pass_tracker_resumed_length_planner != NULL) {
         uint64_t length = pass_tracker_resumed_length_planner(
             tracker->record_count, bound_pass, tracker->bound_index, tracker->bound_length);
+        uint64_t longest = pass_tracker_longest_pass(tracker->record_count);
+        if (length > longest)
+            length = longest;
         if (length >= tracker->bound_index)
             tracker->bound_length = length;
     }

@@ -19,6 +19,17 @@
 
 #include "config.h"
 
+/* The longest pass, in sweeps over the records: a statistical epoch (SPEC
+ * §7) runs for about N / efficiency records, and efficiency falls to 1/2048
+ * only at a batch thousands of times the initial one.  The cap keeps every
+ * view's per-record state (line offsets, delivery bits) within reach of its
+ * file's size, and lets a restore refuse any longer pass as one no run
+ * could have planned. */
+#define PASS_TRACKER_MAX_SWEEPS 4096u
+
+/* N * PASS_TRACKER_MAX_SWEEPS, saturated. */
+uint64_t pass_tracker_longest_pass(uint64_t record_count);
+
 struct pass_tracker {
     uint64_t record_count;     /* N */
     uint32_t replicas;         /* K (1 when the file is not sharded) */

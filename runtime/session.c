@@ -1,6 +1,7 @@
 /* session.c - checkpoint binding for one process (see session.h). */
 #include "session.h"
 
+#include <errno.h>
 #include <fnmatch.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -115,6 +116,7 @@ int session_commit_checkpoint(struct runtime_session *session, const char *check
         snprintf(error, error_size, "out of memory capturing a snapshot for %s",
                  checkpoint_path);
         snapshot_free(&snapshot);
+        errno = ENOMEM;
         return -1;
     }
     int status = snapshot_save(session->config.checkpoint_path, &snapshot, error, error_size);
@@ -133,12 +135,80 @@ int session_commit_checkpoint(struct runtime_session *session, const char *check
                           snapshot.files[i].record_count);
         }
         char prune_error[256];
-        if (snapshot_prune(session->config.checkpoint_path, identity, prune_error,
-                           sizeof prune_error) < 0)
+        if (snapshot_prune(session->config.checkpoint_path, identity, session->config.save_glob,
+                           prune_error, sizeof prune_error) < 0)
             log_warn("snapshot pruning: %s", prune_error);
     }
+    int saved_errno = errno; /* a failed write's: the caller fails the commit with it */
     snapshot_free(&snapshot);
+    errno = saved_errno;
     return status;
+}
+
+/* Hash failures that mean "nothing here to bind" rather than "the snapshot
+ * cannot be written": the path is gone (a rename source that does not
+ * exist fails the trainer's rename by itself; a file renamed away before
+ * its close was bound by that rename), or it is not a regular file. */
+static const struct {
+    int error_number;
+    const char *what;
+} session_unbindable_contents[] = {
+    {ENOENT, "no longer exists"},
+    {EISDIR, "is a directory"},
+    {EINVAL, "is not a regular file"},
+};
+
+int session_commit_checkpoint_file(struct runtime_session *session, const char *content_path,
+                                   const char *checkpoint_path,
+                                   unconsumed_records_fn unconsumed, void *context,
+                                   struct content_identity *identity)
+{
+    *identity = (struct content_identity){0, 0};
+    if (content_identity_of_path(content_path, identity) != 0) {
+        int saved_errno = errno;
+        for (size_t i = 0; i < sizeof session_unbindable_contents /
+                                   sizeof session_unbindable_contents[0]; i++) {
+            if (session_unbindable_contents[i].error_number != saved_errno)
+                continue;
+            log_debug("checkpoint %s: %s %s: no snapshot to bind", checkpoint_path,
+                      content_path, session_unbindable_contents[i].what);
+            return 1;
+        }
+        log_error("checkpoint %s: cannot read %s to bind a snapshot to it (%s): the "
+                  "trainer's commit fails with that error", checkpoint_path, content_path,
+                  strerror(saved_errno));
+        errno = saved_errno;
+        return -1;
+    }
+    char error[1024];
+    int status = session_commit_checkpoint(session, checkpoint_path, identity, unconsumed,
+                                           context, error, sizeof error);
+    if (status >= 0)
+        return status;
+    int saved_errno = errno;
+    /* SPEC §5: the trainer learns it as a failed write of its own. */
+    log_error("checkpoint %s: snapshot not written: %s; the trainer's commit (its rename, "
+              "close or fclose) fails with \"%s\"", checkpoint_path, error,
+              strerror(saved_errno));
+    errno = saved_errno;
+    return -1;
+}
+
+int session_prepare_state_directory(struct runtime_session *session, char *error,
+                                    size_t error_size)
+{
+    const char *directory = session->config.checkpoint_path;
+    if (directory == NULL)
+        return 0;
+    char problem[768];
+    if (state_directory_prepare(directory, problem, sizeof problem) == 0)
+        return 0;
+    int saved_errno = errno;
+    snprintf(error, error_size,
+             "ADAPTDL_CHECKPOINT_PATH: %s; accepted: a writable directory, or a path whose "
+             "parent directory exists (the directory is then created)", problem);
+    errno = saved_errno;
+    return -1;
 }
 
 int session_restore_checkpoint(struct runtime_session *session, const char *checkpoint_path,

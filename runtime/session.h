@@ -61,13 +61,33 @@ struct file_identity {
  * remembers of it is stale and must never commit a snapshot. */
 bool session_close_commits(const struct file_identity *opened, const struct file_identity *now);
 
+/* Prepares ADAPTDL_CHECKPOINT_PATH (state_directory_prepare) when it is set.
+ * -1 with errno and a one-line message that names the variable, what is
+ * wrong and what is accepted. */
+int session_prepare_state_directory(struct runtime_session *session, char *error,
+                                    size_t error_size);
+
 /* The trainer committed a checkpoint whose content has `identity`: writes the
  * bound snapshot.  0 written, 1 nothing to do (no checkpoint directory),
- * -1 failure (reported in error; the trainer's checkpoint is untouched). */
+ * -1 with errno (ENOSPC, EIO... of the failed write; ENOMEM) when no
+ * snapshot could be written, reported in error; nothing is pruned then. */
 int session_commit_checkpoint(struct runtime_session *session, const char *checkpoint_path,
                               const struct content_identity *identity,
                               unconsumed_records_fn unconsumed, void *context,
                               char *error, size_t error_size);
+
+/* A commit as the shim sees it: the file at content_path (a rename's
+ * source, or the checkpoint itself) becomes checkpoint_path.  Hashes it
+ * into *identity and commits.  0 written; 1 nothing to bind (no checkpoint
+ * directory, or content_path is gone or not a regular file); -1 with errno
+ * when the content cannot be read or the snapshot cannot be written: the
+ * trainer's commit (its rename, close or fclose) must then fail with that
+ * errno (SPEC §5), so that its previous checkpoint stays the one that
+ * resumes.  Failures are logged. */
+int session_commit_checkpoint_file(struct runtime_session *session, const char *content_path,
+                                   const char *checkpoint_path,
+                                   unconsumed_records_fn unconsumed, void *context,
+                                   struct content_identity *identity);
 
 /* The trainer opened a checkpoint for reading.  Returns 0 restored, 1 not a
  * restore (too late, already done, no directory, no matching snapshot: each

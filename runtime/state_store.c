@@ -62,10 +62,12 @@
  * preloaded library the plain libc names are the shim's own wrappers. */
 #include "state_store.h"
 
+#include "snapshot_check.h"
 #include "sysio.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <msgpack.h>
@@ -126,6 +128,13 @@ static int join_path(char *path, size_t path_size, const char *directory, const 
         return -1;
     }
     return 0;
+}
+
+static double unix_time_now(void)
+{
+    struct timeval now;
+    gettimeofday(&now, NULL);
+    return (double)now.tv_sec + (double)now.tv_usec * 1e-6;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -256,6 +265,15 @@ uint64_t content_hash_bytes(const void *data, size_t size, uint64_t seed)
 
 int content_identity_of_fd(int fd, struct content_identity *identity)
 {
+    /* Only a regular file has a content to bind: a pipe would fail on the
+     * first pread, but a character device (/dev/zero) would never end. */
+    struct stat status;
+    if (runtime_sysio.fstat(fd, &status) != 0)
+        return -1;
+    if (!S_ISREG(status.st_mode)) {
+        errno = S_ISDIR(status.st_mode) ? EISDIR : EINVAL;
+        return -1;
+    }
     /* Heap, not stack: this may run on a trainer thread with a small stack. */
     unsigned char *chunk = malloc(CONTENT_HASH_CHUNK_SIZE);
     if (chunk == NULL)
@@ -291,7 +309,9 @@ int content_identity_of_fd(int fd, struct content_identity *identity)
 
 int content_identity_of_path(const char *path, struct content_identity *identity)
 {
-    int fd = runtime_sysio.open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
+     * writer that never comes (it is refused as not regular just after). */
+    int fd = runtime_sysio.open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return -1;
     int result = content_identity_of_fd(fd, identity);
@@ -1511,7 +1531,11 @@ int state_directory_prepare(const char *directory, char *error, size_t error_siz
         errno = ENOTDIR;
         return -1;
     }
-    return probe_directory_writable(directory, error, error_size);
+    if (probe_directory_writable(directory, error, error_size) != 0)
+        return -1;
+    /* Best effort: a leftover costs only disk space. */
+    state_directory_remove_leftovers(directory, unix_time_now(), NULL, 0);
+    return 0;
 }
 
 /* fsync of a directory makes a rename inside it durable. */
@@ -1598,7 +1622,11 @@ int state_file_read(const char *directory, const char *name, void **data, size_t
         errno = ENAMETOOLONG;
         return -1;
     }
-    int fd = runtime_sysio.open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO planted under a state file's name must be refused
+     * (below, as not a regular file), not waited on: the job record is read
+     * before the trainer's main, so a blocking open would hang every process
+     * of the job.  On a regular file the flag changes nothing. */
+    int fd = runtime_sysio.open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         int saved_errno = errno;
         set_error(error, error_size, "cannot open '%s': %s", path, strerror(saved_errno));
@@ -1640,6 +1668,87 @@ int state_file_read(const char *directory, const char *name, void **data, size_t
     *data = buffer;
     *size = (size_t)got;
     return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Leftovers of killed writers                                                 */
+/* ------------------------------------------------------------------------- */
+
+static bool is_snapshot_file_name_span(const char *name, size_t length);
+
+/* Length of a trailing ".DIGITS.DIGITS" (the writer's pid and counter), or 0. */
+static size_t writer_suffix_length(const char *name, size_t length)
+{
+    size_t end = length;
+    for (int part = 0; part < 2; part++) {
+        size_t digits = 0;
+        while (end > 0 && name[end - 1] >= '0' && name[end - 1] <= '9') {
+            end--;
+            digits++;
+        }
+        if (digits == 0 || end == 0 || name[end - 1] != '.')
+            return 0;
+        end--;
+    }
+    return length - end;
+}
+
+/* True for the names only this file's writers create: a temp file of
+ * state_file_write_atomic (".NAME.tmp.PID.N" of a job record or snapshot)
+ * or a writability probe (".adaptshim-probe.PID.N").  The pattern is strict
+ * because the state directory may be shared with the trainer's own files. */
+static bool is_writer_leftover_name(const char *name)
+{
+    static const char probe_prefix[] = ".adaptshim-probe";
+    static const char temp_marker[] = ".tmp";
+    size_t length = strlen(name);
+    size_t suffix = writer_suffix_length(name, length);
+    if (suffix == 0 || name[0] != '.')
+        return false;
+    size_t stem = length - suffix; /* ".adaptshim-probe" or ".NAME.tmp" */
+    if (stem == sizeof probe_prefix - 1 && memcmp(name, probe_prefix, stem) == 0)
+        return true;
+    size_t marker = sizeof temp_marker - 1;
+    if (stem < 1 + marker || memcmp(name + stem - marker, temp_marker, marker) != 0)
+        return false;
+    const char *inner = name + 1;
+    size_t inner_length = stem - 1 - marker;
+    return (inner_length == sizeof JOB_RECORD_FILE_NAME - 1 &&
+            memcmp(inner, JOB_RECORD_FILE_NAME, inner_length) == 0) ||
+           is_snapshot_file_name_span(inner, inner_length);
+}
+
+int state_directory_remove_leftovers(const char *directory, double now, char *error,
+                                     size_t error_size)
+{
+    DIR *listing = runtime_sysio.opendir(directory);
+    if (listing == NULL) {
+        int saved_errno = errno;
+        set_error(error, error_size, "cannot list state directory '%s': %s", directory,
+                  strerror(saved_errno));
+        errno = saved_errno;
+        return -1;
+    }
+    int removed = 0;
+    struct dirent *entry;
+    while ((entry = runtime_sysio.readdir(listing)) != NULL) {
+        if (!is_writer_leftover_name(entry->d_name))
+            continue;
+        char path[PATH_MAX];
+        struct stat status;
+        if (join_path(path, sizeof path, directory, entry->d_name) != 0 ||
+            runtime_sysio.stat(path, &status) != 0)
+            continue; /* gone already: another replica removed it */
+        double modified = (double)status.st_mtim.tv_sec + (double)status.st_mtim.tv_nsec * 1e-9;
+        /* A young one may be a write in flight, on this host or another
+         * sharing the directory: removing it would fail that commit. */
+        if (modified > now - STATE_LEFTOVER_GRACE_SECONDS)
+            continue;
+        if (runtime_sysio.unlink(path) == 0)
+            removed++;
+    }
+    runtime_sysio.closedir(listing);
+    return removed;
 }
 
 void snapshot_file_name(const struct content_identity *binding, char *name, size_t name_size)
@@ -1719,6 +1828,15 @@ int snapshot_load_bound(const char *directory, const struct content_identity *bi
         errno = EINVAL;
         return -1;
     }
+    /* Well formed and sealed is not yet sane: a value no capture writes
+     * (an index past its pass...) refuses the whole snapshot. */
+    char range_error[320];
+    if (snapshot_check_ranges(snapshot, range_error, sizeof range_error) != 0) {
+        set_error(error, error_size, "snapshot file '%s/%s': %s", directory, name, range_error);
+        snapshot_free(snapshot);
+        errno = EINVAL;
+        return -1;
+    }
     return 0;
 }
 
@@ -1751,7 +1869,7 @@ struct prune_candidate {
 /* What a checkpoint path holds right now; stat and hash are done lazily and
  * at most once per path. */
 struct checkpoint_probe {
-    const char *path;
+    char *path;
     bool stat_done, exists;
     uint64_t size;
     bool hash_done, hash_failed;
@@ -1763,15 +1881,19 @@ struct prune_state {
     struct prune_candidate *candidates;
     size_t candidate_count, candidate_capacity;
     struct checkpoint_probe *probes;
-    size_t probe_count;
+    size_t probe_count, probe_capacity;
 };
 
-static bool is_snapshot_file_name(const char *name)
+static bool is_snapshot_file_name_span(const char *name, size_t length)
 {
-    size_t length = strlen(name);
     size_t prefix = sizeof(SNAPSHOT_FILE_PREFIX) - 1, suffix = sizeof(SNAPSHOT_FILE_SUFFIX) - 1;
     return length > prefix + suffix && memcmp(name, SNAPSHOT_FILE_PREFIX, prefix) == 0 &&
            memcmp(name + length - suffix, SNAPSHOT_FILE_SUFFIX, suffix) == 0;
+}
+
+static bool is_snapshot_file_name(const char *name)
+{
+    return is_snapshot_file_name_span(name, strlen(name));
 }
 
 static int prune_add_candidate(struct prune_state *state, const char *file_name)
@@ -1830,24 +1952,140 @@ static int prune_list_snapshots(struct prune_state *state, char *error, size_t e
     return result;
 }
 
-/* One probe per distinct checkpoint path named by any snapshot. */
-static int prune_collect_probes(struct prune_state *state)
+/* Adds a probe for path unless there is one already.  -1 out of memory. */
+static int prune_add_probe(struct prune_state *state, const char *path)
 {
-    state->probes = calloc(state->candidate_count ? state->candidate_count : 1,
-                           sizeof *state->probes);
-    if (state->probes == NULL)
+    for (size_t probe = 0; probe < state->probe_count; probe++)
+        if (strcmp(state->probes[probe].path, path) == 0)
+            return 0;
+    if (state->probe_count == state->probe_capacity) {
+        size_t capacity = state->probe_capacity ? 2 * state->probe_capacity : 16;
+        struct checkpoint_probe *grown = realloc(state->probes, capacity * sizeof *grown);
+        if (grown == NULL)
+            return -1;
+        state->probes = grown;
+        state->probe_capacity = capacity;
+    }
+    char *copy = strdup(path);
+    if (copy == NULL)
         return -1;
+    state->probes[state->probe_count++] = (struct checkpoint_probe){.path = copy};
+    return 0;
+}
+
+/* The save glob is matched as the shim matches it (the path as the trainer
+ * passed it, or its absolute form): here the absolute form, the form
+ * relative to the current directory, and the bare name for a glob without a
+ * slash (a trainer that names its checkpoint relative to a directory).
+ * Matching too much only keeps a snapshot longer. */
+static bool prune_path_matches_save_glob(const char *glob, const char *path, const char *cwd)
+{
+    if (fnmatch(glob, path, 0) == 0)
+        return true;
+    size_t cwd_length = cwd != NULL ? strlen(cwd) : 0;
+    if (cwd_length > 0 && strncmp(path, cwd, cwd_length) == 0 && path[cwd_length] == '/' &&
+        fnmatch(glob, path + cwd_length + 1, 0) == 0)
+        return true;
+    const char *name = strrchr(path, '/');
+    return strchr(glob, '/') == NULL && name != NULL && fnmatch(glob, name + 1, 0) == 0;
+}
+
+/* Probes every file of `directory` that matches the save glob. */
+static int prune_probe_directory(struct prune_state *state, const char *directory,
+                                 const char *glob, const char *cwd)
+{
+    DIR *listing = runtime_sysio.opendir(directory);
+    if (listing == NULL)
+        return 0; /* gone or unreadable: it holds nothing we could see */
+    int result = 0;
+    struct dirent *entry;
+    while (result == 0 && (entry = runtime_sysio.readdir(listing)) != NULL) {
+        char path[PATH_MAX];
+        if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0 ||
+            join_path(path, sizeof path, strcmp(directory, "/") == 0 ? "" : directory,
+                      entry->d_name) != 0)
+            continue;
+        if (prune_path_matches_save_glob(glob, path, cwd))
+            result = prune_add_probe(state, path);
+    }
+    runtime_sysio.closedir(listing);
+    return result;
+}
+
+/* The directory part of path ("/" for "/name"), or false for a bare name. */
+static bool directory_of(const char *path, char *directory, size_t directory_size)
+{
+    const char *slash = strrchr(path, '/');
+    if (slash == NULL)
+        return false;
+    size_t length = slash == path ? 1 : (size_t)(slash - path);
+    if (length >= directory_size)
+        return false;
+    memcpy(directory, path, length);
+    directory[length] = '\0';
+    return true;
+}
+
+/* The directory the save glob itself names, when its directory part has no
+ * wildcard ("/ckpt/model-*.pt" names "/ckpt"; "ck*" the current directory). */
+static bool save_glob_directory(const char *glob, const char *cwd, char *directory,
+                                size_t directory_size)
+{
+    const char *slash = strrchr(glob, '/');
+    size_t part_length = slash == NULL ? 0 : (size_t)(slash - glob);
+    for (size_t index = 0; index < part_length; index++)
+        if (strchr("*?[\\", glob[index]) != NULL)
+            return false;
+    int length;
+    if (glob[0] == '/')
+        length = snprintf(directory, directory_size, "%.*s", (int)(part_length ? part_length : 1),
+                          glob);
+    else if (cwd == NULL)
+        return false;
+    else if (part_length == 0)
+        length = snprintf(directory, directory_size, "%s", cwd);
+    else
+        length = snprintf(directory, directory_size, "%s/%.*s", cwd, (int)part_length, glob);
+    return length > 0 && (size_t)length < directory_size;
+}
+
+/* One probe per checkpoint path named by any snapshot, and, with a save
+ * glob, per file matching it in the directories of those paths and in the
+ * glob's own directory: a copy such as ck.bak, or the checkpoint another
+ * replica keeps, holds content as much as the path a snapshot recorded. */
+static int prune_collect_probes(struct prune_state *state, const char *save_glob)
+{
     for (size_t index = 0; index < state->candidate_count; index++) {
         const char *path = state->candidates[index].snapshot.checkpoint_path;
-        if (path == NULL || path[0] == '\0')
-            continue;
-        bool known = false;
-        for (size_t probe = 0; probe < state->probe_count && !known; probe++)
-            known = strcmp(state->probes[probe].path, path) == 0;
-        if (!known)
-            state->probes[state->probe_count++] = (struct checkpoint_probe){.path = path};
+        if (path != NULL && path[0] != '\0' && prune_add_probe(state, path) != 0)
+            return -1;
     }
-    return 0;
+    if (save_glob == NULL || save_glob[0] == '\0')
+        return 0;
+    char cwd_buffer[PATH_MAX];
+    const char *cwd = getcwd(cwd_buffer, sizeof cwd_buffer);
+    size_t directory_count = state->candidate_count + 1;
+    char (*directories)[PATH_MAX] = calloc(directory_count, sizeof *directories);
+    if (directories == NULL)
+        return -1;
+    size_t used = 0;
+    if (save_glob_directory(save_glob, cwd, directories[used], sizeof directories[used]))
+        used++;
+    for (size_t index = 0; index < state->candidate_count; index++) {
+        const char *path = state->candidates[index].snapshot.checkpoint_path;
+        if (path != NULL && directory_of(path, directories[used], sizeof directories[used]))
+            used++;
+    }
+    int result = 0;
+    for (size_t index = 0; index < used && result == 0; index++) {
+        bool seen = false;
+        for (size_t earlier = 0; earlier < index && !seen; earlier++)
+            seen = strcmp(directories[earlier], directories[index]) == 0;
+        if (!seen)
+            result = prune_probe_directory(state, directories[index], save_glob, cwd);
+    }
+    free(directories);
+    return result;
 }
 
 /* Does the file at probe->path hold `binding`?  Unknown (unreadable file of
@@ -1885,11 +2123,13 @@ static void prune_state_free(struct prune_state *state)
         snapshot_free(&state->candidates[index].snapshot);
     }
     free(state->candidates);
+    for (size_t probe = 0; probe < state->probe_count; probe++)
+        free(state->probes[probe].path);
     free(state->probes);
 }
 
-int snapshot_prune(const char *directory, const struct content_identity *keep, char *error,
-                   size_t error_size)
+int snapshot_prune(const char *directory, const struct content_identity *keep,
+                   const char *save_glob, char *error, size_t error_size)
 {
     struct prune_state state = {.directory = directory};
     struct content_identity no_keep = {0, 0};
@@ -1901,7 +2141,7 @@ int snapshot_prune(const char *directory, const struct content_identity *keep, c
         prune_state_free(&state);
         return -1;
     }
-    if (prune_collect_probes(&state) != 0) {
+    if (prune_collect_probes(&state, save_glob) != 0) {
         set_error(error, error_size, "pruning snapshots in '%s': out of memory", directory);
         prune_state_free(&state);
         errno = ENOMEM;
@@ -1919,9 +2159,10 @@ int snapshot_prune(const char *directory, const struct content_identity *keep, c
         }
     }
 
-    struct timeval now_value;
-    gettimeofday(&now_value, NULL);
-    double now = (double)now_value.tv_sec + (double)now_value.tv_usec * 1e-6;
+    double now = unix_time_now();
+    /* A long job commits often but starts rarely: leftovers of a writer
+     * killed in this run's lifetime go here too. */
+    state_directory_remove_leftovers(directory, now, NULL, 0);
     int deleted = 0;
     for (size_t index = 0; index < state.candidate_count; index++) {
         const struct prune_candidate *candidate = &state.candidates[index];

@@ -166,8 +166,23 @@ void job_record_free(struct adaptdl_job_record *record);
 void job_record_init(struct adaptdl_job_record *record);
 
 /* --- files ---------------------------------------------------------------- */
-/* Creates the state directory if its parent exists.  -1 with a message. */
+/* Creates the state directory if its parent exists, proves it writable and
+ * removes the leftovers of killed writers (state_directory_remove_leftovers).
+ * -1 with a message. */
 int state_directory_prepare(const char *directory, char *error, size_t error_size);
+
+/* Temp files and writability probes younger than this may belong to a write
+ * in flight (on any host sharing the directory); older ones are leftovers of
+ * a writer that was killed between creating and renaming them. */
+#define STATE_LEFTOVER_GRACE_SECONDS 600.0
+
+/* Removes the temp files (".NAME.tmp.PID.N") and probes (".adaptshim-probe.PID.N")
+ * of this module's writers whose modification time is older than the grace
+ * period at `now` (Unix seconds); nothing else in the directory is touched.
+ * Returns how many were removed, or -1 with a message when the directory
+ * cannot be listed. */
+int state_directory_remove_leftovers(const char *directory, double now, char *error,
+                                     size_t error_size);
 
 /* Atomic write of `name` inside `directory`: temp file, fsync, rename, fsync
  * of the directory.  The previous file stays intact until the rename. */
@@ -184,8 +199,9 @@ void snapshot_file_name(const struct content_identity *binding, char *name, size
 
 int snapshot_save(const char *directory, const struct adaptdl_snapshot *snapshot,
                   char *error, size_t error_size);
-/* 0: found and decoded; 1: no snapshot bound to that identity; -1: error
- * (corrupt, truncated, wrong version...) with a message. */
+/* 0: found, decoded and in range (snapshot_check.h); 1: no snapshot bound
+ * to that identity; -1: error (corrupt, truncated, wrong version, a value
+ * out of range...) with a message. */
 int snapshot_load_bound(const char *directory, const struct content_identity *binding,
                         struct adaptdl_snapshot *snapshot, char *error, size_t error_size);
 int job_record_save(const char *directory, const struct adaptdl_job_record *record,
@@ -204,12 +220,16 @@ int snapshot_load_latest(const char *directory, struct adaptdl_snapshot *snapsho
 #define SNAPSHOT_PRUNE_GRACE_SECONDS 30.0
 
 /* Deletes snapshots other than `keep`, older than the grace period, whose
- * bound content no longer exists at any checkpoint path named by a snapshot
- * in the directory.  Returns the
- * number deleted, or -1.  Undecodable snapshot files are left alone, and so
- * is any snapshot with a higher sequence than keep's (its commit may still be
- * in flight).  keep may be NULL (keep nothing in particular). */
+ * bound content no longer exists in any file that could resume: the
+ * checkpoint paths named by the snapshots in the directory and, when
+ * save_glob (ADAPTDL_SAVE) is given, every file matching it in the
+ * directories of those paths and in the glob's own directory (a copy such as
+ * ck.bak, a checkpoint another replica keeps).  Returns the number deleted,
+ * or -1.  Undecodable snapshot files are left alone, and so is any snapshot
+ * with a higher sequence than keep's (its commit may still be in flight).
+ * keep may be NULL (keep nothing in particular), save_glob too.  Leftovers
+ * of killed writers are removed on the way (state_directory_remove_leftovers). */
 int snapshot_prune(const char *directory, const struct content_identity *keep,
-                   char *error, size_t error_size);
+                   const char *save_glob, char *error, size_t error_size);
 
 #endif

@@ -129,9 +129,13 @@ static void shim_initialize(void)
     if (log_configure(config->log_level, config->log_file, config->replica_rank, error,
                       sizeof error) != 0)
         log_warn("%s; logging to stderr", error);
+    size_t variable_cursor = 0;
+    char typo_warning[512];
+    while (config_next_unknown_variable(envp, &variable_cursor, typo_warning,
+                                        sizeof typo_warning))
+        log_warn("%s", typo_warning);
     shim_session.registry.resume = config->resume;
-    if (config->checkpoint_path != NULL &&
-        state_directory_prepare(config->checkpoint_path, error, sizeof error) != 0) {
+    if (session_prepare_state_directory(&shim_session, error, sizeof error) != 0) {
         shim_fail_configuration(error);
         goto done;
     }

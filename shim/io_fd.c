@@ -63,12 +63,22 @@ SHIM_EXPORT int close(int fd)
     slot = fd_table_remove(fd);
     /* The content is complete once the trainer closes: the snapshot is
      * written before the close returns, so a crash after the trainer's
-     * close never finds a checkpoint without its snapshot. */
-    if (slot != NULL && shim_close_commits(fd, slot))
-        shim_commit_checkpoint_path(slot->checkpoint_path, slot->checkpoint_path);
+     * close never finds a checkpoint without its snapshot.  If it cannot be
+     * written, the close still closes (the descriptor is gone either way,
+     * as after any failed close) but reports the write's errno, as a
+     * deferred write error of the trainer's own would be. */
+    int commit = 0, commit_errno = 0;
+    if (slot != NULL && shim_close_commits(fd, slot)) {
+        commit = shim_commit_checkpoint_path(slot->checkpoint_path, slot->checkpoint_path);
+        commit_errno = errno;
+    }
     int result = REAL(close)(fd);
     int saved = errno;
     fd_slot_release(slot);
+    if (commit != 0 && result == 0) {
+        result = -1;
+        saved = commit_errno;
+    }
     errno = saved;
     return result;
 }

@@ -8,36 +8,42 @@
 #include "real_functions.h"
 #include "shim.h"
 
-static void shim_before_rename(int from_dirfd, const char *from, int to_dirfd, const char *to)
+/* 0: go on with the rename; -1 with errno: the snapshot could not be
+ * written, so the rename must not happen (the trainer's previous checkpoint
+ * stays the one that resumes). */
+static int shim_before_rename(int from_dirfd, const char *from, int to_dirfd, const char *to)
 {
     if (!shim_paths_active())
-        return;
+        return 0;
     char absolute_to[PATH_MAX];
     const char *absolute = shim_absolute_path(to_dirfd, to, absolute_to,
                                               sizeof absolute_to) == 0 ? absolute_to : NULL;
     if (absolute == NULL || !session_match_save(&shim_session, to, absolute))
-        return;
+        return 0;
     char absolute_from[PATH_MAX];
     if (shim_absolute_path(from_dirfd, from, absolute_from, sizeof absolute_from) != 0)
-        return;
-    shim_commit_checkpoint_path(absolute_from, absolute_to);
+        return 0;
+    return shim_commit_checkpoint_path(absolute_from, absolute_to);
 }
 
 SHIM_EXPORT int rename(const char *from, const char *to)
 {
-    shim_before_rename(AT_FDCWD, from, AT_FDCWD, to);
+    if (shim_before_rename(AT_FDCWD, from, AT_FDCWD, to) != 0)
+        return -1;
     return REAL(rename)(from, to);
 }
 
 SHIM_EXPORT int renameat(int from_dirfd, const char *from, int to_dirfd, const char *to)
 {
-    shim_before_rename(from_dirfd, from, to_dirfd, to);
+    if (shim_before_rename(from_dirfd, from, to_dirfd, to) != 0)
+        return -1;
     return REAL(renameat)(from_dirfd, from, to_dirfd, to);
 }
 
 SHIM_EXPORT int renameat2(int from_dirfd, const char *from, int to_dirfd, const char *to,
                           unsigned int flags)
 {
-    shim_before_rename(from_dirfd, from, to_dirfd, to);
+    if (shim_before_rename(from_dirfd, from, to_dirfd, to) != 0)
+        return -1;
     return REAL(renameat2)(from_dirfd, from, to_dirfd, to, flags);
 }

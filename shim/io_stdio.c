@@ -369,16 +369,21 @@ SHIM_EXPORT FILE *fopen64(const char *path, const char *mode)
  * or by its descriptor, opened for writing and fdopen'd -- once its content
  * is complete (flushed).  Returns the descriptor whose slot the caller
  * forgets once the stream is closed, or -1. */
-static int shim_stream_closing(FILE *stream, const char *fopen_checkpoint)
+static int shim_stream_closing(FILE *stream, const char *fopen_checkpoint, int *commit_errno)
 {
+    *commit_errno = 0;
     int fd = REAL(fileno)(stream);
     struct fd_slot *slot = fd >= 0 ? fd_table_lookup(fd) : NULL;
     const char *checkpoint = fopen_checkpoint;
     if (checkpoint == NULL && slot != NULL && shim_close_commits(fd, slot))
         checkpoint = slot->checkpoint_path;
-    /* bind the snapshot before the stream closes (see close() in io_fd.c) */
-    if (checkpoint != NULL && fflush(stream) == 0)
-        shim_commit_checkpoint_path(checkpoint, checkpoint);
+    /* A checkpoint's content is complete once flushed: bind the snapshot
+     * before the stream closes (see close() in io_fd.c).  A snapshot that
+     * cannot be written is reported as the write's errno; the stream is
+     * closed all the same, as after any failed fclose. */
+    if (checkpoint != NULL && fflush(stream) == 0 &&
+        shim_commit_checkpoint_path(checkpoint, checkpoint) != 0)
+        *commit_errno = errno;
     return slot != NULL ? fd : -1;
 }
 
@@ -400,7 +405,8 @@ static FILE *shim_freopen_common(FILE *(*real_freopen)(const char *, const char 
     if (session_match_data(&shim_session, path, NULL) != NULL)
         log_warn("freopen of data file %s is not virtualized", path);
     char *fopen_checkpoint = shim_stream_take_checkpoint(stream);
-    int forget = shim_stream_closing(stream, fopen_checkpoint);
+    int commit_errno;
+    int forget = shim_stream_closing(stream, fopen_checkpoint, &commit_errno);
     free(fopen_checkpoint);
     FILE *reopened = real_freopen(path, mode, stream);
     int saved = errno;
@@ -445,13 +451,17 @@ SHIM_EXPORT int fclose(FILE *stream)
     struct shim_stream entry = {.stream = NULL, .fd = -1};
     if (streams)
         entry = shim_stream_unregister(stream);
-    int forget = -1;
+    int forget = -1, commit_errno = 0;
     if (entry.cookie != NULL)
         shim_view_cookie_deliver_consumed(entry.cookie);
     else
-        forget = shim_stream_closing(stream, entry.checkpoint_path);
+        forget = shim_stream_closing(stream, entry.checkpoint_path, &commit_errno);
     int result = REAL(fclose)(stream);
     int saved = errno;
+    if (commit_errno != 0 && result == 0) {
+        result = EOF;
+        saved = commit_errno;
+    }
     if (entry.slot != NULL) {
         fd_slot_release(entry.slot);
         if (entry.fd >= 0) {

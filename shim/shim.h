@@ -135,8 +135,10 @@ struct dataset_file *shim_dataset_for_path(int dirfd, const char *path, bool *ma
 int shim_track_opened(int fd, int dirfd, const char *path, int flags);
 
 /* A checkpoint file was committed (closed after writing, or is the source of
- * a rename onto a checkpoint name): write the bound snapshot. */
-void shim_commit_checkpoint_path(const char *content_path, const char *checkpoint_path);
+ * a rename onto a checkpoint name): write the bound snapshot.  0, or -1 with
+ * errno when the snapshot could not be written: the wrapper then fails the
+ * trainer's rename, close or fclose with that errno (SPEC §5). */
+int shim_commit_checkpoint_path(const char *content_path, const char *checkpoint_path);
 
 /* Records of `file` the trainer has read but not consumed: unread bytes in
  * the shim's stdio buffers plus the entry's lookahead. */

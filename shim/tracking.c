@@ -319,22 +319,18 @@ int shim_track_opened(int fd, int dirfd, const char *path, int flags)
     return fd;
 }
 
-void shim_commit_checkpoint_path(const char *content_path, const char *checkpoint_path)
+int shim_commit_checkpoint_path(const char *content_path, const char *checkpoint_path)
 {
     shim_guard_enter();
     struct content_identity identity;
-    if (content_identity_of_path(content_path, &identity) != 0) {
-        log_error("checkpoint %s: cannot hash %s (%s): no snapshot bound to it",
-                  checkpoint_path, content_path, strerror(errno));
-        shim_guard_leave();
-        return;
-    }
-    char error[1024];
-    int status = session_commit_checkpoint(&shim_session, checkpoint_path, &identity,
-                                           shim_unconsumed_records, NULL, error, sizeof error);
-    if (status < 0)
-        log_error("checkpoint %s: snapshot not written: %s", checkpoint_path, error);
+    int status = session_commit_checkpoint_file(&shim_session, content_path, checkpoint_path,
+                                                shim_unconsumed_records, NULL, &identity);
+    int saved = errno;
     shim_events_snapshot(checkpoint_path, &identity, status == 0);
-    shim_steps_note_commit();
+    /* a failed commit is no checkpoint: draining and restarts wait on */
+    if (status >= 0)
+        shim_steps_note_commit();
     shim_guard_leave();
+    errno = saved;
+    return status < 0 ? -1 : 0;
 }

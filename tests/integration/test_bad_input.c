@@ -5,16 +5,27 @@
  * error or warning and a fresh start), a dataset whose record count changed
  * since the snapshot (exit status 2, nothing overwritten), and ADAPTDL_SAVE
  * without ADAPTDL_CHECKPOINT_PATH (a warning, the trainer runs as without the
- * library).  The trainer's checkpoint stays intact in every case. */
+ * library).  The trainer's checkpoint stays intact in every case.  Then the
+ * state directory's own hazards: a full disk fails the trainer's commit
+ * (rename, close, fclose) with ENOSPC; FIFOs, leftovers of killed writers,
+ * sealed snapshots with values out of range, a renamed dataset, a state
+ * directory that cannot be used and a mistyped variable name. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "harness.h"
+#include "state_store.h"
 
 #define DIM 4
 #define RECORD_SIZE (8 + 4 * DIM + 4)   /* 28 */
@@ -495,4 +506,422 @@ Test(bad_input, save_without_checkpoint_path_warns_and_runs_normally)
         run_result_free(&shimmed);
         run_result_free(&plain);
     }
+}
+
+/* --- the state directory: full disks and hostile files (SPEC §5) --------------------- */
+
+/* sgd_read on the training's data with its own environment additions;
+ * `full_disk` runs it over the full-disk preload library (tests/faults),
+ * whose disk under t->state is full. */
+static void train_with(const struct training *t, const char *epochs, bool resume,
+                       const char *save_entry, char *const extra[], bool full_disk,
+                       struct run_result *result)
+{
+    char *arguments[] = {"--data", t->data, "--epochs", (char *)epochs, "--batch", "10",
+                         "--lr", "0.05", "--checkpoint", t->checkpoint, "--checkpoint-every",
+                         "5", resume ? "--resume" : NULL, NULL};
+    char preload[2 * PATH_MAX + 32], directory[PATH_MAX + 32];
+    char *environment[16] = {(char *)t->data_entry, (char *)t->state_entry,
+                             (char *)(save_entry ? save_entry : t->save_entry),
+                             "ADAPTDL_SEED=2"};
+    size_t used = 4;
+    for (size_t i = 0; extra != NULL && extra[i] != NULL; i++)
+        environment[used++] = extra[i];
+    if (full_disk) {
+        snprintf(preload, sizeof preload, "LD_PRELOAD=%s", harness_build_path("libadaptshim.so"));
+        snprintf(preload + strlen(preload), sizeof preload - strlen(preload), " %s",
+                 harness_build_path("faults/full_disk.so"));
+        snprintf(directory, sizeof directory, "FULL_DISK_DIRECTORY=%s", t->state);
+        environment[used++] = preload;
+        environment[used++] = directory;
+    }
+    environment[used] = NULL;
+    run_program(result, "trainers/sgd_read", arguments, environment, !full_disk);
+}
+
+/* A real full disk where the test may make one: a 256 KiB tmpfs on the state
+ * directory, in a mount namespace of this test's own process (the trainers
+ * it starts inherit it; nothing outside sees it).  Needs the mount
+ * privilege, which is checked: false means the caller falls back to the
+ * full-disk preload library, so the assertions run either way. */
+static bool mount_small_filesystem(const char *directory)
+{
+    if (mkdir(directory, 0755) != 0 && errno != EEXIST)
+        return false;
+    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount("adaptshim-test", directory, "tmpfs", 0, "size=256k,mode=0755") != 0) {
+        cr_log_warn("no tmpfs of its own (%s): the disk is made full by preload", strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+/* Fills the filesystem holding `directory` up to its last block. */
+static char *fill_filesystem(const char *directory)
+{
+    char *filler = harness_path_in(directory, "filler");
+    int fd = open(filler, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    cr_assert_geq(fd, 0, "%s", strerror(errno));
+    static char block[4096];
+    while (write(fd, block, sizeof block) > 0)
+        ;
+    cr_assert_eq(errno, ENOSPC, "filling %s: %s", directory, strerror(errno));
+    close(fd);
+    return filler;
+}
+
+/* The shim's error line about the failed snapshot: one, naming the errno. */
+static void expect_failed_snapshot_line(const char *err, const char *checkpoint)
+{
+    const char *line = strstr(err, "snapshot not written");
+    cr_expect_not_null(line, "the shim says why: %s", err);
+    if (line == NULL)
+        return;
+    const char *end = strchr(line, '\n');
+    char *text = strndup(line, end ? (size_t)(end - line) : strlen(line));
+    cr_expect_not_null(strstr(text, strerror(ENOSPC)), "names the errno: %s", text);
+    cr_expect_not_null(strstr(text, "commit (its rename, close or fclose) fails"), "%s", text);
+    free(text);
+    const char *start = line;
+    while (start > err && start[-1] != '\n')
+        start--;
+    cr_expect_not_null(strstr(start, checkpoint), "names the checkpoint: %.300s", start);
+}
+
+/* A resume after the failed commit continues exactly from the checkpoint
+ * before it: both epochs of run 1 skipped, the third one whole. */
+static void expect_exact_resume_at_step_40(const struct training *t, const char *save_entry)
+{
+    struct run_result result;
+    train_with(t, "3", true, save_entry, NULL, false, &result);
+    cr_expect_eq(result.status, 0, "%s", result.err);
+    cr_expect(strstr(result.out, "resumed at step 40") && strstr(result.out, "epoch 0 records 0 ") &&
+                  strstr(result.out, "epoch 1 records 0 ") &&
+                  strstr(result.out, "epoch 2 records 200 step 60"),
+              "the checkpoint of step 40 resumes with its snapshot:\n%s", result.out);
+    cr_expect_null(strstr(result.err, "no bound snapshot"), "%s", result.err);
+    run_result_free(&result);
+}
+
+/* SPEC §5: the snapshot of a rename-commit cannot be written, so the
+ * trainer's rename fails with ENOSPC and ck keeps the step-40 checkpoint,
+ * whose snapshot resumes it exactly.  (Before: the rename went through and
+ * the newest checkpoint had no snapshot.) */
+Test(bad_input, full_disk_fails_the_rename_commit_and_the_previous_checkpoint_resumes,
+     .timeout = 120)
+{
+    struct training t;
+    training_init(&t);
+    char save_exact[600];
+    snprintf(save_exact, sizeof save_exact, "ADAPTDL_SAVE=%s", t.checkpoint);
+    bool real_disk = mount_small_filesystem(t.state);
+    struct run_result result;
+    train_with(&t, "2", false, save_exact, NULL, false, &result);
+    cr_assert_eq(result.status, 0, "first run: %s", result.err);
+    run_result_free(&result);
+    char *filler = real_disk ? fill_filesystem(t.state) : NULL;
+
+    train_with(&t, "3", true, save_exact, NULL, !real_disk, &result);
+    cr_expect_eq(result.status, 1, "the trainer sees its rename fail: %d %s", result.status,
+                 result.err);
+    cr_expect_not_null(strstr(result.out, "resumed at step 40"), "%s", result.out);
+    char expected[1200];
+    snprintf(expected, sizeof expected, "renaming %s.tmp to %s: %s", t.checkpoint, t.checkpoint,
+             strerror(ENOSPC));
+    cr_expect_not_null(strstr(result.err, expected), "%s", result.err);
+    expect_failed_snapshot_line(result.err, t.checkpoint);
+    expect_checkpoint_intact(t.checkpoint, 40);
+    run_result_free(&result);
+
+    if (filler != NULL)
+        cr_assert_eq(unlink(filler), 0);
+    expect_exact_resume_at_step_40(&t, save_exact);
+    free(filler);
+    if (real_disk)
+        umount2(t.state, MNT_DETACH);
+}
+
+/* With ADAPTDL_SAVE=DIR/ck* the close of ck.tmp is a commit too (written in
+ * place, then renamed): that close fails, sgd_read stops before its rename. */
+Test(bad_input, full_disk_fails_the_close_commit, .timeout = 120)
+{
+    struct training t;
+    training_init(&t);
+    struct run_result result;
+    train_with(&t, "2", false, NULL, NULL, false, &result);
+    cr_assert_eq(result.status, 0, "first run: %s", result.err);
+    run_result_free(&result);
+    train_with(&t, "3", true, NULL, NULL, true, &result);
+    cr_expect_eq(result.status, 1, "%d %s", result.status, result.err);
+    char expected[700];
+    snprintf(expected, sizeof expected, "flushing %s.tmp: %s", t.checkpoint, strerror(ENOSPC));
+    cr_expect_not_null(strstr(result.err, expected), "%s", result.err);
+    expect_failed_snapshot_line(result.err, t.checkpoint);
+    expect_checkpoint_intact(t.checkpoint, 40);
+    run_result_free(&result);
+    expect_exact_resume_at_step_40(&t, NULL);
+}
+
+/* sgd_stdio writes its checkpoint in place and checks fclose: the fclose
+ * fails with ENOSPC. */
+Test(bad_input, full_disk_fails_the_fclose_commit, .timeout = 120)
+{
+    struct training t;
+    training_init(&t);
+    char preload[2 * PATH_MAX + 32], directory[PATH_MAX + 32];
+    /* two steps: harness_build_path returns one buffer */
+    snprintf(preload, sizeof preload, "LD_PRELOAD=%s", harness_build_path("libadaptshim.so"));
+    snprintf(preload + strlen(preload), sizeof preload - strlen(preload), " %s",
+             harness_build_path("faults/full_disk.so"));
+    snprintf(directory, sizeof directory, "FULL_DISK_DIRECTORY=%s", t.state);
+    char *arguments[] = {"--data", t.data, "--epochs", "2", "--batch", "10", "--lr", "0.05",
+                         "--checkpoint", t.checkpoint, "--checkpoint-every", "5", NULL};
+    char *healthy[] = {t.data_entry, t.state_entry, t.save_entry, "ADAPTDL_RESUME=continue",
+                       NULL};
+    struct run_result result;
+    run_program(&result, "trainers/sgd_stdio", arguments, healthy, true);
+    cr_assert_eq(result.status, 0, "a healthy disk: %s", result.err);
+    run_result_free(&result);
+    char *full[] = {t.data_entry, t.state_entry, t.save_entry, "ADAPTDL_RESUME=continue",
+                    preload, directory, NULL};
+    run_program(&result, "trainers/sgd_stdio", arguments, full, false);
+    cr_expect_eq(result.status, 1, "%d %s", result.status, result.err);
+    char expected[700];
+    snprintf(expected, sizeof expected, "writing checkpoint %s: %s", t.checkpoint,
+             strerror(ENOSPC));
+    cr_expect_not_null(strstr(result.err, expected), "%s", result.err);
+    expect_failed_snapshot_line(result.err, t.checkpoint);
+    run_result_free(&result);
+}
+
+/* A FIFO under the job record's name (and under a snapshot's) used to hang
+ * every process before main: both are reported and passed over. */
+Test(bad_input, fifos_in_the_state_directory_are_reported_not_waited_on, .timeout = 90)
+{
+    struct training t;
+    training_init(&t);
+    cr_assert_eq(mkdir(t.state, 0755), 0);
+    char *job = harness_path_in(t.state, "job.msgpack");
+    char *snapshot = harness_path_in(t.state, "snapshot-1-0000000000000001.msgpack");
+    cr_assert_eq(mkfifo(job, 0644), 0);
+    cr_assert_eq(mkfifo(snapshot, 0644), 0);
+    struct run_result result;
+    char *arguments[] = {"--data", t.data, "--epochs", "2", "--batch", "10", "--lr", "0.05",
+                         "--checkpoint", t.checkpoint, "--checkpoint-every", "5", NULL};
+    char *environment[] = {t.data_entry, t.state_entry, t.save_entry, NULL};
+    char *argv[16];
+    size_t used = 0;
+    argv[used++] = strdup(harness_build_path("trainers/sgd_read"));
+    for (size_t i = 0; arguments[i]; i++)
+        argv[used++] = arguments[i];
+    argv[used] = NULL;
+    harness_run(&result, argv, environment, true, 30);
+    free(argv[0]);
+    cr_expect_eq(result.status, 0, "status %d (137: it hung): %s", result.status, result.err);
+    cr_expect(strstr(result.out, "epoch 1 records 200 step 40") != NULL, "%s", result.out);
+    cr_expect_not_null(strstr(result.err, "not a regular file"), "%s", result.err);
+    cr_expect_not_null(strstr(result.err, "job.msgpack"), "names the file: %s", result.err);
+    run_result_free(&result);
+    /* the snapshot FIFO is no snapshot: a resume finds its own */
+    train(&t, true, &result);
+    cr_expect_eq(result.status, 0, "%s", result.err);
+    cr_expect(strstr(result.out, "epoch 1 records 0 step 40") != NULL, "%s", result.out);
+    run_result_free(&result);
+    free(job);
+    free(snapshot);
+}
+
+/* Temp files of a writer killed between creating and renaming them (and
+ * its writability probes) are removed once they are older than the grace
+ * period; a young one may be a write in flight on another host and stays. */
+Test(bad_input, leftovers_of_killed_snapshot_writes_are_removed, .timeout = 120)
+{
+    struct training t;
+    training_init(&t);
+    train_first_run(&t);
+    static const char *const stale[] = {
+        ".snapshot-48-00000000deadbeef.msgpack.tmp.4242.7",
+        ".job.msgpack.tmp.4242.8",
+        ".adaptshim-probe.4242.1",
+    };
+    const char *young = ".snapshot-48-00000000feedface.msgpack.tmp.4243.1";
+    struct timeval now;
+    gettimeofday(&now, NULL);
+    struct timespec an_hour_ago[2] = {{.tv_sec = now.tv_sec - 3600}, {.tv_sec = now.tv_sec - 3600}};
+    for (size_t i = 0; i < sizeof stale / sizeof stale[0]; i++) {
+        char *path = harness_path_in(t.state, stale[i]);
+        cr_assert_eq(harness_write_file(path, "partial", 7), 0);
+        cr_assert_eq(utimensat(AT_FDCWD, path, an_hour_ago, 0), 0);
+        free(path);
+    }
+    char *young_path = harness_path_in(t.state, young);
+    cr_assert_eq(harness_write_file(young_path, "partial", 7), 0);
+    struct run_result result;
+    train(&t, true, &result);
+    cr_expect_eq(result.status, 0, "%s", result.err);
+    run_result_free(&result);
+    for (size_t i = 0; i < sizeof stale / sizeof stale[0]; i++) {
+        char *path = harness_path_in(t.state, stale[i]);
+        cr_expect_neq(access(path, F_OK), 0, "%s is still there", stale[i]);
+        free(path);
+    }
+    cr_expect_eq(access(young_path, F_OK), 0, "a young temp file may be in flight");
+    free(young_path);
+}
+
+/* Rewrites every snapshot of the state directory through `edit`, sealed
+ * with a valid checksum again (a hand edit, or a hostile file). */
+static size_t edit_snapshots(const char *state, void (*edit)(struct adaptdl_snapshot *snapshot))
+{
+    DIR *listing = opendir(state);
+    cr_assert_not_null(listing);
+    size_t edited = 0;
+    struct dirent *entry;
+    while ((entry = readdir(listing)) != NULL) {
+        if (strncmp(entry->d_name, "snapshot-", 9) != 0)
+            continue;
+        void *data;
+        size_t size;
+        char error[512];
+        cr_assert_eq(state_file_read(state, entry->d_name, &data, &size, error, sizeof error), 0,
+                     "%s", error);
+        struct adaptdl_snapshot snapshot;
+        cr_assert_eq(snapshot_decode(data, size, &snapshot, error, sizeof error), 0, "%s", error);
+        free(data);
+        edit(&snapshot);
+        cr_assert_eq(snapshot_save(state, &snapshot, error, sizeof error), 0, "%s", error);
+        snapshot_free(&snapshot);
+        edited++;
+    }
+    closedir(listing);
+    return edited;
+}
+
+static void past_its_pass(struct adaptdl_snapshot *snapshot)
+{
+    for (size_t i = 0; i < snapshot->file_count; i++)
+        snapshot->files[i].current_index = snapshot->files[i].pass_length + 50;
+}
+
+/* An index past its pass used to be clamped: the rest of the pass was
+ * skipped without a word.  Now the snapshot is refused as a whole. */
+Test(bad_input, sealed_snapshot_with_an_index_past_its_pass_is_refused_and_data_starts_fresh)
+{
+    struct training t;
+    training_init(&t);
+    struct run_result result;
+    train_with(&t, "1", false, NULL, NULL, false, &result);
+    cr_assert_eq(result.status, 0, "%s", result.err);
+    run_result_free(&result);
+    cr_assert_gt(edit_snapshots(t.state, past_its_pass), 0);
+    train_with(&t, "2", true, NULL, NULL, false, &result);
+    cr_expect_eq(result.status, 0, "%s", result.err);
+    cr_expect(strstr(result.out, "epoch 0 records 200") && strstr(result.out, "epoch 1 records 200"),
+              "a fresh start, nothing skipped:\n%s", result.out);
+    cr_expect_not_null(strstr(result.err, "current_index"), "names the field: %s", result.err);
+    cr_expect_not_null(strstr(result.err, "starts fresh"), "%s", result.err);
+    run_result_free(&result);
+}
+
+static void endless_pass(struct adaptdl_snapshot *snapshot)
+{
+    /* (length + 1) * 8 bytes of line offsets wrap around to 8 */
+    for (size_t i = 0; i < snapshot->file_count; i++)
+        snapshot->files[i].pass_length = ((uint64_t)1 << 61) + snapshot->files[i].current_index;
+}
+
+/* A pass length no planner makes, on a lines file, used to crash the
+ * trainer (SIGSEGV) when its pass began. */
+Test(bad_input, sealed_snapshot_with_an_endless_pass_on_a_lines_file_is_refused, .timeout = 120)
+{
+    const char *directory = harness_temp_dir();
+    char *data = harness_path_in(directory, "text.txt");
+    harness_generate_text(data, 100, 5);
+    char *state = harness_path_in(directory, "state");
+    char *checkpoint = harness_path_in(directory, "bigram.ck");
+    char data_setting[600], state_setting[600], save_setting[600];
+    snprintf(data_setting, sizeof data_setting, "ADAPTDL_DATA=%s:lines", data);
+    snprintf(state_setting, sizeof state_setting, "ADAPTDL_CHECKPOINT_PATH=%s", state);
+    snprintf(save_setting, sizeof save_setting, "ADAPTDL_SAVE=%s", checkpoint);
+    char *environment[] = {data_setting, state_setting, save_setting, NULL};
+    char *first[] = {"--data", data, "--epochs", "1", "--checkpoint", checkpoint,
+                     "--checkpoint-every", "30", NULL};
+    struct run_result result;
+    run_program(&result, "trainers/bigram_text", first, environment, true);
+    cr_assert_eq(result.status, 0, "%s", result.err);
+    run_result_free(&result);
+    cr_assert_gt(edit_snapshots(state, endless_pass), 0);
+    char *again[] = {"--data", data, "--epochs", "2", "--checkpoint", checkpoint,
+                     "--checkpoint-every", "30", "--resume", NULL};
+    run_program(&result, "trainers/bigram_text", again, environment, true);
+    cr_expect_eq(result.status, 0, "status %d (139: SIGSEGV): %s", result.status, result.err);
+    cr_expect(strstr(result.out, "epoch 0 lines 100") && strstr(result.out, "epoch 1 lines 100"),
+              "a fresh start:\n%s", result.out);
+    cr_expect_not_null(strstr(result.err, "pass_length"), "names the field: %s", result.err);
+    cr_expect_not_null(strstr(result.err, "starts fresh"), "%s", result.err);
+    run_result_free(&result);
+    free(data);
+    free(state);
+    free(checkpoint);
+}
+
+/* Positions follow the file's basename, so a dataset renamed since the
+ * checkpoint cannot take its old position (that would be a guess): it
+ * starts fresh, and now says so instead of silently re-reading. */
+Test(bad_input, renamed_dataset_warns_and_starts_fresh)
+{
+    struct training t;
+    training_init(&t);
+    struct run_result result;
+    train_with(&t, "1", false, NULL, NULL, false, &result);
+    cr_assert_eq(result.status, 0, "%s", result.err);
+    run_result_free(&result);
+    char *renamed = harness_path_in(t.directory, "renamed.bin");
+    cr_assert_eq(rename(t.data, renamed), 0);
+    struct training moved = t;
+    moved.data = renamed;
+    snprintf(moved.data_entry, sizeof moved.data_entry,
+             "ADAPTDL_DATA=%s:record=%d:header=%d:count=8,u64le,%d", renamed, RECORD_SIZE,
+             HEADER_SIZE, RECORD_SIZE);
+    train_with(&moved, "2", true, NULL, NULL, false, &result);
+    cr_expect_eq(result.status, 0, "%s", result.err);
+    cr_expect_not_null(strstr(result.out, "epoch 0 records 200"), "fresh: %s", result.out);
+    const char *warning = strstr(result.err, "not named in the restored snapshot");
+    cr_expect_not_null(warning, "%s", result.err);
+    cr_expect_not_null(strstr(result.err, renamed), "names the file: %s", result.err);
+    cr_expect_not_null(strstr(result.err, "\"train.bin\""), "and its old name: %s", result.err);
+    run_result_free(&result);
+    free(renamed);
+}
+
+/* SPEC §2: errors about ADAPTDL_CHECKPOINT_PATH name it and say what is
+ * accepted (exit 2 before main); a mistyped name warns with the closest. */
+Test(bad_input, checkpoint_path_errors_name_the_variable_and_typos_warn)
+{
+    struct training t;
+    training_init(&t);
+    char *missing_parent = harness_path_in(t.directory, "no/such/state");
+    char state_entry[700];
+    snprintf(state_entry, sizeof state_entry, "ADAPTDL_CHECKPOINT_PATH=%s", missing_parent);
+    char *arguments[] = {"--data", t.data, "--epochs", "1", "--batch", "10", "--lr", "0.05",
+                         "--checkpoint", t.checkpoint, NULL};
+    char *bad_path[] = {t.data_entry, state_entry, t.save_entry, NULL};
+    struct run_result result;
+    run_program(&result, "trainers/sgd_read", arguments, bad_path, true);
+    cr_expect_eq(result.status, 2, "%d %s", result.status, result.err);
+    cr_expect_str_eq(result.out, "", "nothing of the trainer ran");
+    cr_expect_not_null(strstr(result.err, "ADAPTDL_CHECKPOINT_PATH"), "%s", result.err);
+    cr_expect_not_null(strstr(result.err, missing_parent), "%s", result.err);
+    cr_expect_not_null(strstr(result.err, "accepted"), "%s", result.err);
+    cr_expect_eq(count_lines(result.err), 1, "%s", result.err);
+    run_result_free(&result);
+
+    char *typo[] = {t.data_entry, t.state_entry, t.save_entry, "ADAPTDL_SEEDS=3", NULL};
+    run_program(&result, "trainers/sgd_read", arguments, typo, true);
+    cr_expect_eq(result.status, 0, "a warning, not an error: %s", result.err);
+    cr_expect_eq(harness_count_occurrences(result.err, "warn:"), 1, "%s", result.err);
+    cr_expect_not_null(strstr(result.err, "ADAPTDL_SEEDS"), "%s", result.err);
+    cr_expect_not_null(strstr(result.err, "is ADAPTDL_SEED\n"), "the closest name: %s", result.err);
+    run_result_free(&result);
+    free(missing_parent);
 }

@@ -6,6 +6,7 @@
  * count is above one), finished passes are skipped, and a K=1 run ends with
  * exactly the weights of an uninterrupted run. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "state_store.h"
 
 #define RECORDS 1200
 #define DIM 4
@@ -584,6 +586,78 @@ Test(resume, replay_within_pass_zero_of_a_count_file_does_not_warn, .timeout = 1
     run_result_free(&replay);
     free(trainer_path);
     free(ids_log);
+    free(checkpoint);
+    dataset_job_remove(&job);
+}
+
+/* ---- pruning and copies of a checkpoint (SPEC §5) ------------------------ */
+
+/* Makes every snapshot of the state directory older than the pruning grace
+ * period (rewritten, sealed again), as in a job that has run for a while. */
+static void age_snapshots(const char *state)
+{
+    DIR *listing = opendir(state);
+    cr_assert_not_null(listing, "no state directory %s", state);
+    struct dirent *entry;
+    while ((entry = readdir(listing)) != NULL) {
+        if (strncmp(entry->d_name, "snapshot-", 9) != 0)
+            continue;
+        void *data;
+        size_t size;
+        char error[512];
+        cr_assert_eq(state_file_read(state, entry->d_name, &data, &size, error, sizeof error), 0,
+                     "%s", error);
+        struct adaptdl_snapshot snapshot;
+        cr_assert_eq(snapshot_decode(data, size, &snapshot, error, sizeof error), 0, "%s", error);
+        free(data);
+        snapshot.created_unix_time -= 3600;
+        cr_assert_eq(snapshot_save(state, &snapshot, error, sizeof error), 0, "%s", error);
+        snapshot_free(&snapshot);
+    }
+    closedir(listing);
+}
+
+/* A copy of a checkpoint (ck0.bak here; the copy a new replica gets is the
+ * same case) matches ADAPTDL_SAVE and can be resumed from: pruning must
+ * keep its snapshot although no snapshot recorded that path.  (Before: the
+ * commits of the next run deleted it, and a resume from the copy started
+ * the data afresh, re-reading the epoch.) */
+Test(resume, a_copy_of_a_checkpoint_keeps_its_snapshot_through_later_commits, .timeout = 120)
+{
+    struct dataset_job job;
+    dataset_job_init(&job, COUNT_JOB_RECORDS, DIM, 5);
+    struct run_result first;
+    cr_assert_eq(run_counted_job(&job, "1", false, "5", NULL, &first), 0, "%s", first.err);
+    run_result_free(&first);
+    char *checkpoint = harness_path_in(job.directory, "ck0");
+    char *backup = harness_path_in(job.directory, "ck0.bak");
+    copy_file(checkpoint, backup);
+    struct run_result second;
+    cr_assert_eq(run_counted_job(&job, "2", true, "5", NULL, &second), 0, "%s", second.err);
+    cr_expect_not_null(strstr(second.out, "epoch 1 records 300 step 60"), "%s", second.out);
+    run_result_free(&second);
+    /* The third run commits contents the copy does not hold, every 5 steps,
+     * pruning each time; its replay of the first two epochs rewrites no
+     * snapshot of the copy's content (which would make it young again). */
+    char *state = harness_path_in(job.directory, "state");
+    age_snapshots(state);
+    struct run_result third;
+    cr_assert_eq(run_counted_job(&job, "3", true, "5", NULL, &third), 0, "%s", third.err);
+    cr_expect_not_null(strstr(third.out, "epoch 2 records 300 step 90"), "%s", third.out);
+    run_result_free(&third);
+
+    copy_file(backup, checkpoint);
+    struct run_result from_copy;
+    cr_assert_eq(run_counted_job(&job, "2", true, "5", NULL, &from_copy), 0, "%s",
+                 from_copy.err);
+    cr_expect(strstr(from_copy.out, "resumed at step 30") &&
+                  strstr(from_copy.out, "epoch 0 records 0 step 30") &&
+                  strstr(from_copy.out, "epoch 1 records 300 step 60"),
+              "the copy resumes where it was taken:\n%s", from_copy.out);
+    cr_expect_null(strstr(from_copy.err, "no bound snapshot"), "%s", from_copy.err);
+    run_result_free(&from_copy);
+    free(state);
+    free(backup);
     free(checkpoint);
     dataset_job_remove(&job);
 }

@@ -1003,3 +1003,84 @@ Test(config, every_error_names_variable_and_accepted_forms)
                   "value not quoted: %s", error);
     }
 }
+
+/* --- unknown ADAPTDL_* names (SPEC §2: a typo is a warning naming the
+ * closest known variable) ------------------------------------------------- */
+
+/* Every variable of SPEC §2's table, and the launcher's ADAPTDL_LIB. */
+static const char *const contract_variables[] = {
+    "ADAPTDL_DATA", "ADAPTDL_CHECKPOINT_PATH", "ADAPTDL_SAVE", "ADAPTDL_RESUME",
+    "ADAPTDL_SEED", "ADAPTDL_NUM_REPLICAS", "ADAPTDL_REPLICA_RANK", "ADAPTDL_NUM_NODES",
+    "ADAPTDL_NUM_RESTARTS", "ADAPTDL_LOG", "ADAPTDL_LOG_FILE", "ADAPTDL_DISABLE",
+    "ADAPTDL_TARGET", "ADAPTDL_GRAD_MIN", "ADAPTDL_DRAIN", "ADAPTDL_STOP_SECONDS",
+    "ADAPTDL_METRICS_FILE", "ADAPTDL_HINTS_FILE", "ADAPTDL_BATCH_SIZE",
+    "ADAPTDL_MAX_BATCH_SIZE", "ADAPTDL_LOCAL_BSZ_BOUNDS", "ADAPTDL_BSZ_ARG", "ADAPTDL_LR_ARG",
+    "ADAPTDL_LR_RULE", "ADAPTDL_SPEEDUP", "ADAPTDL_DECIDE_SECONDS", "ADAPTDL_PAYBACK_SECONDS",
+    "ADAPTDL_LIB",
+};
+
+Test(config, every_variable_of_the_contract_is_known)
+{
+    for (size_t i = 0; i < sizeof contract_variables / sizeof contract_variables[0]; i++) {
+        const char *name = contract_variables[i];
+        cr_expect(config_is_known_variable(name, strlen(name)), "%s", name);
+        cr_expect_str_eq(config_closest_variable(name, strlen(name)), name);
+    }
+    cr_expect_not(config_is_known_variable("ADAPTDL_SEEDS", 13));
+    cr_expect_not(config_is_known_variable("ADAPTDL_SEE", 11));
+    cr_expect(config_is_known_variable("ADAPTDL_SEEDS", 12), "the length decides");
+}
+
+Test(config, a_typo_names_the_closest_known_variable)
+{
+    static const struct {
+        const char *typo, *closest;
+    } cases[] = {
+        {"ADAPTDL_SEEDS", "ADAPTDL_SEED"},
+        {"ADAPTDL_SEDE", "ADAPTDL_SEED"}, /* a transposition is one edit */
+        {"ADAPTDL_CHECKPOINT_DIR", "ADAPTDL_CHECKPOINT_PATH"},
+        {"ADAPTDL_CHEKPOINT_PATH", "ADAPTDL_CHECKPOINT_PATH"},
+        {"ADAPTDL_NUM_REPLICA", "ADAPTDL_NUM_REPLICAS"},
+        {"ADAPTDL_MAXBATCH_SIZE", "ADAPTDL_MAX_BATCH_SIZE"},
+        {"ADAPTDL_DAT", "ADAPTDL_DATA"},
+        {"ADAPTDL_LOGFILE", "ADAPTDL_LOG_FILE"},
+        {"ADAPTDL_RESUME_MODE", "ADAPTDL_RESUME"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        cr_expect_str_eq(config_closest_variable(cases[i].typo, strlen(cases[i].typo)),
+                         cases[i].closest, "%s", cases[i].typo);
+}
+
+Test(config, unknown_variables_are_reported_one_line_each_in_order)
+{
+    char *const *envp = ENV("PATH=/bin", "ADAPTDL_SEED=1", "ADAPTDL_SEEDS=9", "ADAPTDL=1",
+                            "ADAPTDL_CHECKPOINT_DIR=/tmp/x", "MY_ADAPTDL_X=1",
+                            "ADAPTDL_LOG=info", "ADAPTDL_\nEVIL=1",
+                            "ADAPTDL_AN_EXTREMELY_LONG_NAME_THAT_NOBODY_WOULD_EVER_TYPE_BY_"
+                            "ACCIDENT_REALLY=1");
+    size_t cursor = 0;
+    char message[512];
+    static const char *const expected[][2] = {
+        {"ADAPTDL_SEEDS", "ADAPTDL_SEED"},
+        {"ADAPTDL_CHECKPOINT_DIR", "ADAPTDL_CHECKPOINT_PATH"},
+        {"ADAPTDL_\\x0aEVIL", NULL},
+        {"ADAPTDL_AN_EXTREMELY_LONG_NAME", NULL},
+    };
+    for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++) {
+        cr_assert(config_next_unknown_variable(envp, &cursor, message, sizeof message),
+                  "warning %zu", i);
+        cr_expect_not_null(strstr(message, expected[i][0]), "%s", message);
+        if (expected[i][1] != NULL)
+            cr_expect_not_null(strstr(message, expected[i][1]), "names %s: %s",
+                               expected[i][1], message);
+        cr_expect_not_null(strstr(message, "closest known"), "%s", message);
+        cr_expect_null(strchr(message, '\n'), "one line: %s", message);
+        cr_expect_null(strstr(message, "=9"), "the value is not the name: %s", message);
+    }
+    cr_expect_not(config_next_unknown_variable(envp, &cursor, message, sizeof message));
+    cursor = 0;
+    cr_expect_not(config_next_unknown_variable(ENV("ADAPTDL_SEED=1", "ADAPTDL_LIB=/x.so"),
+                                               &cursor, message, sizeof message));
+    cursor = 0;
+    cr_expect_not(config_next_unknown_variable(NULL, &cursor, message, sizeof message));
+}

@@ -616,3 +616,37 @@ Test(pass_tracker, a_restored_pass_takes_the_resumed_planners_length_never_below
     cr_expect_eq(eval.pass_length, 37, "an eval file is never re-planned");
     pass_tracker_resumed_length_planner = NULL;
 }
+
+/* The longest pass (PASS_TRACKER_MAX_SWEEPS sweeps): whatever a planner
+ * answers, no pass is longer, so no capture writes a length that a restore
+ * refuses (snapshot_check.h). */
+static uint64_t endless_planner(uint64_t record_count, uint64_t pass)
+{
+    return UINT64_MAX - pass;
+}
+
+static uint64_t endless_resumed_planner(uint64_t record_count, uint64_t pass, uint64_t consumed,
+                                        uint64_t bound_length)
+{
+    return UINT64_MAX;
+}
+
+Test(pass_tracker, no_pass_is_longer_than_the_sweep_limit)
+{
+    cr_expect_eq(pass_tracker_longest_pass(10), 10 * (uint64_t)PASS_TRACKER_MAX_SWEEPS);
+    cr_expect_eq(pass_tracker_longest_pass(UINT64_MAX / 2), UINT64_MAX, "saturated");
+    pass_tracker_length_planner = endless_planner;
+    pass_tracker_resumed_length_planner = endless_resumed_planner;
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 10, 3, 1);
+    pass_tracker_set_statistical(&tracker, true);
+    cr_expect_eq(tracker.pass_length, pass_tracker_longest_pass(10), "fresh pass");
+    cr_assert(pass_tracker_restore(&tracker, RESUME_CONTINUE, 2, 30, 37));
+    cr_expect_eq(tracker.pass_length, pass_tracker_longest_pass(10), "re-planned resumed pass");
+    pass_tracker_resumed_length_planner = NULL;
+    struct pass_tracker bound;
+    pass_tracker_init(&bound, 10, 3, 1);
+    cr_assert(pass_tracker_restore(&bound, RESUME_CONTINUE, 2, 5, UINT64_MAX));
+    cr_expect_eq(bound.pass_length, pass_tracker_longest_pass(10), "restored length");
+    pass_tracker_length_planner = NULL;
+}

@@ -1,9 +1,317 @@
-/* test_session.c - the commit decision for a checkpoint descriptor's close
- * (session_close_commits, SPEC §5): only a descriptor that still refers to
- * the file it was opened on commits. */
+/* test_session.c - checkpoint commits of a session (SPEC §5): a snapshot
+ * that cannot be written fails the commit with the write's errno and
+ * leaves the previous snapshots as they were; a commit prunes with the
+ * save glob, so a copy of a checkpoint keeps its snapshot; what cannot be
+ * bound (a directory, a vanished file) is no failure; a state directory that
+ * cannot be prepared is reported naming ADAPTDL_CHECKPOINT_PATH.
+ * Failures are injected through the runtime_sysio table (each Criterion
+ * test runs in its own process).  And the commit decision for a checkpoint
+ * descriptor's close (session_close_commits): only a descriptor that still
+ * refers to the file it was opened on commits. */
 #include <criterion/criterion.h>
 
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
 #include "session.h"
+#include "sysio.h"
+
+static int remove_entry(const char *path, const struct stat *status, int type,
+                        struct FTW *walk)
+{
+    (void)status, (void)type, (void)walk;
+    return remove(path);
+}
+
+static char *make_directory(void)
+{
+    char *directory = strdup("/tmp/adaptshim-test-session-XXXXXX");
+    cr_assert_not_null(mkdtemp(directory));
+    return directory;
+}
+
+static void remove_directory(char *directory)
+{
+    nftw(directory, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(directory);
+}
+
+static char *path_in(const char *directory, const char *name)
+{
+    char *path = NULL;
+    cr_assert_gt(asprintf(&path, "%s/%s", directory, name), 0);
+    return path;
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *file = fopen(path, "w");
+    cr_assert_not_null(file);
+    fputs(text, file);
+    cr_assert_eq(fclose(file), 0);
+}
+
+/* Snapshot files (not temp files) in the state directory. */
+static size_t count_snapshots(const char *state)
+{
+    DIR *listing = opendir(state);
+    cr_assert_not_null(listing);
+    size_t count = 0;
+    struct dirent *entry;
+    while ((entry = readdir(listing)) != NULL)
+        count += strncmp(entry->d_name, "snapshot-", 9) == 0;
+    closedir(listing);
+    return count;
+}
+
+static size_t count_hidden(const char *state)
+{
+    DIR *listing = opendir(state);
+    cr_assert_not_null(listing);
+    size_t count = 0;
+    struct dirent *entry;
+    while ((entry = readdir(listing)) != NULL)
+        count += entry->d_name[0] == '.' && strcmp(entry->d_name, ".") != 0 &&
+                 strcmp(entry->d_name, "..") != 0;
+    closedir(listing);
+    return count;
+}
+
+struct session_fixture {
+    struct runtime_session session;
+    char *work;      /* the trainer's checkpoint directory */
+    char *state;     /* ADAPTDL_CHECKPOINT_PATH */
+};
+
+static void fixture_init(struct session_fixture *fixture)
+{
+    session_init(&fixture->session);
+    fixture->work = make_directory();
+    fixture->state = path_in(fixture->work, "state");
+    cr_assert_eq(mkdir(fixture->state, 0755), 0);
+    fixture->session.config.checkpoint_path = strdup(fixture->state);
+    char *glob = path_in(fixture->work, "ck*");
+    fixture->session.config.save_glob = glob;
+    fixture->session.config.num_replicas = 1;
+    log_threshold = -1; /* the expected error lines are checked where they matter */
+}
+
+static void fixture_free(struct session_fixture *fixture)
+{
+    config_free(&fixture->session.config);
+    free(fixture->state);
+    remove_directory(fixture->work);
+}
+
+/* The trainer writes `content` at `name` and commits it. */
+static int commit(struct session_fixture *fixture, const char *name, const char *content)
+{
+    char *path = path_in(fixture->work, name);
+    write_text(path, content);
+    struct content_identity identity;
+    int status = session_commit_checkpoint_file(&fixture->session, path, path, NULL, NULL,
+                                                &identity);
+    free(path);
+    return status;
+}
+
+/* The state directory's disk is full; others (the log) are not. */
+static const char *full_directory;
+
+static ssize_t disk_full_write(int fd, const void *buffer, size_t size)
+{
+    char link[64], target[4096];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t length = readlink(link, target, sizeof target - 1);
+    target[length > 0 ? length : 0] = '\0';
+    size_t prefix = strlen(full_directory);
+    if (strncmp(target, full_directory, prefix) != 0 || target[prefix] != '/')
+        return write(fd, buffer, size);
+    errno = ENOSPC;
+    return -1;
+}
+
+static int failing_fsync(int fd)
+{
+    (void)fd;
+    errno = EIO;
+    return -1;
+}
+
+Test(session, a_snapshot_that_cannot_be_written_fails_the_commit_with_its_errno)
+{
+    struct session_fixture fixture;
+    fixture_init(&fixture);
+    cr_assert_eq(commit(&fixture, "ck", "first"), 0);
+    cr_assert_eq(count_snapshots(fixture.state), 1);
+
+    char *log_path = path_in(fixture.work, "log");
+    char error[256] = "";
+    cr_assert_eq(log_configure(LOG_LEVEL_WARN, log_path, 0, error, sizeof error), 0, "%s",
+                 error);
+    const struct runtime_sysio original = runtime_sysio;
+    full_directory = fixture.state;
+    runtime_sysio.write = disk_full_write;
+    errno = 0;
+    cr_expect_eq(commit(&fixture, "ck.tmp", "second"), -1);
+    cr_expect_eq(errno, ENOSPC, "errno %d", errno);
+    runtime_sysio = original;
+    log_close();
+    log_threshold = -1;
+    FILE *log = fopen(log_path, "r");
+    cr_assert_not_null(log);
+    char text[2048] = "";
+    text[fread(text, 1, sizeof text - 1, log)] = '\0';
+    fclose(log);
+    cr_expect_not_null(strstr(text, "error: checkpoint "), "%s", text);
+    cr_expect_not_null(strstr(text, "ck.tmp"), "names the checkpoint: %s", text);
+    cr_expect_not_null(strstr(text, strerror(ENOSPC)), "names the errno: %s", text);
+    cr_expect_not_null(strstr(text, "commit (its rename, close or fclose) fails"), "%s", text);
+    cr_expect_eq(strchr(text, '\n'), text + strlen(text) - 1, "one line: %s", text);
+    unlink(log_path);
+    free(log_path);
+    runtime_sysio.fsync = failing_fsync;
+    cr_expect_eq(commit(&fixture, "ck.tmp", "third"), -1);
+    cr_expect_eq(errno, EIO, "errno %d", errno);
+    runtime_sysio = original;
+    cr_expect_eq(count_snapshots(fixture.state), 1, "the first snapshot is intact");
+    cr_expect_eq(count_hidden(fixture.state), 0, "no temp file left");
+    cr_expect_eq(fixture.session.snapshots_written, 1);
+    /* and the disk back: commits work again */
+    cr_expect_eq(commit(&fixture, "ck", "fourth"), 0);
+    fixture_free(&fixture);
+}
+
+Test(session, content_that_cannot_be_bound_is_no_failure)
+{
+    struct session_fixture fixture;
+    fixture_init(&fixture);
+    struct content_identity identity;
+    char *missing = path_in(fixture.work, "ck.gone");
+    cr_expect_eq(session_commit_checkpoint_file(&fixture.session, missing, missing, NULL, NULL,
+                                                &identity), 1);
+    char *directory = path_in(fixture.work, "ck.dir");
+    cr_assert_eq(mkdir(directory, 0755), 0);
+    cr_expect_eq(session_commit_checkpoint_file(&fixture.session, directory, directory, NULL,
+                                                NULL, &identity), 1);
+    cr_expect_eq(count_snapshots(fixture.state), 0);
+    free(missing);
+    free(directory);
+    fixture_free(&fixture);
+
+    /* without a state directory: nothing to write, no failure */
+    struct runtime_session bare;
+    session_init(&bare);
+    char *work = make_directory();
+    char *path = path_in(work, "ck");
+    write_text(path, "x");
+    cr_expect_eq(session_commit_checkpoint_file(&bare, path, path, NULL, NULL, &identity), 1);
+    free(path);
+    remove_directory(work);
+}
+
+static int unreadable_open(const char *path, int flags, ...)
+{
+    (void)path, (void)flags;
+    errno = EIO;
+    return -1;
+}
+
+Test(session, content_that_cannot_be_read_fails_the_commit)
+{
+    struct session_fixture fixture;
+    fixture_init(&fixture);
+    char *path = path_in(fixture.work, "ck");
+    write_text(path, "content");
+    const struct runtime_sysio original = runtime_sysio;
+    runtime_sysio.open = unreadable_open;
+    struct content_identity identity;
+    cr_expect_eq(session_commit_checkpoint_file(&fixture.session, path, path, NULL, NULL,
+                                                &identity), -1);
+    cr_expect_eq(errno, EIO);
+    runtime_sysio = original;
+    free(path);
+    fixture_free(&fixture);
+}
+
+/* Snapshots younger than the grace period are never pruned; these tests
+ * age them by rewriting their creation time. */
+static void age_snapshots(const char *state)
+{
+    DIR *listing = opendir(state);
+    cr_assert_not_null(listing);
+    struct dirent *entry;
+    while ((entry = readdir(listing)) != NULL) {
+        if (strncmp(entry->d_name, "snapshot-", 9) != 0)
+            continue;
+        void *data;
+        size_t size;
+        char error[256];
+        cr_assert_eq(state_file_read(state, entry->d_name, &data, &size, error, sizeof error),
+                     0, "%s", error);
+        struct adaptdl_snapshot snapshot;
+        cr_assert_eq(snapshot_decode(data, size, &snapshot, error, sizeof error), 0, "%s",
+                     error);
+        free(data);
+        snapshot.created_unix_time -= 2 * SNAPSHOT_PRUNE_GRACE_SECONDS;
+        cr_assert_eq(snapshot_save(state, &snapshot, error, sizeof error), 0, "%s", error);
+        snapshot_free(&snapshot);
+    }
+    closedir(listing);
+}
+
+Test(session, a_commit_prunes_with_the_save_glob)
+{
+    struct session_fixture fixture;
+    fixture_init(&fixture);
+    cr_assert_eq(commit(&fixture, "ck", "first"), 0);
+    char *backup = path_in(fixture.work, "ck.bak");
+    write_text(backup, "first");              /* the user keeps a copy */
+    cr_assert_eq(commit(&fixture, "ck", "second"), 0);
+    age_snapshots(fixture.state);
+    cr_assert_eq(commit(&fixture, "ck", "third"), 0);
+    cr_expect_eq(count_snapshots(fixture.state), 2, "first (ck.bak) and third; second is gone");
+    unlink(backup);
+    age_snapshots(fixture.state);
+    cr_assert_eq(commit(&fixture, "ck", "fourth"), 0);
+    cr_expect_eq(count_snapshots(fixture.state), 1, "the copy is gone: so is its snapshot");
+    free(backup);
+    fixture_free(&fixture);
+}
+
+Test(session, an_unusable_state_directory_names_the_variable)
+{
+    struct runtime_session session;
+    session_init(&session);
+    char error[1024] = "";
+    cr_expect_eq(session_prepare_state_directory(&session, error, sizeof error), 0,
+                 "unset: nothing to prepare");
+    char *work = make_directory();
+    char *state = path_in(work, "missing/state");
+    session.config.checkpoint_path = state;
+    cr_expect_eq(session_prepare_state_directory(&session, error, sizeof error), -1);
+    cr_expect_eq(errno, ENOENT);
+    cr_expect_eq(strncmp(error, "ADAPTDL_CHECKPOINT_PATH: ", 25), 0, "%s", error);
+    cr_expect_not_null(strstr(error, state), "%s", error);
+    cr_expect_not_null(strstr(error, "accepted:"), "%s", error);
+    char *plain = path_in(work, "plain");
+    write_text(plain, "x");
+    session.config.checkpoint_path = plain;
+    cr_expect_eq(session_prepare_state_directory(&session, error, sizeof error), -1);
+    cr_expect_eq(strncmp(error, "ADAPTDL_CHECKPOINT_PATH: ", 25), 0, "%s", error);
+    cr_expect_not_null(strstr(error, "not a directory"), "%s", error);
+    session.config.checkpoint_path = NULL;
+    free(state);
+    free(plain);
+    remove_directory(work);
+}
 
 Test(session, a_close_on_the_file_opened_commits)
 {

@@ -29,6 +29,9 @@
 #include "state_store.h"
 #include "sysio.h"
 
+#include <sys/time.h>
+#include <time.h>
+
 #define MAYBE_UNUSED __attribute__((unused))
 
 /* ---------------------------------------------------------------- helpers */
@@ -1486,11 +1489,21 @@ Test(state_snapshot_files, file_name_format)
     cr_assert_str_eq(name, "snapshot-18446744073709551615-ffffffffffffffff.msgpack");
 }
 
+/* The rich snapshot with every position in range (snapshot_check.h), as
+ * a load accepts it: the round-trip tests keep the extreme values. */
+static void make_loadable_snapshot(struct adaptdl_snapshot *snapshot)
+{
+    make_rich_snapshot(snapshot);
+    struct snapshot_file_position *eval = &snapshot->files[2];
+    eval->pass_length = eval->record_count;
+    snapshot->epoch = 3; /* the highest train pass */
+}
+
 Test(state_snapshot_files, save_then_load_bound)
 {
     char *directory = make_temp_directory();
     struct adaptdl_snapshot original, loaded;
-    make_rich_snapshot(&original);
+    make_loadable_snapshot(&original);
     char error[512] = "";
     cr_assert_eq(snapshot_save(directory, &original, error, sizeof error), 0, "%s", error);
     cr_assert_eq(snapshot_load_bound(directory, &original.binding, &loaded, error, sizeof error),
@@ -1642,7 +1655,7 @@ Test(state_prune, deletes_only_snapshots_whose_content_is_gone)
     char *other = path_join(state, JOB_RECORD_FILE_NAME);
     write_text_file(other, "job");
 
-    int deleted = snapshot_prune(state, &current, error, sizeof error);
+    int deleted = snapshot_prune(state, &current, NULL, error, sizeof error);
     cr_assert_eq(deleted, 2, "deleted %d: %s", deleted, error);
     cr_assert_not(snapshot_exists(state, &first), "content-1 is gone everywhere");
     cr_assert(snapshot_exists(state, &second), "content-2 still lives in best.ckpt");
@@ -1653,11 +1666,11 @@ Test(state_prune, deletes_only_snapshots_whose_content_is_gone)
     cr_assert(file_exists(other));
 
     /* Nothing more to do on a second pass. */
-    cr_assert_eq(snapshot_prune(state, &current, error, sizeof error), 0, "%s", error);
+    cr_assert_eq(snapshot_prune(state, &current, NULL, error, sizeof error), 0, "%s", error);
 
     /* Once best.ckpt changes, the second snapshot goes too. */
     write_text_file(best, "content-6");
-    cr_assert_eq(snapshot_prune(state, &current, error, sizeof error), 1, "%s", error);
+    cr_assert_eq(snapshot_prune(state, &current, NULL, error, sizeof error), 1, "%s", error);
     cr_assert_not(snapshot_exists(state, &second));
 
     free(corrupt);
@@ -1677,7 +1690,7 @@ Test(state_prune, never_deletes_keep_even_when_its_content_is_gone)
     struct content_identity keep = commit_checkpoint(state, model, "keep!", 2);
     unlink(model);
     char error[512] = "";
-    cr_assert_eq(snapshot_prune(state, &keep, error, sizeof error), 1, "%s", error);
+    cr_assert_eq(snapshot_prune(state, &keep, NULL, error, sizeof error), 1, "%s", error);
     cr_assert(snapshot_exists(state, &keep));
     cr_assert_not(snapshot_exists(state, &older));
     free(model);
@@ -1689,7 +1702,7 @@ Test(state_prune, missing_directory_is_an_error)
 {
     struct content_identity keep = {1, 2};
     char error[512] = "";
-    cr_assert_eq(snapshot_prune("/nonexistent/adaptshim-state", &keep, error, sizeof error), -1);
+    cr_assert_eq(snapshot_prune("/nonexistent/adaptshim-state", &keep, NULL, error, sizeof error), -1);
     cr_assert_not_null(strstr(error, "/nonexistent/adaptshim-state"), "%s", error);
 }
 
@@ -1718,5 +1731,242 @@ Test(state_store, load_latest_picks_the_newest_snapshot)
     snapshot_free(&older);
     snapshot_free(&newer);
     cr_expect_eq(snapshot_load_latest("/nonexistent/adaptshim", &found, error, sizeof error), -1);
+    remove_temp_directory(directory);
+}
+
+/* ------------------------------------------------ FIFOs and other non-files */
+
+/* A FIFO under a state file's name: opened blocking, every read of it would
+ * wait for a writer that never comes, before the trainer's main. */
+Test(state_file, a_fifo_is_refused_without_waiting_for_a_writer, .timeout = 10)
+{
+    char *directory = make_temp_directory();
+    char *job = path_join(directory, JOB_RECORD_FILE_NAME);
+    cr_assert_eq(mkfifo(job, 0644), 0);
+    struct adaptdl_job_record record;
+    char error[512] = "";
+    cr_assert_eq(job_record_load(directory, &record, error, sizeof error), -1);
+    cr_assert_not_null(strstr(error, "not a regular file"), "%s", error);
+    cr_assert_not_null(strstr(error, JOB_RECORD_FILE_NAME), "%s", error);
+    cr_assert_eq(record.restart_cost_seconds, -1.0, "initialised after the error");
+    /* a FIFO where a snapshot should be: the bound load and pruning */
+    struct content_identity binding = {48, 0x1234};
+    char name[128];
+    snapshot_file_name(&binding, name, sizeof name);
+    char *snapshot_path = path_join(directory, name);
+    cr_assert_eq(mkfifo(snapshot_path, 0644), 0);
+    struct adaptdl_snapshot snapshot;
+    cr_assert_eq(snapshot_load_bound(directory, &binding, &snapshot, error, sizeof error), -1);
+    cr_assert_not_null(strstr(error, "not a regular file"), "%s", error);
+    struct content_identity keep = {1, 2};
+    cr_assert_eq(snapshot_prune(directory, &keep, NULL, error, sizeof error), 0, "%s", error);
+    cr_assert(file_exists(snapshot_path), "what cannot be decoded is left alone");
+    cr_assert_eq(snapshot_load_latest(directory, &snapshot, error, sizeof error), 1);
+    free(snapshot_path);
+    free(job);
+    remove_temp_directory(directory);
+}
+
+Test(state_identity, only_regular_files_have_a_content_identity, .timeout = 10)
+{
+    char *directory = make_temp_directory();
+    char *fifo = path_join(directory, "ck.fifo");
+    cr_assert_eq(mkfifo(fifo, 0644), 0);
+    struct content_identity identity;
+    cr_assert_eq(content_identity_of_path(fifo, &identity), -1);
+    cr_assert_eq(errno, EINVAL);
+    cr_assert_eq(content_identity_of_path(directory, &identity), -1);
+    cr_assert_eq(errno, EISDIR);
+    /* a device that never ends would be hashed forever */
+    cr_assert_eq(content_identity_of_path("/dev/zero", &identity), -1);
+    cr_assert_eq(errno, EINVAL);
+    free(fifo);
+    remove_temp_directory(directory);
+}
+
+/* ---------------------------------------------- leftovers of killed writers */
+
+static void make_file_aged(const char *directory, const char *name, double age_seconds)
+{
+    char *path = path_join(directory, name);
+    write_text_file(path, "partial");
+    struct timeval now;
+    gettimeofday(&now, NULL);
+    struct timespec times[2];
+    times[0].tv_sec = now.tv_sec - (time_t)age_seconds;
+    times[0].tv_nsec = 0;
+    times[1] = times[0];
+    cr_assert_eq(utimensat(AT_FDCWD, path, times, 0), 0, "%s", strerror(errno));
+    free(path);
+}
+
+static bool exists_in(const char *directory, const char *name)
+{
+    char *path = path_join(directory, name);
+    bool exists = file_exists(path);
+    free(path);
+    return exists;
+}
+
+static double unix_now(void)
+{
+    struct timeval now;
+    gettimeofday(&now, NULL);
+    return (double)now.tv_sec + (double)now.tv_usec * 1e-6;
+}
+
+Test(state_leftovers, old_temp_files_and_probes_go_young_ones_and_lookalikes_stay)
+{
+    char *directory = make_temp_directory();
+    double old = STATE_LEFTOVER_GRACE_SECONDS + 60, young = 5;
+    static const char *const stale[] = {
+        ".job.msgpack.tmp.4242.1",
+        ".snapshot-48-00000000deadbeef.msgpack.tmp.17.3",
+        ".adaptshim-probe.99.12",
+    };
+    static const char *const kept_old[] = {
+        "job.msgpack",                            /* the state itself */
+        "snapshot-48-00000000deadbeef.msgpack",
+        ".ck.tmp.12.3",                           /* a trainer's own temp file */
+        ".job.msgpack.tmp.12",                    /* not our pattern */
+        ".job.msgpack.tmp.12.x",
+        ".snapshot-48.tmp.1.2",
+        "job.msgpack.tmp.1.2",
+        ".adaptshim-probe.1",
+    };
+    for (size_t i = 0; i < sizeof stale / sizeof stale[0]; i++)
+        make_file_aged(directory, stale[i], old);
+    for (size_t i = 0; i < sizeof kept_old / sizeof kept_old[0]; i++)
+        make_file_aged(directory, kept_old[i], old);
+    make_file_aged(directory, ".job.msgpack.tmp.4243.2", young); /* a write in flight */
+    char error[256] = "";
+    cr_assert_eq(state_directory_remove_leftovers(directory, unix_now(), error, sizeof error),
+                 3, "%s", error);
+    for (size_t i = 0; i < sizeof stale / sizeof stale[0]; i++)
+        cr_expect_not(exists_in(directory, stale[i]), "%s is a leftover", stale[i]);
+    for (size_t i = 0; i < sizeof kept_old / sizeof kept_old[0]; i++)
+        cr_expect(exists_in(directory, kept_old[i]), "%s is not ours to remove", kept_old[i]);
+    cr_expect(exists_in(directory, ".job.msgpack.tmp.4243.2"), "young: maybe in flight");
+    cr_assert_eq(state_directory_remove_leftovers("/nonexistent/adaptshim", unix_now(), error,
+                                                  sizeof error), -1);
+    cr_expect_not_null(strstr(error, "/nonexistent/adaptshim"), "%s", error);
+    remove_temp_directory(directory);
+}
+
+Test(state_leftovers, preparing_the_directory_and_pruning_remove_them)
+{
+    char *directory = make_temp_directory();
+    double old = STATE_LEFTOVER_GRACE_SECONDS + 60;
+    make_file_aged(directory, ".job.msgpack.tmp.4242.1", old);
+    char error[256] = "";
+    cr_assert_eq(state_directory_prepare(directory, error, sizeof error), 0, "%s", error);
+    cr_expect_not(exists_in(directory, ".job.msgpack.tmp.4242.1"));
+    make_file_aged(directory, ".snapshot-1-0000000000000001.msgpack.tmp.4242.2", old);
+    struct content_identity keep = {1, 1};
+    cr_assert_geq(snapshot_prune(directory, &keep, NULL, error, sizeof error), 0, "%s", error);
+    cr_expect_not(exists_in(directory, ".snapshot-1-0000000000000001.msgpack.tmp.4242.2"));
+    remove_temp_directory(directory);
+}
+
+/* ------------------------------------------------ pruning with the save glob */
+
+/* A copy of a checkpoint that no snapshot names (ck.bak, a new replica's
+ * ck1) still resumes: its snapshot must stay. */
+Test(state_prune, a_copy_matching_the_save_glob_keeps_its_snapshot)
+{
+    char *state = make_temp_directory();
+    char *work = make_temp_directory();
+    char *model = path_join(work, "ck0"), *backup = path_join(work, "ck0.bak");
+    char *replica = path_join(work, "ck1"), *elsewhere = path_join(work, "other.bin");
+    char glob[PATH_MAX];
+    snprintf(glob, sizeof glob, "%s/ck*", work);
+    char error[512] = "";
+
+    struct content_identity first = commit_checkpoint(state, model, "content-1", 1);
+    write_text_file(backup, "content-1");
+    struct content_identity second = commit_checkpoint(state, model, "content-2", 2);
+    write_text_file(replica, "content-2");
+    struct content_identity third = commit_checkpoint(state, model, "content-3", 3);
+    struct content_identity fourth = commit_checkpoint(state, model, "content-4", 4);
+    write_text_file(elsewhere, "content-3"); /* does not match the glob */
+
+    cr_assert_eq(snapshot_prune(state, &fourth, glob, error, sizeof error), 1, "%s", error);
+    cr_expect(snapshot_exists(state, &first), "ck0.bak holds content-1");
+    cr_expect(snapshot_exists(state, &second), "ck1 holds content-2");
+    cr_expect_not(snapshot_exists(state, &third), "only other.bin holds content-3");
+    cr_expect(snapshot_exists(state, &fourth));
+
+    /* without the glob only the recorded paths count (the old rule) */
+    cr_assert_eq(snapshot_prune(state, &fourth, NULL, error, sizeof error), 2, "%s", error);
+    cr_expect_not(snapshot_exists(state, &first));
+    cr_expect_not(snapshot_exists(state, &second));
+    free(model);
+    free(backup);
+    free(replica);
+    free(elsewhere);
+    remove_temp_directory(work);
+    remove_temp_directory(state);
+}
+
+/* The glob's own directory is searched even when no snapshot recorded a
+ * path there, and a relative glob is matched against the current
+ * directory; a FIFO matching the glob does not hang the search. */
+Test(state_prune, the_globs_directory_counts_relative_globs_too, .timeout = 10)
+{
+    char *state = make_temp_directory();
+    char *work = make_temp_directory();
+    char *other = make_temp_directory();
+    char *model = path_join(work, "model.pt");
+    char *copy = path_join(other, "model.pt.copy");
+    char *fifo = path_join(other, "model.pt.fifo");
+    cr_assert_eq(mkfifo(fifo, 0644), 0);
+    char error[512] = "";
+    struct content_identity first = commit_checkpoint(state, model, "content-1", 1);
+    write_text_file(copy, "content-1");
+    struct content_identity second = commit_checkpoint(state, model, "content-2", 2);
+
+    char absolute_glob[PATH_MAX];
+    snprintf(absolute_glob, sizeof absolute_glob, "%s/model.pt*", other);
+    cr_assert_eq(snapshot_prune(state, &second, absolute_glob, error, sizeof error), 0, "%s",
+                 error);
+    cr_expect(snapshot_exists(state, &first), "the copy in the glob's directory holds it");
+
+    char cwd[PATH_MAX];
+    cr_assert_not_null(getcwd(cwd, sizeof cwd));
+    cr_assert_eq(chdir(other), 0);
+    cr_assert_eq(snapshot_prune(state, &second, "model.pt.*", error, sizeof error), 0, "%s",
+                 error);
+    cr_expect(snapshot_exists(state, &first), "relative glob, current directory");
+    cr_assert_eq(chdir(cwd), 0);
+
+    cr_assert_eq(snapshot_prune(state, &second, "model.pt.*", error, sizeof error), 1, "%s",
+                 error);
+    cr_expect_not(snapshot_exists(state, &first), "a directory neither named nor recorded is not searched");
+    free(model);
+    free(copy);
+    free(fifo);
+    remove_temp_directory(other);
+    remove_temp_directory(work);
+    remove_temp_directory(state);
+}
+
+/* ------------------------------------------------------ range-checked loads */
+
+Test(state_snapshot_files, a_sealed_snapshot_out_of_range_is_not_loaded)
+{
+    char *directory = make_temp_directory();
+    struct adaptdl_snapshot original, loaded;
+    make_loadable_snapshot(&original);
+    original.files[0].current_index = original.files[0].pass_length + 1;
+    char error[512] = "";
+    cr_assert_eq(snapshot_save(directory, &original, error, sizeof error), 0, "%s", error);
+    memset(&loaded, 0x5a, sizeof loaded);
+    cr_assert_eq(snapshot_load_bound(directory, &original.binding, &loaded, error, sizeof error),
+                 -1);
+    cr_assert_eq(errno, EINVAL);
+    cr_expect_not_null(strstr(error, "current_index"), "%s", error);
+    cr_expect_not_null(strstr(error, "snapshot-"), "names the file: %s", error);
+    cr_assert(is_all_zero(&loaded, sizeof loaded), "never half-loaded");
+    snapshot_free(&original);
     remove_temp_directory(directory);
 }
