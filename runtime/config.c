@@ -993,6 +993,7 @@ static int parse_speedup_variable(struct config_parse_state *state, const char *
 static int parse_decide_seconds_variable(struct config_parse_state *state, const char *name,
                                          const char *value)
 {
+    state->config->decide_seconds_given = true;
     return parse_real_variable(state, name, value, 0, false, &state->config->decide_seconds);
 }
 

@@ -93,6 +93,7 @@ struct adaptdl_config {
     enum lr_rule lr_rule;
     double speedup_threshold;     /* default 1.05 */
     double decide_seconds;        /* default 30 */
+    bool decide_seconds_given;    /* set explicitly: a fixed period, from the start */
     double payback_seconds;       /* default 600 */
 };
 

@@ -360,14 +360,15 @@ static void shim_steps_fill_statistics(struct batch_decision_inputs *inputs)
                                &inputs->grad_var_error);
 }
 
-/* Decisions: the first as soon as the statistics can be trusted (no
- * waiting for ADAPTDL_DECIDE_SECONDS: the earlier a better batch is known,
- * the less the job trains at the initial one), later ones every
- * ADAPTDL_DECIDE_SECONDS. */
+/* Decisions: unless ADAPTDL_DECIDE_SECONDS is set (then a fixed period),
+ * the first as soon as the statistics can be trusted (no waiting 30 s: the
+ * earlier a better batch is known, the less the job trains at the initial
+ * one), later ones every 30 s. */
 static bool shim_steps_decision_due(double now)
 {
     const struct adaptdl_config *config = &shim_session.config;
-    if (!shim_decided_with_trust && grad_noise_trustworthy(&shim_monitor.noise))
+    if (!config->decide_seconds_given && !shim_decided_with_trust &&
+        grad_noise_trustworthy(&shim_monitor.noise))
         return true;
     return now - shim_last_decision >= config->decide_seconds;
 }
