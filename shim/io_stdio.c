@@ -36,6 +36,13 @@
  * [fetch_start, fetch_end) of pass fetch_pass that went into the stream's
  * buffer (or straight to the trainer, for large freads). */
 struct shim_view_cookie {
+    /* Over the fields below.  glibc runs the cookie functions under the
+     * stream's own lock, and every access from outside a cookie function
+     * takes that lock first (flockfile) -- it also keeps the stream's
+     * buffer pointers still while they are read -- but that lock lives in
+     * glibc, where ThreadSanitizer cannot see it: this one says the same
+     * thing where it can.  Taken after the stream's lock, before the file's. */
+    pthread_mutex_t lock;
     struct fd_slot *slot;
     FILE *stream;
     bool has_fetch;
@@ -59,6 +66,11 @@ static struct shim_stream *shim_streams;
 static size_t shim_stream_count;
 static size_t shim_stream_capacity;
 static int shim_streams_in_use;  /* fast path: no stream ever registered */
+
+void shim_streams_after_fork_in_child(void)
+{
+    pthread_mutex_init(&shim_streams_lock, NULL);
+}
 
 static int shim_stream_register(const struct shim_stream *entry)
 {
@@ -144,7 +156,8 @@ char *shim_stream_take_checkpoint(FILE *stream)
 }
 
 /* Delivers the part of the last fetch that the trainer consumed: what lies
- * before the stream's read pointer.  The unread rest stays undelivered. */
+ * before the stream's read pointer.  The unread rest stays undelivered.
+ * Stream lock and cookie->lock held. */
 static void shim_view_cookie_deliver_consumed(struct shim_view_cookie *cookie)
 {
     if (!cookie->has_fetch)
@@ -170,19 +183,38 @@ static void shim_view_cookie_repositioned(struct shim_view_cookie *cookie)
     cookie->has_fetch = false;
 }
 
-/* Called while a snapshot is taken: streams deliver what their trainer has
- * consumed, so that unread buffer bytes never count (SPEC §3); records a
- * prefetching loader holds are declared with lookahead. */
-uint64_t shim_unconsumed_records(struct dataset_file *file, void *context)
+/* Before a snapshot is taken: streams deliver what their trainer has
+ * consumed, so that unread buffer bytes never count (SPEC §3).  Each under
+ * its stream's lock, which glibc holds while a read on another thread runs
+ * the cookie: the fetch and the buffer pointers are then its own.  This
+ * runs before the registry's lock is taken (a reader holding its stream's
+ * lock may be waiting for that lock in its step boundary), and the cookie
+ * functions never take shim_streams_lock, so the order is always
+ * shim_streams_lock, then a stream's lock, then the shim's other locks. */
+void shim_streams_deliver_consumed(void)
 {
-    (void)context;
+    if (SHIM_LIKELY(!__atomic_load_n(&shim_streams_in_use, __ATOMIC_ACQUIRE)))
+        return;
     pthread_mutex_lock(&shim_streams_lock);
     for (size_t i = 0; i < shim_stream_count; i++) {
         struct shim_stream *entry = &shim_streams[i];
-        if (entry->cookie != NULL && entry->slot->cursor.file == file)
-            shim_view_cookie_deliver_consumed(entry->cookie);
+        if (entry->cookie == NULL)
+            continue;
+        flockfile(entry->stream);
+        pthread_mutex_lock(&entry->cookie->lock);
+        shim_view_cookie_deliver_consumed(entry->cookie);
+        pthread_mutex_unlock(&entry->cookie->lock);
+        funlockfile(entry->stream);
     }
     pthread_mutex_unlock(&shim_streams_lock);
+}
+
+/* Called while a snapshot is taken: what streams had consumed was delivered
+ * just before (shim_streams_deliver_consumed); records a prefetching loader
+ * holds are declared with lookahead. */
+uint64_t shim_unconsumed_records(struct dataset_file *file, void *context)
+{
+    (void)context;
     return file->entry->lookahead;
 }
 
@@ -194,6 +226,7 @@ static ssize_t shim_cookie_read(void *cookie_pointer, char *buffer, size_t size)
     struct view_cursor *cursor = &cookie->slot->cursor;
     if (cursor->file->entry->role == DATA_ROLE_TRAIN && shim_configured())
         shim_steps_before_train_read();
+    pthread_mutex_lock(&cookie->lock);
     /* glibc refills only an empty buffer (and empties it before asking):
      * the last fetch was consumed whole */
     shim_view_cookie_deliver_consumed(cookie);
@@ -210,6 +243,7 @@ static ssize_t shim_cookie_read(void *cookie_pointer, char *buffer, size_t size)
             cookie->fetch_start = cookie->seek_target < cookie->fetch_end ? cookie->seek_target
                                                                           : cookie->fetch_end;
     }
+    pthread_mutex_unlock(&cookie->lock);
     return got;
 }
 
@@ -239,18 +273,20 @@ static const cookie_io_functions_t shim_cookie_functions = {
 FILE *shim_open_view_stream(struct dataset_file *file, int fd, const char *mode)
 {
     (void)file;
-    struct fd_slot *slot = fd_table_lookup(fd);
+    /* the cookie keeps this reference until fclose */
+    struct fd_slot *slot = fd_table_acquire(fd);
     if (slot == NULL) {
         errno = EBADF;
         return NULL;
     }
     struct shim_view_cookie *cookie = calloc(1, sizeof *cookie);
     if (cookie == NULL) {
+        fd_slot_release(slot);
         errno = ENOMEM;
         return NULL;
     }
+    pthread_mutex_init(&cookie->lock, NULL);
     cookie->slot = slot;
-    __atomic_add_fetch(&slot->references, 1, __ATOMIC_ACQ_REL);
     FILE *stream = fopencookie(cookie, strchr(mode, 'e') ? "re" : "r", shim_cookie_functions);
     cookie->stream = stream;
     struct shim_stream entry = {.stream = stream, .slot = slot, .cookie = cookie, .fd = fd};
@@ -259,11 +295,23 @@ FILE *shim_open_view_stream(struct dataset_file *file, int fd, const char *mode)
         if (stream != NULL)
             REAL(fclose)(stream);
         fd_slot_release(slot);
+        pthread_mutex_destroy(&cookie->lock);
         free(cookie);
         errno = saved ? saved : ENOMEM;
         return NULL;
     }
     return stream;
+}
+
+/* The view slot of fd, held until released; NULL when fd is not a view. */
+static struct fd_slot *shim_stdio_view_slot(int fd)
+{
+    struct fd_slot *slot = fd_table_acquire(fd);
+    if (slot != NULL && slot->kind != FD_SLOT_VIEW) {
+        fd_slot_release(slot);
+        return NULL;
+    }
+    return slot;
 }
 
 static bool shim_mode_writes(const char *mode)
@@ -310,8 +358,8 @@ static FILE *shim_fopen_common(FILE *(*real_fopen)(const char *, const char *),
         return NULL;
     if (shim_track_opened(fd, AT_FDCWD, path, flags) < 0)
         return NULL;  /* descriptor already closed, errno set */
-    struct fd_slot *slot = fd_table_lookup(fd);
-    if (slot == NULL || slot->kind != FD_SLOT_VIEW) {
+    struct fd_slot *slot = shim_stdio_view_slot(fd);
+    if (slot == NULL) {
         /* matched by glob but not a regular file (a directory, a FIFO...):
          * the real thing, on the descriptor already open -- closing it and
          * opening the path again would drop a FIFO's unread bytes and wait
@@ -325,9 +373,10 @@ static FILE *shim_fopen_common(FILE *(*real_fopen)(const char *, const char *),
         return stream;
     }
     FILE *stream = shim_open_view_stream(slot->cursor.file, fd, mode);
+    fd_slot_release(slot);
     if (stream == NULL) {
         int saved = errno;
-        fd_slot_release(fd_table_remove(fd));
+        fd_slot_release(fd_table_remove(fd, NULL));
         REAL(close)(fd);
         errno = saved;
         return NULL;
@@ -374,10 +423,16 @@ SHIM_EXPORT FILE *freopen64(const char *path, const char *mode, FILE *stream)
 
 SHIM_EXPORT FILE *fdopen(int fd, const char *mode)
 {
-    struct fd_slot *slot = fd_table_lookup(fd);
-    if (SHIM_LIKELY(slot == NULL) || slot->kind != FD_SLOT_VIEW || shim_guarded())
+    if (SHIM_LIKELY(!fd_table_tracked(fd)) || shim_guarded())
         return REAL(fdopen)(fd, mode);
-    return shim_open_view_stream(slot->cursor.file, fd, mode);
+    struct fd_slot *slot = shim_stdio_view_slot(fd);
+    if (slot == NULL)
+        return REAL(fdopen)(fd, mode);
+    FILE *stream = shim_open_view_stream(slot->cursor.file, fd, mode);
+    int saved = errno;
+    fd_slot_release(slot);
+    errno = saved;
+    return stream;
 }
 
 SHIM_EXPORT int fclose(FILE *stream)
@@ -390,18 +445,26 @@ SHIM_EXPORT int fclose(FILE *stream)
      * before the stream closes (see close() in io_fd.c). */
     if (entry.checkpoint_path != NULL && fflush(stream) == 0)
         shim_commit_checkpoint_path(entry.checkpoint_path, entry.checkpoint_path);
-    if (entry.cookie != NULL)
+    if (entry.cookie != NULL) {
+        flockfile(stream);
+        pthread_mutex_lock(&entry.cookie->lock);
         shim_view_cookie_deliver_consumed(entry.cookie);
+        pthread_mutex_unlock(&entry.cookie->lock);
+        funlockfile(stream);
+    }
     int result = REAL(fclose)(stream);
     int saved = errno;
     if (entry.slot != NULL) {
         fd_slot_release(entry.slot);
         if (entry.fd >= 0) {
-            fd_slot_release(fd_table_remove(entry.fd));
-            REAL(close)(entry.fd);
+            struct fd_slot *removed;
+            fd_table_close(entry.fd, REAL(close), &removed, NULL);
+            fd_slot_release(removed);
         }
     }
     free(entry.checkpoint_path);
+    if (entry.cookie != NULL)
+        pthread_mutex_destroy(&entry.cookie->lock);
     free(entry.cookie);
     errno = saved;
     return result;
@@ -415,9 +478,25 @@ SHIM_EXPORT int fileno(FILE *stream)
     return entry.fd;
 }
 
-/* The trainer's own repositioning: pass rules first, with its target. */
+/* The trainer's own repositioning: pass rules first, with its target.
+ * Under the stream's lock (glibc's is recursive), as a read on another
+ * thread would be: the cookie's fetch is the stream's own state. */
+static int shim_stream_reposition_locked(FILE *stream, struct shim_stream *entry,
+                                         int64_t offset, int whence);
+
 static int shim_stream_reposition(FILE *stream, struct shim_stream *entry, int64_t offset,
                                   int whence)
+{
+    flockfile(stream);
+    int result = shim_stream_reposition_locked(stream, entry, offset, whence);
+    int saved = errno;
+    funlockfile(stream);
+    errno = saved;
+    return result;
+}
+
+static int shim_stream_reposition_locked(FILE *stream, struct shim_stream *entry,
+                                         int64_t offset, int whence)
 {
     struct fd_slot *slot = entry->slot;
     off64_t current = ftello64(stream);
@@ -443,13 +522,22 @@ static int shim_stream_reposition(FILE *stream, struct shim_stream *entry, int64
         return -1;
     }
     struct shim_view_cookie *cookie = entry->cookie;
+    pthread_mutex_lock(&cookie->lock);
     shim_view_cookie_repositioned(cookie);
+    pthread_mutex_unlock(&cookie->lock);
     if (view_cursor_reposition_rule(&slot->cursor, (uint64_t)current, (uint64_t)target))
         __fpurge(stream);
+    /* (not held across the seek: glibc reads through the cookie in it) */
+    pthread_mutex_lock(&cookie->lock);
     cookie->seeking = true;
     cookie->seek_target = (uint64_t)target;
+    pthread_mutex_unlock(&cookie->lock);
     int result = REAL(fseeko64)(stream, target, SEEK_SET);
+    int saved = errno;
+    pthread_mutex_lock(&cookie->lock);
     cookie->seeking = false;
+    pthread_mutex_unlock(&cookie->lock);
+    errno = saved;
     return result;
 }
 

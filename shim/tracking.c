@@ -316,6 +316,7 @@ void shim_commit_checkpoint_path(const char *content_path, const char *checkpoin
         return;
     }
     char error[1024];
+    shim_streams_deliver_consumed();
     int status = session_commit_checkpoint(&shim_session, checkpoint_path, &identity,
                                            shim_unconsumed_records, NULL, error, sizeof error);
     if (status < 0)
