@@ -141,7 +141,8 @@ static uint64_t view_cursor_copy(struct dataset_file *file, uint64_t first, uint
  * records of the old one.  A read cut short that way returns what it copied
  * and leaves the cursor right after it. */
 static ssize_t view_cursor_read_vectors(struct view_cursor *cursor, const struct iovec *vector,
-                                        int count, bool deliver)
+                                        int count, bool deliver, uint64_t *read_pass,
+                                        uint64_t *read_offset)
 {
     struct dataset_file *file = cursor->file;
     dataset_file_lock(file);
@@ -168,6 +169,10 @@ static ssize_t view_cursor_read_vectors(struct view_cursor *cursor, const struct
     }
     cursor->offset = first + span;
     uint64_t pass = cursor->pass;
+    if (read_pass != NULL)
+        *read_pass = pass;
+    if (read_offset != NULL)
+        *read_offset = first;
     bool replaced;
     uint64_t copied = view_cursor_copy(file, first, span, vector, count, &replaced);
     if (!replaced) {
@@ -197,13 +202,14 @@ static bool view_cursor_moves_back_over_header(const struct dataset_file *file,
 ssize_t view_cursor_read(struct view_cursor *cursor, void *buffer, size_t size)
 {
     struct iovec whole = {.iov_base = buffer, .iov_len = size};
-    return view_cursor_read_vectors(cursor, &whole, 1, true);
+    return view_cursor_read_vectors(cursor, &whole, 1, true, NULL, NULL);
 }
 
-ssize_t view_cursor_fetch(struct view_cursor *cursor, void *buffer, size_t size)
+ssize_t view_cursor_fetch(struct view_cursor *cursor, void *buffer, size_t size,
+                          uint64_t *pass, uint64_t *offset)
 {
     struct iovec whole = {.iov_base = buffer, .iov_len = size};
-    return view_cursor_read_vectors(cursor, &whole, 1, false);
+    return view_cursor_read_vectors(cursor, &whole, 1, false, pass, offset);
 }
 
 void view_cursor_deliver(struct view_cursor *cursor, uint64_t pass, uint64_t offset,
@@ -220,7 +226,7 @@ void view_cursor_deliver(struct view_cursor *cursor, uint64_t pass, uint64_t off
  * whole, and the pieces are filled in order. */
 ssize_t view_cursor_readv(struct view_cursor *cursor, const struct iovec *vector, int count)
 {
-    return view_cursor_read_vectors(cursor, vector, count, true);
+    return view_cursor_read_vectors(cursor, vector, count, true, NULL, NULL);
 }
 
 /* pread(2) and preadv(2): the copy runs without the lock, and its records

@@ -230,13 +230,14 @@ static ssize_t shim_cookie_read(void *cookie_pointer, char *buffer, size_t size)
     /* glibc refills only an empty buffer (and empties it before asking):
      * the last fetch was consumed whole */
     shim_view_cookie_deliver_consumed(cookie);
-    ssize_t got = view_cursor_fetch(cursor, buffer, size);
+    uint64_t pass = 0, start = 0;
+    ssize_t got = view_cursor_fetch(cursor, buffer, size, &pass, &start);
     cookie->has_fetch = got > 0;
     if (got > 0) {
         /* the fetch may have joined the next pass: its start is where it read */
-        cookie->fetch_pass = cursor->pass;
-        cookie->fetch_start = cursor->offset - (uint64_t)got;
-        cookie->fetch_end = cursor->offset;
+        cookie->fetch_pass = pass;
+        cookie->fetch_start = start;
+        cookie->fetch_end = start + (uint64_t)got;
         /* glibc's fseek reads from a block boundary and skips to the target:
          * the bytes before it are never the trainer's */
         if (cookie->seeking && cookie->seek_target > cookie->fetch_start)
