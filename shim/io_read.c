@@ -49,8 +49,9 @@ static ssize_t shim_view_read(struct fd_slot *slot, int fd, void *buffer, size_t
 {
     shim_before_view_read(slot);
     ssize_t got = view_cursor_read(&slot->cursor, buffer, size);
-    log_trace("read fd %d: %zu requested, %zd delivered, offset now %" PRIu64, fd, size, got,
-              slot->cursor.offset);
+    /* (the offset under the file's lock: another thread may read this cursor) */
+    log_trace("read fd %d: %zu requested, %zd delivered, offset now %lld", fd, size, got,
+              (long long)view_cursor_seek(&slot->cursor, 0, SEEK_CUR));
     return got;
 }
 
