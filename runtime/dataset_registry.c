@@ -178,9 +178,13 @@ int dataset_registry_add(struct dataset_registry *registry, struct dataset_file 
 uint64_t dataset_registry_epoch(struct dataset_registry *registry)
 {
     uint64_t epoch = 0;
-    for (struct dataset_file *file = registry->files; file; file = file->next)
-        if (file->entry->role == DATA_ROLE_TRAIN && file->shared->tracker.pass > epoch)
-            epoch = file->shared->tracker.pass;
+    pthread_mutex_lock(&registry->lock);
+    for (struct dataset_file *file = registry->files; file; file = file->next) {
+        uint64_t pass = pass_tracker_current_pass(&file->shared->tracker);
+        if (file->entry->role == DATA_ROLE_TRAIN && pass > epoch)
+            epoch = pass;
+    }
+    pthread_mutex_unlock(&registry->lock);
     return epoch;
 }
 

@@ -60,7 +60,7 @@ struct dataset_file *dataset_registry_find(struct dataset_registry *registry,
 int dataset_registry_add(struct dataset_registry *registry, struct dataset_file *file,
                          char *error, size_t error_size);
 
-/* Highest pass number among train files: the epoch. */
+/* Highest pass number among train files: the epoch.  Takes registry->lock. */
 uint64_t dataset_registry_epoch(struct dataset_registry *registry);
 
 /* Records still unconsumed in a file's view (unread stdio buffers plus

@@ -12,7 +12,7 @@
  * record perm_w[v mod N] of sweep w = v / N, each sweep with its own
  * permutation keyed by (pass, w), as AdaptDL seeds by epoch and wrap count.  All functions
  * here are pure memory operations on the mapping; callers hold the
- * file's lock (dataset_file_lock). */
+ * file's lock (dataset_file_lock), except dataset_view_run_copy. */
 #ifndef ADAPTSHIM_DATASET_VIEW_H
 #define ADAPTSHIM_DATASET_VIEW_H
 
@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "config.h"
 #include "delivery_record.h"
@@ -66,6 +67,7 @@ struct dataset_file {
     uint64_t inode;
     const unsigned char *map;     /* whole file, read-only */
     int source_fd;                /* read-only descriptor of the file, or -1 */
+    uint64_t source_fd_changes;   /* counts changes of source_fd (atomic) */
     uint64_t file_size;
     uint64_t header_size;
     uint64_t record_size;         /* 0 in lines mode */
@@ -135,9 +137,88 @@ void dataset_file_release(struct dataset_file *file);
 int dataset_view_fix(struct dataset_file *file);
 
 /* Copies view bytes [offset, offset + size) into buffer, stopping at the
- * view's end.  Returns the number copied. */
+ * view's end.  Returns the number copied.  Holds the lock throughout; readers
+ * use the plan below instead. */
 size_t dataset_view_copy(struct dataset_file *file, uint64_t offset, void *buffer,
                          size_t size);
+
+/* --- copies made without the lock (SPEC §10) ----------------------------------
+ *
+ * Threads reading one file must copy in parallel, so no lock is held across
+ * a copy.  The bytes of a view are bytes of the file, at places that depend
+ * only on the view, which does not change as long as its generation
+ * (view_generation) does not: under the lock a reader plans which file
+ * ranges make up the view bytes it wants (dataset_view_plan_copy), releases
+ * the lock, copies them from the mapping or with pread from source_fd
+ * (dataset_view_run_copy), and takes the lock again to account for them.
+ * The mapping lives as long as the process, so a plan stays valid even when
+ * the view is replaced meanwhile; the bytes are then those of the view the
+ * reader had when it planned.  Only a header that differs from the file's
+ * (a rewritten count= field) is copied at planning, under the lock.
+ *
+ * Fixed-size records are planned as one run of the view with a copy of the
+ * view's parameters (its permutation, start, length, sharding), and the
+ * copy computes each record's place itself: for small records that index
+ * arithmetic is as much work as the copy, and it too runs without the lock.
+ * Lines are planned piece by piece (their offsets live in arrays that a new
+ * view replaces). */
+#define VIEW_COPY_PLAN_PIECES 256
+/* A run of fixed-size records planned at once: at most this many records
+ * and VIEW_COPY_RUN_BYTES bytes (half the prefetch window, so that each
+ * planned run keeps the kernel's read-ahead going). */
+#define VIEW_COPY_RUN_RECORDS 4096
+#define VIEW_COPY_RUN_BYTES (VIEW_PREFETCH_BYTES / 2)
+
+struct view_copy_piece {
+    uint64_t file_offset;
+    uint64_t length;
+};
+
+/* What a copy needs to know of a view of fixed-size records. */
+struct view_record_layout {
+    uint64_t header_size;
+    uint64_t record_size;
+    uint64_t record_count;        /* N */
+    uint64_t pass;
+    uint64_t pass_length;         /* M */
+    uint64_t start_index;
+    uint32_t replicas;
+    uint32_t rank;
+    bool shuffle;
+    uint64_t seed;
+    const char *basename;         /* the file's, lives as long as it does */
+    struct record_permutation permutation;  /* of sweep 0 */
+};
+
+struct view_copy_plan {
+    uint64_t bytes;               /* view bytes planned, everything included */
+    uint64_t direct_bytes;        /* header bytes already copied at planning */
+    size_t piece_count;           /* their bytes follow the direct ones */
+    uint64_t run_payload_offset;  /* then run_bytes of records, from this payload offset */
+    uint64_t run_bytes;
+    int source_fd;
+    uint64_t source_fd_changes;   /* of source_fd when planned */
+    struct view_record_layout layout;   /* when run_bytes > 0 */
+    struct view_copy_piece pieces[VIEW_COPY_PLAN_PIECES];
+};
+
+/* Plans view bytes [offset, offset + size), stopping at the view's end or
+ * when a batch is full; their destination starts `position` bytes into the
+ * vectors (where the direct bytes go at once).  Lock held.  Returns
+ * plan->bytes (0 at or past the view's end). */
+uint64_t dataset_view_plan_copy(struct dataset_file *file, uint64_t offset, uint64_t size,
+                                const struct iovec *vector, int count, uint64_t position,
+                                struct view_copy_plan *plan);
+/* Copies what was planned to its destination (after the direct bytes); no
+ * lock needed.  A piece read with pread while source_fd changed (the
+ * trainer's dup2 or close_range over the shim's descriptor, which moves it
+ * first: dataset_view_set_source_fd) may hold another file's bytes: then
+ * everything is copied again from the mapping. */
+void dataset_view_run_copy(const struct dataset_file *file, const struct view_copy_plan *plan,
+                           const struct iovec *vector, int count, uint64_t position);
+/* Changes source_fd (-1: copy from the mapping only).  Lock held; called
+ * before the old descriptor may close. */
+void dataset_view_set_source_fd(struct dataset_file *file, int fd);
 
 /* Number of whole records of the view that lie before `offset`. */
 uint64_t dataset_view_records_before(const struct dataset_file *file, uint64_t offset);

@@ -21,7 +21,13 @@
  * copied into a pending slot; the next due step supersedes it, and
  * metrics_flush_latest_step (exit path, MPI_Finalize, preemption signal)
  * writes it.  Two slots are used so that a signal arriving in the middle of a
- * copy finds the previous, complete, line published rather than a torn one. */
+ * copy finds the previous, complete, line published rather than a torn one.
+ *
+ * Threads.  metrics_write_event may run on any thread at any time: one
+ * write(2) per line, atomic counters.  Step lines are the rate limiter's
+ * state, so metrics_offer_step and metrics_flush_latest_step of one writer
+ * must not run on two threads at once (the shim calls both under its step
+ * lock); a signal handler flushing on the thread that offers is fine. */
 #include "metrics.h"
 
 #include <errno.h>
@@ -320,24 +326,24 @@ bool metrics_writer_enabled(const struct metrics_writer *writer)
     return writer->enabled;
 }
 
-/* The single write path; async-signal-safe.  The counters are plain
- * integers: a signal landing between a load and a store can lose one count,
- * which only matters to the exit summary. */
+/* The single write path; async-signal-safe.  The counters are atomic: events
+ * are written from any thread (a pass ends under its file's lock wherever
+ * the read that ended it ran). */
 static int metrics_write_prepared_line(struct metrics_writer *writer,
                                        const struct json_line *line)
 {
     if (!json_line_is_writable(line)) {
-        writer->lines_dropped++;
+        __atomic_add_fetch(&writer->lines_dropped, 1, __ATOMIC_RELAXED);
         return -1;
     }
     int saved_errno = errno;
     int status = sysio_write_all(writer->fd, line->text, line->length);
     errno = saved_errno;
     if (status != 0) {
-        writer->lines_dropped++;
+        __atomic_add_fetch(&writer->lines_dropped, 1, __ATOMIC_RELAXED);
         return -1;
     }
-    writer->lines_written++;
+    __atomic_add_fetch(&writer->lines_written, 1, __ATOMIC_RELAXED);
     return 0;
 }
 
@@ -374,7 +380,7 @@ void metrics_offer_step(struct metrics_writer *writer, const struct json_line *l
     if (!writer->enabled)
         return;
     if (!json_line_is_writable(line)) {
-        writer->lines_dropped++;
+        __atomic_add_fetch(&writer->lines_dropped, 1, __ATOMIC_RELAXED);
         return;
     }
     if (!metrics_step_is_due(writer, now_seconds)) {

@@ -91,8 +91,8 @@ struct metrics_writer {
     double min_step_interval_seconds;
     double last_step_written_seconds;
     bool step_written_once;
-    /* Counters for the exit summary.  Dropped lines are invalid ones and
-     * ones whose write failed. */
+    /* Counters for the exit summary (atomic: events come from any thread).
+     * Dropped lines are invalid ones and ones whose write failed. */
     uint64_t lines_written;
     uint64_t lines_dropped;
     /* The latest step line that was not written, double-buffered so that a
@@ -122,7 +122,9 @@ int metrics_write_event(struct metrics_writer *writer, const struct json_line *l
 
 /* Writes the step line if at least min_step_interval_seconds passed since
  * the last written one (or none was written yet); otherwise keeps a copy as
- * the pending latest step, replacing an older one. */
+ * the pending latest step, replacing an older one.  It and
+ * metrics_flush_latest_step must not run on two threads at once; event
+ * lines may be written from any thread meanwhile. */
 void metrics_offer_step(struct metrics_writer *writer, const struct json_line *line,
                         double now_seconds);
 

@@ -57,7 +57,7 @@ static void pass_tracker_fix_current_pass(struct pass_tracker *tracker)
         tracker->start_index = tracker->record_count;
     }
     tracker->delivered = 0;
-    tracker->started = false;
+    __atomic_store_n(&tracker->started, false, __ATOMIC_RELAXED);
 }
 
 void pass_tracker_init(struct pass_tracker *tracker, uint64_t record_count,
@@ -91,17 +91,20 @@ void pass_tracker_note_delivered(struct pass_tracker *tracker, uint64_t delivere
                                  bool any_payload)
 {
     if (delivered > tracker->delivered) {
-        tracker->records_served += delivered - tracker->delivered;
+        __atomic_store_n(&tracker->records_served,
+                         tracker->records_served + (delivered - tracker->delivered),
+                         __ATOMIC_RELAXED);
         tracker->delivered = delivered;
     }
-    if (any_payload)
-        tracker->started = true;
+    if (any_payload && !tracker->started)
+        __atomic_store_n(&tracker->started, true, __ATOMIC_RELAXED);
 }
 
 void pass_tracker_end_pass(struct pass_tracker *tracker)
 {
-    tracker->pass++;
-    tracker->passes_completed++;
+    __atomic_store_n(&tracker->pass, tracker->pass + 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&tracker->passes_completed, tracker->passes_completed + 1,
+                     __ATOMIC_RELAXED);
     pass_tracker_fix_current_pass(tracker);
 }
 
@@ -147,7 +150,7 @@ bool pass_tracker_restore(struct pass_tracker *tracker, enum resume_mode resume,
             tracker->bound_length = length;
     }
     if (resume == RESUME_CONTINUE)
-        tracker->pass = bound_pass;
+        __atomic_store_n(&tracker->pass, bound_pass, __ATOMIC_RELAXED);
     pass_tracker_fix_current_pass(tracker);
     return true;
 }

@@ -51,6 +51,30 @@ struct pass_tracker {
     uint64_t bound_length;     /* M of the bound pass */
 };
 
+/* The counters other threads read without the file's lock (the records
+ * consumed at every step boundary, the epoch, the exit summary, whether
+ * training has begun): written under the lock with atomic stores, read
+ * with these. */
+static inline uint64_t pass_tracker_records_served(const struct pass_tracker *tracker)
+{
+    return __atomic_load_n(&tracker->records_served, __ATOMIC_RELAXED);
+}
+
+static inline uint64_t pass_tracker_passes_completed(const struct pass_tracker *tracker)
+{
+    return __atomic_load_n(&tracker->passes_completed, __ATOMIC_RELAXED);
+}
+
+static inline uint64_t pass_tracker_current_pass(const struct pass_tracker *tracker)
+{
+    return __atomic_load_n(&tracker->pass, __ATOMIC_RELAXED);
+}
+
+static inline bool pass_tracker_started(const struct pass_tracker *tracker)
+{
+    return __atomic_load_n(&tracker->started, __ATOMIC_RELAXED);
+}
+
 /* Chooses the length M of a fresh pass of a file with `statistical` set
  * (statistical epochs, SPEC §7); NULL, or a return of 0, means N.  Called
  * with the file's lock held: it must not take the registry lock. */

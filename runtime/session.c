@@ -47,7 +47,8 @@ bool session_train_record_delivered(struct runtime_session *session)
     pthread_mutex_lock(&session->registry.lock);
     for (struct dataset_file *file = session->registry.files; file; file = file->next)
         if (file->entry->role == DATA_ROLE_TRAIN &&
-            (file->shared->tracker.records_served > 0 || file->shared->tracker.started))
+            (pass_tracker_records_served(&file->shared->tracker) > 0 ||
+             pass_tracker_started(&file->shared->tracker)))
             delivered = true;
     pthread_mutex_unlock(&session->registry.lock);
     return delivered;
@@ -72,11 +73,11 @@ int session_commit_checkpoint(struct runtime_session *session, const char *check
                               char *error, size_t error_size)
 {
     if (session->config.checkpoint_path == NULL) {
-        if (!session->warned_no_checkpoint_path)
+        /* commits may come from several threads: one warning */
+        if (!__atomic_exchange_n(&session->warned_no_checkpoint_path, true, __ATOMIC_RELAXED))
             log_warn("checkpoint %s committed, but ADAPTDL_CHECKPOINT_PATH is unset: no "
                      "snapshot is written and a restart cannot resume the data position",
                      checkpoint_path);
-        session->warned_no_checkpoint_path = true;
         return 1;
     }
     struct adaptdl_snapshot snapshot = {0};
@@ -121,7 +122,7 @@ int session_commit_checkpoint(struct runtime_session *session, const char *check
     }
     int status = snapshot_save(session->config.checkpoint_path, &snapshot, error, error_size);
     if (status == 0) {
-        session->snapshots_written++;
+        __atomic_add_fetch(&session->snapshots_written, 1, __ATOMIC_RELAXED);
         if (log_enabled(LOG_LEVEL_DEBUG)) {
             log_debug("snapshot %" PRIu64 " bound to %s (size %" PRIu64 ", hash %016" PRIx64
                       "), epoch %" PRIu64 ", step %" PRIu64 ", progress %.6g",

@@ -99,28 +99,95 @@ static void view_cursor_begin_next_pass_if_repeating_locked(struct view_cursor *
     cursor->pass = file->view_pass;
 }
 
-/* Copies at most `size` view bytes at the cursor and advances it; a read
- * returning 0 ends the pass.  `deliver`: the bytes reach the trainer now (a
- * read(2)); otherwise a stdio buffer holds them and the stream delivers
- * what its trainer consumes later (view_cursor_deliver). */
-static ssize_t view_cursor_read_locked(struct view_cursor *cursor, void *buffer, size_t size,
-                                       bool deliver)
+/* Copies view bytes [first, first + span) to the vectors, `span` at most
+ * what is left of the view: planned a batch at a time under the file's lock
+ * (held on entry and on return), copied with it released (see
+ * dataset_view.h).  Returns the bytes copied; *replaced when the view was
+ * replaced by the time the copy was done (another thread or process ended
+ * the pass, or a restore re-fixed it): the bytes are then the old view's,
+ * and the copy stops at the end of the batch in progress, since the rest of
+ * the old view can no longer be planned. */
+static uint64_t view_cursor_copy(struct dataset_file *file, uint64_t first, uint64_t span,
+                                 const struct iovec *vector, int count, bool *replaced)
+{
+    uint64_t generation = file->view_generation;
+    uint64_t done = 0;
+    struct view_copy_plan plan;
+    while (done < span) {
+        uint64_t planned = dataset_view_plan_copy(file, first + done, span - done, vector,
+                                                  count, done, &plan);
+        if (planned == 0)
+            break;
+        dataset_file_unlock(file);
+        dataset_view_run_copy(file, &plan, vector, count, done);
+        done += planned;
+        dataset_file_lock(file);
+        if (file->view_generation != generation)
+            break;
+    }
+    *replaced = file->view_generation != generation;
+    return done;
+}
+
+/* Copies at most the vectors' size of view bytes at the cursor and advances
+ * it; a read returning 0 ends the pass.  `deliver`: the bytes reach the
+ * trainer now (read(2), readv(2)); otherwise a stdio buffer holds them and
+ * the stream delivers what its trainer consumes later
+ * (view_cursor_deliver).
+ *
+ * The rule for threads: the range a read will copy is fixed and taken from
+ * the cursor under the lock (a read of the same cursor on another thread
+ * gets the range after it, as with the kernel's file offset), the copy runs
+ * without the lock, and the records are delivered after the copy, under the
+ * lock again, only if the view is still the one the range was planned in.
+ * If another thread ended the pass meanwhile, the read still returns bytes
+ * of the view it began in (it was under way when the pass ended, as a read
+ * that had finished just before would have been), but they count for
+ * nothing: that pass is over, and the next one must not be credited with
+ * records of the old one.  A read cut short that way returns what it copied
+ * and leaves the cursor right after it. */
+static ssize_t view_cursor_read_vectors(struct view_cursor *cursor, const struct iovec *vector,
+                                        int count, bool deliver, uint64_t *read_pass,
+                                        uint64_t *read_offset)
 {
     struct dataset_file *file = cursor->file;
-    if (!view_cursor_is_current_locked(cursor))
+    dataset_file_lock(file);
+    if (!view_cursor_is_current_locked(cursor)) {
+        dataset_file_unlock(file);
         return 0;
-    view_cursor_begin_next_pass_if_repeating_locked(cursor, size);
-    if (deliver)
-        size = dataset_view_read_limit(file, cursor->offset, size);
-    size_t copied = dataset_view_copy(file, cursor->offset, buffer, size);
-    if (deliver)
-        view_cursor_deliver_locked(file, cursor->offset, copied);
-    cursor->offset += copied;
-    bool trainer_moved = cursor->trainer_moved_pass == file->view_pass + 1;
-    if (copied == 0 && size > 0 && (deliver || !trainer_moved || dataset_view_covered(file))) {
-        view_cursor_end_pass_locked(file, "read to the end");
-        cursor->at_end = true;
     }
+    size_t requested = 0;
+    for (int i = 0; i < count; i++)
+        requested += vector[i].iov_len;
+    view_cursor_begin_next_pass_if_repeating_locked(cursor, requested);
+    size_t size = deliver ? dataset_view_read_limit(file, cursor->offset, requested) : requested;
+    uint64_t first = cursor->offset;
+    uint64_t left = first < file->view_size ? file->view_size - first : 0;
+    uint64_t span = size < left ? size : left;
+    if (span == 0) {
+        bool trainer_moved = cursor->trainer_moved_pass == file->view_pass + 1;
+        if (size > 0 && (deliver || !trainer_moved || dataset_view_covered(file))) {
+            view_cursor_end_pass_locked(file, "read to the end");
+            cursor->at_end = true;
+        }
+        dataset_file_unlock(file);
+        return 0;
+    }
+    cursor->offset = first + span;
+    uint64_t pass = cursor->pass;
+    if (read_pass != NULL)
+        *read_pass = pass;
+    if (read_offset != NULL)
+        *read_offset = first;
+    bool replaced;
+    uint64_t copied = view_cursor_copy(file, first, span, vector, count, &replaced);
+    if (!replaced) {
+        if (deliver)
+            view_cursor_deliver_locked(file, first, copied);
+    } else if (copied < span && cursor->pass == pass && cursor->offset == first + span) {
+        cursor->offset = first + copied;
+    }
+    dataset_file_unlock(file);
     return (ssize_t)copied;
 }
 
@@ -184,18 +251,15 @@ static bool view_cursor_moves_back_over_header(const struct dataset_file *file,
 
 ssize_t view_cursor_read(struct view_cursor *cursor, void *buffer, size_t size)
 {
-    dataset_file_lock(cursor->file);
-    ssize_t copied = view_cursor_read_locked(cursor, buffer, size, true);
-    dataset_file_unlock(cursor->file);
-    return copied;
+    struct iovec whole = {.iov_base = buffer, .iov_len = size};
+    return view_cursor_read_vectors(cursor, &whole, 1, true, NULL, NULL);
 }
 
-ssize_t view_cursor_fetch(struct view_cursor *cursor, void *buffer, size_t size)
+ssize_t view_cursor_fetch(struct view_cursor *cursor, void *buffer, size_t size,
+                          uint64_t *pass, uint64_t *offset)
 {
-    dataset_file_lock(cursor->file);
-    ssize_t copied = view_cursor_read_locked(cursor, buffer, size, false);
-    dataset_file_unlock(cursor->file);
-    return copied;
+    struct iovec whole = {.iov_base = buffer, .iov_len = size};
+    return view_cursor_read_vectors(cursor, &whole, 1, false, pass, offset);
 }
 
 void view_cursor_deliver(struct view_cursor *cursor, uint64_t pass, uint64_t offset,
@@ -212,63 +276,44 @@ void view_cursor_deliver(struct view_cursor *cursor, uint64_t pass, uint64_t off
  * whole, and the pieces are filled in order. */
 ssize_t view_cursor_readv(struct view_cursor *cursor, const struct iovec *vector, int count)
 {
+    return view_cursor_read_vectors(cursor, vector, count, true, NULL, NULL);
+}
+
+/* pread(2) and preadv(2): the copy runs without the lock, and its records
+ * are delivered afterwards if the view is still the same (the rule of
+ * view_cursor_read_vectors). */
+static ssize_t view_cursor_pread_vectors(struct view_cursor *cursor, const struct iovec *vector,
+                                         int count, uint64_t offset)
+{
     struct dataset_file *file = cursor->file;
-    dataset_file_lock(file);
-    if (!view_cursor_is_current_locked(cursor)) {
-        dataset_file_unlock(file);
-        return 0;
-    }
-    size_t requested = 0;
+    uint64_t requested = 0;
     for (int i = 0; i < count; i++)
         requested += vector[i].iov_len;
-    view_cursor_begin_next_pass_if_repeating_locked(cursor, requested);
-    size_t allowed = dataset_view_read_limit(file, cursor->offset, requested);
-    uint64_t first = cursor->offset;
-    size_t total = 0;
-    for (int i = 0; i < count && total < allowed; i++) {
-        size_t want = vector[i].iov_len < allowed - total ? vector[i].iov_len : allowed - total;
-        size_t copied = dataset_view_copy(file, cursor->offset, vector[i].iov_base, want);
-        cursor->offset += copied;
-        total += copied;
-        if (copied < want)
-            break;
-    }
-    view_cursor_deliver_locked(file, first, total);
-    if (total == 0 && requested > 0) {
-        view_cursor_end_pass_locked(file, "read to the end");
-        cursor->at_end = true;
+    dataset_file_lock(file);
+    uint64_t left = offset < file->view_size ? file->view_size - offset : 0;
+    uint64_t span = requested < left ? requested : left;
+    uint64_t copied = 0;
+    if (span > 0) {
+        bool replaced;
+        copied = view_cursor_copy(file, offset, span, vector, count, &replaced);
+        if (!replaced)
+            view_cursor_deliver_locked(file, offset, copied);
     }
     dataset_file_unlock(file);
-    return (ssize_t)total;
+    return (ssize_t)copied;
 }
 
 ssize_t view_cursor_pread(struct view_cursor *cursor, void *buffer, size_t size,
                           uint64_t offset)
 {
-    struct dataset_file *file = cursor->file;
-    dataset_file_lock(file);
-    size_t copied = dataset_view_copy(file, offset, buffer, size);
-    view_cursor_deliver_locked(file, offset, copied);
-    dataset_file_unlock(file);
-    return (ssize_t)copied;
+    struct iovec whole = {.iov_base = buffer, .iov_len = size};
+    return view_cursor_pread_vectors(cursor, &whole, 1, offset);
 }
 
 ssize_t view_cursor_preadv(struct view_cursor *cursor, const struct iovec *vector,
                            int count, uint64_t offset)
 {
-    struct dataset_file *file = cursor->file;
-    size_t total = 0;
-    dataset_file_lock(file);
-    for (int i = 0; i < count; i++) {
-        size_t copied = dataset_view_copy(file, offset + total, vector[i].iov_base,
-                                          vector[i].iov_len);
-        view_cursor_deliver_locked(file, offset + total, copied);
-        total += copied;
-        if (copied < vector[i].iov_len)
-            break;
-    }
-    dataset_file_unlock(file);
-    return (ssize_t)total;
+    return view_cursor_pread_vectors(cursor, vector, count, offset);
 }
 
 off_t view_cursor_seek(struct view_cursor *cursor, off_t offset, int whence)

@@ -63,8 +63,12 @@ ssize_t view_cursor_readv(struct view_cursor *cursor, const struct iovec *vector
  * differs: a fetch returning 0 ends the pass only when it is covered or the
  * trainer has not moved the stream in this pass.  A loader that visits its
  * own batch order through stdio reaches the end of the view with its last
- * batch, wherever that falls in the epoch, and glibc asks for more. */
-ssize_t view_cursor_fetch(struct view_cursor *cursor, void *buffer, size_t size);
+ * batch, wherever that falls in the epoch, and glibc asks for more.
+ * When it returns bytes, *pass and *offset tell which pass's view they
+ * are of and where in it they start (the cursor may have moved on by the
+ * time the caller looks, if another thread reads it too). */
+ssize_t view_cursor_fetch(struct view_cursor *cursor, void *buffer, size_t size,
+                          uint64_t *pass, uint64_t *offset);
 /* The trainer consumed view bytes [offset, offset + count) of pass `pass`
  * (fetched earlier); nothing happens when that pass is over. */
 void view_cursor_deliver(struct view_cursor *cursor, uint64_t pass, uint64_t offset,

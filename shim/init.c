@@ -40,9 +40,14 @@ bool shim_configured(void)
 }
 
 
+/* The child has one thread: locks of the shim's that another thread of the
+ * parent held at the fork would never be released here. */
 static void shim_after_fork_in_child(void)
 {
     shim_process_id = getpid();
+    fd_table_after_fork_in_child();
+    shim_steps_after_fork_in_child();
+    shim_streams_after_fork_in_child();
 }
 
 bool shim_in_vfork_child(void)

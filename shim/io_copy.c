@@ -17,11 +17,16 @@
 
 #define SHIM_COPY_CHUNK 65536
 
+/* The view slot of fd, held until shim_copy_done; NULL when not a view. */
 static inline struct fd_slot *shim_copy_source_slot(int fd)
 {
-    struct fd_slot *slot = fd_table_lookup(fd);
-    if (SHIM_LIKELY(slot == NULL) || slot->kind != FD_SLOT_VIEW || shim_guarded())
+    if (SHIM_LIKELY(!fd_table_tracked(fd)) || shim_guarded())
         return NULL;
+    struct fd_slot *slot = fd_table_acquire(fd);
+    if (slot != NULL && slot->kind != FD_SLOT_VIEW) {
+        fd_slot_release(slot);
+        return NULL;
+    }
     return slot;
 }
 
@@ -49,6 +54,14 @@ static size_t shim_copy_write(int out_fd, const int64_t *out_offset, const char 
         written += (size_t)put;
     }
     return written;
+}
+
+static ssize_t shim_copy_done(struct fd_slot *slot, ssize_t result)
+{
+    int saved = errno;
+    fd_slot_release(slot);
+    errno = saved;
+    return result;
 }
 
 /* Copies up to `length` view bytes to out_fd, from *offset (advanced) or
@@ -115,9 +128,9 @@ SHIM_EXPORT ssize_t copy_file_range(int in_fd, off64_t *in_offset, int out_fd,
     if (SHIM_LIKELY(slot == NULL))
         return REAL(copy_file_range)(in_fd, in_offset, out_fd, out_offset, length, flags);
     if (!shim_copy_destination_is(out_fd, S_IFREG))
-        return -1;
-    return shim_copy_from_view(slot, (int64_t *)in_offset, out_fd, (int64_t *)out_offset,
-                               length);
+        return shim_copy_done(slot, -1);
+    return shim_copy_done(slot, shim_copy_from_view(slot, (int64_t *)in_offset, out_fd,
+                                                    (int64_t *)out_offset, length));
 }
 
 SHIM_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
@@ -125,7 +138,8 @@ SHIM_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
     struct fd_slot *slot = shim_copy_source_slot(in_fd);
     if (SHIM_LIKELY(slot == NULL))
         return REAL(sendfile)(out_fd, in_fd, offset, count);
-    return shim_copy_from_view(slot, (int64_t *)offset, out_fd, NULL, count);
+    return shim_copy_done(slot,
+                          shim_copy_from_view(slot, (int64_t *)offset, out_fd, NULL, count));
 }
 
 SHIM_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset, size_t count)
@@ -133,7 +147,8 @@ SHIM_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset, size_t co
     struct fd_slot *slot = shim_copy_source_slot(in_fd);
     if (SHIM_LIKELY(slot == NULL))
         return REAL(sendfile64)(out_fd, in_fd, offset, count);
-    return shim_copy_from_view(slot, (int64_t *)offset, out_fd, NULL, count);
+    return shim_copy_done(slot,
+                          shim_copy_from_view(slot, (int64_t *)offset, out_fd, NULL, count));
 }
 
 SHIM_EXPORT ssize_t splice(int in_fd, off64_t *in_offset, int out_fd, off64_t *out_offset,
@@ -143,7 +158,7 @@ SHIM_EXPORT ssize_t splice(int in_fd, off64_t *in_offset, int out_fd, off64_t *o
     if (SHIM_LIKELY(slot == NULL))
         return REAL(splice)(in_fd, in_offset, out_fd, out_offset, length, flags);
     if (!shim_copy_destination_is(out_fd, S_IFIFO))
-        return -1;
-    return shim_copy_from_view(slot, (int64_t *)in_offset, out_fd, (int64_t *)out_offset,
-                               length);
+        return shim_copy_done(slot, -1);
+    return shim_copy_done(slot, shim_copy_from_view(slot, (int64_t *)in_offset, out_fd,
+                                                    (int64_t *)out_offset, length));
 }

@@ -23,7 +23,7 @@
 
 void shim_forget_descriptor(int fd)
 {
-    struct fd_slot *slot = fd_table_remove(fd);
+    struct fd_slot *slot = fd_table_remove(fd, NULL);
     if (slot == NULL)
         return;
     if (slot->kind == FD_SLOT_INTERNAL) {
@@ -36,9 +36,9 @@ void shim_forget_descriptor(int fd)
     fd_slot_release(slot);
 }
 
-bool shim_close_commits(int fd, const struct fd_slot *slot)
+bool shim_close_commits(int fd, const struct fd_slot *slot, bool last_descriptor)
 {
-    if (slot->kind != FD_SLOT_CHECKPOINT_WRITER || slot->references != 1 || shim_guarded())
+    if (slot->kind != FD_SLOT_CHECKPOINT_WRITER || !last_descriptor || shim_guarded())
         return false;
     struct stat status;
     bool known = REAL(fstat)(fd, &status) == 0;
@@ -52,29 +52,42 @@ bool shim_close_commits(int fd, const struct fd_slot *slot)
 
 SHIM_EXPORT int close(int fd)
 {
-    struct fd_slot *slot = fd_table_lookup(fd);
-    if (SHIM_LIKELY(slot == NULL) || shim_in_vfork_child())
+    if (SHIM_LIKELY(!fd_table_tracked(fd)) || shim_in_vfork_child())
         return REAL(close)(fd);
-    if (slot->kind == FD_SLOT_INTERNAL && !shim_guarded()) {
+    struct fd_slot *slot = fd_table_acquire(fd);
+    bool internal = slot != NULL && slot->kind == FD_SLOT_INTERNAL;
+    bool checkpoint = slot != NULL && slot->kind == FD_SLOT_CHECKPOINT_WRITER;
+    fd_slot_release(slot);
+    if (internal && !shim_guarded()) {
         /* the trainer never opened it: to the trainer it is not open */
         errno = EBADF;
         return -1;
     }
-    slot = fd_table_remove(fd);
-    /* The content is complete once the trainer closes: the snapshot is
-     * written before the close returns, so a crash after the trainer's
-     * close never finds a checkpoint without its snapshot.  If it cannot be
-     * written, the close still closes (the descriptor is gone either way,
-     * as after any failed close) but reports the write's errno, as a
-     * deferred write error of the trainer's own would be. */
+    struct fd_slot *removed;
+    int result;
     int commit = 0, commit_errno = 0;
-    if (slot != NULL && shim_close_commits(fd, slot)) {
-        commit = shim_commit_checkpoint_path(slot->checkpoint_path, slot->checkpoint_path);
-        commit_errno = errno;
+    if (checkpoint) {
+        /* The content is complete once the trainer closes: the snapshot is
+         * written before the close returns, so a crash after the trainer's
+         * close never finds a checkpoint without its snapshot.  Only the
+         * last descriptor on it commits, and only while it still refers to
+         * the checkpoint.  If the snapshot cannot be written, the close
+         * still closes (the descriptor is gone either way, as after any
+         * failed close) but reports the write's errno, as a deferred write
+         * error of the trainer's own would be. */
+        bool last;
+        removed = fd_table_remove(fd, &last);
+        if (removed != NULL && shim_close_commits(fd, removed, last)) {
+            commit = shim_commit_checkpoint_path(removed->checkpoint_path,
+                                                 removed->checkpoint_path);
+            commit_errno = errno;
+        }
+        result = REAL(close)(fd);
+    } else {
+        result = fd_table_close(fd, REAL(close), &removed, NULL);
     }
-    int result = REAL(close)(fd);
     int saved = errno;
-    fd_slot_release(slot);
+    fd_slot_release(removed);
     if (commit != 0 && result == 0) {
         result = -1;
         saved = commit_errno;
@@ -83,28 +96,36 @@ SHIM_EXPORT int close(int fd)
     return result;
 }
 
+/* The entry at fd is an internal descriptor of the shim's. */
+static bool shim_is_internal_fd(int fd)
+{
+    struct fd_slot *slot = fd_table_acquire(fd);
+    bool internal = slot != NULL && slot->kind == FD_SLOT_INTERNAL;
+    fd_slot_release(slot);
+    return internal;
+}
+
 SHIM_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 {
     if (shim_in_vfork_child())
         return REAL(close_range)(first, last, flags);
+    unsigned capacity = __atomic_load_n(&fd_table_capacity, __ATOMIC_ACQUIRE);
     /* keep the shim's own descriptors out of the range first */
-    if (fd_table_capacity != 0 && !(flags & CLOSE_RANGE_CLOEXEC)) {
-        unsigned top = last < fd_table_capacity ? last : fd_table_capacity - 1;
-        for (unsigned fd = first; fd <= top; fd++) {
-            struct fd_slot *slot = fd_table_lookup((int)fd);
-            if (slot != NULL && slot->kind == FD_SLOT_INTERNAL)
+    if (capacity != 0 && !(flags & CLOSE_RANGE_CLOEXEC)) {
+        unsigned top = last < capacity ? last : capacity - 1;
+        for (unsigned fd = first; fd <= top; fd++)
+            if (shim_is_internal_fd((int)fd))
                 shim_relocate_internal_fd((int)fd, last >= (unsigned)INT32_MAX ? -1
                                                                              : (int)last);
-        }
     }
     int result = REAL(close_range)(first, last, flags);
-    if (result != 0 || (flags & CLOSE_RANGE_CLOEXEC) || fd_table_capacity == 0)
+    if (result != 0 || (flags & CLOSE_RANGE_CLOEXEC) || capacity == 0)
         return result;
-    if (last >= fd_table_capacity)
-        last = fd_table_capacity - 1;
-    for (unsigned fd = first; fd <= last && fd < fd_table_capacity; fd++)
-        if (fd_table_lookup((int)fd) != NULL)
-            fd_slot_release(fd_table_remove((int)fd));
+    if (last >= capacity)
+        last = capacity - 1;
+    for (unsigned fd = first; fd <= last && fd < capacity; fd++)
+        if (fd_table_tracked((int)fd))
+            fd_slot_release(fd_table_remove((int)fd, NULL));
     return result;
 }
 
@@ -112,35 +133,41 @@ SHIM_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
  * libc, which the close_range wrapper never sees: forget every tracked
  * descriptor it closed, or a file opened later in one of those numbers would
  * be read as the old view.  The shim's own descriptors there are gone too
- * (no number above `lowest` survives): their files copy from the mapping. */
+ * (no number above `lowest` survives): their files copy from the mapping,
+ * told so before the descriptors close, so that no copy in progress on
+ * another thread reads from a number that may already be another file's. */
 SHIM_EXPORT void closefrom(int lowest)
 {
-    REAL(closefrom)(lowest);
-    if (shim_in_vfork_child())
+    if (shim_in_vfork_child()) {
+        REAL(closefrom)(lowest);
         return;
+    }
     if (lowest < 0)
         lowest = 0;
-    for (unsigned fd = (unsigned)lowest; fd < fd_table_capacity; fd++) {
-        if (fd_table_lookup((int)fd) == NULL)
-            continue;
-        struct fd_slot *slot = fd_table_remove((int)fd);
+    unsigned capacity = __atomic_load_n(&fd_table_capacity, __ATOMIC_ACQUIRE);
+    for (unsigned fd = (unsigned)lowest; fd < capacity; fd++) {
+        struct fd_slot *slot = fd_table_acquire((int)fd);
         if (slot != NULL && slot->kind == FD_SLOT_INTERNAL) {
             dataset_file_lock(slot->file);
             if (slot->file->source_fd == (int)fd)
-                slot->file->source_fd = -1;
+                dataset_view_set_source_fd(slot->file, -1);
             dataset_file_unlock(slot->file);
         }
         fd_slot_release(slot);
     }
+    REAL(closefrom)(lowest);
+    for (unsigned fd = (unsigned)lowest; fd < capacity; fd++)
+        if (fd_table_tracked((int)fd))
+            fd_slot_release(fd_table_remove((int)fd, NULL));
 }
 
 static int shim_duplicated(int result, int source)
 {
     if (result < 0 || shim_in_vfork_child())
         return result;
-    if (fd_table_lookup(source) != NULL)
+    if (fd_table_tracked(source))
         fd_table_share(source, result);
-    else if (SHIM_UNLIKELY(fd_table_lookup(result) != NULL))
+    else if (SHIM_UNLIKELY(fd_table_tracked(result)))
         shim_forget_descriptor(result);   /* a fresh number: what was there is stale */
     return result;
 }
@@ -154,7 +181,7 @@ static int shim_duplicated_onto(int result, int source, int target)
 {
     if (result < 0 || source == target || shim_in_vfork_child())
         return result;
-    if (fd_table_lookup(source) != NULL || fd_table_lookup(target) != NULL)
+    if (fd_table_tracked(source) || fd_table_tracked(target))
         fd_table_share(source, target);
     return result;
 }
@@ -162,9 +189,8 @@ static int shim_duplicated_onto(int result, int source, int target)
 /* dup2 onto the shim's own descriptor: move it away first. */
 static void shim_protect_target(int fd, int target)
 {
-    struct fd_slot *slot = fd_table_lookup(target);
-    if (SHIM_UNLIKELY(slot != NULL) && slot->kind == FD_SLOT_INTERNAL && fd != target &&
-        !shim_guarded() && !shim_in_vfork_child())
+    if (SHIM_UNLIKELY(fd_table_tracked(target)) && fd != target && !shim_guarded() &&
+        !shim_in_vfork_child() && shim_is_internal_fd(target))
         shim_relocate_internal_fd(target, target);
 }
 

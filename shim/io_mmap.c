@@ -25,11 +25,16 @@ static uint64_t shim_page_size(void)
     return page_size;
 }
 
+/* The view slot of fd, held until released; NULL when not a view. */
 static inline struct fd_slot *shim_mapped_view_slot(int fd)
 {
-    struct fd_slot *slot = fd_table_lookup(fd);
-    if (SHIM_LIKELY(slot == NULL) || slot->kind != FD_SLOT_VIEW || shim_guarded())
+    if (SHIM_LIKELY(!fd_table_tracked(fd)) || shim_guarded())
         return NULL;
+    struct fd_slot *slot = fd_table_acquire(fd);
+    if (slot != NULL && slot->kind != FD_SLOT_VIEW) {
+        fd_slot_release(slot);
+        return NULL;
+    }
     return slot;
 }
 
@@ -118,6 +123,7 @@ static void *shim_view_mmap(struct fd_slot *slot, void *address, size_t length, 
     }
     int saved = errno;
     shim_guard_leave();
+    fd_slot_release(slot);
     errno = saved;
     return result;
 }

@@ -1,5 +1,7 @@
 /* io_read.c - wrappers of the read family.  Untracked descriptors take the
- * fast path: one table lookup and a branch, then the real function. */
+ * fast path: one table lookup and a branch, then the real function.  A
+ * tracked one is held (a reference on its slot) for the whole call, so a
+ * close() of it on another thread cannot free the slot under the read. */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -12,12 +14,27 @@
 
 extern void __chk_fail(void) __attribute__((noreturn));
 
+/* The view slot of fd, held until shim_view_done; NULL when fd is not a view
+ * (or the shim itself is reading). */
 static inline struct fd_slot *shim_view_slot(int fd)
 {
-    struct fd_slot *slot = fd_table_lookup(fd);
-    if (SHIM_LIKELY(slot == NULL) || slot->kind != FD_SLOT_VIEW || shim_guarded())
+    if (SHIM_LIKELY(!fd_table_tracked(fd)) || shim_guarded())
         return NULL;
+    struct fd_slot *slot = fd_table_acquire(fd);
+    if (slot != NULL && slot->kind != FD_SLOT_VIEW) {
+        fd_slot_release(slot);
+        return NULL;
+    }
     return slot;
+}
+
+/* Lets go of the slot and passes the call's result through, errno intact. */
+static inline ssize_t shim_view_done(struct fd_slot *slot, ssize_t result)
+{
+    int saved = errno;
+    fd_slot_release(slot);
+    errno = saved;
+    return result;
 }
 
 /* Reads of a train view are where steps end (for trainers whose reads run on
@@ -32,8 +49,9 @@ static ssize_t shim_view_read(struct fd_slot *slot, int fd, void *buffer, size_t
 {
     shim_before_view_read(slot);
     ssize_t got = view_cursor_read(&slot->cursor, buffer, size);
-    log_trace("read fd %d: %zu requested, %zd delivered, offset now %" PRIu64, fd, size, got,
-              slot->cursor.offset);
+    /* (the offset under the file's lock: another thread may read this cursor) */
+    log_trace("read fd %d: %zu requested, %zd delivered, offset now %lld", fd, size, got,
+              (long long)view_cursor_seek(&slot->cursor, 0, SEEK_CUR));
     return got;
 }
 
@@ -42,7 +60,7 @@ SHIM_EXPORT ssize_t read(int fd, void *buffer, size_t size)
     struct fd_slot *slot = shim_view_slot(fd);
     if (SHIM_LIKELY(slot == NULL))
         return REAL(read)(fd, buffer, size);
-    return shim_view_read(slot, fd, buffer, size);
+    return shim_view_done(slot, shim_view_read(slot, fd, buffer, size));
 }
 
 SHIM_EXPORT ssize_t __read_chk(int fd, void *buffer, size_t size, size_t buffer_size)
@@ -52,7 +70,7 @@ SHIM_EXPORT ssize_t __read_chk(int fd, void *buffer, size_t size, size_t buffer_
         return REAL(__read_chk)(fd, buffer, size, buffer_size);
     if (size > buffer_size)
         __chk_fail();
-    return shim_view_read(slot, fd, buffer, size);
+    return shim_view_done(slot, shim_view_read(slot, fd, buffer, size));
 }
 
 static ssize_t shim_view_pread(struct fd_slot *slot, int fd, void *buffer, size_t size,
@@ -73,7 +91,7 @@ SHIM_EXPORT ssize_t pread(int fd, void *buffer, size_t size, off_t offset)
     struct fd_slot *slot = shim_view_slot(fd);
     if (SHIM_LIKELY(slot == NULL))
         return REAL(pread)(fd, buffer, size, offset);
-    return shim_view_pread(slot, fd, buffer, size, offset);
+    return shim_view_done(slot, shim_view_pread(slot, fd, buffer, size, offset));
 }
 
 SHIM_EXPORT ssize_t pread64(int fd, void *buffer, size_t size, off64_t offset)
@@ -81,7 +99,7 @@ SHIM_EXPORT ssize_t pread64(int fd, void *buffer, size_t size, off64_t offset)
     struct fd_slot *slot = shim_view_slot(fd);
     if (SHIM_LIKELY(slot == NULL))
         return REAL(pread64)(fd, buffer, size, offset);
-    return shim_view_pread(slot, fd, buffer, size, offset);
+    return shim_view_done(slot, shim_view_pread(slot, fd, buffer, size, offset));
 }
 
 SHIM_EXPORT ssize_t __pread_chk(int fd, void *buffer, size_t size, off_t offset,
@@ -92,7 +110,7 @@ SHIM_EXPORT ssize_t __pread_chk(int fd, void *buffer, size_t size, off_t offset,
         return REAL(__pread_chk)(fd, buffer, size, offset, buffer_size);
     if (size > buffer_size)
         __chk_fail();
-    return shim_view_pread(slot, fd, buffer, size, offset);
+    return shim_view_done(slot, shim_view_pread(slot, fd, buffer, size, offset));
 }
 
 SHIM_EXPORT ssize_t __pread64_chk(int fd, void *buffer, size_t size, off64_t offset,
@@ -103,7 +121,17 @@ SHIM_EXPORT ssize_t __pread64_chk(int fd, void *buffer, size_t size, off64_t off
         return REAL(__pread64_chk)(fd, buffer, size, offset, buffer_size);
     if (size > buffer_size)
         __chk_fail();
-    return shim_view_pread(slot, fd, buffer, size, offset);
+    return shim_view_done(slot, shim_view_pread(slot, fd, buffer, size, offset));
+}
+
+static ssize_t shim_view_readv(struct fd_slot *slot, const struct iovec *vector, int count)
+{
+    if (count < 0 || count > IOV_MAX) {
+        errno = EINVAL;
+        return -1;
+    }
+    shim_before_view_read(slot);
+    return view_cursor_readv(&slot->cursor, vector, count);
 }
 
 SHIM_EXPORT ssize_t readv(int fd, const struct iovec *vector, int count)
@@ -111,12 +139,7 @@ SHIM_EXPORT ssize_t readv(int fd, const struct iovec *vector, int count)
     struct fd_slot *slot = shim_view_slot(fd);
     if (SHIM_LIKELY(slot == NULL))
         return REAL(readv)(fd, vector, count);
-    if (count < 0 || count > IOV_MAX) {
-        errno = EINVAL;
-        return -1;
-    }
-    shim_before_view_read(slot);
-    return view_cursor_readv(&slot->cursor, vector, count);
+    return shim_view_done(slot, shim_view_readv(slot, vector, count));
 }
 
 static ssize_t shim_view_preadv(struct fd_slot *slot, const struct iovec *vector, int count,
@@ -134,7 +157,7 @@ SHIM_EXPORT ssize_t preadv(int fd, const struct iovec *vector, int count, off_t 
     struct fd_slot *slot = shim_view_slot(fd);
     if (SHIM_LIKELY(slot == NULL))
         return REAL(preadv)(fd, vector, count, offset);
-    return shim_view_preadv(slot, vector, count, offset);
+    return shim_view_done(slot, shim_view_preadv(slot, vector, count, offset));
 }
 
 SHIM_EXPORT ssize_t preadv64(int fd, const struct iovec *vector, int count, off64_t offset)
@@ -142,7 +165,7 @@ SHIM_EXPORT ssize_t preadv64(int fd, const struct iovec *vector, int count, off6
     struct fd_slot *slot = shim_view_slot(fd);
     if (SHIM_LIKELY(slot == NULL))
         return REAL(preadv64)(fd, vector, count, offset);
-    return shim_view_preadv(slot, vector, count, offset);
+    return shim_view_done(slot, shim_view_preadv(slot, vector, count, offset));
 }
 
 /* preadv2 with offset -1 reads at (and moves) the current offset. */
@@ -153,8 +176,8 @@ SHIM_EXPORT ssize_t preadv2(int fd, const struct iovec *vector, int count, off_t
     if (SHIM_LIKELY(slot == NULL))
         return REAL(preadv2)(fd, vector, count, offset, flags);
     if (offset == -1)
-        return view_cursor_readv(&slot->cursor, vector, count);
-    return shim_view_preadv(slot, vector, count, offset);
+        return shim_view_done(slot, shim_view_readv(slot, vector, count));
+    return shim_view_done(slot, shim_view_preadv(slot, vector, count, offset));
 }
 
 SHIM_EXPORT ssize_t preadv64v2(int fd, const struct iovec *vector, int count, off64_t offset,
@@ -164,8 +187,8 @@ SHIM_EXPORT ssize_t preadv64v2(int fd, const struct iovec *vector, int count, of
     if (SHIM_LIKELY(slot == NULL))
         return REAL(preadv64v2)(fd, vector, count, offset, flags);
     if (offset == -1)
-        return view_cursor_readv(&slot->cursor, vector, count);
-    return shim_view_preadv(slot, vector, count, offset);
+        return shim_view_done(slot, shim_view_readv(slot, vector, count));
+    return shim_view_done(slot, shim_view_preadv(slot, vector, count, offset));
 }
 
 static off64_t shim_view_seek(struct fd_slot *slot, int fd, off64_t offset, int whence)
@@ -181,7 +204,7 @@ SHIM_EXPORT off_t lseek(int fd, off_t offset, int whence)
     struct fd_slot *slot = shim_view_slot(fd);
     if (SHIM_LIKELY(slot == NULL))
         return REAL(lseek)(fd, offset, whence);
-    return shim_view_seek(slot, fd, offset, whence);
+    return shim_view_done(slot, shim_view_seek(slot, fd, offset, whence));
 }
 
 SHIM_EXPORT off64_t lseek64(int fd, off64_t offset, int whence)
@@ -189,5 +212,5 @@ SHIM_EXPORT off64_t lseek64(int fd, off64_t offset, int whence)
     struct fd_slot *slot = shim_view_slot(fd);
     if (SHIM_LIKELY(slot == NULL))
         return REAL(lseek64)(fd, offset, whence);
-    return shim_view_seek(slot, fd, offset, whence);
+    return shim_view_done(slot, shim_view_seek(slot, fd, offset, whence));
 }

@@ -7,11 +7,16 @@
 #include "real_functions.h"
 #include "shim.h"
 
+/* The view slot of fd, held until released; NULL when not a view. */
 static inline struct fd_slot *shim_stat_view_slot(int fd)
 {
-    struct fd_slot *slot = fd_table_lookup(fd);
-    if (SHIM_LIKELY(slot == NULL) || slot->kind != FD_SLOT_VIEW || shim_guarded())
+    if (SHIM_LIKELY(!fd_table_tracked(fd)) || shim_guarded())
         return NULL;
+    struct fd_slot *slot = fd_table_acquire(fd);
+    if (slot != NULL && slot->kind != FD_SLOT_VIEW) {
+        fd_slot_release(slot);
+        return NULL;
+    }
     return slot;
 }
 
@@ -36,6 +41,7 @@ static int shim_stat_fd_result(int result, int fd, struct stat *status)
     struct fd_slot *slot = shim_stat_view_slot(fd);
     if (slot != NULL)
         shim_stat_set_view(status, slot->cursor.file);
+    fd_slot_release(slot);
     return result;
 }
 
@@ -164,6 +170,7 @@ SHIM_EXPORT int statx(int dirfd, const char *path, int flags, unsigned int mask,
         if (slot == NULL)
             return result;
         size = view_cursor_size(&slot->cursor);
+        fd_slot_release(slot);
     } else {
         if (!shim_paths_active())
             return result;

@@ -39,6 +39,13 @@
  * [fetch_start, fetch_end) of pass fetch_pass that went into the stream's
  * buffer (or straight to the trainer, for large freads). */
 struct shim_view_cookie {
+    /* Over the fields below.  glibc runs the cookie functions under the
+     * stream's own lock, and every access from outside a cookie function
+     * takes that lock first (flockfile) -- it also keeps the stream's
+     * buffer pointers still while they are read -- but that lock lives in
+     * glibc, where ThreadSanitizer cannot see it: this one says the same
+     * thing where it can.  Taken after the stream's lock, before the file's. */
+    pthread_mutex_t lock;
     struct fd_slot *slot;
     FILE *stream;
     bool has_fetch;
@@ -62,6 +69,11 @@ static struct shim_stream *shim_streams;
 static size_t shim_stream_count;
 static size_t shim_stream_capacity;
 static int shim_streams_in_use;  /* fast path: no stream ever registered */
+
+void shim_streams_after_fork_in_child(void)
+{
+    pthread_mutex_init(&shim_streams_lock, NULL);
+}
 
 static int shim_stream_register(const struct shim_stream *entry)
 {
@@ -147,7 +159,8 @@ char *shim_stream_take_checkpoint(FILE *stream)
 }
 
 /* Delivers the part of the last fetch that the trainer consumed: what lies
- * before the stream's read pointer.  The unread rest stays undelivered. */
+ * before the stream's read pointer.  The unread rest stays undelivered.
+ * Stream lock and cookie->lock held. */
 static void shim_view_cookie_deliver_consumed(struct shim_view_cookie *cookie)
 {
     if (!cookie->has_fetch)
@@ -173,20 +186,39 @@ static void shim_view_cookie_repositioned(struct shim_view_cookie *cookie)
     cookie->has_fetch = false;
 }
 
-/* Called while a snapshot is taken: streams deliver what their trainer has
- * consumed, so that unread buffer bytes never count (SPEC §3); records a
- * prefetching loader may hold are declared with lookahead
- * (dataset_view_records_in_flight says when they still can be). */
-uint64_t shim_unconsumed_records(struct dataset_file *file, void *context)
+/* Before a snapshot is taken: streams deliver what their trainer has
+ * consumed, so that unread buffer bytes never count (SPEC §3).  Each under
+ * its stream's lock, which glibc holds while a read on another thread runs
+ * the cookie: the fetch and the buffer pointers are then its own.  This
+ * runs before the registry's lock is taken (a reader holding its stream's
+ * lock may be waiting for that lock in its step boundary), and the cookie
+ * functions never take shim_streams_lock, so the order is always
+ * shim_streams_lock, then a stream's lock, then the shim's other locks. */
+void shim_streams_deliver_consumed(void)
 {
-    (void)context;
+    if (SHIM_LIKELY(!__atomic_load_n(&shim_streams_in_use, __ATOMIC_ACQUIRE)))
+        return;
     pthread_mutex_lock(&shim_streams_lock);
     for (size_t i = 0; i < shim_stream_count; i++) {
         struct shim_stream *entry = &shim_streams[i];
-        if (entry->cookie != NULL && entry->slot->cursor.file == file)
-            shim_view_cookie_deliver_consumed(entry->cookie);
+        if (entry->cookie == NULL)
+            continue;
+        flockfile(entry->stream);
+        pthread_mutex_lock(&entry->cookie->lock);
+        shim_view_cookie_deliver_consumed(entry->cookie);
+        pthread_mutex_unlock(&entry->cookie->lock);
+        funlockfile(entry->stream);
     }
     pthread_mutex_unlock(&shim_streams_lock);
+}
+
+/* Called while a snapshot is taken: what streams had consumed was delivered
+ * just before (shim_streams_deliver_consumed); records a prefetching loader
+ * may hold are declared with lookahead (dataset_view_records_in_flight says
+ * when they still can be). */
+uint64_t shim_unconsumed_records(struct dataset_file *file, void *context)
+{
+    (void)context;
     dataset_file_lock(file);
     uint64_t in_flight = dataset_view_records_in_flight(file);
     dataset_file_unlock(file);
@@ -201,22 +233,25 @@ static ssize_t shim_cookie_read(void *cookie_pointer, char *buffer, size_t size)
     struct view_cursor *cursor = &cookie->slot->cursor;
     if (cursor->file->entry->role == DATA_ROLE_TRAIN && shim_configured())
         shim_steps_before_train_read();
+    pthread_mutex_lock(&cookie->lock);
     /* glibc refills only an empty buffer (and empties it before asking):
      * the last fetch was consumed whole */
     shim_view_cookie_deliver_consumed(cookie);
-    ssize_t got = view_cursor_fetch(cursor, buffer, size);
+    uint64_t pass = 0, start = 0;
+    ssize_t got = view_cursor_fetch(cursor, buffer, size, &pass, &start);
     cookie->has_fetch = got > 0;
     if (got > 0) {
         /* the fetch may have joined the next pass: its start is where it read */
-        cookie->fetch_pass = cursor->pass;
-        cookie->fetch_start = cursor->offset - (uint64_t)got;
-        cookie->fetch_end = cursor->offset;
+        cookie->fetch_pass = pass;
+        cookie->fetch_start = start;
+        cookie->fetch_end = start + (uint64_t)got;
         /* glibc's fseek reads from a block boundary and skips to the target:
          * the bytes before it are never the trainer's */
         if (cookie->seeking && cookie->seek_target > cookie->fetch_start)
             cookie->fetch_start = cookie->seek_target < cookie->fetch_end ? cookie->seek_target
                                                                           : cookie->fetch_end;
     }
+    pthread_mutex_unlock(&cookie->lock);
     return got;
 }
 
@@ -246,18 +281,20 @@ static const cookie_io_functions_t shim_cookie_functions = {
 FILE *shim_open_view_stream(struct dataset_file *file, int fd, const char *mode)
 {
     (void)file;
-    struct fd_slot *slot = fd_table_lookup(fd);
+    /* the cookie keeps this reference until fclose */
+    struct fd_slot *slot = fd_table_acquire(fd);
     if (slot == NULL) {
         errno = EBADF;
         return NULL;
     }
     struct shim_view_cookie *cookie = calloc(1, sizeof *cookie);
     if (cookie == NULL) {
+        fd_slot_release(slot);
         errno = ENOMEM;
         return NULL;
     }
+    pthread_mutex_init(&cookie->lock, NULL);
     cookie->slot = slot;
-    __atomic_add_fetch(&slot->references, 1, __ATOMIC_ACQ_REL);
     FILE *stream = fopencookie(cookie, strchr(mode, 'e') ? "re" : "r", shim_cookie_functions);
     cookie->stream = stream;
     struct shim_stream entry = {.stream = stream, .slot = slot, .cookie = cookie, .fd = fd};
@@ -266,11 +303,23 @@ FILE *shim_open_view_stream(struct dataset_file *file, int fd, const char *mode)
         if (stream != NULL)
             REAL(fclose)(stream);
         fd_slot_release(slot);
+        pthread_mutex_destroy(&cookie->lock);
         free(cookie);
         errno = saved ? saved : ENOMEM;
         return NULL;
     }
     return stream;
+}
+
+/* The view slot of fd, held until released; NULL when fd is not a view. */
+static struct fd_slot *shim_stdio_view_slot(int fd)
+{
+    struct fd_slot *slot = fd_table_acquire(fd);
+    if (slot != NULL && slot->kind != FD_SLOT_VIEW) {
+        fd_slot_release(slot);
+        return NULL;
+    }
+    return slot;
 }
 
 static bool shim_mode_writes(const char *mode)
@@ -283,7 +332,7 @@ static bool shim_mode_writes(const char *mode)
 static FILE *shim_stream_opened(FILE *stream)
 {
     int fd = stream != NULL ? REAL(fileno)(stream) : -1;
-    if (fd >= 0 && SHIM_UNLIKELY(fd_table_lookup(fd) != NULL) && !shim_in_vfork_child())
+    if (fd >= 0 && SHIM_UNLIKELY(fd_table_tracked(fd)) && !shim_in_vfork_child())
         shim_forget_descriptor(fd);
     return stream;
 }
@@ -327,8 +376,8 @@ static FILE *shim_fopen_common(FILE *(*real_fopen)(const char *, const char *),
         return NULL;
     if (shim_track_opened(fd, AT_FDCWD, path, flags) < 0)
         return NULL;  /* descriptor already closed, errno set */
-    struct fd_slot *slot = fd_table_lookup(fd);
-    if (slot == NULL || slot->kind != FD_SLOT_VIEW) {
+    struct fd_slot *slot = shim_stdio_view_slot(fd);
+    if (slot == NULL) {
         /* matched by glob but not a regular file (a directory, a FIFO...):
          * the real thing, on the descriptor already open -- closing it and
          * opening the path again would drop a FIFO's unread bytes and wait
@@ -342,9 +391,10 @@ static FILE *shim_fopen_common(FILE *(*real_fopen)(const char *, const char *),
         return stream;
     }
     FILE *stream = shim_open_view_stream(slot->cursor.file, fd, mode);
+    fd_slot_release(slot);
     if (stream == NULL) {
         int saved = errno;
-        fd_slot_release(fd_table_remove(fd));
+        fd_slot_release(fd_table_remove(fd, NULL));
         REAL(close)(fd);
         errno = saved;
         return NULL;
@@ -373,9 +423,11 @@ static int shim_stream_closing(FILE *stream, const char *fopen_checkpoint, int *
 {
     *commit_errno = 0;
     int fd = REAL(fileno)(stream);
-    struct fd_slot *slot = fd >= 0 ? fd_table_lookup(fd) : NULL;
+    struct fd_slot *slot = fd >= 0 ? fd_table_acquire(fd) : NULL;
     const char *checkpoint = fopen_checkpoint;
-    if (checkpoint == NULL && slot != NULL && shim_close_commits(fd, slot))
+    /* the table's reference and ours: no other descriptor holds the slot */
+    bool last = slot != NULL && __atomic_load_n(&slot->references, __ATOMIC_ACQUIRE) == 2;
+    if (checkpoint == NULL && slot != NULL && shim_close_commits(fd, slot, last))
         checkpoint = slot->checkpoint_path;
     /* A checkpoint's content is complete once flushed: bind the snapshot
      * before the stream closes (see close() in io_fd.c).  A snapshot that
@@ -384,7 +436,9 @@ static int shim_stream_closing(FILE *stream, const char *fopen_checkpoint, int *
     if (checkpoint != NULL && fflush(stream) == 0 &&
         shim_commit_checkpoint_path(checkpoint, checkpoint) != 0)
         *commit_errno = errno;
-    return slot != NULL ? fd : -1;
+    int forget = slot != NULL ? fd : -1;
+    fd_slot_release(slot);
+    return forget;
 }
 
 /* freopen is passed through: it replaces a stream in place, which a cookie
@@ -437,10 +491,16 @@ SHIM_EXPORT FILE *freopen64(const char *path, const char *mode, FILE *stream)
 
 SHIM_EXPORT FILE *fdopen(int fd, const char *mode)
 {
-    struct fd_slot *slot = fd_table_lookup(fd);
-    if (SHIM_LIKELY(slot == NULL) || slot->kind != FD_SLOT_VIEW || shim_guarded())
+    if (SHIM_LIKELY(!fd_table_tracked(fd)) || shim_guarded())
         return REAL(fdopen)(fd, mode);
-    return shim_open_view_stream(slot->cursor.file, fd, mode);
+    struct fd_slot *slot = shim_stdio_view_slot(fd);
+    if (slot == NULL)
+        return REAL(fdopen)(fd, mode);
+    FILE *stream = shim_open_view_stream(slot->cursor.file, fd, mode);
+    int saved = errno;
+    fd_slot_release(slot);
+    errno = saved;
+    return stream;
 }
 
 SHIM_EXPORT int fclose(FILE *stream)
@@ -452,10 +512,15 @@ SHIM_EXPORT int fclose(FILE *stream)
     if (streams)
         entry = shim_stream_unregister(stream);
     int forget = -1, commit_errno = 0;
-    if (entry.cookie != NULL)
+    if (entry.cookie != NULL) {
+        flockfile(stream);
+        pthread_mutex_lock(&entry.cookie->lock);
         shim_view_cookie_deliver_consumed(entry.cookie);
-    else
+        pthread_mutex_unlock(&entry.cookie->lock);
+        funlockfile(stream);
+    } else {
         forget = shim_stream_closing(stream, entry.checkpoint_path, &commit_errno);
+    }
     int result = REAL(fclose)(stream);
     int saved = errno;
     if (commit_errno != 0 && result == 0) {
@@ -465,13 +530,16 @@ SHIM_EXPORT int fclose(FILE *stream)
     if (entry.slot != NULL) {
         fd_slot_release(entry.slot);
         if (entry.fd >= 0) {
-            fd_slot_release(fd_table_remove(entry.fd));
-            REAL(close)(entry.fd);
+            struct fd_slot *removed;
+            fd_table_close(entry.fd, REAL(close), &removed, NULL);
+            fd_slot_release(removed);
         }
     }
     if (forget >= 0)
         shim_forget_descriptor(forget);
     free(entry.checkpoint_path);
+    if (entry.cookie != NULL)
+        pthread_mutex_destroy(&entry.cookie->lock);
     free(entry.cookie);
     errno = saved;
     return result;
@@ -485,9 +553,25 @@ SHIM_EXPORT int fileno(FILE *stream)
     return entry.fd;
 }
 
-/* The trainer's own repositioning: pass rules first, with its target. */
+/* The trainer's own repositioning: pass rules first, with its target.
+ * Under the stream's lock (glibc's is recursive), as a read on another
+ * thread would be: the cookie's fetch is the stream's own state. */
+static int shim_stream_reposition_locked(FILE *stream, struct shim_stream *entry,
+                                         int64_t offset, int whence);
+
 static int shim_stream_reposition(FILE *stream, struct shim_stream *entry, int64_t offset,
                                   int whence)
+{
+    flockfile(stream);
+    int result = shim_stream_reposition_locked(stream, entry, offset, whence);
+    int saved = errno;
+    funlockfile(stream);
+    errno = saved;
+    return result;
+}
+
+static int shim_stream_reposition_locked(FILE *stream, struct shim_stream *entry,
+                                         int64_t offset, int whence)
 {
     struct fd_slot *slot = entry->slot;
     off64_t current = ftello64(stream);
@@ -513,13 +597,22 @@ static int shim_stream_reposition(FILE *stream, struct shim_stream *entry, int64
         return -1;
     }
     struct shim_view_cookie *cookie = entry->cookie;
+    pthread_mutex_lock(&cookie->lock);
     shim_view_cookie_repositioned(cookie);
+    pthread_mutex_unlock(&cookie->lock);
     if (view_cursor_reposition_rule(&slot->cursor, (uint64_t)current, (uint64_t)target))
         __fpurge(stream);
+    /* (not held across the seek: glibc reads through the cookie in it) */
+    pthread_mutex_lock(&cookie->lock);
     cookie->seeking = true;
     cookie->seek_target = (uint64_t)target;
+    pthread_mutex_unlock(&cookie->lock);
     int result = REAL(fseeko64)(stream, target, SEEK_SET);
+    int saved = errno;
+    pthread_mutex_lock(&cookie->lock);
     cookie->seeking = false;
+    pthread_mutex_unlock(&cookie->lock);
+    errno = saved;
     return result;
 }
 

@@ -7,7 +7,8 @@
  *     wrapper then passes straight through to the real function;
  *   - shim_paths_active(): this process virtualizes data or binds
  *     checkpoints (configuration parsed, not disabled, target matched);
- *   - fd_table_lookup(fd): the descriptor's slot, NULL for untracked ones. */
+ *   - fd_table_acquire(fd): the descriptor's slot with a reference held for
+ *     the duration of the call, NULL for untracked ones. */
 #ifndef ADAPTSHIM_SHIM_H
 #define ADAPTSHIM_SHIM_H
 
@@ -48,11 +49,13 @@ const char *shim_configuration_error(void);
 
 static inline bool shim_paths_active(void)
 {
-    if (SHIM_LIKELY(shim_state == SHIM_STATE_ACTIVE))
+    int state = __atomic_load_n(&shim_state, __ATOMIC_ACQUIRE);
+    if (SHIM_LIKELY(state == SHIM_STATE_ACTIVE))
         return !shim_guarded();
-    if (shim_state == SHIM_STATE_UNINITIALIZED && !shim_guarded())
+    if (state == SHIM_STATE_UNINITIALIZED && !shim_guarded())
         shim_ensure_initialized();
-    return shim_state == SHIM_STATE_ACTIVE && !shim_guarded();
+    return __atomic_load_n(&shim_state, __ATOMIC_ACQUIRE) == SHIM_STATE_ACTIVE &&
+           !shim_guarded();
 }
 
 /* A vfork child shares the parent's memory, so its close() before exec must
@@ -72,10 +75,17 @@ bool shim_in_forked_child(void);
  * disturb (see io_fd.c). */
 enum fd_slot_kind { FD_SLOT_VIEW = 1, FD_SLOT_CHECKPOINT_WRITER = 2, FD_SLOT_INTERNAL = 3 };
 
-/* Shared by descriptors that dup'd each other, as they share a file offset. */
+/* Shared by descriptors that dup'd each other, as they share a file offset.
+ *
+ * Lifetime: `references` counts every holder of the slot: each table entry
+ * (each descriptor number, `descriptors` of them), each stdio stream built
+ * on it, and each call in progress that took it with fd_table_acquire.  So
+ * a close() on one thread removes the slot from the table while a read on
+ * another still uses it, and the last fd_slot_release frees it. */
 struct fd_slot {
     enum fd_slot_kind kind;
     int references;
+    int descriptors;                 /* table entries holding it */
     struct view_cursor cursor;       /* FD_SLOT_VIEW */
     char *checkpoint_path;           /* FD_SLOT_CHECKPOINT_WRITER: absolute path */
     struct file_identity checkpoint_file; /* FD_SLOT_CHECKPOINT_WRITER: the file opened */
@@ -85,21 +95,48 @@ struct fd_slot {
 extern struct fd_slot **fd_table;
 extern unsigned fd_table_capacity;
 
-static inline struct fd_slot *fd_table_lookup(int fd)
+/* True when fd has a slot now (another thread may remove it at once): the
+ * fast path of every wrapper.  Untracked descriptors of a process that
+ * opened no data file cost one comparison. */
+static inline bool fd_table_tracked(int fd)
 {
-    if (SHIM_LIKELY((unsigned)fd >= fd_table_capacity))
+    unsigned capacity = __atomic_load_n(&fd_table_capacity, __ATOMIC_ACQUIRE);
+    if (SHIM_LIKELY((unsigned)fd >= capacity))
+        return false;
+    return __atomic_load_n(&fd_table[fd], __ATOMIC_RELAXED) != NULL;
+}
+
+struct fd_slot *fd_table_acquire_tracked(int fd);
+
+/* The descriptor's slot with a reference taken (release it with
+ * fd_slot_release when the call is done), or NULL for untracked ones. */
+static inline struct fd_slot *fd_table_acquire(int fd)
+{
+    if (SHIM_LIKELY(!fd_table_tracked(fd)))
         return NULL;
-    return __atomic_load_n(&fd_table[fd], __ATOMIC_ACQUIRE);
+    return fd_table_acquire_tracked(fd);
 }
 
 /* Installs slot at fd (taking one reference); any previous slot there is
  * released.  -1 when fd is beyond the table. */
 int fd_table_install(int fd, struct fd_slot *slot);
-/* Removes fd's slot and returns it (the caller releases it), or NULL. */
-struct fd_slot *fd_table_remove(int fd);
+/* Removes fd's slot and returns it with the table's reference (the caller
+ * releases it), or NULL.  *last_descriptor (may be NULL): no other
+ * descriptor holds the slot any more. */
+struct fd_slot *fd_table_remove(int fd, bool *last_descriptor);
+/* close(2) of fd and the removal of its slot as one step for the other
+ * threads: none of them finds the slot gone while the descriptor still
+ * reads the physical file, nor a slot that a concurrent open installed in
+ * the freed number removed.  Returns close's result; *removed gets the
+ * slot as fd_table_remove gives it. */
+int fd_table_close(int fd, int (*real_close)(int), struct fd_slot **removed,
+                   bool *last_descriptor);
 /* Makes `target` share source's slot (dup semantics). */
 void fd_table_share(int source, int target);
 void fd_slot_release(struct fd_slot *slot);
+/* In a forked child: the table's locks may have been held by a thread of
+ * the parent that does not exist here. */
+void fd_table_after_fork_in_child(void);
 struct fd_slot *fd_slot_new_view(struct dataset_file *file);
 struct fd_slot *fd_slot_new_checkpoint_writer(const char *absolute_path,
                                               const struct file_identity *file);
@@ -113,7 +150,7 @@ void shim_forget_descriptor(int fd);
 /* Whether closing fd, whose slot is a checkpoint writer, commits that
  * checkpoint now: its last descriptor, closed by the trainer, still on the
  * file it was opened on (session_close_commits). */
-bool shim_close_commits(int fd, const struct fd_slot *slot);
+bool shim_close_commits(int fd, const struct fd_slot *slot, bool last_descriptor);
 /* Moves the shim's internal descriptor at fd out of the way of a trainer
  * operation on that number (to a descriptor above `above`, or reopened),
  * updating the file's source_fd. */
@@ -140,9 +177,15 @@ int shim_track_opened(int fd, int dirfd, const char *path, int flags);
  * trainer's rename, close or fclose with that errno (SPEC §5). */
 int shim_commit_checkpoint_path(const char *content_path, const char *checkpoint_path);
 
-/* Records of `file` the trainer has read but not consumed: unread bytes in
- * the shim's stdio buffers plus the entry's lookahead. */
+/* Records of `file` the trainer has read but not consumed beyond what its
+ * streams delivered: the entry's lookahead. */
 uint64_t shim_unconsumed_records(struct dataset_file *file, void *context);
+/* Every stream delivers what its trainer consumed (the bytes before its read
+ * pointer), each under its stream's lock; called before a snapshot is taken,
+ * with none of the shim's other locks held. */
+void shim_streams_deliver_consumed(void);
+/* In a forked child (one thread): the stream list's lock made usable again. */
+void shim_streams_after_fork_in_child(void);
 
 /* --- stdio streams ------------------------------------------------------------ */
 FILE *shim_open_view_stream(struct dataset_file *file, int fd, const char *mode);

@@ -23,13 +23,16 @@
 #include "shim.h"
 #include "steps.h"
 
+/* under shim_steps_lock (a step is published there) */
 static uint64_t shim_epochs_last_counted_step;
 
 /* Records of the step whose agreed sums are still in flight, on all
  * replicas. */
 static uint64_t shim_epochs_pending_records(void)
 {
-    if (!shim_steps_synchronized || !shim_mpi_on_mpi_thread() || !shim_monitor.posted)
+    /* called under a file's lock, so shim_steps_lock cannot be taken here:
+     * on the MPI thread the step in flight is that thread's own (steps.h) */
+    if (!shim_steps_are_synchronized() || !shim_mpi_on_mpi_thread() || !shim_monitor.posted)
         return 0;
     return shim_monitor.posted_local_records * shim_monitor.replicas;
 }
@@ -68,15 +71,12 @@ static uint64_t shim_epochs_plan_resumed_pass(uint64_t record_count, uint64_t pa
  * optimizer step, before its next read, has finished it).  Records read
  * but not yet reduced belong to a step the checkpoint does not include.
  * The monitor belongs to the MPI thread: from another, nothing is added. */
-static void shim_epochs_uncounted_steps(uint64_t *steps, uint64_t *records)
+static void shim_epochs_uncounted_steps_locked(bool synchronized, uint64_t *steps,
+                                               uint64_t *records)
 {
-    *steps = 0;
-    *records = 0;
-    if (shim_steps_synchronized && !shim_mpi_on_mpi_thread())
-        return;
     uint64_t in_progress = shim_steps_train_records_consumed() -
                            shim_monitor.records_at_step_start;
-    if (!shim_steps_synchronized) {
+    if (!synchronized) {
         if (in_progress > 0) {
             *steps = 1;
             *records = in_progress;
@@ -91,6 +91,19 @@ static void shim_epochs_uncounted_steps(uint64_t *steps, uint64_t *records)
         *steps += 1;
         *records += in_progress * shim_monitor.replicas;
     }
+}
+
+/* (called from a commit on any thread, with no lock held) */
+static void shim_epochs_uncounted_steps(uint64_t *steps, uint64_t *records)
+{
+    *steps = 0;
+    *records = 0;
+    bool synchronized = shim_steps_are_synchronized();
+    if (synchronized && !shim_mpi_on_mpi_thread())
+        return;
+    shim_steps_lock();
+    shim_epochs_uncounted_steps_locked(synchronized, steps, records);
+    shim_steps_unlock();
 }
 
 void shim_epochs_install(void)

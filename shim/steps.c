@@ -16,7 +16,12 @@
  * _exit(143), as the signal would have ended it (no atexit handler, no
  * flush: the trainer's thread may be inside any of them).  Who ends the
  * process is settled once, by an atomic "ending" state, and the step code
- * holds a lock that the worker takes before it reads the statistics. */
+ * holds a lock that the worker takes before it reads the statistics.
+ *
+ * Threads: without MPI every train read, on whichever thread, is a step
+ * boundary, and a checkpoint commit on any thread reads the step in
+ * progress; all of that runs under shim_steps_lock (see steps.h), released
+ * before a stop calls exit(3), whose atexit handlers come back here. */
 #include "steps.h"
 
 #include <errno.h>
@@ -44,6 +49,30 @@
 bool shim_steps_synchronized;
 struct step_monitor shim_monitor;
 void (*shim_steps_finalize_mpi)(void);
+
+/* The step code and the deadline's worker never read or change the
+ * statistics at the same time.  Recursive: a stop may be taken from inside
+ * step code. */
+static pthread_mutex_t shim_steps_mutex = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+
+void shim_steps_lock(void)
+{
+    pthread_mutex_lock(&shim_steps_mutex);
+}
+
+void shim_steps_unlock(void)
+{
+    pthread_mutex_unlock(&shim_steps_mutex);
+}
+
+void shim_steps_after_fork_in_child(void)
+{
+    pthread_mutexattr_t attributes;
+    pthread_mutexattr_init(&attributes);
+    pthread_mutexattr_settype(&attributes, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&shim_steps_mutex, &attributes);
+    pthread_mutexattr_destroy(&attributes);
+}
 
 static struct adaptdl_job_record shim_job_record;
 static bool shim_job_record_loaded;
@@ -86,10 +115,6 @@ enum shim_ending {
 };
 static int shim_ending;
 
-/* The step code and the deadline's worker never read or change the
- * statistics at the same time (recursive: a stop may be taken from inside
- * step code). */
-static pthread_mutex_t shim_steps_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 /* How long the worker waits for the trainer's thread to leave the step
  * code (it may be blocked in MPI) before it gives up the job record. */
 #define SHIM_DEADLINE_LOCK_SECONDS 2
@@ -178,12 +203,14 @@ void shim_steps_initialize(void)
 
 void shim_steps_start_synchronized(struct piggyback_transport transport, uint32_t replicas)
 {
+    shim_steps_lock();
     uint64_t initial = shim_monitor.noise.initial_global_bsz;
     struct grad_noise_state noise = shim_monitor.noise;
     step_monitor_init(&shim_monitor, transport, replicas, initial,
                       shim_session.config.drain_seconds, shim_now());
     shim_monitor.noise = noise;
-    shim_steps_synchronized = true;
+    __atomic_store_n(&shim_steps_synchronized, true, __ATOMIC_RELEASE);
+    shim_steps_unlock();
 }
 
 /* Records consumed without a read the shim sees: batches of the cooperative
@@ -203,7 +230,7 @@ uint64_t shim_steps_train_records_consumed(void)
     pthread_mutex_lock(&shim_session.registry.lock);
     for (struct dataset_file *file = shim_session.registry.files; file; file = file->next)
         if (file->entry->role == DATA_ROLE_TRAIN)
-            total += file->shared->tracker.records_served;
+            total += pass_tracker_records_served(&file->shared->tracker);
     pthread_mutex_unlock(&shim_session.registry.lock);
     return total;
 }
@@ -285,19 +312,33 @@ static void shim_write_ending(const char *why, int status)
         log_debug("exit of a forked child (%s): no job record, summary or exit event", why);
         return;
     }
-    pthread_mutex_lock(&shim_steps_lock);
+    shim_steps_lock();
     shim_write_job_record(why);
     shim_log_summary(why);
     shim_events_exit(status, why);
-    pthread_mutex_unlock(&shim_steps_lock);
+    shim_steps_unlock();
 }
 
 static void shim_stop_now(const char *why) __attribute__((noreturn));
+/* The shim itself is stopping the process (under shim_steps_lock). */
+static bool shim_stopping;
+
 static void shim_stop_now(const char *why)
 {
-    log_info("stopping: %s; exit status 143", why);
-    if (shim_ending_claim(SHIM_ENDING_EXITING))
-        shim_write_ending(why, STOP_STATUS_RESTART);
+    shim_steps_lock();
+    bool first = !shim_stopping;
+    shim_stopping = true;
+    if (first) {
+        log_info("stopping: %s; exit status 143", why);
+        if (shim_ending_claim(SHIM_ENDING_EXITING))
+            shim_write_ending(why, STOP_STATUS_RESTART);
+    }
+    shim_steps_unlock();
+    /* Another reader thread reached a stop point too: one thread exits,
+     * the others wait for the process to end (two exit(3) calls at once
+     * would run the atexit handlers twice). */
+    while (!first)
+        pause();
     if (shim_steps_finalize_mpi != NULL)
         shim_steps_finalize_mpi();
     exit(STOP_STATUS_RESTART);
@@ -316,9 +357,9 @@ void shim_steps_stop_at_deadline(void)
     struct timespec give_up;
     clock_gettime(CLOCK_REALTIME, &give_up);
     give_up.tv_sec += SHIM_DEADLINE_LOCK_SECONDS;
-    if (pthread_mutex_timedlock(&shim_steps_lock, &give_up) == 0) {
+    if (pthread_mutex_timedlock(&shim_steps_mutex, &give_up) == 0) {
         shim_write_ending(why, STOP_STATUS_RESTART);
-        pthread_mutex_unlock(&shim_steps_lock);
+        pthread_mutex_unlock(&shim_steps_mutex);
     } else {
         log_warn("job record not written: the trainer's thread is held inside the shim's "
                  "step code (in MPI?) for more than %d s", SHIM_DEADLINE_LOCK_SECONDS);
@@ -476,10 +517,10 @@ static void shim_steps_publish_agreed_step(void)
 
 void shim_steps_drain_last_step(void)
 {
-    pthread_mutex_lock(&shim_steps_lock);
+    shim_steps_lock();
     if (step_monitor_drain_reduction(&shim_monitor))
         shim_steps_publish_agreed_step();
-    pthread_mutex_unlock(&shim_steps_lock);
+    shim_steps_unlock();
 }
 
 /* An agreed stop that drains moves the deadline past the drain (once). */
@@ -496,10 +537,10 @@ static void shim_note_agreed_stop(void)
 
 void shim_steps_boundary(void)
 {
-    if (!shim_steps_synchronized)
+    if (!shim_steps_are_synchronized())
         return;
     shim_guard_enter();
-    pthread_mutex_lock(&shim_steps_lock);
+    shim_steps_lock();
     double started = shim_now();
     shim_measure_restart_cost();
     shim_steps_decide(started);
@@ -517,19 +558,21 @@ void shim_steps_boundary(void)
         shim_steps_publish_agreed_step();
     shim_note_agreed_stop();
     shim_overhead_seconds += shim_now() - started;
-    pthread_mutex_unlock(&shim_steps_lock);
+    bool restart_agreed = shim_monitor.restart_agreed;
+    shim_steps_unlock();
     shim_guard_leave();
     if (action == STEP_STOP)
-        shim_stop_now(shim_monitor.restart_agreed
+        shim_stop_now(restart_agreed
                           ? "restart for a new batch size, after the checkpoint just committed"
                           : "every replica agreed to stop at this step");
 }
 
-/* Without MPI a step is the time between two train-batch reads. */
+/* Without MPI a step is the time between two train-batch reads, on any
+ * thread: with several reader threads, between two reads of any of them. */
 static void shim_steps_local_boundary(void)
 {
     shim_guard_enter();
-    pthread_mutex_lock(&shim_steps_lock);
+    shim_steps_lock();
     double now = shim_now();
     /* (a train read made this boundary, so ADAPTDL_DATA is set; and no
      * model exists: decisions are made at synchronized boundaries only) */
@@ -537,7 +580,7 @@ static void shim_steps_local_boundary(void)
         shim_steps_publish_agreed_step();
         shim_overhead_seconds += shim_now() - now;
     }
-    pthread_mutex_unlock(&shim_steps_lock);
+    shim_steps_unlock();
     shim_guard_leave();
 }
 
@@ -613,27 +656,35 @@ double shim_steps_gain(uint64_t initial_global, uint64_t global)
 
 void shim_steps_before_train_read(void)
 {
-    if (shim_monitor.in_step && shim_steps_synchronized && shim_mpi_on_mpi_thread())
+    bool synchronized = shim_steps_are_synchronized();
+    /* the step in progress is the MPI thread's own (steps.h) */
+    if (synchronized && shim_mpi_on_mpi_thread() && shim_monitor.in_step)
         shim_steps_boundary();
-    else if (!shim_steps_synchronized)
+    else if (!synchronized)
         shim_steps_local_boundary();
     if (shim_stop_signal == 0)
         return;
-    if (shim_steps_synchronized && shim_monitor.gradient_ever_seen)
+    shim_steps_lock();
+    bool agreed = synchronized && shim_monitor.gradient_ever_seen;
+    uint32_t replicas = shim_monitor.replicas;
+    bool warn = synchronized && replicas > 1 && !shim_warned_unsynchronized;
+    shim_warned_unsynchronized |= warn;
+    shim_steps_unlock();
+    if (agreed)
         return;  /* the piggy-backed reduction decides */
-    if (shim_steps_synchronized && shim_monitor.replicas > 1 && !shim_warned_unsynchronized) {
-        shim_warned_unsynchronized = true;
+    if (warn)
         log_warn("no gradient all-reduce was detected: the stop cannot be synchronized "
                  "across replicas; each replica stops at its next batch read");
-    }
     /* without agreement MPI_Finalize could wait for ranks that run on */
-    shim_steps_finalize_mpi = shim_monitor.replicas > 1 ? NULL : shim_steps_finalize_mpi;
+    shim_steps_finalize_mpi = replicas > 1 ? NULL : shim_steps_finalize_mpi;
     shim_stop_now("stop requested, at the next batch read");
 }
 
 void shim_steps_note_commit(void)
 {
+    shim_steps_lock();
     step_monitor_note_commit(&shim_monitor);
+    shim_steps_unlock();
 }
 
 /* The one summary line per rank that `info` prints at exit (SPEC §9). */
@@ -644,8 +695,8 @@ static void shim_log_summary(const char *why)
     uint64_t records = 0, passes = 0;
     pthread_mutex_lock(&shim_session.registry.lock);
     for (struct dataset_file *file = shim_session.registry.files; file; file = file->next) {
-        records += file->shared->tracker.records_served;
-        passes += file->shared->tracker.passes_completed;
+        records += pass_tracker_records_served(&file->shared->tracker);
+        passes += pass_tracker_passes_completed(&file->shared->tracker);
     }
     pthread_mutex_unlock(&shim_session.registry.lock);
     const struct step_profile *profiles = shim_job_record.profiles;
@@ -660,7 +711,8 @@ static void shim_log_summary(const char *why)
              "%" PRIu64 " snapshots, shim overhead %.6f s",
              why, records, passes, shim_session.config.num_restarts, shim_monitor.boundaries,
              steps ? step_time_sum / (double)steps : 0.0,
-             grad_noise_scale_simple(&shim_monitor.noise), shim_session.snapshots_written,
+             grad_noise_scale_simple(&shim_monitor.noise),
+             __atomic_load_n(&shim_session.snapshots_written, __ATOMIC_RELAXED),
              shim_overhead_seconds);
 }
 
@@ -682,6 +734,14 @@ void shim_steps_at_exit(void)
 {
     if (shim_ending_claim(SHIM_ENDING_EXITING))
         shim_write_ending("exit", shim_expected_exit_status());
+    shim_steps_lock();
+    bool stopping = shim_stopping;
+    shim_steps_unlock();
+    /* The shim's own stop exits with 143 already, and its exit(3) flushes
+     * stdio without waiting for streams that reader threads parked in
+     * shim_stop_now still hold (fflush(NULL) would wait for them). */
+    if (stopping)
+        return;
     struct stop_exit_facts facts = shim_signals_exit_facts();
     if (!stop_policy_exit_means_restart(&facts)) {
         if (facts.stop_deferred)

@@ -9,9 +9,26 @@
 #include "step_monitor.h"
 #include "stop_policy.h"
 
-/* Set once MPI is up and the piggy-backed reduction can run. */
+/* Set once MPI is up and the piggy-backed reduction can run (read it with
+ * shim_steps_are_synchronized: any thread may ask). */
 extern bool shim_steps_synchronized;
+static inline bool shim_steps_are_synchronized(void)
+{
+    return __atomic_load_n(&shim_steps_synchronized, __ATOMIC_ACQUIRE);
+}
+/* The step bookkeeping.  Under MPI its step in progress belongs to the
+ * thread that runs MPI (its collectives make the steps); everything else in
+ * it, and all of it without MPI (where a train read on any thread makes a
+ * boundary), is touched under shim_steps_lock only. */
 extern struct step_monitor shim_monitor;
+/* Guards shim_monitor, the job record and what publishing a step writes
+ * (statistical epochs' counted step, step lines of the metrics file).  It is
+ * taken before the registry's and the files' locks, never while one of them
+ * is held, and never held across exit(3). */
+void shim_steps_lock(void);
+void shim_steps_unlock(void);
+/* In a forked child (one thread): the lock made usable again. */
+void shim_steps_after_fork_in_child(void);
 
 /* Installs the signal handlers and loads the job record (at start-up of a
  * configured process). */

@@ -260,7 +260,7 @@ int shim_track_opened(int fd, int dirfd, const char *path, int flags)
 {
     /* The kernel just handed out this number: anything remembered there was
      * closed where no wrapper saw it, and must not outlive it. */
-    if (SHIM_UNLIKELY(fd_table_lookup(fd) != NULL) && !shim_in_vfork_child())
+    if (SHIM_UNLIKELY(fd_table_tracked(fd)) && !shim_in_vfork_child())
         shim_forget_descriptor(fd);
     char absolute_path[PATH_MAX];
     const char *absolute = shim_absolute_path(dirfd, path, absolute_path,
@@ -323,6 +323,9 @@ int shim_commit_checkpoint_path(const char *content_path, const char *checkpoint
 {
     shim_guard_enter();
     struct content_identity identity;
+    /* streams hand over what their trainers consumed, before any lock of
+     * the snapshot's is taken (io_stdio.c) */
+    shim_streams_deliver_consumed();
     int status = session_commit_checkpoint_file(&shim_session, content_path, checkpoint_path,
                                                 shim_unconsumed_records, NULL, &identity);
     int saved = errno;

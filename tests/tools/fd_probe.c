@@ -30,6 +30,14 @@
  *                disjoint records (the header is chunk 0; each 25 times) while
  *                a fifth reads the view sequentially through a dup'd
  *                descriptor, stopping at its size (no read returning 0)
+ *   mixed RECORD,HEADER REFERENCE CHECKPOINT  eight threads at once: two
+ *                read the view in order (open, read, close), one preads
+ *                random records, one reads through stdio (fread, getc,
+ *                fseek), one lseeks and readvs, one preads a descriptor that
+ *                a seventh keeps closing and replacing, and the eighth
+ *                commits CHECKPOINT (close, fclose, rename); every record
+ *                read must be one of REFERENCE's (the same file at a path
+ *                the shim leaves alone)
  *   pipe         a pipe created in the number a data descriptor just freed
  *   rdwr         open(O_RDWR) and fopen("r+") of PATH: sizes and bytes seen
  *   dir          PATH is a directory: open, fstat, read, readdir, fopen, fread
@@ -464,6 +472,304 @@ static void probe_threads(const char *path, size_t record, size_t header)
     report("read_at_end", (long long)read(fd, &byte, 1));
 }
 
+/* --- mixed: eight threads that open, read, close and checkpoint at once ---
+ *
+ * Nothing here waits for anything but its own work: every thread runs a
+ * fixed number of rounds.  Bytes are checked where their place in the view
+ * is known: every whole record handed out must be one record of REFERENCE
+ * (the physical file, at a path the shim does not virtualize), found by the
+ * id in its first 8 bytes, and the header must be REFERENCE's header.  Which
+ * records a view holds depends on which pass the reader caught, so only
+ * their integrity is checked, not their order. */
+struct mixed_setup {
+    const char *path;
+    const char *checkpoint;
+    size_t record, header;
+    const unsigned char *reference;
+    size_t reference_size;
+    uint64_t record_count;
+};
+
+static struct mixed_setup mixed;
+static int mixed_shared_fd = -1;      /* read by one thread, replaced by another */
+static int mixed_closer_done;
+static int mixed_failures;
+static long mixed_records_checked;
+
+static void mixed_fail(const char *what, unsigned long long where)
+{
+    fprintf(stderr, "mixed: %s at %llu\n", what, where);
+    __atomic_add_fetch(&mixed_failures, 1, __ATOMIC_RELAXED);
+}
+
+static uint64_t mixed_random(uint64_t *state)
+{
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    return *state;
+}
+
+/* Checks view bytes [offset, offset + count): header bytes against the
+ * reference's header, whole records against the reference's records. */
+static void mixed_check(const unsigned char *bytes, size_t count, uint64_t offset)
+{
+    uint64_t end = offset + count;
+    for (uint64_t at = offset; at < end && at < mixed.header; at++)
+        if (bytes[at - offset] != mixed.reference[at]) {
+            mixed_fail("header byte differs", at);
+            return;
+        }
+    uint64_t first = offset < mixed.header ? mixed.header : offset;
+    uint64_t within = (first - mixed.header) % mixed.record;
+    if (within != 0)
+        first += mixed.record - within;
+    for (uint64_t at = first; at + mixed.record <= end; at += mixed.record) {
+        uint64_t id;
+        memcpy(&id, bytes + (at - offset), sizeof id);
+        if (id >= mixed.record_count ||
+            memcmp(bytes + (at - offset), mixed.reference + mixed.header + id * mixed.record,
+                   mixed.record) != 0) {
+            mixed_fail("record is not one of the file's", at);
+            return;
+        }
+        __atomic_add_fetch(&mixed_records_checked, 1, __ATOMIC_RELAXED);
+    }
+}
+
+/* open, read in order in uneven pieces (to the end, or stopping early),
+ * close; each view read is checked whole. */
+static void *mixed_in_order_reader(void *argument)
+{
+    uint64_t state = 0x9e3779b97f4a7c15ULL + (uintptr_t)argument;
+    static const size_t pieces[] = {1, 7, 13, 100, 3, 61, 4093, 28, 56};
+    unsigned char *view = malloc(mixed.reference_size + 4096);
+    if (view == NULL)
+        die("malloc");
+    for (int round = 0; round < 12; round++) {
+        int fd = open_or_die(mixed.path, O_RDONLY);
+        bool stop_early = mixed_random(&state) % 3 == 0;
+        size_t got = 0;
+        for (size_t i = 0; got < mixed.reference_size; i++) {
+            size_t want = pieces[(i + round) % (sizeof pieces / sizeof pieces[0])];
+            ssize_t n = read(fd, view + got, want);
+            if (n < 0)
+                die("read");
+            if (n == 0 || (stop_early && got > mixed.reference_size / 3))
+                break;
+            got += (size_t)n;
+        }
+        mixed_check(view, got, 0);
+        close(fd);
+    }
+    free(view);
+    return NULL;
+}
+
+/* pread of random records through its own descriptor. */
+static void *mixed_random_reader(void *argument)
+{
+    uint64_t state = 0x2545f4914f6cdd1dULL + (uintptr_t)argument;
+    unsigned char buffer[4096];
+    for (int round = 0; round < 6; round++) {
+        int fd = open_or_die(mixed.path, O_RDONLY);
+        struct stat status;
+        if (fstat(fd, &status) != 0)
+            die("fstat");
+        uint64_t records = status.st_size > (off_t)mixed.header
+                               ? ((uint64_t)status.st_size - mixed.header) / mixed.record
+                               : 0;
+        for (int i = 0; i < 200 && records > 0; i++) {
+            uint64_t count = 1 + mixed_random(&state) % 4;
+            uint64_t at = mixed.header + (mixed_random(&state) % records) * mixed.record;
+            ssize_t n = pread(fd, buffer, count * mixed.record, (off_t)at);
+            if (n < 0)
+                die("pread");
+            mixed_check(buffer, (size_t)n, at);
+        }
+        close(fd);
+    }
+    return NULL;
+}
+
+/* stdio: fread of uneven pieces, getc, fseek to random records, fclose. */
+static void *mixed_stdio_reader(void *argument)
+{
+    uint64_t state = 0xbf58476d1ce4e5b9ULL + (uintptr_t)argument;
+    unsigned char buffer[8192];
+    for (int round = 0; round < 10; round++) {
+        FILE *stream = fopen(mixed.path, "r");
+        if (stream == NULL)
+            die("fopen");
+        uint64_t offset = 0;
+        for (int i = 0; i < 60; i++) {
+            uint64_t choice = mixed_random(&state) % 8;
+            if (choice == 0) {
+                uint64_t record = mixed_random(&state) % (mixed.record_count / 2 + 1);
+                offset = mixed.header + record * mixed.record;
+                if (fseek(stream, (long)offset, SEEK_SET) != 0)
+                    die("fseek");
+                continue;
+            }
+            if (choice == 1) {
+                int c = getc(stream);
+                if (c == EOF)
+                    break;
+                buffer[0] = (unsigned char)c;
+                mixed_check(buffer, 1, offset);
+                offset++;
+                continue;
+            }
+            size_t want = 1 + mixed_random(&state) % sizeof buffer;
+            size_t n = fread(buffer, 1, want, stream);
+            mixed_check(buffer, n, offset);
+            offset += n;
+            if (n < want)
+                break;
+        }
+        fclose(stream);
+    }
+    return NULL;
+}
+
+/* lseek to a random record, then readv of three records. */
+static void *mixed_readv_reader(void *argument)
+{
+    uint64_t state = 0x94d049bb133111ebULL + (uintptr_t)argument;
+    unsigned char buffer[3 * 4096];
+    for (int round = 0; round < 6; round++) {
+        int fd = open_or_die(mixed.path, O_RDONLY);
+        for (int i = 0; i < 100; i++) {
+            uint64_t record = mixed_random(&state) % (mixed.record_count / 2 + 1);
+            uint64_t at = mixed.header + record * mixed.record;
+            if (lseek(fd, (off_t)at, SEEK_SET) != (off_t)at)
+                die("lseek");
+            struct iovec parts[] = {{buffer, mixed.record},
+                                    {buffer + mixed.record, mixed.record},
+                                    {buffer + 2 * mixed.record, mixed.record}};
+            ssize_t n = readv(fd, parts, 3);
+            if (n < 0)
+                die("readv");
+            mixed_check(buffer, (size_t)n, at);
+        }
+        close(fd);
+    }
+    return NULL;
+}
+
+/* Reads whatever descriptor mixed_shared_fd holds while the closer closes
+ * and replaces it, so a call may find it open, closing or closed; nothing
+ * about the result is checked. */
+static void *mixed_shared_reader(void *argument)
+{
+    (void)argument;
+    unsigned char buffer[512];
+    while (!__atomic_load_n(&mixed_closer_done, __ATOMIC_ACQUIRE)) {
+        int fd = __atomic_load_n(&mixed_shared_fd, __ATOMIC_ACQUIRE);
+        (void)!pread(fd, buffer, sizeof buffer, (off_t)mixed.header);
+        (void)!read(fd, buffer, 64);
+        struct stat status;
+        (void)!fstat(fd, &status);
+    }
+    return NULL;
+}
+
+/* Opens the data file in a number never used before (so that no other
+ * thread's open can take a number the reader may still be reading: that
+ * would be a race of the program itself), publishes it, and closes the one
+ * the reader had with close_range(2), which ThreadSanitizer does not
+ * intercept: a close(2) racing with a read of the same number is reported
+ * as a race on the descriptor, whatever the shim does.  What is left is the
+ * shim's own bookkeeping of that close while the read is inside it. */
+#define MIXED_CLOSER_ROUNDS 150
+#define MIXED_CLOSER_FIRST_FD 600
+static void *mixed_closer(void *argument)
+{
+    (void)argument;
+    for (int round = 0; round < MIXED_CLOSER_ROUNDS; round++) {
+        int opened = open_or_die(mixed.path, O_RDONLY);
+        int fd = fcntl(opened, F_DUPFD, MIXED_CLOSER_FIRST_FD + round);
+        if (fd < 0)
+            die("fcntl F_DUPFD");
+        close(opened);
+        int old = __atomic_exchange_n(&mixed_shared_fd, fd, __ATOMIC_ACQ_REL);
+        if (close_range((unsigned)old, (unsigned)old, 0) != 0)
+            die("close_range");
+    }
+    __atomic_store_n(&mixed_closer_done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* Commits the checkpoint three ways: write + close, fopen + fclose, and a
+ * rename onto its name. */
+static void *mixed_checkpointer(void *argument)
+{
+    (void)argument;
+    char temporary[4096];
+    snprintf(temporary, sizeof temporary, "%s.tmp", mixed.checkpoint);
+    for (int round = 0; round < 12; round++) {
+        char text[64];
+        int length = snprintf(text, sizeof text, "checkpoint %d\n", round);
+        if (round % 3 == 0) {
+            int fd = open(mixed.checkpoint, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            if (fd < 0 || write(fd, text, (size_t)length) != length)
+                die("checkpoint write");
+            close(fd);
+        } else if (round % 3 == 1) {
+            FILE *stream = fopen(mixed.checkpoint, "w");
+            if (stream == NULL || fputs(text, stream) < 0)
+                die("checkpoint fopen");
+            fclose(stream);
+        } else {
+            int fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            if (fd < 0 || write(fd, text, (size_t)length) != length)
+                die("checkpoint temporary");
+            close(fd);
+            if (rename(temporary, mixed.checkpoint) != 0)
+                die("checkpoint rename");
+        }
+    }
+    return NULL;
+}
+
+static void probe_mixed(const char *path, size_t record, size_t header, const char *reference,
+                        const char *checkpoint)
+{
+    int fd = open_or_die(reference, O_RDONLY);
+    struct stat status;
+    if (fstat(fd, &status) != 0)
+        die("fstat of the reference");
+    unsigned char *bytes = malloc((size_t)status.st_size + 1);
+    if (bytes == NULL || read_up_to(fd, bytes, (size_t)status.st_size) != (size_t)status.st_size)
+        die("read of the reference");
+    close(fd);
+    mixed = (struct mixed_setup){.path = path, .checkpoint = checkpoint, .record = record,
+                                 .header = header, .reference = bytes,
+                                 .reference_size = (size_t)status.st_size,
+                                 .record_count = ((size_t)status.st_size - header) / record};
+    int first = open_or_die(path, O_RDONLY);
+    mixed_shared_fd = fcntl(first, F_DUPFD, MIXED_CLOSER_FIRST_FD - 1);
+    if (mixed_shared_fd < 0)
+        die("fcntl F_DUPFD");
+    close(first);
+    void *(*const jobs[])(void *) = {mixed_in_order_reader, mixed_in_order_reader,
+                                     mixed_random_reader,   mixed_stdio_reader,
+                                     mixed_readv_reader,    mixed_shared_reader,
+                                     mixed_closer,          mixed_checkpointer};
+    enum { JOBS = sizeof jobs / sizeof jobs[0] };
+    pthread_t threads[JOBS];
+    for (uintptr_t i = 0; i < JOBS; i++)
+        if (pthread_create(&threads[i], NULL, jobs[i], (void *)i) != 0)
+            die("pthread_create");
+    for (unsigned i = 0; i < JOBS; i++)
+        pthread_join(threads[i], NULL);
+    close_range((unsigned)mixed_shared_fd, (unsigned)mixed_shared_fd, 0);
+    report("mixed_records_checked", mixed_records_checked);
+    report("mixed_failures", mixed_failures);
+    report("mixed_ok", mixed_failures == 0 && mixed_records_checked > 0);
+    free(bytes);
+}
+
 static void probe_pipe(const char *path)
 {
     int fd = open_or_die(path, O_RDONLY);
@@ -579,12 +885,16 @@ int main(int argc, char **argv)
     }
     const char *name = argv[1], *path = argv[2], *other = argc > 3 ? argv[3] : NULL;
     /* Descriptors inherited from the test runner would break the numbering
-     * the reuse cases rely on (the next open gets the lowest free number). */
-    for (int fd = 3; fd < 1024; fd++)
-        close(fd);
+     * the reuse cases rely on (the next open gets the lowest free number).
+     * `mixed` keeps them: it relies on no numbering, and the shim's own
+     * descriptors (its metrics file) must stay open for it. */
+    if (strcmp(name, "mixed") != 0)
+        for (int fd = 3; fd < 1024; fd++)
+            close(fd);
     bool needs_other = strcmp(name, "reuse") == 0 || strcmp(name, "dup2") == 0 ||
                        strcmp(name, "close_range") == 0 || strcmp(name, "closefrom") == 0 ||
                        strcmp(name, "threads") == 0 || strcmp(name, "vfork") == 0 ||
+                       strcmp(name, "mixed") == 0 ||
                        strncmp(name, "reopen_after_", 13) == 0;
     if (needs_other && other == NULL) {
         fprintf(stderr, "fd_probe: %s needs a third argument\n", name);
@@ -611,6 +921,17 @@ int main(int argc, char **argv)
             return 2;
         }
         probe_threads(path, record, header);
+    }
+    else if (strcmp(name, "mixed") == 0) {
+        char *comma;
+        size_t record = strtoul(other, &comma, 10);
+        size_t header = *comma == ',' ? strtoul(comma + 1, NULL, 10) : 0;
+        if (argc < 6 || record < 8 || record > 4096 || header > 4096) {
+            fprintf(stderr, "fd_probe: mixed expects RECORD,HEADER (RECORD 8..4096, HEADER at "
+                            "most 4096), REFERENCE and CHECKPOINT\n");
+            return 2;
+        }
+        probe_mixed(path, record, header, argv[4], argv[5]);
     }
     else if (strcmp(name, "pipe") == 0) probe_pipe(path);
     else if (strcmp(name, "rdwr") == 0) probe_rdwr(path);
