@@ -53,6 +53,7 @@ UNIT      := $(BUILD)/tests/unit_tests
 UNIT_ASAN := $(BUILD)/tests/unit_tests_asan
 INSPECT   := $(BUILD)/adaptdl-inspect
 WRAP      := $(BUILD)/adaptdl-wrap
+PLOT      := $(BUILD)/adaptdl-plot
 TRAINERS  := $(patsubst tests/trainers/%.c,$(BUILD)/trainers/%,$(TRAINER_SRC)) \
              $(patsubst tests/trainers/%.cpp,$(BUILD)/trainers/%,$(TRAINER_CXX_SRC)) \
              $(patsubst tests/trainers/%.py,$(BUILD)/trainers/%.py,$(TRAINER_PY_SRC))
@@ -68,11 +69,11 @@ ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 .PHONY: all deps check unit unit-asan integration tsan demo bench install clean
-all: $(LIB) $(STANDALONE) $(ARCHIVE) $(INSPECT) $(WRAP) $(TRAINERS) $(TOOLS) $(FAULTS)
+all: $(LIB) $(STANDALONE) $(ARCHIVE) $(INSPECT) $(WRAP) $(PLOT) $(TRAINERS) $(TOOLS) $(FAULTS)
 
 # The launcher beside the library and the inspector, where it finds them, as
-# after `make install`.
-$(WRAP): scripts/adaptdl-wrap
+# after `make install`; the metrics plotter beside it.
+$(WRAP) $(PLOT): $(BUILD)/%: scripts/%
 	@mkdir -p $(dir $@)
 	cp $< $@
 	chmod 0755 $@
@@ -252,7 +253,7 @@ bench: deps
 	$(MAKE) all $(BENCHES)
 	@tests/bench/run-all $(BUILD)
 
-install: $(LIB) $(STANDALONE) $(INSPECT) $(WRAP)
+install: $(LIB) $(STANDALONE) $(INSPECT) $(WRAP) $(PLOT)
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
 	    $(DESTDIR)$(PREFIX)/include
 	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libadaptshim.so
@@ -260,6 +261,7 @@ install: $(LIB) $(STANDALONE) $(INSPECT) $(WRAP)
 	install -m 0644 shim/adaptdl.h $(DESTDIR)$(PREFIX)/include/adaptdl.h
 	install -m 0755 $(INSPECT) $(DESTDIR)$(PREFIX)/bin/adaptdl-inspect
 	install -m 0755 scripts/adaptdl-wrap $(DESTDIR)$(PREFIX)/bin/adaptdl-wrap
+	install -m 0755 scripts/adaptdl-plot $(DESTDIR)$(PREFIX)/bin/adaptdl-plot
 	sed -e 's|@PREFIX@|$(PREFIX)|g' scripts/adaptshim.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/adaptshim.pc
 
 clean:

@@ -1,12 +1,14 @@
 /* batch_injection.c - puts the planned batch size and learning rate into the
- * trainer's argv or environment before its main runs (SPEC §7).  The plan
- * is runtime/batch_plan; the rewriting is runtime/injection. */
+ * trainer's argv or environment before its main runs (SPEC §7), and writes
+ * the run's "start" metrics event with what was injected.  The plan is
+ * runtime/batch_plan; the rewriting is runtime/injection. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "batch_plan.h"
+#include "events.h"
 #include "injection.h"
 #include "log.h"
 #include "shim.h"
@@ -40,7 +42,9 @@ static void shim_inject_value(const struct injection_target *target,
     }
 }
 
-static void shim_inject_learning_rate(const struct batch_plan *plan, int *argc, char ***argv)
+/* Fills the learning-rate part of `start` when one was injected. */
+static void shim_inject_learning_rate(const struct batch_plan *plan, int *argc, char ***argv,
+                                      struct run_start *start)
 {
     const struct adaptdl_config *config = &shim_session.config;
     if (config->lr_arg.kind == INJECT_NONE)
@@ -62,9 +66,17 @@ static void shim_inject_learning_rate(const struct batch_plan *plan, int *argc, 
     static const char *const rule_names[] = {"none", "linear", "sqrt", "adascale"};
     log_info("learning rate: %s %g -> %s (rule %s, factor %g)", config->lr_arg.name,
              learning_rate, text, rule_names[config->lr_rule], plan->lr_factor);
+    start->learning_rate_injected = true;
+    start->trainer_learning_rate = learning_rate;
+    /* the value the trainer parses, not the unrounded product */
+    start->learning_rate = strtod(text, NULL);
+    start->lr_factor = plan->lr_factor;
+    start->lr_rule = rule_names[config->lr_rule];
 }
 
-void shim_inject_batch_size(int *argc, char ***argv)
+/* Fills the batch part of `start` (and its learning rate) when a batch size
+ * was injected. */
+static void shim_inject_planned_batch(int *argc, char ***argv, struct run_start *start)
 {
     const struct adaptdl_config *config = &shim_session.config;
     if (config->batch_size > 0)
@@ -95,6 +107,23 @@ void shim_inject_batch_size(int *argc, char ***argv)
              config->bsz_arg.name, text, config->num_replicas,
              (unsigned long long)plan.global, (unsigned long long)plan.initial_global,
              present ? "" : "; the trainer was given none");
-    shim_inject_learning_rate(&plan, argc, argv);
+    start->batch_injected = true;
+    start->local_bsz = plan.local;
+    start->global_bsz = plan.global;
+    start->initial_global_bsz = plan.initial_global;
+    shim_inject_learning_rate(&plan, argc, argv, start);
     shim_epochs_configure(&plan, record);
+}
+
+void shim_inject_batch_size(int *argc, char ***argv)
+{
+    const struct adaptdl_config *config = &shim_session.config;
+    struct run_start start = {
+        .restarts = config->num_restarts,
+        .replicas = config->num_replicas,
+        .rank = config->replica_rank,
+    };
+    shim_inject_planned_batch(argc, argv, &start);
+    /* once per run: this is the one place every run passes before main */
+    shim_events_start(&start);
 }

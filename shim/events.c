@@ -64,6 +64,34 @@ void shim_events_open(void)
     view_cursor_pass_observer = shim_events_pass_observer;
 }
 
+/* Absent values are null rather than missing, so that every start line has
+ * the same fields. */
+void shim_events_start(const struct run_start *start)
+{
+    if (!metrics_writer_enabled(&shim_metrics))
+        return;
+    struct json_line line;
+    json_line_begin(&line, "start", shim_events_time());
+    json_line_add_uint(&line, "restarts", start->restarts);
+    json_line_add_uint(&line, "replicas", start->replicas);
+    json_line_add_uint(&line, "rank", start->rank);
+    json_line_add_double_or_null_if(&line, "local_bsz", start->batch_injected,
+                                    (double)start->local_bsz);
+    json_line_add_double_or_null_if(&line, "global_bsz", start->batch_injected,
+                                    (double)start->global_bsz);
+    json_line_add_double_or_null_if(&line, "initial_global_bsz", start->batch_injected,
+                                    (double)start->initial_global_bsz);
+    json_line_add_double_or_null_if(&line, "lr", start->learning_rate_injected,
+                                    start->learning_rate);
+    json_line_add_double_or_null_if(&line, "trainer_lr", start->learning_rate_injected,
+                                    start->trainer_learning_rate);
+    json_line_add_double_or_null_if(&line, "lr_factor", start->learning_rate_injected,
+                                    start->lr_factor);
+    json_line_add_string(&line, "lr_rule", start->learning_rate_injected ? start->lr_rule : NULL);
+    json_line_end(&line);
+    metrics_write_event(&shim_metrics, &line);
+}
+
 void shim_events_step(const struct agreed_step *step, const struct grad_noise_state *noise,
                       const struct job_position *position, bool local_bsz_known,
                       const struct goodput_model *model, uint32_t nodes)

@@ -1,7 +1,7 @@
 /* events.h - the machine-readable metrics file (ADAPTDL_METRICS_FILE, SPEC
  * §9): one JSON line per optimizer step (rate-limited, the latest always
- * written before exit) and one per event (pass begin/end, snapshot,
- * restore, exit). */
+ * written before exit) and one per event (start, pass begin/end, snapshot,
+ * restore, decision, exit). */
 #ifndef ADAPTSHIM_EVENTS_H
 #define ADAPTSHIM_EVENTS_H
 
@@ -12,6 +12,26 @@
 #include "step_monitor.h"
 
 void shim_events_open(void);
+
+/* What a run was started with, for the "start" event written once per run
+ * before the trainer's main: the restart count, the replica layout, and the
+ * batch size and learning rate injected into the trainer (absent when the
+ * shim injected none). */
+struct run_start {
+    uint32_t restarts;
+    uint32_t replicas;
+    uint32_t rank;
+    bool batch_injected;
+    uint64_t local_bsz;
+    uint64_t global_bsz;
+    uint64_t initial_global_bsz;
+    bool learning_rate_injected;
+    double trainer_learning_rate;   /* the trainer's own, for the initial batch */
+    double learning_rate;           /* what the trainer was given */
+    double lr_factor;
+    const char *lr_rule;            /* ADAPTDL_LR_RULE's name */
+};
+void shim_events_start(const struct run_start *start);
 struct goodput_model;
 /* Where the job is: the step counter and progress continue across
  * restarts (they are bound in snapshots), unlike agreed_step.step. */

@@ -41,6 +41,7 @@
 #include "shim.h"
 #include "signals.h"
 #include "batch_decision.h"
+#include "decision_text.h"
 #include "events.h"
 #include "statistical_epochs.h"
 #include "stop_deadline.h"
@@ -467,13 +468,11 @@ static void shim_steps_decide(double now)
         .initial_global_bsz = inputs.initial_global_bsz,
     };
     shim_model_valid = true;
-    log_debug("batch-size decision: current local %llu, chosen global %llu (local %llu), "
-              "speedup %.3f (pessimistic %.3f), restart cost %.1f s, payback %.1f s: %s",
-              (unsigned long long)inputs.current_local_bsz,
-              (unsigned long long)decision.choice.global_bsz,
-              (unsigned long long)decision.choice.local_bsz, decision.speedup,
-              decision.speedup_pessimistic, decision.restart_cost, decision.payback_time,
-              restart ? "restart requested" : batch_decision_reason_text(decision.reason));
+    if (log_enabled(LOG_LEVEL_INFO)) {
+        char line[768];
+        batch_decision_describe(&inputs, &decision, restart, line, sizeof line);
+        log_info("%s", line);
+    }
     shim_job_record.perf_params_valid = true;
     perf_params_to_array(&decision.perf, shim_job_record.perf_params);
     if (restart) {

@@ -78,6 +78,13 @@ Test(launcher, an_adaptive_job_is_restarted_until_it_ends, .timeout = 300)
               "%s", log);
     cr_expect(strstr(log, "on each of 2 replicas (global 8, initial 8)") != NULL,
               "the first run had the initial batch: %s", log);
+    /* at info, rank 0 says what it decided and why, one line a decision */
+    cr_expect(strstr(log, "info: batch-size decision: current global 8 (local 4 x 2 "
+                          "replicas), best global ") != NULL,
+              "%s", log);
+    cr_expect(strstr(log, ": restarting: the pessimistic speedup is above ADAPTDL_SPEEDUP 1.05 and the "
+                          "payback within ADAPTDL_PAYBACK_SECONDS 100000\n") != NULL,
+              "%s", log);
     /* the shim reports its restart count in its summary line */
     cr_expect(strstr(log, " 1 restarts, ") != NULL, "the relaunch saw ADAPTDL_NUM_RESTARTS=1");
     cr_expect(strstr(log, "batch size: --batch-size 8 on each of 1 replicas") == NULL,

@@ -1,0 +1,238 @@
+/* test_decision_text.c - the readable line of a batch-size decision
+ * (runtime/decision_text): the current and best batch, the predicted
+ * speedup, the payback and why the job restarts or keeps its batch, one
+ * reason batch_decide gives for keeping it; a short buffer cuts the
+ * line but reports its whole length; and on decisions batch_decide made
+ * itself, the line says "restarting" exactly when the decision restarts. */
+#include <criterion/criterion.h>
+
+#include <math.h>
+#include <string.h>
+
+#include "decision_text.h"
+
+static struct adaptdl_job_record empty_record;
+
+static struct batch_decision_inputs two_replicas_at(uint64_t current_local)
+{
+    return (struct batch_decision_inputs){
+        .record = &empty_record,
+        .replicas = 2,
+        .current_local_bsz = current_local,
+        .initial_global_bsz = 8,
+        .max_global_bsz = 256,
+        .speedup_threshold = 1.05,
+        .payback_seconds = 600,
+        .statistics_trusted = true,
+    };
+}
+
+/* A decision for 90 = 45 x 2 with speedup S and cost 30 s: payback
+ * 30 S / (S - 1). */
+static struct batch_decision decision_with_speedup(double speedup)
+{
+    return (struct batch_decision){
+        .valid = true,
+        .choice = {.global_bsz = 90, .local_bsz = 45},
+        .speedup = speedup,
+        .speedup_pessimistic = speedup,
+        .restart_cost = 30,
+        .payback_time = speedup > 1 ? 30 * speedup / (speedup - 1) : INFINITY,
+        .restart = true,
+        .reason = BATCH_DECISION_RESTART,
+    };
+}
+
+static void expect_line(const struct batch_decision_inputs *inputs,
+                        const struct batch_decision *decision, bool restart,
+                        const char *expected)
+{
+    char text[1024];
+    size_t length = batch_decision_describe(inputs, decision, restart, text, sizeof text);
+    cr_expect_str_eq(text, expected);
+    cr_expect_eq(length, strlen(expected));
+}
+
+Test(decision_text, a_restart_names_both_rules_it_meets)
+{
+    struct batch_decision_inputs inputs = two_replicas_at(4);
+    struct batch_decision decision = decision_with_speedup(1.5);
+    expect_line(&inputs, &decision, true,
+                "batch-size decision: current global 8 (local 4 x 2 replicas), best global 90 "
+                "(local 45), predicted speedup 1.500x (1.500x pessimistic), payback 90.0 s (restart cost 30.0 s): "
+                "restarting: the pessimistic speedup is above ADAPTDL_SPEEDUP 1.05 and the "
+                "payback within "
+                "ADAPTDL_PAYBACK_SECONDS 600");
+}
+
+Test(decision_text, the_current_batch_is_kept_when_it_is_the_best)
+{
+    struct batch_decision_inputs inputs = two_replicas_at(45);
+    struct batch_decision decision = decision_with_speedup(1.0);
+    decision.restart = false;
+    decision.reason = BATCH_DECISION_KEEP;
+    expect_line(&inputs, &decision, false,
+                "batch-size decision: current global 90 (local 45 x 2 replicas), best global 90 "
+                "(local 45), predicted speedup 1.000x (1.000x pessimistic), a restart never pays back (restart cost "
+                "30.0 s): keeping the current batch: the best batch is the current one");
+}
+
+Test(decision_text, a_small_speedup_names_adaptdl_speedup)
+{
+    struct batch_decision_inputs inputs = two_replicas_at(4);
+    struct batch_decision decision = decision_with_speedup(1.02);
+    decision.restart = false;
+    decision.reason = BATCH_DECISION_BELOW_THRESHOLD;
+    expect_line(&inputs, &decision, false,
+                "batch-size decision: current global 8 (local 4 x 2 replicas), best global 90 "
+                "(local 45), predicted speedup 1.020x (1.020x pessimistic), payback 1530.0 s "
+                "(restart cost 30.0 s): keeping the current batch: the speedup, 1.020x with "
+                "the statistics one standard error against the change, is not above "
+                "ADAPTDL_SPEEDUP 1.05");
+}
+
+Test(decision_text, a_long_payback_names_adaptdl_payback_seconds)
+{
+    struct batch_decision_inputs inputs = two_replicas_at(4);
+    inputs.payback_seconds = 60;
+    struct batch_decision decision = decision_with_speedup(1.5);
+    decision.restart = false;
+    decision.reason = BATCH_DECISION_NO_PAYBACK;
+    expect_line(&inputs, &decision, false,
+                "batch-size decision: current global 8 (local 4 x 2 replicas), best global 90 "
+                "(local 45), predicted speedup 1.500x (1.500x pessimistic), payback 90.0 s (restart cost 30.0 s): "
+                "keeping the current batch: the payback is longer than "
+                "ADAPTDL_PAYBACK_SECONDS 60");
+}
+
+Test(decision_text, a_restart_the_caller_vetoes_says_why)
+{
+    struct batch_decision_inputs inputs = two_replicas_at(4);
+    struct batch_decision decision = decision_with_speedup(1.5);
+    char text[1024];
+    batch_decision_describe(&inputs, &decision, false, text, sizeof text);
+    cr_expect(strstr(text, ": keeping the current batch: a restart would pay off, but without "
+                           "ADAPTDL_SAVE no checkpoint can carry the job across it") != NULL,
+              "%s", text);
+}
+
+Test(decision_text, untrusted_statistics_and_reversals_say_so)
+{
+    struct batch_decision_inputs inputs = two_replicas_at(4);
+    struct batch_decision decision = decision_with_speedup(1.5);
+    decision.restart = false;
+    decision.reason = BATCH_DECISION_UNTRUSTED;
+    char text[1024];
+    batch_decision_describe(&inputs, &decision, false, text, sizeof text);
+    cr_expect(strstr(text, ": keeping the current batch: the gradient statistics are not "
+                           "trustworthy yet") != NULL, "%s", text);
+    decision.reason = BATCH_DECISION_REVERSAL;
+    inputs.previous_global_bsz = 128;
+    batch_decision_describe(&inputs, &decision, false, text, sizeof text);
+    cr_expect(strstr(text, "it would go back toward global 128, which needs a speedup above "
+                           "ADAPTDL_SPEEDUP squared (1.103), not 1.500x") != NULL, "%s", text);
+}
+
+Test(decision_text, an_unknown_reason_still_gives_a_line)
+{
+    struct batch_decision_inputs inputs = two_replicas_at(4);
+    struct batch_decision decision = decision_with_speedup(1.5);
+    decision.restart = false;
+    decision.reason = (enum batch_decision_reason)99;
+    char text[1024];
+    batch_decision_describe(&inputs, &decision, false, text, sizeof text);
+    cr_expect(strstr(text, ": keeping the current batch: the decision rules ask for no "
+                           "restart") != NULL,
+              "%s", text);
+}
+
+Test(decision_text, no_model_and_unknown_numbers_are_said_in_words)
+{
+    struct batch_decision_inputs inputs = two_replicas_at(4);
+    inputs.replicas = 1;
+    struct batch_decision none = {.valid = false, .speedup = NAN};
+    expect_line(&inputs, &none, false,
+                "batch-size decision: current global 4 (local 4 x 1 replica): no throughput "
+                "model yet (no step profile to fit): keeping the current batch");
+    struct batch_decision unknown = decision_with_speedup(NAN);
+    unknown.restart = false;
+    unknown.reason = BATCH_DECISION_BELOW_THRESHOLD;
+    char text[1024];
+    batch_decision_describe(&inputs, &unknown, false, text, sizeof text);
+    cr_expect(strstr(text, ", predicted speedup unknown, a restart never pays back") != NULL,
+              "%s", text);
+    cr_expect(strstr(text, "is not above ADAPTDL_SPEEDUP") != NULL, "%s", text);
+    cr_expect(strchr(text, '\n') == NULL, "one line");
+}
+
+Test(decision_text, a_short_buffer_cuts_the_line_and_reports_its_length)
+{
+    struct batch_decision_inputs inputs = two_replicas_at(4);
+    struct batch_decision decision = decision_with_speedup(1.5);
+    char whole[1024];
+    size_t length = batch_decision_describe(&inputs, &decision, true, whole, sizeof whole);
+    char cut[40];
+    memset(cut, 'x', sizeof cut);
+    cr_expect_eq(batch_decision_describe(&inputs, &decision, true, cut, sizeof cut), length);
+    cr_expect_eq(strlen(cut), sizeof cut - 1, "NUL-terminated within the buffer");
+    cr_expect_eq(strncmp(cut, whole, sizeof cut - 1), 0);
+    cr_expect_eq(batch_decision_describe(&inputs, &decision, true, NULL, 0), length);
+}
+
+/* Profiles of a job whose step time grows little with the batch: a larger
+ * batch pays off when the noise scale is large. */
+static void fill_profiles(struct step_profile *profiles, size_t *count)
+{
+    static const uint64_t local_batches[] = {4, 8, 16, 32, 64};
+    *count = 0;
+    for (size_t i = 0; i < sizeof local_batches / sizeof local_batches[0]; i++) {
+        double step = 0.01 + 1e-4 * (double)local_batches[i];
+        profiles[(*count)++] = (struct step_profile){
+            .nodes = 1, .replicas = 2, .local_bsz = local_batches[i], .count = 20,
+            .step_time_sum = 20 * step, .sync_time_sum = 20 * 0.2 * step};
+    }
+}
+
+Test(decision_text, says_restarting_exactly_when_batch_decide_restarts)
+{
+    struct step_profile profiles[8];
+    struct adaptdl_job_record record;
+    job_record_init(&record);
+    record.profiles = profiles;
+    fill_profiles(profiles, &record.profile_count);
+    static const double thresholds[] = {1.0, 1.05, 2.0, 100.0};
+    static const double paybacks[] = {1, 600, 1e9};
+    static const double noise_variances[] = {0.01, 10, 1000};
+    unsigned restarts = 0, keeps = 0;
+    for (size_t t = 0; t < sizeof thresholds / sizeof thresholds[0]; t++) {
+        for (size_t p = 0; p < sizeof paybacks / sizeof paybacks[0]; p++) {
+            for (size_t v = 0; v < sizeof noise_variances / sizeof noise_variances[0]; v++) {
+                struct batch_decision_inputs inputs = two_replicas_at(4);
+                inputs.record = &record;
+                inputs.grad_sqr = 1;
+                inputs.grad_var = noise_variances[v];
+                inputs.nodes = 1;
+                inputs.speedup_threshold = thresholds[t];
+                inputs.payback_seconds = paybacks[p];
+                struct batch_decision decision;
+                char error[256];
+                cr_assert_eq(batch_decide(&inputs, &decision, error, sizeof error), 0, "%s",
+                             error);
+                cr_assert(decision.valid);
+                char text[1024];
+                batch_decision_describe(&inputs, &decision, decision.restart, text,
+                                        sizeof text);
+                bool says_restart = strstr(text, ": restarting: ") != NULL;
+                cr_expect_eq(says_restart, decision.restart, "%s", text);
+                cr_expect(strstr(text, "the decision rules ask for no restart") == NULL,
+                          "every keep of batch_decide has a named reason: %s", text);
+                if (decision.restart)
+                    restarts++;
+                else
+                    keeps++;
+            }
+        }
+    }
+    cr_expect_gt(restarts, 0, "some inputs restart");
+    cr_expect_gt(keeps, 0, "some inputs keep the batch");
+}
