@@ -93,11 +93,6 @@ static double shim_unix_time(void)
     return (double)now.tv_sec + (double)now.tv_usec * 1e-6;
 }
 
-bool shim_steps_exit_requested(void)
-{
-    return shim_stop_signal != 0;
-}
-
 bool shim_steps_something_to_synchronize(void)
 {
     const struct adaptdl_config *config = &shim_session.config;

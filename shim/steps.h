@@ -65,8 +65,6 @@ double shim_steps_gain(uint64_t initial_global, uint64_t global);
 bool shim_mpi_on_mpi_thread(void);
 /* A checkpoint commit happened. */
 void shim_steps_note_commit(void);
-/* True when a stop signal arrived. */
-bool shim_steps_exit_requested(void);
 /* True when a stop can wait for something better than where the signal
  * finds the trainer: data views, a checkpoint glob, or MPI up.  Safe in a
  * signal handler. */
