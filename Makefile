@@ -9,6 +9,16 @@ BUILD   ?= build
 
 CC      ?= gcc
 PKGS    := msgpack nlopt
+# Without these development packages nothing builds: say so in one line
+# rather than with compile errors (`make deps` installs them; check, demo
+# and bench run it first, so they are let through).
+REQUIRED_PKGS := msgpack nlopt ompi-c criterion libelf
+MISSING_PKGS := $(strip $(foreach p,$(REQUIRED_PKGS),$(if $(shell pkg-config --exists $(p) 2>/dev/null && echo yes),,$(p))))
+ifneq ($(MISSING_PKGS),)
+ifeq ($(filter deps check demo bench clean uninstall,$(MAKECMDGOALS)),)
+$(error missing development packages for: $(MISSING_PKGS); run `make deps` (as root it installs them), see README "Set-up")
+endif
+endif
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null)
@@ -68,7 +78,7 @@ ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize
 .DEFAULT_GOAL := all
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
-.PHONY: all deps check unit unit-asan integration tsan demo bench install clean
+.PHONY: all deps check unit unit-asan integration tsan demo bench install uninstall clean
 all: $(LIB) $(STANDALONE) $(ARCHIVE) $(INSPECT) $(WRAP) $(PLOT) $(TRAINERS) $(TOOLS) $(FAULTS)
 
 # The launcher beside the library and the inspector, where it finds them, as
@@ -104,13 +114,13 @@ $(ASAN_ARCHIVE): $(RUNTIME_ASAN_OBJ)
 # The preload library: the shim plus the whole runtime, exporting only the
 # interposed entry points listed in shim/exports.map.
 $(LIB): $(SHIM_OBJ) $(ARCHIVE) shim/exports.map
-	$(CC) -shared -o $@ $(SHIM_OBJ) -Wl,--whole-archive $(ARCHIVE) -Wl,--no-whole-archive \
+	$(CC) $(LDFLAGS) -shared -o $@ $(SHIM_OBJ) -Wl,--whole-archive $(ARCHIVE) -Wl,--no-whole-archive \
 	    -Wl,--version-script=shim/exports.map -Wl,-z,now -Wl,-z,relro \
 	    $(PKG_LIBS) -ldl -lpthread -lm
 
 $(STANDALONE): $(BUILD)/obj/shim/cooperative_api.o $(BUILD)/obj/shim/standalone/cooperative_host.o \
                $(ARCHIVE) shim/standalone/exports.map
-	$(CC) -shared -o $@ $(BUILD)/obj/shim/cooperative_api.o \
+	$(CC) $(LDFLAGS) -shared -o $@ $(BUILD)/obj/shim/cooperative_api.o \
 	    $(BUILD)/obj/shim/standalone/cooperative_host.o $(ARCHIVE) \
 	    -Wl,--version-script=shim/standalone/exports.map -Wl,-soname,libadaptdl.so \
 	    $(PKG_LIBS) -lpthread -lm
@@ -120,7 +130,7 @@ $(HOOKS_OBJ) $(HOOKS_ASAN_OBJ) $(BUILD)/obj/hooks/adaptdl_inspect.o: CFLAGS_ALL 
 $(UNIT_OBJ) $(UNIT_ASAN_OBJ): CFLAGS_ALL += -Ihooks $(ELF_CFLAGS)
 
 $(INSPECT): $(BUILD)/obj/hooks/adaptdl_inspect.o $(HOOKS_OBJ)
-	$(CC) -o $@ $^ $(ELF_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(ELF_LIBS)
 
 $(BUILD)/obj/tests/unit/%.o: tests/unit/%.c
 	@mkdir -p $(dir $@)
@@ -134,7 +144,7 @@ $(BUILD)/asan/tests/unit/%.o: tests/unit/%.c
 
 $(UNIT): $(UNIT_OBJ) $(HOOKS_OBJ) $(ARCHIVE)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $(UNIT_OBJ) $(HOOKS_OBJ) $(ARCHIVE) $(CRITERION_LIBS) $(PKG_LIBS) $(ELF_LIBS) -ldl -lpthread -lm
+	$(CC) $(LDFLAGS) -o $@ $(UNIT_OBJ) $(HOOKS_OBJ) $(ARCHIVE) $(CRITERION_LIBS) $(PKG_LIBS) $(ELF_LIBS) -ldl -lpthread -lm
 
 $(UNIT_ASAN): $(UNIT_ASAN_OBJ) $(HOOKS_ASAN_OBJ) $(ASAN_ARCHIVE)
 	@mkdir -p $(dir $@)
@@ -263,6 +273,13 @@ install: $(LIB) $(STANDALONE) $(INSPECT) $(WRAP) $(PLOT)
 	install -m 0755 scripts/adaptdl-wrap $(DESTDIR)$(PREFIX)/bin/adaptdl-wrap
 	install -m 0755 scripts/adaptdl-plot $(DESTDIR)$(PREFIX)/bin/adaptdl-plot
 	sed -e 's|@PREFIX@|$(PREFIX)|g' scripts/adaptshim.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/adaptshim.pc
+
+# Removes exactly what `make install` put in place (same PREFIX, DESTDIR).
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/lib/libadaptshim.so $(DESTDIR)$(PREFIX)/lib/libadaptdl.so \
+	    $(DESTDIR)$(PREFIX)/bin/adaptdl-inspect $(DESTDIR)$(PREFIX)/bin/adaptdl-wrap \
+	    $(DESTDIR)$(PREFIX)/bin/adaptdl-plot $(DESTDIR)$(PREFIX)/include/adaptdl.h \
+	    $(DESTDIR)$(PREFIX)/lib/pkgconfig/adaptshim.pc
 
 clean:
 	rm -rf $(BUILD)

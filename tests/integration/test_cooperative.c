@@ -334,7 +334,8 @@ Test(cooperative, a_declared_batch_counts_for_steps_without_reads, .timeout = 30
 /* `make install` puts the header, the stand-in and adaptshim.pc in place:
  * a cooperative program builds with `pkg-config --cflags --libs adaptshim`,
  * runs against the stand-in, and runs under the library that
- * `pkg-config --variable=preload adaptshim` names. */
+ * `pkg-config --variable=preload adaptshim` names; `make uninstall` then
+ * leaves no file behind. */
 Test(cooperative, installed_pkg_config_builds_a_cooperative_program, .timeout = 300)
 {
     const char *source = getenv("ADAPTSHIM_SOURCE");
@@ -364,9 +365,12 @@ Test(cooperative, installed_pkg_config_builds_a_cooperative_program, .timeout = 
                  "-Wl,-rpath,'%s/prefix/lib'\n"
                  "'%s/program'\n"
                  "LD_PRELOAD=$(pkg-config --variable=preload adaptshim) ADAPTDL_SEED=1 "
-                 "'%s/program'\n",
+                 "'%s/program'\n"
+                 "make -s -C '%s' BUILD='%s' PREFIX='%s/prefix' uninstall >/dev/null\n"
+                 "test -z \"$(find '%s/prefix' -type f)\" && echo uninstalled\n",
                  source, harness_build_path("."), directory, directory, directory, program,
-                 directory, directory, directory) < 0)
+                 directory, directory, directory, source, harness_build_path("."), directory,
+                 directory) < 0)
         abort();
     char *argv[] = {"/bin/sh", "-c", script, NULL};
     struct run_result result;
@@ -374,6 +378,8 @@ Test(cooperative, installed_pkg_config_builds_a_cooperative_program, .timeout = 
     cr_expect_eq(result.status, 0, "status %d\nstdout %s\nstderr %s", result.status, result.out,
                  result.err);
     cr_expect_eq(harness_count_occurrences(result.out, "replicas 1 x 3\n"), 2, "%s", result.out);
+    cr_expect_eq(harness_count_occurrences(result.out, "uninstalled\n"), 1,
+                 "make uninstall removes every file make install put there: %s", result.out);
     run_result_free(&result);
     free(script);
     free(program);
