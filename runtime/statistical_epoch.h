@@ -23,7 +23,7 @@
  *
  * Every replica must plan the same length, so the counting uses only what
  * every replica agrees on (the piggy-backed sums of each step, and
- * statistics computed from them): see shim/statistical_epochs.c.
+ * statistics computed from them): see shim/pass_planning.c.
  *
  * The progress and the step counter are data positions: they are captured
  * into bound snapshots and restored with them. */

@@ -12,7 +12,7 @@
 #include "injection.h"
 #include "log.h"
 #include "shim.h"
-#include "statistical_epochs.h"
+#include "pass_planning.h"
 #include "steps.h"
 #include "sysio.h"
 

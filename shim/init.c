@@ -20,7 +20,7 @@
 #include "real_functions.h"
 #include "shim.h"
 #include "signals.h"
-#include "statistical_epochs.h"
+#include "pass_planning.h"
 #include "steps.h"
 #include "stop_deadline.h"
 #include "sysio.h"

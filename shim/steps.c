@@ -43,7 +43,7 @@
 #include "batch_decision.h"
 #include "decision_text.h"
 #include "events.h"
-#include "statistical_epochs.h"
+#include "pass_planning.h"
 #include "stop_deadline.h"
 #include "stop_policy.h"
 

@@ -1,7 +1,7 @@
-/* statistical_epochs.h - statistical epochs in the preloaded layer: progress
+/* pass_planning.h - statistical epochs in the preloaded layer: progress
  * of agreed steps and the planned length of train passes (SPEC §7). */
-#ifndef ADAPTSHIM_SHIM_STATISTICAL_EPOCHS_H
-#define ADAPTSHIM_SHIM_STATISTICAL_EPOCHS_H
+#ifndef ADAPTSHIM_SHIM_PASS_PLANNING_H
+#define ADAPTSHIM_SHIM_PASS_PLANNING_H
 
 #include <stdbool.h>
 

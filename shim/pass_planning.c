@@ -1,7 +1,7 @@
-/* statistical_epochs.c - the shim's side of statistical epochs (SPEC §7):
+/* pass_planning.c - the shim's side of statistical epochs (SPEC §7):
  * turns planning on when adaptation is, counts every agreed step's
  * progress, and plans the length of each fresh train pass
- * (runtime/statistical_epoch holds the rules).
+ * (runtime/statistical_epoch holds the rules; this file plans the passes).
  *
  * Every replica must plan the same length, or their views differ and one
  * of them runs a step the others never join.  So the progress is counted
@@ -14,7 +14,7 @@
  * number).  A pass fixed on another thread (a prefetching loader) plans
  * without pending records: replicas agree as long as their prefetch
  * threads end the pass at the same step, which the README says. */
-#include "statistical_epochs.h"
+#include "pass_planning.h"
 
 #include <inttypes.h>
 #include <math.h>
