@@ -17,19 +17,6 @@
 
 #define SHIM_COPY_CHUNK 65536
 
-/* The view slot of fd, held until shim_copy_done; NULL when not a view. */
-static inline struct fd_slot *shim_copy_source_slot(int fd)
-{
-    if (SHIM_LIKELY(!fd_table_tracked(fd)) || shim_guarded())
-        return NULL;
-    struct fd_slot *slot = fd_table_acquire(fd);
-    if (slot != NULL && slot->kind != FD_SLOT_VIEW) {
-        fd_slot_release(slot);
-        return NULL;
-    }
-    return slot;
-}
-
 /* Writes what it can of buffer[0, size) to out_fd (at *out_offset + the
  * bytes written so far, if out_offset is not NULL).  Returns the bytes
  * written; *error is 0, or the errno that stopped it short. */
@@ -124,7 +111,7 @@ static bool shim_copy_destination_is(int out_fd, mode_t type)
 SHIM_EXPORT ssize_t copy_file_range(int in_fd, off64_t *in_offset, int out_fd,
                                     off64_t *out_offset, size_t length, unsigned int flags)
 {
-    struct fd_slot *slot = shim_copy_source_slot(in_fd);
+    struct fd_slot *slot = shim_view_slot_acquire(in_fd);
     if (SHIM_LIKELY(slot == NULL))
         return REAL(copy_file_range)(in_fd, in_offset, out_fd, out_offset, length, flags);
     if (!shim_copy_destination_is(out_fd, S_IFREG))
@@ -135,7 +122,7 @@ SHIM_EXPORT ssize_t copy_file_range(int in_fd, off64_t *in_offset, int out_fd,
 
 SHIM_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 {
-    struct fd_slot *slot = shim_copy_source_slot(in_fd);
+    struct fd_slot *slot = shim_view_slot_acquire(in_fd);
     if (SHIM_LIKELY(slot == NULL))
         return REAL(sendfile)(out_fd, in_fd, offset, count);
     return shim_copy_done(slot,
@@ -144,7 +131,7 @@ SHIM_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 
 SHIM_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset, size_t count)
 {
-    struct fd_slot *slot = shim_copy_source_slot(in_fd);
+    struct fd_slot *slot = shim_view_slot_acquire(in_fd);
     if (SHIM_LIKELY(slot == NULL))
         return REAL(sendfile64)(out_fd, in_fd, offset, count);
     return shim_copy_done(slot,
@@ -154,7 +141,7 @@ SHIM_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset, size_t co
 SHIM_EXPORT ssize_t splice(int in_fd, off64_t *in_offset, int out_fd, off64_t *out_offset,
                            size_t length, unsigned int flags)
 {
-    struct fd_slot *slot = shim_copy_source_slot(in_fd);
+    struct fd_slot *slot = shim_view_slot_acquire(in_fd);
     if (SHIM_LIKELY(slot == NULL))
         return REAL(splice)(in_fd, in_offset, out_fd, out_offset, length, flags);
     if (!shim_copy_destination_is(out_fd, S_IFIFO))

@@ -25,19 +25,6 @@ static uint64_t shim_page_size(void)
     return page_size;
 }
 
-/* The view slot of fd, held until released; NULL when not a view. */
-static inline struct fd_slot *shim_mapped_view_slot(int fd)
-{
-    if (SHIM_LIKELY(!fd_table_tracked(fd)) || shim_guarded())
-        return NULL;
-    struct fd_slot *slot = fd_table_acquire(fd);
-    if (slot != NULL && slot->kind != FD_SLOT_VIEW) {
-        fd_slot_release(slot);
-        return NULL;
-    }
-    return slot;
-}
-
 static void *shim_refuse_mapping(const struct dataset_file *file,
                                  const struct view_mapping_plan *plan)
 {
@@ -131,7 +118,7 @@ static void *shim_view_mmap(struct fd_slot *slot, void *address, size_t length, 
 SHIM_EXPORT void *mmap(void *address, size_t length, int protection, int flags, int fd,
                        off_t offset)
 {
-    struct fd_slot *slot = shim_mapped_view_slot(fd);
+    struct fd_slot *slot = shim_view_slot_acquire(fd);
     if (SHIM_LIKELY(slot == NULL))
         return REAL(mmap)(address, length, protection, flags, fd, offset);
     return shim_view_mmap(slot, address, length, protection, flags, fd, offset);
@@ -140,7 +127,7 @@ SHIM_EXPORT void *mmap(void *address, size_t length, int protection, int flags, 
 SHIM_EXPORT void *mmap64(void *address, size_t length, int protection, int flags, int fd,
                          off64_t offset)
 {
-    struct fd_slot *slot = shim_mapped_view_slot(fd);
+    struct fd_slot *slot = shim_view_slot_acquire(fd);
     if (SHIM_LIKELY(slot == NULL))
         return REAL(mmap64)(address, length, protection, flags, fd, offset);
     return shim_view_mmap(slot, address, length, protection, flags, fd, offset);

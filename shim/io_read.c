@@ -14,20 +14,6 @@
 
 extern void __chk_fail(void) __attribute__((noreturn));
 
-/* The view slot of fd, held until shim_view_done; NULL when fd is not a view
- * (or the shim itself is reading). */
-static inline struct fd_slot *shim_view_slot(int fd)
-{
-    if (SHIM_LIKELY(!fd_table_tracked(fd)) || shim_guarded())
-        return NULL;
-    struct fd_slot *slot = fd_table_acquire(fd);
-    if (slot != NULL && slot->kind != FD_SLOT_VIEW) {
-        fd_slot_release(slot);
-        return NULL;
-    }
-    return slot;
-}
-
 /* Lets go of the slot and passes the call's result through, errno intact. */
 static inline ssize_t shim_view_done(struct fd_slot *slot, ssize_t result)
 {
@@ -57,7 +43,7 @@ static ssize_t shim_view_read(struct fd_slot *slot, int fd, void *buffer, size_t
 
 SHIM_EXPORT ssize_t read(int fd, void *buffer, size_t size)
 {
-    struct fd_slot *slot = shim_view_slot(fd);
+    struct fd_slot *slot = shim_view_slot_acquire(fd);
     if (SHIM_LIKELY(slot == NULL))
         return REAL(read)(fd, buffer, size);
     return shim_view_done(slot, shim_view_read(slot, fd, buffer, size));
@@ -65,7 +51,7 @@ SHIM_EXPORT ssize_t read(int fd, void *buffer, size_t size)
 
 SHIM_EXPORT ssize_t __read_chk(int fd, void *buffer, size_t size, size_t buffer_size)
 {
-    struct fd_slot *slot = shim_view_slot(fd);
+    struct fd_slot *slot = shim_view_slot_acquire(fd);
     if (SHIM_LIKELY(slot == NULL))
         return REAL(__read_chk)(fd, buffer, size, buffer_size);
     if (size > buffer_size)
@@ -88,7 +74,7 @@ static ssize_t shim_view_pread(struct fd_slot *slot, int fd, void *buffer, size_
 
 SHIM_EXPORT ssize_t pread(int fd, void *buffer, size_t size, off_t offset)
 {
-    struct fd_slot *slot = shim_view_slot(fd);
+    struct fd_slot *slot = shim_view_slot_acquire(fd);
     if (SHIM_LIKELY(slot == NULL))
         return REAL(pread)(fd, buffer, size, offset);
     return shim_view_done(slot, shim_view_pread(slot, fd, buffer, size, offset));
@@ -96,7 +82,7 @@ SHIM_EXPORT ssize_t pread(int fd, void *buffer, size_t size, off_t offset)
 
 SHIM_EXPORT ssize_t pread64(int fd, void *buffer, size_t size, off64_t offset)
 {
-    struct fd_slot *slot = shim_view_slot(fd);
+    struct fd_slot *slot = shim_view_slot_acquire(fd);
     if (SHIM_LIKELY(slot == NULL))
         return REAL(pread64)(fd, buffer, size, offset);
     return shim_view_done(slot, shim_view_pread(slot, fd, buffer, size, offset));
@@ -105,7 +91,7 @@ SHIM_EXPORT ssize_t pread64(int fd, void *buffer, size_t size, off64_t offset)
 SHIM_EXPORT ssize_t __pread_chk(int fd, void *buffer, size_t size, off_t offset,
                                 size_t buffer_size)
 {
-    struct fd_slot *slot = shim_view_slot(fd);
+    struct fd_slot *slot = shim_view_slot_acquire(fd);
     if (SHIM_LIKELY(slot == NULL))
         return REAL(__pread_chk)(fd, buffer, size, offset, buffer_size);
     if (size > buffer_size)
@@ -116,7 +102,7 @@ SHIM_EXPORT ssize_t __pread_chk(int fd, void *buffer, size_t size, off_t offset,
 SHIM_EXPORT ssize_t __pread64_chk(int fd, void *buffer, size_t size, off64_t offset,
                                   size_t buffer_size)
 {
-    struct fd_slot *slot = shim_view_slot(fd);
+    struct fd_slot *slot = shim_view_slot_acquire(fd);
     if (SHIM_LIKELY(slot == NULL))
         return REAL(__pread64_chk)(fd, buffer, size, offset, buffer_size);
     if (size > buffer_size)
@@ -136,7 +122,7 @@ static ssize_t shim_view_readv(struct fd_slot *slot, const struct iovec *vector,
 
 SHIM_EXPORT ssize_t readv(int fd, const struct iovec *vector, int count)
 {
-    struct fd_slot *slot = shim_view_slot(fd);
+    struct fd_slot *slot = shim_view_slot_acquire(fd);
     if (SHIM_LIKELY(slot == NULL))
         return REAL(readv)(fd, vector, count);
     return shim_view_done(slot, shim_view_readv(slot, vector, count));
@@ -154,7 +140,7 @@ static ssize_t shim_view_preadv(struct fd_slot *slot, const struct iovec *vector
 
 SHIM_EXPORT ssize_t preadv(int fd, const struct iovec *vector, int count, off_t offset)
 {
-    struct fd_slot *slot = shim_view_slot(fd);
+    struct fd_slot *slot = shim_view_slot_acquire(fd);
     if (SHIM_LIKELY(slot == NULL))
         return REAL(preadv)(fd, vector, count, offset);
     return shim_view_done(slot, shim_view_preadv(slot, vector, count, offset));
@@ -162,7 +148,7 @@ SHIM_EXPORT ssize_t preadv(int fd, const struct iovec *vector, int count, off_t 
 
 SHIM_EXPORT ssize_t preadv64(int fd, const struct iovec *vector, int count, off64_t offset)
 {
-    struct fd_slot *slot = shim_view_slot(fd);
+    struct fd_slot *slot = shim_view_slot_acquire(fd);
     if (SHIM_LIKELY(slot == NULL))
         return REAL(preadv64)(fd, vector, count, offset);
     return shim_view_done(slot, shim_view_preadv(slot, vector, count, offset));
@@ -172,7 +158,7 @@ SHIM_EXPORT ssize_t preadv64(int fd, const struct iovec *vector, int count, off6
 SHIM_EXPORT ssize_t preadv2(int fd, const struct iovec *vector, int count, off_t offset,
                             int flags)
 {
-    struct fd_slot *slot = shim_view_slot(fd);
+    struct fd_slot *slot = shim_view_slot_acquire(fd);
     if (SHIM_LIKELY(slot == NULL))
         return REAL(preadv2)(fd, vector, count, offset, flags);
     if (offset == -1)
@@ -183,7 +169,7 @@ SHIM_EXPORT ssize_t preadv2(int fd, const struct iovec *vector, int count, off_t
 SHIM_EXPORT ssize_t preadv64v2(int fd, const struct iovec *vector, int count, off64_t offset,
                                int flags)
 {
-    struct fd_slot *slot = shim_view_slot(fd);
+    struct fd_slot *slot = shim_view_slot_acquire(fd);
     if (SHIM_LIKELY(slot == NULL))
         return REAL(preadv64v2)(fd, vector, count, offset, flags);
     if (offset == -1)
@@ -201,7 +187,7 @@ static off64_t shim_view_seek(struct fd_slot *slot, int fd, off64_t offset, int 
 
 SHIM_EXPORT off_t lseek(int fd, off_t offset, int whence)
 {
-    struct fd_slot *slot = shim_view_slot(fd);
+    struct fd_slot *slot = shim_view_slot_acquire(fd);
     if (SHIM_LIKELY(slot == NULL))
         return REAL(lseek)(fd, offset, whence);
     return shim_view_done(slot, shim_view_seek(slot, fd, offset, whence));
@@ -209,7 +195,7 @@ SHIM_EXPORT off_t lseek(int fd, off_t offset, int whence)
 
 SHIM_EXPORT off64_t lseek64(int fd, off64_t offset, int whence)
 {
-    struct fd_slot *slot = shim_view_slot(fd);
+    struct fd_slot *slot = shim_view_slot_acquire(fd);
     if (SHIM_LIKELY(slot == NULL))
         return REAL(lseek64)(fd, offset, whence);
     return shim_view_done(slot, shim_view_seek(slot, fd, offset, whence));

@@ -7,19 +7,6 @@
 #include "real_functions.h"
 #include "shim.h"
 
-/* The view slot of fd, held until released; NULL when not a view. */
-static inline struct fd_slot *shim_stat_view_slot(int fd)
-{
-    if (SHIM_LIKELY(!fd_table_tracked(fd)) || shim_guarded())
-        return NULL;
-    struct fd_slot *slot = fd_table_acquire(fd);
-    if (slot != NULL && slot->kind != FD_SLOT_VIEW) {
-        fd_slot_release(slot);
-        return NULL;
-    }
-    return slot;
-}
-
 /* The view's size, and its block size: buffered readers that size their
  * buffer from st_blksize then read one record at a time (SPEC §3). */
 static void shim_stat_set_view(struct stat *status, struct dataset_file *file)
@@ -38,7 +25,7 @@ static int shim_stat_fd_result(int result, int fd, struct stat *status)
 {
     if (result != 0)
         return result;
-    struct fd_slot *slot = shim_stat_view_slot(fd);
+    struct fd_slot *slot = shim_view_slot_acquire(fd);
     if (slot != NULL)
         shim_stat_set_view(status, slot->cursor.file);
     fd_slot_release(slot);
@@ -166,7 +153,7 @@ SHIM_EXPORT int statx(int dirfd, const char *path, int flags, unsigned int mask,
         return result;
     uint64_t size;
     if ((flags & AT_EMPTY_PATH) && path[0] == '\0') {
-        struct fd_slot *slot = shim_stat_view_slot(dirfd);
+        struct fd_slot *slot = shim_view_slot_acquire(dirfd);
         if (slot == NULL)
             return result;
         size = view_cursor_size(&slot->cursor);

@@ -107,6 +107,7 @@ static inline bool fd_table_tracked(int fd)
 }
 
 struct fd_slot *fd_table_acquire_tracked(int fd);
+void fd_slot_release(struct fd_slot *slot);
 
 /* The descriptor's slot with a reference taken (release it with
  * fd_slot_release when the call is done), or NULL for untracked ones. */
@@ -115,6 +116,23 @@ static inline struct fd_slot *fd_table_acquire(int fd)
     if (SHIM_LIKELY(!fd_table_tracked(fd)))
         return NULL;
     return fd_table_acquire_tracked(fd);
+}
+
+/* The view slot of fd with a reference taken (release it with
+ * fd_slot_release when the call is done); NULL when fd is not a view of a
+ * data file, or the shim itself is reading.  Costs one comparison for a
+ * descriptor the shim does not track: every read, stat, mmap and copy
+ * wrapper starts here. */
+static inline struct fd_slot *shim_view_slot_acquire(int fd)
+{
+    if (SHIM_LIKELY(!fd_table_tracked(fd)) || shim_guarded())
+        return NULL;
+    struct fd_slot *slot = fd_table_acquire(fd);
+    if (slot != NULL && slot->kind != FD_SLOT_VIEW) {
+        fd_slot_release(slot);
+        return NULL;
+    }
+    return slot;
 }
 
 /* Installs slot at fd (taking one reference); any previous slot there is
