@@ -129,7 +129,8 @@ $(STANDALONE): $(BUILD)/obj/shim/cooperative_api.o $(BUILD)/obj/shim/standalone/
 $(HOOKS_OBJ) $(HOOKS_ASAN_OBJ) $(BUILD)/obj/hooks/adaptdl_inspect.o: CFLAGS_ALL += $(ELF_CFLAGS)
 $(UNIT_OBJ) $(UNIT_ASAN_OBJ): CFLAGS_ALL += -Ihooks $(ELF_CFLAGS)
 
-$(INSPECT): $(BUILD)/obj/hooks/adaptdl_inspect.o $(HOOKS_OBJ)
+# (its messages are the runtime's one-line error_message)
+$(INSPECT): $(BUILD)/obj/hooks/adaptdl_inspect.o $(HOOKS_OBJ) $(BUILD)/obj/runtime/error_message.o
 	$(CC) $(LDFLAGS) -o $@ $^ $(ELF_LIBS)
 
 $(BUILD)/obj/tests/unit/%.o: tests/unit/%.c

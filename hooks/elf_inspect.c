@@ -319,7 +319,7 @@ enum inspect_verdict inspect_write_report(FILE *out, const char *trainer_path,
     char library_error[1024];
     if (inspect_shim_library_load(&library, library_path, library_error,
                                   sizeof library_error) < 0) {
-        inspect_fail(error, error_size, "preload library %s", library_error);
+        error_message(error, error_size, "preload library %s", library_error);
         return INSPECT_ERROR;
     }
 
@@ -334,12 +334,12 @@ enum inspect_verdict inspect_write_report(FILE *out, const char *trainer_path,
     while (chain[loaded - 1].kind == INSPECT_KIND_SCRIPT) {
         const struct inspect_elf_file *script = &chain[loaded - 1];
         if (loaded > INSPECT_SCRIPT_DEPTH) {
-            inspect_fail(error, error_size, "%s: scripts run by scripts more than %d deep",
+            error_message(error, error_size, "%s: scripts run by scripts more than %d deep",
                          trainer_path, INSPECT_SCRIPT_DEPTH);
             goto done;
         }
         if (script->script_program == NULL) {
-            inspect_fail(error, error_size,
+            error_message(error, error_size,
                          "%s: a script run by %s %s, which names no program found in PATH: "
                          "inspect the interpreter",
                          script->path, script->interpreter,
@@ -350,7 +350,7 @@ enum inspect_verdict inspect_write_report(FILE *out, const char *trainer_path,
         char interpreter_error[1024];
         if (inspect_elf_file_load(&chain[loaded], script->script_program, interpreter_error,
                                   sizeof interpreter_error) < 0) {
-            inspect_fail(error, error_size, "%s: a script run by %s, which cannot be inspected: %s",
+            error_message(error, error_size, "%s: a script run by %s, which cannot be inspected: %s",
                          script->path, script->interpreter, interpreter_error);
             goto done;
         }

@@ -10,6 +10,7 @@
  *
  * Files are read with plain open/pread and libelf: this runs in the
  * launcher, not under the preload. */
+#include "error_message.h"
 #include "elf_inspect.h"
 #include "inspect_internal.h"
 
@@ -33,17 +34,6 @@
 /* ------------------------------------------------------------------------
  * Small helpers
  * ------------------------------------------------------------------------ */
-
-int inspect_fail(char *error, size_t error_size, const char *format, ...)
-{
-    if (error != NULL && error_size > 0) {
-        va_list arguments;
-        va_start(arguments, format);
-        vsnprintf(error, error_size, format, arguments);
-        va_end(arguments);
-    }
-    return -1;
-}
 
 static int inspect_compare_strings(const void *left, const void *right)
 {
@@ -236,7 +226,7 @@ static int inspect_read_script(struct inspect_elf_file *file, const char *head, 
     while (*cursor != '\0' && !inspect_is_blank(*cursor))
         cursor++;
     if (cursor == interpreter)
-        return inspect_fail(error, error_size, "%s: a #! line without an interpreter",
+        return error_message(error, error_size, "%s: a #! line without an interpreter",
                             file->path);
     char *argument = NULL;
     if (*cursor != '\0') {
@@ -253,11 +243,11 @@ static int inspect_read_script(struct inspect_elf_file *file, const char *head, 
     file->kind = INSPECT_KIND_SCRIPT;
     file->interpreter = strdup(interpreter);
     if (file->interpreter == NULL)
-        return inspect_fail(error, error_size, "%s: out of memory", file->path);
+        return error_message(error, error_size, "%s: out of memory", file->path);
     if (argument != NULL) {
         file->interpreter_argument = strdup(argument);
         if (file->interpreter_argument == NULL)
-            return inspect_fail(error, error_size, "%s: out of memory", file->path);
+            return error_message(error, error_size, "%s: out of memory", file->path);
     }
 
     /* The program LD_PRELOAD reaches is the interpreter, or what env runs. */
@@ -273,7 +263,7 @@ static int inspect_read_script(struct inspect_elf_file *file, const char *head, 
         file->script_program = strdup(interpreter);
     }
     if (file->script_program == NULL)
-        return inspect_fail(error, error_size, "%s: out of memory", file->path);
+        return error_message(error, error_size, "%s: out of memory", file->path);
     return 0;
 }
 
@@ -286,17 +276,17 @@ static int inspect_read_interpreter(struct inspect_elf_file *file, Elf *elf,
                                     const GElf_Phdr *segment, char *error, size_t error_size)
 {
     if (segment->p_filesz == 0)
-        return inspect_fail(error, error_size, "%s: empty PT_INTERP segment", file->path);
+        return error_message(error, error_size, "%s: empty PT_INTERP segment", file->path);
     Elf_Data *data = elf_getdata_rawchunk(elf, (int64_t)segment->p_offset,
                                           (size_t)segment->p_filesz, ELF_T_BYTE);
     if (data == NULL || data->d_buf == NULL)
-        return inspect_fail(error, error_size, "%s: damaged PT_INTERP segment: %s", file->path,
+        return error_message(error, error_size, "%s: damaged PT_INTERP segment: %s", file->path,
                             elf_errmsg(-1));
     size_t length = strnlen(data->d_buf, data->d_size);
     free(file->interpreter);
     file->interpreter = strndup(data->d_buf, length);
     if (file->interpreter == NULL)
-        return inspect_fail(error, error_size, "%s: out of memory", file->path);
+        return error_message(error, error_size, "%s: out of memory", file->path);
     return 0;
 }
 
@@ -317,7 +307,7 @@ static int inspect_find_sections(struct inspect_elf_file *file, Elf *elf,
     while ((section = elf_nextscn(elf, section)) != NULL) {
         GElf_Shdr header;
         if (gelf_getshdr(section, &header) == NULL)
-            return inspect_fail(error, error_size, "%s: damaged section header: %s",
+            return error_message(error, error_size, "%s: damaged section header: %s",
                                 file->path, elf_errmsg(-1));
         switch (header.sh_type) {
         case SHT_DYNSYM:
@@ -352,7 +342,7 @@ static int inspect_read_dynamic_segment(struct inspect_elf_file *file, Elf *elf,
     Elf_Data *data = elf_getdata_rawchunk(elf, (int64_t)segment->p_offset,
                                           (size_t)segment->p_filesz, ELF_T_DYN);
     if (data == NULL)
-        return inspect_fail(error, error_size, "%s: damaged PT_DYNAMIC segment: %s",
+        return error_message(error, error_size, "%s: damaged PT_DYNAMIC segment: %s",
                             file->path, elf_errmsg(-1));
 
     /* First count, so the names array is allocated once. */
@@ -371,17 +361,17 @@ static int inspect_read_dynamic_segment(struct inspect_elf_file *file, Elf *elf,
 
     file->needed = calloc(needed_count, sizeof file->needed[0]);
     if (file->needed == NULL)
-        return inspect_fail(error, error_size, "%s: out of memory", file->path);
+        return error_message(error, error_size, "%s: out of memory", file->path);
     for (size_t i = 0; i < entry_count; i++) {
         if (gelf_getdyn(data, (int)i, &entry) == NULL || entry.d_tag != DT_NEEDED)
             continue;
         const char *name = elf_strptr(elf, dynamic_strings, (size_t)entry.d_un.d_val);
         if (name == NULL)
-            return inspect_fail(error, error_size, "%s: damaged DT_NEEDED entry: %s",
+            return error_message(error, error_size, "%s: damaged DT_NEEDED entry: %s",
                                 file->path, elf_errmsg(-1));
         file->needed[file->needed_count] = strdup(name);
         if (file->needed[file->needed_count] == NULL)
-            return inspect_fail(error, error_size, "%s: out of memory", file->path);
+            return error_message(error, error_size, "%s: out of memory", file->path);
         file->needed_count++;
     }
     return 0;
@@ -398,11 +388,11 @@ static int inspect_walk_needed_versions(struct inspect_elf_file *file, Elf *elf,
 {
     GElf_Shdr header;
     if (gelf_getshdr(section, &header) == NULL)
-        return inspect_fail(error, error_size, "%s: damaged .gnu.version_r: %s", file->path,
+        return error_message(error, error_size, "%s: damaged .gnu.version_r: %s", file->path,
                             elf_errmsg(-1));
     Elf_Data *data = elf_getdata(section, NULL);
     if (data == NULL)
-        return inspect_fail(error, error_size, "%s: damaged .gnu.version_r: %s", file->path,
+        return error_message(error, error_size, "%s: damaged .gnu.version_r: %s", file->path,
                             elf_errmsg(-1));
     *largest_index = 0;
     size_t offset = 0;
@@ -411,13 +401,13 @@ static int inspect_walk_needed_versions(struct inspect_elf_file *file, Elf *elf,
     for (size_t entry = 0; entry < header.sh_info; entry++) {
         GElf_Verneed needed;
         if (gelf_getverneed(data, (int)offset, &needed) == NULL)
-            return inspect_fail(error, error_size, "%s: damaged .gnu.version_r entry",
+            return error_message(error, error_size, "%s: damaged .gnu.version_r entry",
                                 file->path);
         size_t auxiliary_offset = offset + needed.vn_aux;
         for (unsigned i = 0; i < needed.vn_cnt; i++) {
             GElf_Vernaux auxiliary;
             if (gelf_getvernaux(data, (int)auxiliary_offset, &auxiliary) == NULL)
-                return inspect_fail(error, error_size, "%s: damaged .gnu.version_r entry",
+                return error_message(error, error_size, "%s: damaged .gnu.version_r entry",
                                     file->path);
             size_t index = auxiliary.vna_other & 0x7fff;
             if (index > *largest_index)
@@ -451,7 +441,7 @@ static int inspect_read_needed_versions(struct inspect_elf_file *file, Elf *elf,
         return -1;
     const char **table = calloc(largest_index + 1, sizeof table[0]);
     if (table == NULL)
-        return inspect_fail(error, error_size, "%s: out of memory", file->path);
+        return error_message(error, error_size, "%s: out of memory", file->path);
     if (inspect_walk_needed_versions(file, elf, section, table, largest_index + 1,
                                      &largest_index, error, error_size) < 0) {
         free(table);
@@ -486,11 +476,11 @@ static int inspect_read_dynamic_symbols(struct inspect_elf_file *file, Elf *elf,
 {
     GElf_Shdr header;
     if (gelf_getshdr(sections->dynamic_symbols, &header) == NULL)
-        return inspect_fail(error, error_size, "%s: damaged .dynsym: %s", file->path,
+        return error_message(error, error_size, "%s: damaged .dynsym: %s", file->path,
                             elf_errmsg(-1));
     Elf_Data *symbols = elf_getdata(sections->dynamic_symbols, NULL);
     if (symbols == NULL)
-        return inspect_fail(error, error_size, "%s: damaged .dynsym: %s", file->path,
+        return error_message(error, error_size, "%s: damaged .dynsym: %s", file->path,
                             elf_errmsg(-1));
     size_t symbol_count = header.sh_entsize != 0 ? header.sh_size / header.sh_entsize : 0;
     file->has_dynamic_symbols = true;
@@ -510,19 +500,19 @@ static int inspect_read_dynamic_symbols(struct inspect_elf_file *file, Elf *elf,
     file->imports = calloc(symbol_count, sizeof file->imports[0]);
     file->exports.names = calloc(symbol_count, sizeof file->exports.names[0]);
     if (file->imports == NULL || file->exports.names == NULL) {
-        inspect_fail(error, error_size, "%s: out of memory", file->path);
+        error_message(error, error_size, "%s: out of memory", file->path);
         goto done;
     }
     /* Entry 0 is the reserved null symbol. */
     for (size_t i = 1; i < symbol_count; i++) {
         GElf_Sym symbol;
         if (gelf_getsym(symbols, (int)i, &symbol) == NULL) {
-            inspect_fail(error, error_size, "%s: damaged .dynsym entry %zu", file->path, i);
+            error_message(error, error_size, "%s: damaged .dynsym entry %zu", file->path, i);
             goto done;
         }
         const char *name = elf_strptr(elf, header.sh_link, symbol.st_name);
         if (name == NULL) {
-            inspect_fail(error, error_size, "%s: damaged .dynsym name: %s", file->path,
+            error_message(error, error_size, "%s: damaged .dynsym name: %s", file->path,
                          elf_errmsg(-1));
             goto done;
         }
@@ -535,7 +525,7 @@ static int inspect_read_dynamic_symbols(struct inspect_elf_file *file, Elf *elf,
             struct inspect_import *import = &file->imports[file->import_count];
             import->name = strdup(name);
             if (import->name == NULL) {
-                inspect_fail(error, error_size, "%s: out of memory", file->path);
+                error_message(error, error_size, "%s: out of memory", file->path);
                 goto done;
             }
             /* Counted now, so that the name is freed even if its version
@@ -548,7 +538,7 @@ static int inspect_read_dynamic_symbols(struct inspect_elf_file *file, Elf *elf,
                 if (index >= 2 && index < version_name_count && version_names[index] != NULL) {
                     import->version = strdup(version_names[index]);
                     if (import->version == NULL) {
-                        inspect_fail(error, error_size, "%s: out of memory", file->path);
+                        error_message(error, error_size, "%s: out of memory", file->path);
                         goto done;
                     }
                 }
@@ -559,7 +549,7 @@ static int inspect_read_dynamic_symbols(struct inspect_elf_file *file, Elf *elf,
             (type == STT_FUNC || type == STT_GNU_IFUNC)) {
             file->exports.names[file->exports.count] = strdup(name);
             if (file->exports.names[file->exports.count] == NULL) {
-                inspect_fail(error, error_size, "%s: out of memory", file->path);
+                error_message(error, error_size, "%s: out of memory", file->path);
                 goto done;
             }
             file->exports.count++;
@@ -583,10 +573,10 @@ static int inspect_read_elf_contents(struct inspect_elf_file *file, Elf *elf, ch
                                      size_t error_size)
 {
     if (elf_kind(elf) != ELF_K_ELF)
-        return inspect_fail(error, error_size, "%s: an archive, not a program", file->path);
+        return error_message(error, error_size, "%s: an archive, not a program", file->path);
     GElf_Ehdr header;
     if (gelf_getehdr(elf, &header) == NULL)
-        return inspect_fail(error, error_size, "%s: damaged ELF header: %s", file->path,
+        return error_message(error, error_size, "%s: damaged ELF header: %s", file->path,
                             elf_errmsg(-1));
     file->elf_class = gelf_getclass(elf);
     file->machine = header.e_machine;
@@ -595,19 +585,19 @@ static int inspect_read_elf_contents(struct inspect_elf_file *file, Elf *elf, ch
     case ET_DYN:
         break;
     case ET_REL:
-        return inspect_fail(error, error_size,
+        return error_message(error, error_size,
                             "%s: an object file (.o), not a program: link it first",
                             file->path);
     case ET_CORE:
-        return inspect_fail(error, error_size, "%s: a core dump, not a program", file->path);
+        return error_message(error, error_size, "%s: a core dump, not a program", file->path);
     default:
-        return inspect_fail(error, error_size, "%s: an ELF file of unknown type %u, not a program",
+        return error_message(error, error_size, "%s: an ELF file of unknown type %u, not a program",
                             file->path, (unsigned)header.e_type);
     }
 
     size_t segment_count;
     if (elf_getphdrnum(elf, &segment_count) != 0)
-        return inspect_fail(error, error_size, "%s: damaged program headers: %s", file->path,
+        return error_message(error, error_size, "%s: damaged program headers: %s", file->path,
                             elf_errmsg(-1));
     bool has_interpreter = false;
     bool has_dynamic_segment = false;
@@ -616,7 +606,7 @@ static int inspect_read_elf_contents(struct inspect_elf_file *file, Elf *elf, ch
     for (size_t i = 0; i < segment_count; i++) {
         GElf_Phdr segment;
         if (gelf_getphdr(elf, (int)i, &segment) == NULL)
-            return inspect_fail(error, error_size, "%s: damaged program header %zu: %s",
+            return error_message(error, error_size, "%s: damaged program header %zu: %s",
                                 file->path, i, elf_errmsg(-1));
         if (segment.p_type == PT_INTERP) {
             if (inspect_read_interpreter(file, elf, &segment, error, error_size) < 0)
@@ -662,11 +652,11 @@ static int inspect_read_elf(struct inspect_elf_file *file, int fd, char *error,
                             size_t error_size)
 {
     if (elf_version(EV_CURRENT) == EV_NONE)
-        return inspect_fail(error, error_size, "%s: libelf does not support this ELF version: %s",
+        return error_message(error, error_size, "%s: libelf does not support this ELF version: %s",
                             file->path, elf_errmsg(-1));
     Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
     if (elf == NULL)
-        return inspect_fail(error, error_size, "%s: damaged ELF file: %s", file->path,
+        return error_message(error, error_size, "%s: damaged ELF file: %s", file->path,
                             elf_errmsg(-1));
     int result = inspect_read_elf_contents(file, elf, error, error_size);
     elf_end(elf);
@@ -695,18 +685,18 @@ static int inspect_load_open_file(struct inspect_elf_file *file, int fd, char *e
 {
     struct stat status;
     if (fstat(fd, &status) < 0)
-        return inspect_fail(error, error_size, "%s: cannot stat: %s", file->path,
+        return error_message(error, error_size, "%s: cannot stat: %s", file->path,
                             strerror(errno));
     if (S_ISDIR(status.st_mode))
-        return inspect_fail(error, error_size, "%s: a directory, not a program", file->path);
+        return error_message(error, error_size, "%s: a directory, not a program", file->path);
     if (!S_ISREG(status.st_mode))
-        return inspect_fail(error, error_size, "%s: not a regular file, not a program",
+        return error_message(error, error_size, "%s: not a regular file, not a program",
                             file->path);
 
     char head[INSPECT_HEAD_SIZE];
     ssize_t length = inspect_read_head(fd, head, sizeof head);
     if (length < 0)
-        return inspect_fail(error, error_size, "%s: cannot read: %s", file->path,
+        return error_message(error, error_size, "%s: cannot read: %s", file->path,
                             strerror(errno));
     if (length >= 2 && head[0] == '#' && head[1] == '!')
         return inspect_read_script(file, head, (size_t)length, error, error_size);
@@ -717,7 +707,7 @@ static int inspect_load_open_file(struct inspect_elf_file *file, int fd, char *e
         what = "an empty file";
     else if (length >= SARMAG && memcmp(head, ARMAG, SARMAG) == 0)
         what = "an ar archive (a static library), not a program";
-    return inspect_fail(error, error_size,
+    return error_message(error, error_size,
                         "%s: %s (accepted: a dynamically linked program, or a #! script)",
                         file->path, what);
 }
@@ -728,10 +718,10 @@ int inspect_elf_file_load(struct inspect_elf_file *file, const char *path, char 
     memset(file, 0, sizeof *file);
     file->path = strdup(path);
     if (file->path == NULL)
-        return inspect_fail(error, error_size, "%s: out of memory", path);
+        return error_message(error, error_size, "%s: out of memory", path);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        inspect_fail(error, error_size, "%s: cannot open: %s", path, strerror(errno));
+        error_message(error, error_size, "%s: cannot open: %s", path, strerror(errno));
         inspect_elf_file_free(file);
         return -1;
     }
@@ -757,7 +747,7 @@ int inspect_shim_library_load(struct inspect_elf_file *library, const char *path
         problem = "exports no functions: not the preload library";
     if (problem == NULL)
         return 0;
-    inspect_fail(error, error_size, "%s: %s", path, problem);
+    error_message(error, error_size, "%s: %s", path, problem);
     inspect_elf_file_free(library);
     return -1;
 }

@@ -12,7 +12,7 @@
 
 /* Formats a one-line message into error and returns -1. */
 __attribute__((format(printf, 3, 4)))
-int inspect_fail(char *error, size_t error_size, const char *format, ...);
+#include "error_message.h"
 
 enum inspect_mpi_binding {
     INSPECT_MPI_NONE,

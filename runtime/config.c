@@ -13,6 +13,7 @@
  * Numbers are plain unsigned decimals: no sign, no blanks, no hex, no
  * trailing garbage.  A silently misread number in a launch environment is
  * worse than a refusal to start. */
+#include "error_message.h"
 #include "config.h"
 
 #include <inttypes.h>
@@ -39,18 +40,6 @@
 /* ------------------------------------------------------------------------
  * Messages
  * ---------------------------------------------------------------------- */
-
-static int __attribute__((format(printf, 3, 4)))
-report_error(char *error, size_t error_size, const char *format, ...)
-{
-    if (error != NULL && error_size > 0) {
-        va_list args;
-        va_start(args, format);
-        vsnprintf(error, error_size, format, args);
-        va_end(args);
-    }
-    return -1;
-}
 
 /* Copies text into out for use between double quotes in a one-line message.
  * Control bytes become \xNN (a newline inside a value must not break the
@@ -419,7 +408,7 @@ report_data_entry_error(const struct data_parse *parse, const char *format, ...)
     va_start(args, format);
     vsnprintf(detail, sizeof detail, format, args);
     va_end(args);
-    return report_error(parse->error, parse->error_size, "ADAPTDL_DATA entry %zu (\"%s\"): %s",
+    return error_message(parse->error, parse->error_size, "ADAPTDL_DATA entry %zu (\"%s\"): %s",
                         parse->entry_number,
                         config_quote_for_message(quoted_entry, sizeof quoted_entry, parse->entry_text,
                                           parse->entry_length),
@@ -545,7 +534,7 @@ static int parse_data_key_items(const struct data_parse *parse, struct data_entr
     int result = 0;
 
     if (items == NULL)
-        return report_error(parse->error, parse->error_size, "ADAPTDL_DATA: out of memory");
+        return error_message(parse->error, parse->error_size, "ADAPTDL_DATA: out of memory");
     while (result == 0 && (item = strsep(&cursor, ":")) != NULL)
         result = parse_data_key_item(parse, draft, item);
     /* Finished before the copy is freed: draft->count_text points into it. */
@@ -570,7 +559,7 @@ static int parse_data_entry(const struct data_parse *parse, struct data_entry *e
 
     entry->glob = unescape_glob(text, glob_length);
     if (entry->glob == NULL)
-        return report_error(parse->error, parse->error_size, "ADAPTDL_DATA: out of memory");
+        return error_message(parse->error, parse->error_size, "ADAPTDL_DATA: out of memory");
     entry->shard = true;
     entry->tail = TAIL_ERROR;
 
@@ -615,13 +604,13 @@ int config_parse_data(const char *value, struct data_entry **entries, size_t *en
     *entries = NULL;
     *entry_count = 0;
     if (value == NULL || value[0] == '\0')
-        return report_error(error, error_size, "ADAPTDL_DATA: empty value \"\"; accepted: GLOB[:key=value...] entries separated by ';'");
+        return error_message(error, error_size, "ADAPTDL_DATA: empty value \"\"; accepted: GLOB[:key=value...] entries separated by ';'");
 
     length = strlen(value);
     count = count_data_entries(value, length);
     parsed = calloc(count, sizeof *parsed);
     if (parsed == NULL)
-        return report_error(error, error_size, "ADAPTDL_DATA: out of memory");
+        return error_message(error, error_size, "ADAPTDL_DATA: out of memory");
 
     for (size_t i = 0; i < count; i++) {
         parse.entry_number = i + 1;
@@ -685,7 +674,7 @@ static int parse_word_variable(struct config_parse_state *state, const char *nam
 
     if (find_word_choice(choices, count, value, out))
         return 0;
-    return report_error(state->error, state->error_size, "%s: unknown %s \"%s\"; accepted: %s",
+    return error_message(state->error, state->error_size, "%s: unknown %s \"%s\"; accepted: %s",
                         name, noun, config_quote_for_message(quoted, sizeof quoted, value, strlen(value)),
                         join_word_choices(accepted, sizeof accepted, choices, count));
 }
@@ -699,7 +688,7 @@ static int parse_integer_variable(struct config_parse_state *state, const char *
 
     if (status == NUMBER_OK)
         return 0;
-    return report_error(state->error, state->error_size,
+    return error_message(state->error, state->error_size,
                         "%s: \"%s\" %s; accepted: an integer from %" PRIu64 " to %" PRIu64, name,
                         config_quote_for_message(quoted, sizeof quoted, value, strlen(value)),
                         status == NUMBER_MALFORMED ? "is not an unsigned decimal integer"
@@ -729,12 +718,12 @@ static int parse_real_variable(struct config_parse_state *state, const char *nam
     double number;
 
     if (!parse_finite_number(value, &number))
-        return report_error(state->error, state->error_size,
+        return error_message(state->error, state->error_size,
                             "%s: \"%s\" is not a finite number; accepted: a finite number %s %g",
                             name, config_quote_for_message(quoted, sizeof quoted, value, strlen(value)),
                             bound, minimum);
     if (number < minimum || (!minimum_included && number == minimum))
-        return report_error(state->error, state->error_size,
+        return error_message(state->error, state->error_size,
                             "%s: \"%s\" is out of range; accepted: a finite number %s %g", name,
                             config_quote_for_message(quoted, sizeof quoted, value, strlen(value)), bound,
                             minimum);
@@ -748,11 +737,11 @@ static int copy_nonempty_variable(struct config_parse_state *state, const char *
                                   const char *value, const char *accepted, char **out)
 {
     if (value[0] == '\0')
-        return report_error(state->error, state->error_size,
+        return error_message(state->error, state->error_size,
                             "%s: empty value \"\"; accepted: %s", name, accepted);
     *out = strdup(value);
     if (*out == NULL)
-        return report_error(state->error, state->error_size, "%s: out of memory", name);
+        return error_message(state->error, state->error_size, "%s: out of memory", name);
     return 0;
 }
 
@@ -797,16 +786,16 @@ static int parse_injection_variable(struct config_parse_state *state, const char
         rest = value + 4;
         problem = is_environment_name(rest) ? NULL : "does not name a valid environment variable";
     } else {
-        return report_error(state->error, state->error_size,
+        return error_message(state->error, state->error_size,
                             "%s: \"%s\" has neither an argv: nor an env: prefix; accepted: %s",
                             name, quoted, accepted);
     }
     if (problem != NULL)
-        return report_error(state->error, state->error_size, "%s: \"%s\" %s; accepted: %s", name,
+        return error_message(state->error, state->error_size, "%s: \"%s\" %s; accepted: %s", name,
                             quoted, problem, accepted);
     target->name = strdup(rest);
     if (target->name == NULL)
-        return report_error(state->error, state->error_size, "%s: out of memory", name);
+        return error_message(state->error, state->error_size, "%s: out of memory", name);
     target->kind = kind;
     return 0;
 }
@@ -950,11 +939,11 @@ static int parse_local_bsz_bounds_variable(struct config_parse_state *state, con
         parse_decimal_span(value, (size_t)(colon - value), 1, BATCH_SIZE_LIMIT, &minimum) !=
             NUMBER_OK ||
         parse_decimal(colon + 1, 1, BATCH_SIZE_LIMIT, &maximum) != NUMBER_OK)
-        return report_error(state->error, state->error_size,
+        return error_message(state->error, state->error_size,
                             "%s: \"%s\" is not MIN:MAX of two positive integers; accepted: %s",
                             name, quoted, accepted);
     if (minimum > maximum)
-        return report_error(state->error, state->error_size,
+        return error_message(state->error, state->error_size,
                             "%s: \"%s\" has MIN above MAX; accepted: %s", name, quoted, accepted);
     state->config->local_bsz_min = minimum;
     state->config->local_bsz_max = maximum;
@@ -1105,7 +1094,7 @@ static int check_rank_below_count(struct config_parse_state *state,
     else
         snprintf(count_text, sizeof count_text,
                  "the default replica count 1 (ADAPTDL_NUM_REPLICAS unset)");
-    return report_error(state->error, state->error_size,
+    return error_message(state->error, state->error_size,
                         "%s: \"%" PRIu32 "\" is not below %s; accepted: a rank from 0 to %" PRIu32,
                         rank_source->name, config->replica_rank, count_text,
                         config->num_replicas - 1);
@@ -1148,12 +1137,12 @@ static int parse_torchrun_node_count(struct config_parse_state *state)
     const char *problem =
         describe_number_problem(parse_decimal(local_text, 1, REPLICA_LIMIT, &local), 1);
     if (problem != NULL)
-        return report_error(state->error, state->error_size,
+        return error_message(state->error, state->error_size,
                             "LOCAL_WORLD_SIZE: \"%s\" %s; accepted: the processes per node, a "
                             "divisor of WORLD_SIZE \"%s\" (or set ADAPTDL_NUM_NODES)",
                             local_quoted, problem, world_quoted);
     if (world % local != 0)
-        return report_error(state->error, state->error_size,
+        return error_message(state->error, state->error_size,
                             "LOCAL_WORLD_SIZE: \"%s\" does not divide WORLD_SIZE \"%s\"; "
                             "accepted: the processes per node, a divisor of WORLD_SIZE (or set "
                             "ADAPTDL_NUM_NODES)",
@@ -1169,7 +1158,7 @@ static int check_batch_size_limits(struct config_parse_state *state)
     if (config->batch_size == 0 || config->max_batch_size == 0 ||
         config->max_batch_size >= config->batch_size)
         return 0;
-    return report_error(state->error, state->error_size,
+    return error_message(state->error, state->error_size,
                         "ADAPTDL_MAX_BATCH_SIZE: \"%" PRIu64 "\" is below ADAPTDL_BATCH_SIZE \"%" PRIu64
                         "\"; accepted: a maximum global batch size >= ADAPTDL_BATCH_SIZE",
                         config->max_batch_size, config->batch_size);

@@ -48,6 +48,7 @@
  *    Priors fix parameters by removing them from the optimization vector
  *    (equivalent to lower = upper, as AdaptDL does, but smaller and with no
  *    zero-width box for the solver to handle). */
+#include "error_message.h"
 #include "goodput.h"
 
 #include <math.h>
@@ -526,19 +527,6 @@ struct fit_config {
     double log_optim_time;     /* observed, the step that synchronizes */
 };
 
-static void fit_error(char *error, size_t error_size, const char *format, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void fit_error(char *error, size_t error_size, const char *format, ...)
-{
-    if (error == NULL || error_size == 0)
-        return;
-    va_list arguments;
-    va_start(arguments, format);
-    vsnprintf(error, error_size, format, arguments);
-    va_end(arguments);
-}
-
 static int fit_check_point(const struct step_profile_point *point, size_t index,
                            char *error, size_t error_size)
 {
@@ -557,7 +545,7 @@ static int fit_check_point(const struct step_profile_point *point, size_t index,
         problem = "sync_time is not below step_time (no compute time left)";
     if (problem == NULL)
         return 0;
-    fit_error(error, error_size,
+    error_message(error, error_size,
               "step profile point %zu (nodes %u, replicas %u, local_bsz %llu): %s", index,
               point->nodes, point->replicas, (unsigned long long)point->local_bsz, problem);
     return -1;
@@ -610,7 +598,7 @@ static size_t fit_merge_points(const struct step_profile_point *points, size_t c
         fit_config_add(config, point);
     }
     if (merged == 0) {
-        fit_error(error, error_size, "no step profile point with a nonzero count to fit");
+        error_message(error, error_size, "no step profile point with a nonzero count to fit");
         return 0;
     }
     for (size_t index = 0; index < merged; index++) {
@@ -928,12 +916,12 @@ int perf_params_fit_report(const struct step_profile_point *points, size_t count
                            char *error, size_t error_size)
 {
     if (count == 0) {
-        fit_error(error, error_size, "no step profile point to fit");
+        error_message(error, error_size, "no step profile point to fit");
         return -1;
     }
     struct fit_config *configs = malloc(count * sizeof *configs);
     if (configs == NULL) {
-        fit_error(error, error_size, "out of memory fitting %zu step profile points", count);
+        error_message(error, error_size, "out of memory fitting %zu step profile points", count);
         return -1;
     }
     size_t config_count = fit_merge_points(points, count, configs, error, error_size);
@@ -947,7 +935,7 @@ int perf_params_fit_report(const struct step_profile_point *points, size_t count
     int status = fit_minimize(&problem, values, &objective);
     free(configs);
     if (!fit_status_usable(status, objective)) {
-        fit_error(error, error_size, "fitting the throughput model failed (NLopt status %d)",
+        error_message(error, error_size, "fitting the throughput model failed (NLopt status %d)",
                   status);
         return -1;
     }

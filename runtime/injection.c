@@ -12,6 +12,7 @@
  * Messages follow config.c's shape, on one line:
  *
  *     VARIABLE (argv:FLAG): what is wrong with "value"; accepted: ... */
+#include "error_message.h"
 #include "injection.h"
 
 #include <limits.h>
@@ -32,18 +33,6 @@
 /* ------------------------------------------------------------------------
  * Messages
  * ---------------------------------------------------------------------- */
-
-static int __attribute__((format(printf, 3, 4)))
-report_error(char *error, size_t error_size, const char *format, ...)
-{
-    if (error != NULL && error_size > 0) {
-        va_list args;
-        va_start(args, format);
-        vsnprintf(error, error_size, format, args);
-        va_end(args);
-    }
-    return -1;
-}
 
 /* Quotes text for a one-line message (see config_quote_for_message). */
 static const char *quote_for_message(char *out, size_t out_size, const char *text)
@@ -103,7 +92,7 @@ static int report_bad_value(const struct injection_target *target,
     char description[TARGET_DESCRIPTION_SIZE];
     char quoted_value[QUOTED_SIZE];
 
-    return report_error(error, error_size,
+    return error_message(error, error_size,
                         "%s: the trainer's value \"%s\" in %s is not %s; accepted: %s",
                         describe_target(description, sizeof description, target, quantity),
                         quote_for_message(quoted_value, sizeof quoted_value, bad_value),
@@ -126,12 +115,12 @@ static int report_missing_value(const struct injection_target *target,
     const char *flag = quote_for_message(quoted_flag, sizeof quoted_flag, target->name);
 
     if (is_single_letter_short_flag(target->name))
-        return report_error(error, error_size,
+        return error_message(error, error_size,
                             "%s: the flag in argv[%d] is the last argument and has no value; "
                             "accepted: %s VALUE, %s=VALUE or %sVALUE",
                             describe_target(description, sizeof description, target, quantity),
                             flag_index, flag, flag, flag);
-    return report_error(error, error_size,
+    return error_message(error, error_size,
                         "%s: the flag in argv[%d] is the last argument and has no value; "
                         "accepted: %s VALUE or %s=VALUE",
                         describe_target(description, sizeof description, target, quantity),
@@ -144,7 +133,7 @@ static int report_wrong_kind(const struct injection_target *target,
 {
     char description[TARGET_DESCRIPTION_SIZE];
 
-    return report_error(error, error_size, "%s: not an %s target, so it cannot be rewritten here",
+    return error_message(error, error_size, "%s: not an %s target, so it cannot be rewritten here",
                         describe_target(description, sizeof description, target, quantity),
                         needed);
 }
@@ -374,7 +363,7 @@ int injection_read_value(const struct injection_target *target,
     if (target == NULL || target->kind == INJECT_NONE)
         return 0;
     if (!target_has_name(target))
-        return report_error(error, error_size, "%s: the target names no flag or variable",
+        return error_message(error, error_size, "%s: the target names no flag or variable",
                             injection_variable_name(quantity));
     if (target->kind == INJECT_ARGV)
         return read_argv_value(target, quantity, argc, argv, value, present, error,
@@ -470,13 +459,13 @@ int injection_rewrite_argv(const struct injection_target *target,
     }
     describe_target(description, sizeof description, target, quantity);
     if (new_value == NULL)
-        return report_error(error, error_size, "%s: no value to inject", description);
+        return error_message(error, error_size, "%s: no value to inject", description);
     if (argc < 1 || argv == NULL || argv[0] == NULL)
-        return report_error(error, error_size,
+        return error_message(error, error_size,
                             "%s: argv has no program name to insert the flag after",
                             description);
     if (argc > INT_MAX - 3)
-        return report_error(error, error_size, "%s: argv is too long", description);
+        return error_message(error, error_size, "%s: argv is too long", description);
     if (measure_argv_rewrite(target, quantity, argc, argv, new_value, &occurrence_count,
                              &string_bytes, error, error_size) != 0)
         return -1;
@@ -486,7 +475,7 @@ int injection_rewrite_argv(const struct injection_target *target,
 
     array = malloc((size_t)(count + 1) * sizeof *array + string_bytes);
     if (array == NULL)
-        return report_error(error, error_size, "%s: out of memory rewriting argv", description);
+        return error_message(error, error_size, "%s: out of memory rewriting argv", description);
     storage = (char *)(array + count + 1);
     if (occurrence_count > 0)
         fill_replaced_argv(target->name, argc, argv, new_value, array, storage);
@@ -530,7 +519,7 @@ int injection_rewrite_environment(const struct injection_target *target,
     }
     describe_target(description, sizeof description, target, quantity);
     if (new_value == NULL)
-        return report_error(error, error_size, "%s: no value to inject", description);
+        return error_message(error, error_size, "%s: no value to inject", description);
 
     name_length = strlen(target->name);
     for (; envp != NULL && envp[entry_count] != NULL; entry_count++) {
@@ -541,7 +530,7 @@ int injection_rewrite_environment(const struct injection_target *target,
 
     array = malloc((count + 1) * sizeof *array + name_length + 1 + strlen(new_value) + 1);
     if (array == NULL)
-        return report_error(error, error_size, "%s: out of memory rewriting the environment",
+        return error_message(error, error_size, "%s: out of memory rewriting the environment",
                             description);
     entry = (char *)(array + count + 1);
     memcpy(entry, target->name, name_length);

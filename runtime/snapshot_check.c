@@ -10,6 +10,7 @@
  *     empty file; current_index 0 .. M;
  *   - progress: finite and not negative; global_bsz within what
  *     ADAPTDL_BATCH_SIZE accepts. */
+#include "error_message.h"
 #include "snapshot_check.h"
 
 #include <inttypes.h>
@@ -26,20 +27,6 @@
 /* As ADAPTDL_NUM_REPLICAS and ADAPTDL_BATCH_SIZE accept (config.c). */
 #define SNAPSHOT_REPLICA_LIMIT ((uint64_t)1 << 20)
 #define SNAPSHOT_BATCH_SIZE_LIMIT ((uint64_t)1 << 40)
-
-static int check_failed(char *error, size_t error_size, const char *format, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int check_failed(char *error, size_t error_size, const char *format, ...)
-{
-    if (error != NULL && error_size > 0) {
-        va_list arguments;
-        va_start(arguments, format);
-        vsnprintf(error, error_size, format, arguments);
-        va_end(arguments);
-    }
-    return -1;
-}
 
 /* The pass length a position stands for: 0 is N (pass_tracker_restore). */
 static uint64_t effective_pass_length(const struct snapshot_file_position *position)
@@ -72,7 +59,7 @@ static int rule_name(const struct snapshot_file_position *position, size_t index
     const char *name = position->name != NULL ? position->name : "";
     char quoted[96];
     config_quote_for_message(quoted, sizeof quoted, name, strlen(name));
-    return check_failed(error, error_size,
+    return error_message(error, error_size,
                         "file position %zu: name \"%s\" is not a file's basename; accepted: "
                         "a non-empty name without '/' or control characters",
                         index, quoted);
@@ -83,7 +70,7 @@ static int rule_role(const struct snapshot_file_position *position, size_t index
 {
     if (position->role == DATA_ROLE_TRAIN || position->role == DATA_ROLE_EVAL)
         return 0;
-    return check_failed(error, error_size,
+    return error_message(error, error_size,
                         "file position %zu (\"%s\"): role %" PRIu32 " is unknown; accepted: %d "
                         "(train) or %d (eval)",
                         index, position->name, position->role, DATA_ROLE_TRAIN, DATA_ROLE_EVAL);
@@ -97,19 +84,19 @@ static int rule_pass_length(const struct snapshot_file_position *position, size_
     if (records == 0 && length == 0)
         return 0;
     if (records == 0)
-        return check_failed(error, error_size,
+        return error_message(error, error_size,
                             "file position %zu (\"%s\"): pass_length %" PRIu64 " for a file of 0 "
                             "records; accepted: 0",
                             index, position->name, length);
     if (position->role == DATA_ROLE_EVAL && length != records)
-        return check_failed(error, error_size,
+        return error_message(error, error_size,
                             "file position %zu (\"%s\"): pass_length %" PRIu64 " of an eval file "
                             "of %" PRIu64 " records; accepted: %" PRIu64 " (eval passes are "
                             "never planned)",
                             index, position->name, length, records, records);
     uint64_t longest = pass_tracker_longest_pass(records);
     if (length > longest)
-        return check_failed(error, error_size,
+        return error_message(error, error_size,
                             "file position %zu (\"%s\"): pass_length %" PRIu64 " of a file of "
                             "%" PRIu64 " records; accepted: 1 to %" PRIu64 " (%u sweeps)",
                             index, position->name, length, records, longest,
@@ -123,7 +110,7 @@ static int rule_current_index(const struct snapshot_file_position *position, siz
     uint64_t length = effective_pass_length(position);
     if (position->current_index <= length)
         return 0;
-    return check_failed(error, error_size,
+    return error_message(error, error_size,
                         "file position %zu (\"%s\"): current_index %" PRIu64 " is past its "
                         "pass_length %" PRIu64 "; accepted: 0 to %" PRIu64,
                         index, position->name, position->current_index, length, length);
@@ -150,15 +137,15 @@ int snapshot_check_ranges(const struct adaptdl_snapshot *snapshot, char *error,
                           size_t error_size)
 {
     if (snapshot->replicas < 1 || snapshot->replicas > SNAPSHOT_REPLICA_LIMIT)
-        return check_failed(error, error_size,
+        return error_message(error, error_size,
                             "replicas %" PRIu32 " is out of range; accepted: 1 to %" PRIu64,
                             snapshot->replicas, SNAPSHOT_REPLICA_LIMIT);
     if (!isfinite(snapshot->progress) || snapshot->progress < 0)
-        return check_failed(error, error_size,
+        return error_message(error, error_size,
                             "progress %g is out of range; accepted: a finite number >= 0",
                             snapshot->progress);
     if (snapshot->global_bsz > SNAPSHOT_BATCH_SIZE_LIMIT)
-        return check_failed(error, error_size,
+        return error_message(error, error_size,
                             "global_bsz %" PRIu64 " is out of range; accepted: 0 (no "
                             "adaptation) to %" PRIu64,
                             snapshot->global_bsz, SNAPSHOT_BATCH_SIZE_LIMIT);
@@ -168,7 +155,7 @@ int snapshot_check_ranges(const struct adaptdl_snapshot *snapshot, char *error,
                 return -1;
     uint64_t epoch = captured_epoch(snapshot);
     if (snapshot->epoch != epoch)
-        return check_failed(error, error_size,
+        return error_message(error, error_size,
                             "epoch %" PRIu64 " disagrees with its train positions; accepted: "
                             "%" PRIu64 ", the highest pass among them",
                             snapshot->epoch, epoch);

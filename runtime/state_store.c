@@ -60,6 +60,7 @@
  *
  * All file operations go through runtime_sysio (sysio.h): inside the
  * preloaded library the plain libc names are the shim's own wrappers. */
+#include "error_message.h"
 #include "state_store.h"
 
 #include "snapshot_check.h"
@@ -100,24 +101,6 @@ _Static_assert(sizeof(CHECKSUM_KEY) - 1 + 1 + 1 + 8 == STATE_CHECKSUM_TRAILER_SI
 /* ------------------------------------------------------------------------- */
 /* Errors                                                                      */
 /* ------------------------------------------------------------------------- */
-
-static void set_error(char *error, size_t error_size, const char *format, ...)
-    __attribute__((format(printf, 3, 4)));
-
-/* Writes a one-line message into the caller's buffer (may be NULL). */
-static void set_error(char *error, size_t error_size, const char *format, ...)
-{
-    if (error == NULL || error_size == 0)
-        return;
-    va_list arguments;
-    va_start(arguments, format);
-    vsnprintf(error, error_size, format, arguments);
-    va_end(arguments);
-    /* Messages may embed file names; keep the promise of a single line. */
-    for (char *cursor = error; *cursor != '\0'; cursor++)
-        if (*cursor == '\n' || *cursor == '\r')
-            *cursor = ' ';
-}
 
 /* Joins directory and name; ENAMETOOLONG when it does not fit. */
 static int join_path(char *path, size_t path_size, const char *directory, const char *name)
@@ -910,7 +893,7 @@ static int msgpack_structure_check(const unsigned char *data, size_t size, char 
     size_t cursor = 0;
     while (objects_owed > 0) {
         if (cursor >= size) {
-            set_error(error, error_size, "truncated: %zu bytes end inside the msgpack object", size);
+            error_message(error, error_size, "truncated: %zu bytes end inside the msgpack object", size);
             return -1;
         }
         size_t token_start = cursor;
@@ -918,12 +901,12 @@ static int msgpack_structure_check(const unsigned char *data, size_t size, char 
         uint64_t length;
         struct token_layout layout = token_layout_of(type, &length);
         if (layout.shape == SHAPE_INVALID) {
-            set_error(error, error_size, "invalid msgpack type byte 0x%02x at offset %zu", type,
+            error_message(error, error_size, "invalid msgpack type byte 0x%02x at offset %zu", type,
                       token_start);
             return -1;
         }
         if (size - cursor < layout.length_bytes) {
-            set_error(error, error_size, "truncated: length field at offset %zu is cut off",
+            error_message(error, error_size, "truncated: length field at offset %zu is cut off",
                       token_start);
             return -1;
         }
@@ -937,7 +920,7 @@ static int msgpack_structure_check(const unsigned char *data, size_t size, char 
         case SHAPE_BLOB: {
             uint64_t payload = layout.fixed_bytes + (layout.shape == SHAPE_BLOB ? length : 0);
             if (payload > remaining) {
-                set_error(error, error_size,
+                error_message(error, error_size,
                           "truncated or corrupt: object at offset %zu needs %" PRIu64
                           " bytes, %" PRIu64 " remain",
                           token_start, payload, remaining);
@@ -950,7 +933,7 @@ static int msgpack_structure_check(const unsigned char *data, size_t size, char 
         case SHAPE_MAP:
             objects_owed += layout.shape == SHAPE_MAP ? 2 * length : length;
             if (objects_owed > remaining) {
-                set_error(error, error_size,
+                error_message(error, error_size,
                           "truncated or corrupt: %s at offset %zu has %" PRIu64
                           " entries, only %" PRIu64 " bytes remain",
                           layout.shape == SHAPE_MAP ? "map" : "array", token_start, length,
@@ -963,7 +946,7 @@ static int msgpack_structure_check(const unsigned char *data, size_t size, char 
         }
     }
     if (cursor != size) {
-        set_error(error, error_size, "%zu trailing bytes after the msgpack object", size - cursor);
+        error_message(error, error_size, "%zu trailing bytes after the msgpack object", size - cursor);
         return -1;
     }
     return 0;
@@ -1039,9 +1022,9 @@ static int decode_fail(struct decode_context *context, const char *format, ...)
     vsnprintf(problem, sizeof problem, format, arguments);
     va_end(arguments);
     if (context->path_length == 0)
-        set_error(context->error, context->error_size, "%s: %s", context->label, problem);
+        error_message(context->error, context->error_size, "%s: %s", context->label, problem);
     else
-        set_error(context->error, context->error_size, "%s field %s: %s", context->label,
+        error_message(context->error, context->error_size, "%s field %s: %s", context->label,
                   context->path, problem);
     return -1;
 }
@@ -1325,26 +1308,26 @@ static int check_magic_and_version(const msgpack_object *root, const struct reco
 {
     const msgpack_object *magic = map_lookup(root, "format");
     if (magic == NULL) {
-        set_error(error, error_size, "not an adaptshim %s (no \"format\" field)", schema->label);
+        error_message(error, error_size, "not an adaptshim %s (no \"format\" field)", schema->label);
         return -1;
     }
     if (!string_object_equals(magic, schema->magic)) {
         if (magic->type == MSGPACK_OBJECT_STR)
-            set_error(error, error_size, "not an adaptshim %s (format \"%.*s\", expected \"%s\")",
+            error_message(error, error_size, "not an adaptshim %s (format \"%.*s\", expected \"%s\")",
                       schema->label, (int)(magic->via.str.size > 64 ? 64 : magic->via.str.size),
                       magic->via.str.ptr, schema->magic);
         else
-            set_error(error, error_size, "not an adaptshim %s (format field is a %s)",
+            error_message(error, error_size, "not an adaptshim %s (format field is a %s)",
                       schema->label, msgpack_type_name(magic->type));
         return -1;
     }
     const msgpack_object *version = map_lookup(root, "version");
     if (version == NULL || version->type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
-        set_error(error, error_size, "%s has no valid format version", schema->label);
+        error_message(error, error_size, "%s has no valid format version", schema->label);
         return -1;
     }
     if (version->via.u64 != STATE_FORMAT_VERSION) {
-        set_error(error, error_size, "%s format version %" PRIu64 ", this build reads version %u",
+        error_message(error, error_size, "%s format version %" PRIu64 ", this build reads version %u",
                   schema->label, version->via.u64, STATE_FORMAT_VERSION);
         return -1;
     }
@@ -1360,7 +1343,7 @@ static int check_checksum_trailer(const unsigned char *data, size_t size,
         size >= STATE_CHECKSUM_TRAILER_SIZE ? data + size - STATE_CHECKSUM_TRAILER_SIZE : NULL;
     if (trailer == NULL || trailer[0] != (0xa0 | key_length) ||
         memcmp(trailer + 1, CHECKSUM_KEY, key_length) != 0 || trailer[1 + key_length] != 0xcf) {
-        set_error(error, error_size, "%s has no checksum trailer (truncated or corrupt)",
+        error_message(error, error_size, "%s has no checksum trailer (truncated or corrupt)",
                   schema->label);
         return -1;
     }
@@ -1368,7 +1351,7 @@ static int check_checksum_trailer(const unsigned char *data, size_t size,
     uint64_t computed = content_hash_bytes(data, size - STATE_CHECKSUM_TRAILER_SIZE,
                                            STATE_CHECKSUM_SEED);
     if (stored != computed) {
-        set_error(error, error_size,
+        error_message(error, error_size,
                   "%s checksum mismatch (stored %016" PRIx64 ", computed %016" PRIx64
                   "): file corrupt",
                   schema->label, stored, computed);
@@ -1382,7 +1365,7 @@ static int state_decode_object(const unsigned char *data, size_t size, const msg
                                size_t error_size)
 {
     if (root->type != MSGPACK_OBJECT_MAP) {
-        set_error(error, error_size, "not an adaptshim %s (top level is a %s, not a map)",
+        error_message(error, error_size, "not an adaptshim %s (top level is a %s, not a map)",
                   schema->label, msgpack_type_name(root->type));
         return -1;
     }
@@ -1402,12 +1385,12 @@ static int state_decode(const void *data, size_t size, const struct record_schem
 {
     memset(structure, 0, schema->structure_size);
     if (data == NULL || size == 0) {
-        set_error(error, error_size, "%s is empty", schema->label);
+        error_message(error, error_size, "%s is empty", schema->label);
         return -1;
     }
     char structure_error[256];
     if (msgpack_structure_check(data, size, structure_error, sizeof structure_error) != 0) {
-        set_error(error, error_size, "%s: %s", schema->label, structure_error);
+        error_message(error, error_size, "%s: %s", schema->label, structure_error);
         return -1;
     }
 
@@ -1417,13 +1400,13 @@ static int state_decode(const void *data, size_t size, const struct record_schem
     msgpack_unpack_return unpack_status = msgpack_unpack_next(&unpacked, data, size, &offset);
     int result = -1;
     if (unpack_status != MSGPACK_UNPACK_SUCCESS || offset != size) {
-        set_error(error, error_size, "%s: msgpack rejects the data (%s)", schema->label,
+        error_message(error, error_size, "%s: msgpack rejects the data (%s)", schema->label,
                   unpack_status == MSGPACK_UNPACK_NOMEM_ERROR ? "too deeply nested or out of memory"
                                                               : "parse error");
     } else {
         void *scratch = calloc(1, schema->structure_size);
         if (scratch == NULL) {
-            set_error(error, error_size, "%s: out of memory", schema->label);
+            error_message(error, error_size, "%s: out of memory", schema->label);
         } else {
             result = state_decode_object(data, size, &unpacked.data, schema, scratch, error,
                                          error_size);
@@ -1470,13 +1453,13 @@ static int probe_directory_writable(const char *directory, char *error, size_t e
     snprintf(probe_name, sizeof probe_name, ".adaptshim-probe.%ld.%lu", (long)getpid(),
              next_state_file_counter());
     if (join_path(probe_path, sizeof probe_path, directory, probe_name) != 0) {
-        set_error(error, error_size, "state directory '%s': %s", directory, strerror(errno));
+        error_message(error, error_size, "state directory '%s': %s", directory, strerror(errno));
         return -1;
     }
     int fd = runtime_sysio.open(probe_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
         int saved_errno = errno;
-        set_error(error, error_size, "state directory '%s' is not writable: %s", directory,
+        error_message(error, error_size, "state directory '%s' is not writable: %s", directory,
                   strerror(saved_errno));
         errno = saved_errno;
         return -1;
@@ -1489,7 +1472,7 @@ static int probe_directory_writable(const char *directory, char *error, size_t e
 int state_directory_prepare(const char *directory, char *error, size_t error_size)
 {
     if (directory == NULL || directory[0] == '\0') {
-        set_error(error, error_size, "state directory path is empty");
+        error_message(error, error_size, "state directory path is empty");
         errno = EINVAL;
         return -1;
     }
@@ -1497,7 +1480,7 @@ int state_directory_prepare(const char *directory, char *error, size_t error_siz
     if (runtime_sysio.stat(directory, &status) != 0) {
         if (errno != ENOENT) {
             int saved_errno = errno;
-            set_error(error, error_size, "cannot examine state directory '%s': %s", directory,
+            error_message(error, error_size, "cannot examine state directory '%s': %s", directory,
                       strerror(saved_errno));
             errno = saved_errno;
             return -1;
@@ -1507,11 +1490,11 @@ int state_directory_prepare(const char *directory, char *error, size_t error_siz
         if (runtime_sysio.mkdir(directory, 0755) != 0 && errno != EEXIST) {
             int saved_errno = errno;
             if (saved_errno == ENOENT)
-                set_error(error, error_size,
+                error_message(error, error_size,
                           "cannot create state directory '%s': its parent directory does not exist",
                           directory);
             else
-                set_error(error, error_size, "cannot create state directory '%s': %s", directory,
+                error_message(error, error_size, "cannot create state directory '%s': %s", directory,
                           strerror(saved_errno));
             errno = saved_errno;
             return -1;
@@ -1519,14 +1502,14 @@ int state_directory_prepare(const char *directory, char *error, size_t error_siz
         /* EEXIST: another replica won the race; look again. */
         if (runtime_sysio.stat(directory, &status) != 0) {
             int saved_errno = errno;
-            set_error(error, error_size, "cannot examine state directory '%s': %s", directory,
+            error_message(error, error_size, "cannot examine state directory '%s': %s", directory,
                       strerror(saved_errno));
             errno = saved_errno;
             return -1;
         }
     }
     if (!S_ISDIR(status.st_mode)) {
-        set_error(error, error_size, "state directory '%s' exists but is not a directory",
+        error_message(error, error_size, "state directory '%s' exists but is not a directory",
                   directory);
         errno = ENOTDIR;
         return -1;
@@ -1582,7 +1565,7 @@ int state_file_write_atomic(const char *directory, const char *name, const void 
     if (name_length < 0 || (size_t)name_length >= sizeof temp_name ||
         join_path(final_path, sizeof final_path, directory, name) != 0 ||
         join_path(temp_path, sizeof temp_path, directory, temp_name) != 0) {
-        set_error(error, error_size, "cannot write '%s/%s': %s", directory, name,
+        error_message(error, error_size, "cannot write '%s/%s': %s", directory, name,
                   strerror(ENAMETOOLONG));
         errno = ENAMETOOLONG;
         return -1;
@@ -1594,7 +1577,7 @@ int state_file_write_atomic(const char *directory, const char *name, const void 
     if (failed_step != NULL) {
         int saved_errno = errno;
         runtime_sysio.unlink(temp_path); /* harmless ENOENT if never created */
-        set_error(error, error_size, "cannot write '%s': %s '%s' failed: %s", final_path,
+        error_message(error, error_size, "cannot write '%s': %s '%s' failed: %s", final_path,
                   failed_step, temp_path, strerror(saved_errno));
         errno = saved_errno;
         return -1;
@@ -1602,7 +1585,7 @@ int state_file_write_atomic(const char *directory, const char *name, const void 
     /* The new content is in place; without this it might not survive a crash. */
     if (fsync_directory(directory) != 0) {
         int saved_errno = errno;
-        set_error(error, error_size, "wrote '%s' but fsync of directory '%s' failed: %s",
+        error_message(error, error_size, "wrote '%s' but fsync of directory '%s' failed: %s",
                   final_path, directory, strerror(saved_errno));
         errno = saved_errno;
         return -1;
@@ -1617,7 +1600,7 @@ int state_file_read(const char *directory, const char *name, void **data, size_t
     *size = 0;
     char path[PATH_MAX];
     if (join_path(path, sizeof path, directory, name) != 0) {
-        set_error(error, error_size, "cannot read '%s/%s': %s", directory, name,
+        error_message(error, error_size, "cannot read '%s/%s': %s", directory, name,
                   strerror(ENAMETOOLONG));
         errno = ENAMETOOLONG;
         return -1;
@@ -1629,7 +1612,7 @@ int state_file_read(const char *directory, const char *name, void **data, size_t
     int fd = runtime_sysio.open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         int saved_errno = errno;
-        set_error(error, error_size, "cannot open '%s': %s", path, strerror(saved_errno));
+        error_message(error, error_size, "cannot open '%s': %s", path, strerror(saved_errno));
         errno = saved_errno;
         return -1;
     }
@@ -1660,7 +1643,7 @@ int state_file_read(const char *directory, const char *name, void **data, size_t
     runtime_sysio.close(fd);
     if (problem != NULL) {
         free(buffer);
-        set_error(error, error_size, "cannot read '%s': %s: %s", path, problem,
+        error_message(error, error_size, "cannot read '%s': %s: %s", path, problem,
                   strerror(problem_errno));
         errno = problem_errno;
         return -1;
@@ -1724,7 +1707,7 @@ int state_directory_remove_leftovers(const char *directory, double now, char *er
     DIR *listing = runtime_sysio.opendir(directory);
     if (listing == NULL) {
         int saved_errno = errno;
-        set_error(error, error_size, "cannot list state directory '%s': %s", directory,
+        error_message(error, error_size, "cannot list state directory '%s': %s", directory,
                   strerror(saved_errno));
         errno = saved_errno;
         return -1;
@@ -1767,7 +1750,7 @@ static int state_save(const char *directory, const char *name, const struct reco
     size_t size;
     if (state_encode(schema, structure, &data, &size) != 0) {
         int saved_errno = errno;
-        set_error(error, error_size, "cannot encode %s for '%s/%s': %s", schema->label, directory,
+        error_message(error, error_size, "cannot encode %s for '%s/%s': %s", schema->label, directory,
                   name, strerror(saved_errno));
         errno = saved_errno;
         return -1;
@@ -1792,7 +1775,7 @@ static int state_load(const char *directory, const char *name, const struct reco
     int result = state_decode(data, size, schema, structure, decode_error, sizeof decode_error);
     free(data);
     if (result != 0) {
-        set_error(error, error_size, "%s file '%s/%s': %s", schema->label, directory, name,
+        error_message(error, error_size, "%s file '%s/%s': %s", schema->label, directory, name,
                   decode_error);
         errno = EINVAL;
         return -1;
@@ -1819,7 +1802,7 @@ int snapshot_load_bound(const char *directory, const struct content_identity *bi
     /* The name says which content it is bound to; the inside must agree,
      * or the file was copied or renamed by hand. */
     if (!content_identity_equal(&snapshot->binding, binding)) {
-        set_error(error, error_size,
+        error_message(error, error_size,
                   "snapshot file '%s/%s' is bound to size %" PRIu64 " hash %016" PRIx64
                   ", not to size %" PRIu64 " hash %016" PRIx64,
                   directory, name, snapshot->binding.size, snapshot->binding.hash, binding->size,
@@ -1832,7 +1815,7 @@ int snapshot_load_bound(const char *directory, const struct content_identity *bi
      * (an index past its pass...) refuses the whole snapshot. */
     char range_error[320];
     if (snapshot_check_ranges(snapshot, range_error, sizeof range_error) != 0) {
-        set_error(error, error_size, "snapshot file '%s/%s': %s", directory, name, range_error);
+        error_message(error, error_size, "snapshot file '%s/%s': %s", directory, name, range_error);
         snapshot_free(snapshot);
         errno = EINVAL;
         return -1;
@@ -1935,7 +1918,7 @@ static int prune_list_snapshots(struct prune_state *state, char *error, size_t e
     DIR *listing = runtime_sysio.opendir(state->directory);
     if (listing == NULL) {
         int saved_errno = errno;
-        set_error(error, error_size, "cannot list state directory '%s': %s", state->directory,
+        error_message(error, error_size, "cannot list state directory '%s': %s", state->directory,
                   strerror(saved_errno));
         errno = saved_errno;
         return -1;
@@ -1948,7 +1931,7 @@ static int prune_list_snapshots(struct prune_state *state, char *error, size_t e
     }
     runtime_sysio.closedir(listing);
     if (result != 0)
-        set_error(error, error_size, "pruning snapshots in '%s': out of memory", state->directory);
+        error_message(error, error_size, "pruning snapshots in '%s': out of memory", state->directory);
     return result;
 }
 
@@ -2142,7 +2125,7 @@ int snapshot_prune(const char *directory, const struct content_identity *keep,
         return -1;
     }
     if (prune_collect_probes(&state, save_glob) != 0) {
-        set_error(error, error_size, "pruning snapshots in '%s': out of memory", directory);
+        error_message(error, error_size, "pruning snapshots in '%s': out of memory", directory);
         prune_state_free(&state);
         errno = ENOMEM;
         return -1;
@@ -2187,7 +2170,7 @@ int snapshot_prune(const char *directory, const struct content_identity *keep,
             deleted++;
         } else if (errno != ENOENT) { /* ENOENT: another replica pruned it first */
             int saved_errno = errno;
-            set_error(error, error_size, "cannot delete stale snapshot '%s': %s", path,
+            error_message(error, error_size, "cannot delete stale snapshot '%s': %s", path,
                       strerror(saved_errno));
             prune_state_free(&state);
             errno = saved_errno;
