@@ -108,6 +108,8 @@ int config_parse(struct adaptdl_config *config, char *const *envp,
 /* Parses only ADAPTDL_DATA's grammar (exposed for tests and for tools). */
 int config_parse_data(const char *value, struct data_entry **entries,
                       size_t *entry_count, char *error, size_t error_size);
+/* Frees what config_parse_data returned. */
+void config_free_data_entries(struct data_entry *entries, size_t count);
 
 void config_free(struct adaptdl_config *config);
 
