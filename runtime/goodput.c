@@ -26,8 +26,6 @@
 #include "goodput_network.h"
 
 #include <math.h>
-#include <nlopt.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
