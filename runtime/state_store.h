@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "content_hash.h"
+
 #define STATE_FORMAT_VERSION 1u
 
 /* Every encoded state ends with the map entry "checksum": uint64, always in
@@ -20,21 +22,6 @@
  * content_hash_bytes(every byte before that entry, STATE_CHECKSUM_SEED). */
 #define STATE_CHECKSUM_TRAILER_SIZE 18u
 #define STATE_CHECKSUM_SEED UINT64_C(0x61646170742d7374) /* "adapt-st" */
-/* Seed of the content identity hash (content_identity_of_fd/_path). */
-#define CONTENT_IDENTITY_SEED UINT64_C(0)
-
-/* Identity of a trainer checkpoint's content: size plus a fast hash. */
-struct content_identity {
-    uint64_t size;
-    uint64_t hash;
-};
-
-/* Hashes a whole file by descriptor (reads with pread, leaves the offset).
- * Returns 0, or -1 with errno set. */
-int content_identity_of_fd(int fd, struct content_identity *identity);
-int content_identity_of_path(const char *path, struct content_identity *identity);
-/* The hash function itself, over a memory buffer (seeded, streaming-free). */
-uint64_t content_hash_bytes(const void *data, size_t size, uint64_t seed);
 
 /* Position of one data file inside a snapshot. */
 struct snapshot_file_position {
