@@ -3,6 +3,7 @@
 #ifndef ADAPTSHIM_CONTENT_HASH_H
 #define ADAPTSHIM_CONTENT_HASH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -14,6 +15,12 @@ struct content_identity {
     uint64_t size;
     uint64_t hash;
 };
+
+static inline bool content_identity_equal(const struct content_identity *a,
+                                   const struct content_identity *b)
+{
+    return a->size == b->size && a->hash == b->hash;
+}
 
 /* Hashes a whole file by descriptor (reads with pread, leaves the offset).
  * Returns 0, or -1 with errno set. */
