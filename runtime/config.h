@@ -94,6 +94,12 @@ struct adaptdl_config {
     double speedup_threshold;     /* default 1.05 */
     double decide_seconds;        /* default 30 */
     double payback_seconds;       /* default 600 */
+
+    /* ADAPTDL_REPLICAS_RANGE (set by adaptdl-wrap -n MIN:MAX): the replica
+     * counts the launcher may relaunch with; rank 0 requests a restart when
+     * another of them pays (README "Launcher").  0/0: unset. */
+    uint32_t replicas_min;
+    uint32_t replicas_max;
 };
 
 /* Parses the configuration from an envp-style NULL-terminated array.
