@@ -62,6 +62,8 @@ ASAN_ARCHIVE := $(BUILD)/asan/libadaptshim_runtime.a
 UNIT      := $(BUILD)/tests/unit_tests
 UNIT_ASAN := $(BUILD)/tests/unit_tests_asan
 INSPECT   := $(BUILD)/adaptdl-inspect
+# The launcher's helper that picks a replica count from the hints file.
+REPLICAS_TOOL := $(BUILD)/adaptdl-replicas
 WRAP      := $(BUILD)/adaptdl-wrap
 PLOT      := $(BUILD)/adaptdl-plot
 TRAINERS  := $(patsubst tests/trainers/%.c,$(BUILD)/trainers/%,$(TRAINER_SRC)) \
@@ -79,7 +81,7 @@ ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 .PHONY: all deps check unit unit-asan integration tsan demo bench install uninstall clean
-all: $(LIB) $(STANDALONE) $(ARCHIVE) $(INSPECT) $(WRAP) $(PLOT) $(TRAINERS) $(TOOLS) $(FAULTS)
+all: $(LIB) $(STANDALONE) $(ARCHIVE) $(INSPECT) $(REPLICAS_TOOL) $(WRAP) $(PLOT) $(TRAINERS) $(TOOLS) $(FAULTS)
 
 # The launcher beside the library and the inspector, where it finds them, as
 # after `make install`; the metrics plotter beside it.
@@ -132,6 +134,9 @@ $(UNIT_OBJ) $(UNIT_ASAN_OBJ): CFLAGS_ALL += -Ihooks $(ELF_CFLAGS)
 # (its messages are the runtime's one-line error_message)
 $(INSPECT): $(BUILD)/obj/hooks/adaptdl_inspect.o $(HOOKS_OBJ) $(BUILD)/obj/runtime/error_message.o
 	$(CC) $(LDFLAGS) -o $@ $^ $(ELF_LIBS)
+
+$(REPLICAS_TOOL): $(BUILD)/obj/scripts/adaptdl_replicas.o $(ARCHIVE)
+	$(CC) -o $@ $^ $(PKG_LIBS) -lm
 
 $(BUILD)/obj/tests/unit/%.o: tests/unit/%.c
 	@mkdir -p $(dir $@)
@@ -264,13 +269,14 @@ bench: deps
 	$(MAKE) all $(BENCHES)
 	@tests/bench/run-all $(BUILD)
 
-install: $(LIB) $(STANDALONE) $(INSPECT) $(WRAP) $(PLOT)
+install: $(LIB) $(STANDALONE) $(INSPECT) $(REPLICAS_TOOL) $(WRAP) $(PLOT)
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
 	    $(DESTDIR)$(PREFIX)/include
 	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libadaptshim.so
 	install -m 0755 $(STANDALONE) $(DESTDIR)$(PREFIX)/lib/libadaptdl.so
 	install -m 0644 shim/adaptdl.h $(DESTDIR)$(PREFIX)/include/adaptdl.h
 	install -m 0755 $(INSPECT) $(DESTDIR)$(PREFIX)/bin/adaptdl-inspect
+	install -m 0755 $(REPLICAS_TOOL) $(DESTDIR)$(PREFIX)/bin/adaptdl-replicas
 	install -m 0755 scripts/adaptdl-wrap $(DESTDIR)$(PREFIX)/bin/adaptdl-wrap
 	install -m 0755 scripts/adaptdl-plot $(DESTDIR)$(PREFIX)/bin/adaptdl-plot
 	sed -e 's|@PREFIX@|$(PREFIX)|g' scripts/adaptshim.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/adaptshim.pc
@@ -279,7 +285,8 @@ install: $(LIB) $(STANDALONE) $(INSPECT) $(WRAP) $(PLOT)
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/libadaptshim.so $(DESTDIR)$(PREFIX)/lib/libadaptdl.so \
 	    $(DESTDIR)$(PREFIX)/bin/adaptdl-inspect $(DESTDIR)$(PREFIX)/bin/adaptdl-wrap \
-	    $(DESTDIR)$(PREFIX)/bin/adaptdl-plot $(DESTDIR)$(PREFIX)/include/adaptdl.h \
+	    $(DESTDIR)$(PREFIX)/bin/adaptdl-plot $(DESTDIR)$(PREFIX)/bin/adaptdl-replicas \
+	    $(DESTDIR)$(PREFIX)/include/adaptdl.h \
 	    $(DESTDIR)$(PREFIX)/lib/pkgconfig/adaptshim.pc
 
 clean:

@@ -425,6 +425,32 @@ static int parse_payback_seconds_variable(struct config_parse_state *state, cons
     return parse_real_variable(state, name, value, 0, false, &state->config->payback_seconds);
 }
 
+static int parse_replicas_range_variable(struct config_parse_state *state, const char *name,
+                                         const char *value)
+{
+    char quoted[QUOTED_SIZE];
+    char accepted[96];
+    const char *colon = strchr(value, ':');
+    uint64_t minimum, maximum;
+
+    snprintf(accepted, sizeof accepted, "MIN:MAX with 1 <= MIN <= MAX <= %" PRIu64,
+             (uint64_t)REPLICA_LIMIT);
+    config_quote_for_message(quoted, sizeof quoted, value, strlen(value));
+    if (colon == NULL ||
+        config_parse_decimal_span(value, (size_t)(colon - value), 1, REPLICA_LIMIT, &minimum) !=
+            NUMBER_OK ||
+        config_parse_decimal(colon + 1, 1, REPLICA_LIMIT, &maximum) != NUMBER_OK)
+        return error_message(state->error, state->error_size,
+                            "%s: \"%s\" is not MIN:MAX of two replica counts; accepted: %s",
+                            name, quoted, accepted);
+    if (minimum > maximum)
+        return error_message(state->error, state->error_size,
+                            "%s: \"%s\" has MIN above MAX; accepted: %s", name, quoted, accepted);
+    state->config->replicas_min = (uint32_t)minimum;
+    state->config->replicas_max = (uint32_t)maximum;
+    return 0;
+}
+
 /* Variables read one by one, in this order (the first error is reported).
  * ADAPTDL_DISABLE is read before all of them, and the replica layout
  * (ADAPTDL_NUM_REPLICAS, ADAPTDL_REPLICA_RANK and their MPI and torchrun
@@ -459,6 +485,7 @@ static const struct config_variable {
     {"ADAPTDL_SPEEDUP", parse_speedup_variable},
     {"ADAPTDL_DECIDE_SECONDS", parse_decide_seconds_variable},
     {"ADAPTDL_PAYBACK_SECONDS", parse_payback_seconds_variable},
+    {"ADAPTDL_REPLICAS_RANGE", parse_replicas_range_variable},
 };
 
 /* ------------------------------------------------------------------------

@@ -95,6 +95,12 @@ struct adaptdl_config {
     double decide_seconds;        /* default 30 */
     bool decide_seconds_given;    /* set explicitly: a fixed period, from the start */
     double payback_seconds;       /* default 600 */
+
+    /* ADAPTDL_REPLICAS_RANGE (set by adaptdl-wrap -n MIN:MAX): the replica
+     * counts the launcher may relaunch with; rank 0 requests a restart when
+     * another of them pays (README "Launcher").  0/0: unset. */
+    uint32_t replicas_min;
+    uint32_t replicas_max;
 };
 
 /* Parses the configuration from an envp-style NULL-terminated array.

@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/time.h>
@@ -15,6 +16,7 @@
 #include "batch_decision.h"
 #include "log.h"
 #include "metrics.h"
+#include "replica_choice.h"
 #include "shim.h"
 
 static struct metrics_writer shim_metrics;
@@ -210,6 +212,31 @@ void shim_events_decision(const struct batch_decision_inputs *inputs,
     metrics_write_event(&shim_metrics, &line);
 }
 
+void shim_events_replica_decision(const struct replica_choice *choice, uint32_t replicas,
+                                  double restart_cost, bool restart)
+{
+    if (!metrics_writer_enabled(&shim_metrics))
+        return;
+    struct json_line line;
+    json_line_begin(&line, "replica_decision", shim_events_time());
+    json_line_add_bool(&line, "restart", restart);
+    json_line_add_uint(&line, "replicas", replicas);
+    json_line_add_uint(&line, "min_replicas", choice->minimum);
+    json_line_add_uint(&line, "max_replicas", choice->maximum);
+    json_line_add_uint(&line, "chosen_replicas", choice->replicas);
+    json_line_add_uint(&line, "best_replicas", choice->best);
+    json_line_add_double(&line, "goodput_current", choice->goodput_current);
+    json_line_add_double(&line, "goodput_chosen", choice->goodput_chosen);
+    json_line_add_double(&line, "speedup", choice->speedup);
+    json_line_add_double(&line, "speedup_threshold", choice->threshold);
+    json_line_add_double(&line, "restart_cost", restart_cost);
+    double speedup = choice->speedup;
+    json_line_add_double(&line, "payback_seconds",
+                         speedup > 1 ? restart_cost * speedup / (speedup - 1) : INFINITY);
+    json_line_end(&line);
+    metrics_write_event(&shim_metrics, &line);
+}
+
 /* Hints are rewritten whole at each decision: temporary file, then rename,
  * so a reader never sees half of one. */
 void shim_events_write_hints(const char *path, const struct batch_decision_inputs *inputs,
@@ -236,16 +263,18 @@ void shim_events_write_hints(const char *path, const struct batch_decision_input
         .grad = {.sqr = inputs->grad_sqr, .var = inputs->grad_var},
         .initial_global_bsz = inputs->initial_global_bsz,
     };
-    uint32_t most = max_replicas_profiled ? max_replicas_profiled : inputs->replicas;
+    /* (the table the launcher chooses the replica count from, and that the
+     * shim's own replica decision computes the same way) */
+    struct replica_goodputs table;
+    replica_goodputs_predict(&model, inputs->nodes, max_replicas_profiled, inputs->replicas,
+                             inputs->max_global_bsz, inputs->local_bsz_min,
+                             inputs->local_bsz_max, &table);
     json_line_begin_object(&line, "goodput_by_replicas");
-    for (uint32_t replicas = 1; replicas <= 2 * most && replicas <= 64; replicas++) {
-        struct goodput_choice choice;
+    for (uint32_t replicas = 1; replicas <= REPLICA_CHOICE_MAX_REPLICAS; replicas++) {
         char key[16];
         snprintf(key, sizeof key, "%u", replicas);
-        if (goodput_optimize(&model, inputs->nodes ? inputs->nodes : 1, replicas,
-                             inputs->max_global_bsz, inputs->local_bsz_min,
-                             inputs->local_bsz_max, false, &choice) == 0)
-            json_line_add_double(&line, key, choice.goodput);
+        if (!isnan(table.goodput[replicas]))
+            json_line_add_double(&line, key, table.goodput[replicas]);
     }
     json_line_end_object(&line);
     json_line_end(&line);

@@ -55,6 +55,12 @@ struct batch_decision;
 /* A batch-size decision with its inputs and outputs (SPEC §7 "Events"). */
 void shim_events_decision(const struct batch_decision_inputs *inputs,
                           const struct batch_decision *decision, bool restart);
+struct replica_choice;
+/* Whether another replica count in ADAPTDL_REPLICAS_RANGE pays a restart
+ * (README "Launcher"): a "replica_decision" event with the goodputs it
+ * compared, the speedup and the payback time. */
+void shim_events_replica_decision(const struct replica_choice *choice, uint32_t replicas,
+                                  double restart_cost, bool restart);
 /* ADAPTDL_HINTS_FILE: the latest model as JSON, for a launcher or a
  * scheduler (AdaptDL's scheduler hints). */
 void shim_events_write_hints(const char *path, const struct batch_decision_inputs *inputs,

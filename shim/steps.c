@@ -44,6 +44,7 @@
 #include "decision_text.h"
 #include "events.h"
 #include "pass_planning.h"
+#include "replica_choice.h"
 #include "stop_deadline.h"
 #include "stop_policy.h"
 
@@ -479,6 +480,81 @@ static void shim_steps_decide(double now)
     }
 }
 
+/* --- the replica count (README "Launcher") ----------------------------------------
+ * Kept apart from the batch-size decision above: after each decision that
+ * fitted a model, rank 0 asks whether another replica count within
+ * ADAPTDL_REPLICAS_RANGE (set by adaptdl-wrap -n MIN:MAX) would pay a
+ * restart, by the rule the launcher applies to the hints file
+ * (replica_choice.h), so that the launcher relaunches with the count that
+ * made the shim ask. */
+static double shim_replicas_considered_at = -1;
+static bool shim_restart_for_replicas;
+
+/* Why an agreed restart stops the process: rank 0 knows which decision
+ * asked; the other ranks only saw the flag in the reduction. */
+static const char *shim_restart_reason(void)
+{
+    if (shim_restart_for_replicas)
+        return "restart for another replica count, after the checkpoint just committed";
+    if (shim_session.config.replica_rank == 0)
+        return "restart for a new batch size, after the checkpoint just committed";
+    return "restart requested by rank 0 (a new batch size or replica count), after the "
+           "checkpoint just committed";
+}
+
+static void shim_steps_consider_replicas(void)
+{
+    const struct adaptdl_config *config = &shim_session.config;
+    if (config->replicas_max == 0 || config->replicas_min == config->replicas_max ||
+        config->replica_rank != 0 || !shim_model_valid || shim_restart_requested ||
+        shim_last_decision == shim_replicas_considered_at)
+        return;
+    shim_replicas_considered_at = shim_last_decision;
+    uint32_t replicas = shim_monitor.replicas ? shim_monitor.replicas : 1;
+    struct replica_goodputs table;
+    replica_goodputs_predict(&shim_model, config->num_nodes,
+                             shim_job_record.max_replicas_profiled, replicas,
+                             config->max_batch_size, config->local_bsz_min,
+                             config->local_bsz_max, &table);
+    struct replica_choice choice;
+    if (replica_choice_pick(&table, config->replicas_min, config->replicas_max, replicas,
+                            config->speedup_threshold, &choice) != 0)
+        return;
+    double cost = shim_job_record.restart_cost_seconds > 0 ? shim_job_record.restart_cost_seconds
+                                                           : BATCH_DECISION_DEFAULT_RESTART_COST;
+    bool restart = choice.replicas != replicas &&
+                   replica_choice_restart_pays(&choice, cost, config->payback_seconds);
+    if (restart && config->save_glob == NULL) {
+        static bool warned;
+        if (!warned)
+            log_warn("%u replica(s) would pay off, but without ADAPTDL_SAVE no checkpoint can "
+                     "carry the job across a restart: none is requested", choice.replicas);
+        warned = true;
+        restart = false;
+    }
+    shim_events_replica_decision(&choice, replicas, cost, restart);
+    char description[320];
+    log_debug("replica decision in %u..%u: %s, restart cost %.1f s: %s", config->replicas_min,
+              config->replicas_max, replica_choice_describe(&choice, description,
+                                                            sizeof description),
+              cost, restart ? "restart requested" : "keep");
+    if (!restart)
+        return;
+    /* the relaunch injects the best batch for the new count */
+    struct goodput_choice batch;
+    if (goodput_optimize(&shim_model, config->num_nodes ? config->num_nodes : 1,
+                         choice.replicas, config->max_batch_size, config->local_bsz_min,
+                         config->local_bsz_max, false, &batch) == 0) {
+        shim_job_record.decided_global_bsz = batch.global_bsz;
+        shim_job_record.decided_local_bsz = batch.local_bsz;
+        shim_job_record.decided_replicas = choice.replicas;
+    }
+    log_info("%u replica(s) would pay off (speedup %.3f): restart requested, after the "
+             "trainer's next checkpoint", choice.replicas, choice.speedup);
+    shim_restart_for_replicas = true;
+    shim_restart_requested = true;
+}
+
 /* The restart cost: from the previous run's exit to this run's first step. */
 
 static void shim_measure_restart_cost(void)
@@ -538,6 +614,7 @@ void shim_steps_boundary(void)
     double started = shim_now();
     shim_measure_restart_cost();
     shim_steps_decide(started);
+    shim_steps_consider_replicas();
     /* a step that consumed no record the shim could see (the trainer
      * holds its data in memory) used the batch size it was given */
     if (shim_monitor.in_step && shim_declared_local_batch > 0 &&
@@ -556,9 +633,8 @@ void shim_steps_boundary(void)
     shim_steps_unlock();
     shim_guard_leave();
     if (action == STEP_STOP)
-        shim_stop_now(restart_agreed
-                          ? "restart for a new batch size, after the checkpoint just committed"
-                          : "every replica agreed to stop at this step");
+        shim_stop_now(restart_agreed ? shim_restart_reason()
+                                                  : "every replica agreed to stop at this step");
 }
 
 /* Without MPI a step is the time between two train-batch reads, on any

@@ -583,6 +583,34 @@ Test(config, malformed_local_bounds)
     }
 }
 
+/* ---- replica range (adaptdl-wrap -n MIN:MAX) ----------------------------- */
+
+Test(config, replicas_range)
+{
+    expect_ok(ENV("ADAPTDL_REPLICAS_RANGE=1:4"));
+    cr_assert_eq(config.replicas_min, 1);
+    cr_assert_eq(config.replicas_max, 4);
+    config_free(&config);
+    expect_ok(ENV("ADAPTDL_REPLICAS_RANGE=3:3"));
+    cr_assert_eq(config.replicas_min, 3);
+    cr_assert_eq(config.replicas_max, 3);
+    config_free(&config);
+    expect_ok(ENV("ADAPTDL_LOG=warn"));
+    cr_assert_eq(config.replicas_max, 0, "unset: no range");
+}
+
+Test(config, malformed_replicas_range)
+{
+    static const char *const values[] = {"4", "0:2", "2:", ":2", "a:b", "1:2:3", "-1:2", "",
+                                         "1:1048577"};
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        char variable[64];
+        snprintf(variable, sizeof variable, "ADAPTDL_REPLICAS_RANGE=%s", values[i]);
+        expect_error(ENV(variable), "ADAPTDL_REPLICAS_RANGE", "MIN:MAX");
+    }
+    expect_error(ENV("ADAPTDL_REPLICAS_RANGE=4:2"), "ADAPTDL_REPLICAS_RANGE", "MIN above MAX");
+}
+
 Test(config, injection_forms)
 {
     expect_ok(ENV("ADAPTDL_BSZ_ARG=argv:-b", "ADAPTDL_LR_ARG=argv:--lr"));
@@ -988,6 +1016,7 @@ Test(config, every_error_names_variable_and_accepted_forms)
         {"ADAPTDL_SPEEDUP=x", "ADAPTDL_SPEEDUP"},
         {"ADAPTDL_DECIDE_SECONDS=x", "ADAPTDL_DECIDE_SECONDS"},
         {"ADAPTDL_PAYBACK_SECONDS=x", "ADAPTDL_PAYBACK_SECONDS"},
+        {"ADAPTDL_REPLICAS_RANGE=x", "ADAPTDL_REPLICAS_RANGE"},
         {"OMPI_COMM_WORLD_SIZE=x", "OMPI_COMM_WORLD_SIZE"},
         {"OMPI_COMM_WORLD_RANK=x", "OMPI_COMM_WORLD_RANK"},
         {"PMI_SIZE=x", "PMI_SIZE"},
