@@ -72,9 +72,11 @@ static void make_typical_snapshot(struct adaptdl_snapshot *snapshot)
         {.name = "validation.bin", .record_count = 50000, .pass_length = 50000, .role = 1},
         {.name = "test-split.txt", .record_count = 10000, .pass_length = 10000, .role = 1},
     };
+    static struct snapshot_value loss[] = {{"loss_sum", 1234.5678}};
+    static struct snapshot_value correct[] = {{"correct", 40012.0}};
     static struct snapshot_accumulator accumulators[2] = {
-        {"loss_sum", 1234.5678},
-        {"correct", 40012.0},
+        {.name = "adaptdl-accumulator-epoch3-0", .value_count = 1, .values = loss},
+        {.name = "adaptdl-accumulator-epoch3-1", .value_count = 1, .values = correct},
     };
     memset(snapshot, 0, sizeof *snapshot);
     snapshot->version = STATE_FORMAT_VERSION;
