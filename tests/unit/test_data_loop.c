@@ -29,8 +29,9 @@ static void save(const struct data_loop *loop, struct saved_loop *saved)
     saved->current_index = loop->current_index;
     saved->end_index = loop->end_index;
     saved->position_count = loop->position_count;
-    memcpy(saved->positions, loop->last_positions,
-           loop->position_count * sizeof *loop->last_positions);
+    if (loop->position_count > 0) /* no positions yet: last_positions is NULL */
+        memcpy(saved->positions, loop->last_positions,
+               loop->position_count * sizeof *loop->last_positions);
 }
 
 static void restore(struct data_loop *loop, const struct saved_loop *saved)
