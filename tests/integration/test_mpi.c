@@ -414,6 +414,74 @@ Test(mpi, a_trainers_own_sigterm_handler_runs_and_the_status_is_143, .timeout = 
     expect_same_last_step(&job, "run", 2);
 }
 
+/* "valid records R loss L ..." lines of rank 0's output, in order. */
+static size_t validation_lines(const char *text, uint64_t *records, double *losses, size_t most)
+{
+    size_t count = 0;
+    for (const char *line = strstr(text, "valid records "); line && count < most;
+         line = strstr(line + 1, "\nvalid records ")) {
+        if (*line == '\n')
+            line++;
+        char *end;
+        records[count] = strtoull(line + strlen("valid records "), &end, 10);
+        const char *loss = strstr(end, " loss ");
+        losses[count] = loss ? strtod(loss + strlen(" loss "), NULL) : -1;
+        count++;
+    }
+    return count;
+}
+
+/* sgd_mpi's validation: every --valid-every records over both ranks, the
+ * count kept in its checkpoint across a restart, and --target ending the
+ * job on every rank with status 0. */
+Test(mpi, a_validation_target_ends_the_job_and_the_record_count_survives_a_restart,
+     .timeout = 240)
+{
+    struct mpi_job job;
+    mpi_job_init(&job, 2000);
+    char *valid = harness_path_in(job.files.directory, "valid.bin");
+    harness_generate_dataset(valid, 500, DIM, 6);  /* the same true weights */
+    /* 2 ranks x 16 records a step: a validation every 2 steps */
+    char *variant[] = {"--valid", valid, "--valid-every", "64", "--target", "0.015", NULL};
+    pid_t pid = mpi_job_start(&job, 2, "first", "50", "30000", variant, NULL);
+    char *first = mpi_job_file(&job, "first", "");
+    cr_assert(harness_wait_for_lines(first, "valid records", 2, pid, 120), "no validation");
+    kill(pid, SIGUSR1);
+    cr_assert_eq(harness_wait(pid, 120), 143);
+    char *first_text = harness_read_output(first);
+    cr_assert(strstr(first_text, "target reached") == NULL, "stopped too late: %s", first_text);
+
+    pid = mpi_job_start(&job, 2, "second", "50", "0", variant, NULL);
+    cr_assert_eq(harness_wait(pid, 120), 0);
+    char *second = mpi_job_file(&job, "second", "");
+    char *text = harness_read_output(second);
+    uint64_t resumed = harness_resumed_step(text);
+    cr_assert_gt(resumed, 0, "%s", text);
+    cr_assert_lt(resumed, 62, "still in the first epoch: whole steps of 32 records");
+    uint64_t records[256];
+    double losses[256];
+    size_t count = validation_lines(text, records, losses, 256);
+    cr_assert_gt(count, 1, "%s", text);
+    /* the count goes on from the checkpoint's, not from 0 */
+    cr_expect_eq(records[0], (resumed * 32 / 64 + 1) * 64, "resumed at step %llu: %s",
+                 (unsigned long long)resumed, text);
+    for (size_t i = 1; i < count; i++)
+        cr_expect_gt(records[i], records[i - 1], "%s", text);
+    cr_expect(losses[count - 1] <= 0.015 && losses[count - 2] > 0.015,
+              "the job ends at the first validation at or below the target: %s", text);
+    const char *reached = strstr(text, "target reached records ");
+    cr_assert(reached != NULL, "%s", text);
+    cr_expect_eq(strtoull(reached + strlen("target reached records "), NULL, 10),
+                 records[count - 1]);
+    cr_expect(strstr(text, "final weights") != NULL, "%s", text);
+    expect_same_last_step(&job, "second", 2);
+    free(text);
+    free(second);
+    free(first_text);
+    free(first);
+    free(valid);
+}
+
 /* The same without MPI: sgd_read has no handler, so this uses a shell
  * trap-like helper: a process that installs its own SIGTERM handler with
  * signal() and exits 0 from it, under the shim, ends with 143. */

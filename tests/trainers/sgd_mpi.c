@@ -3,8 +3,9 @@
  *
  *   sgd_mpi --data PATH --epochs E --batch-size B --lr LR --checkpoint PATH
  *           [--checkpoint-every STEPS=10] [--resume] [--ids-log PATH] [--final PATH]
- *           [--sleep-us US] [--pad N=1024] [--per-layer] [--iallreduce]
- *           [--loss-allreduce] [--divide-before] [--own-sigterm-handler]
+ *           [--sleep-us US] [--cost-per-record-ns NS] [--pad N=1024] [--per-layer]
+ *           [--iallreduce] [--loss-allreduce] [--divide-before] [--own-sigterm-handler]
+ *           [--valid PATH [--valid-every RECORDS=8192] [--target LOSS]]
  *
  * A plain user program: it knows nothing about any preloaded library.  Every
  * value option also accepts the --name=VALUE form; without --batch-size the
@@ -43,8 +44,32 @@
  * variants carry the same gradient; without a sharding layer (every rank has
  * the same batch) the result is bit-identical to sgd_read's.
  *
- * Checkpoints (rank 0 only): {"SGDM", version, dim, reserved, step, epoch,
- * float w[dim]} written with open/write/fsync/close to PATH.tmp and rename()d
+ * Simulated compute: --cost-per-record-ns NS sleeps NS nanoseconds per local
+ * record of the batch before the gradient all-reduce (the part of a real
+ * model's step that grows with the batch), --sleep-us US sleeps US
+ * microseconds after every step (the fixed part).  Sleeps, not busy loops:
+ * the replicas share the machine's cores with each other and with whatever
+ * else runs, and a sleep costs the same however loaded the machine is.
+ *
+ * Validation (--valid PATH, an ADSD file of the same dimension, e.g. made by
+ * gen_dataset with another seed: the true weights depend on the dimension
+ * only): every --valid-every RECORDS train records, counted over all ranks
+ * (local records of a step times the number of ranks), every rank opens
+ * PATH, reads it whole and sums the squared error of the current weights;
+ * the sum and the record count are all-reduced (2 doubles, MPI_SUM), so the
+ * mean is the whole file's whether every rank read all of it or a sharding
+ * layer gave each its share.  Rank 0 prints
+ *   "valid records R loss L seconds T unix U"
+ * with R the train records so far (kept in the checkpoint, so it goes on
+ * across resumes), T the seconds since this process started and U the unix
+ * time (a restarted job is a new process: U measures across restarts).
+ * --target LOSS: once a validation loss is at or below LOSS (agreed with a
+ * 1-int MPI_MAX all-reduce), rank 0 prints "target reached records R loss L
+ * seconds T unix U", rank 0 checkpoints, and the run ends as after its last
+ * epoch (final weights, exit 0).
+ *
+ * Checkpoints (rank 0 only): {"SGDM", version 2, dim, reserved, step, epoch,
+ * records, float w[dim]} (version 1, without records, is still read) written with open/write/fsync/close to PATH.tmp and rename()d
  * onto PATH, every STEPS steps and at the end of every epoch.  --resume: every
  * rank loads PATH if it exists (weights and step counter), prints "rank R
  * resumed at step S" and re-runs the epoch loop from 0 (replay style).
@@ -74,16 +99,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CKPT_MAGIC "SGDM"
-#define CKPT_VERSION 1u
+#define CKPT_VERSION 2u
+#define VALID_CHUNK 4096 /* validation records read at once */
 #define PER_LAYER_BIAS 16 /* floats in the small last layer of --per-layer */
 
 struct options {
-    const char *data, *checkpoint, *ids_log, *final;
-    uint64_t epochs, batch, every, sleep_us, pad;
+    const char *data, *checkpoint, *ids_log, *final, *valid;
+    uint64_t epochs, batch, every, sleep_us, pad, cost_per_record_ns, valid_every;
     float lr;
+    double target;
+    bool have_target;
     bool resume, per_layer, iallreduce, loss_allreduce, divide_before, own_sigterm;
 };
 
@@ -94,11 +123,19 @@ struct dataset {
     size_t record_size;
 };
 
-/* Checkpoint file: this header followed by float w[dim]. */
+/* Checkpoint file: this header followed by float w[dim].  Version 1 had no
+ * records field (its header ends after epoch). */
 struct ckpt_header {
     char magic[4];
     uint32_t version, dim, reserved;
     uint64_t step, epoch;
+    uint64_t records; /* train records over all ranks (version 2) */
+};
+#define CKPT_V1_HEADER offsetof(struct ckpt_header, records)
+
+/* Where training stands: what a checkpoint saves besides the weights. */
+struct progress {
+    uint64_t step, records;
 };
 
 static int mpi_rank, mpi_size = 1;
@@ -144,13 +181,14 @@ static uint64_t parse_count(const char *flag, const char *text, uint64_t min, ui
 static const char usage[] =
     "usage: sgd_mpi --data PATH --epochs E --batch-size B --lr LR --checkpoint PATH "
     "[--checkpoint-every STEPS] [--sleep-us US] [--resume] [--ids-log PATH] [--final PATH] "
-    "[--pad N] [--per-layer] [--iallreduce] [--loss-allreduce] [--divide-before] "
-    "[--own-sigterm-handler]";
+    "[--cost-per-record-ns NS] [--pad N] [--per-layer] [--iallreduce] [--loss-allreduce] "
+    "[--divide-before] [--own-sigterm-handler] [--valid PATH [--valid-every RECORDS] "
+    "[--target LOSS]]";
 
 static void parse_options(int argc, char **argv, struct options *o)
 {
-    *o = (struct options){.every = 10, .pad = 1024, .lr = -1};
-    bool have_epochs = false, have_batch = false;
+    *o = (struct options){.every = 10, .pad = 1024, .lr = -1, .valid_every = 8192};
+    bool have_epochs = false, have_batch = false, have_valid_every = false;
     static const struct { const char *name; size_t offset; } switches[] = {
         {"--resume", offsetof(struct options, resume)},
         {"--per-layer", offsetof(struct options, per_layer)},
@@ -194,6 +232,18 @@ static void parse_options(int argc, char **argv, struct options *o)
         else if (strcmp(flag, "--sleep-us") == 0) o->sleep_us = parse_count(flag, value, 0, 10000000);
         else if (strcmp(flag, "--checkpoint-every") == 0) o->every = parse_count(flag, value, 1, UINT32_MAX);
         else if (strcmp(flag, "--pad") == 0) o->pad = parse_count(flag, value, 0, 1 << 24);
+        else if (strcmp(flag, "--cost-per-record-ns") == 0)
+            o->cost_per_record_ns = parse_count(flag, value, 0, 1000000000);
+        else if (strcmp(flag, "--valid") == 0) o->valid = value;
+        else if (strcmp(flag, "--valid-every") == 0)
+            o->valid_every = parse_count(flag, value, 1, UINT64_MAX / 2), have_valid_every = true;
+        else if (strcmp(flag, "--target") == 0) {
+            char *end;
+            o->target = strtod(value, &end);
+            if (end == value || *end || !(o->target >= 0))
+                die(2, "--target expects a loss >= 0, got '%s'", value);
+            o->have_target = true;
+        }
         else if (strcmp(flag, "--lr") == 0) {
             char *end;
             o->lr = strtof(value, &end);
@@ -209,6 +259,8 @@ static void parse_options(int argc, char **argv, struct options *o)
     }
     if (!o->data || !o->checkpoint || !have_epochs || !have_batch || o->lr < 0)
         die(2, "%s", usage);
+    if (!o->valid && (have_valid_every || o->have_target))
+        die(2, "--valid-every and --target need --valid PATH (the validation set)");
 }
 
 static uint64_t get_u64le(const unsigned char *p)
@@ -403,6 +455,15 @@ static void allreduce_gradient(const struct options *o, float *grad, float *glob
                   "MPI_Allreduce");
 }
 
+/* Sleeps for a number of nanoseconds, resuming after signals. */
+static void sleep_nanoseconds(uint64_t nanoseconds)
+{
+    struct timespec left = {.tv_sec = (time_t)(nanoseconds / 1000000000u),
+                            .tv_nsec = (long)(nanoseconds % 1000000000u)};
+    while (nanosleep(&left, &left) != 0 && errno == EINTR)
+        continue;
+}
+
 /* One data-parallel SGD step on n local records; returns the summed squared
  * error of the local batch (before the update). */
 static float sgd_step(const struct options *o, float *w, float *grad, float *global,
@@ -411,6 +472,9 @@ static float sgd_step(const struct options *o, float *w, float *grad, float *glo
 {
     memset(grad, 0, length * sizeof *grad);
     float loss = local_gradient(w, grad, dim, records, n, record_size);
+    /* --cost-per-record-ns: the batch-proportional compute of a real model */
+    if (o->cost_per_record_ns > 0)
+        sleep_nanoseconds(o->cost_per_record_ns * n);
     float ranks = (float)mpi_size;
     if (o->divide_before)
         for (uint32_t j = 0; j < dim; j++)
@@ -447,12 +511,14 @@ static void log_batch_ids(int log_fd, const unsigned char *records, size_t n,
 }
 
 /* Rank 0 only. */
-static void save_checkpoint(const char *path, const float *w, uint32_t dim, uint64_t step,
-                            uint64_t epoch, int log_fd)
+static void save_checkpoint(const char *path, const float *w, uint32_t dim,
+                            const struct progress *progress, uint64_t epoch, int log_fd)
 {
     if (mpi_rank != 0)
         return;
-    struct ckpt_header header = {.version = CKPT_VERSION, .dim = dim, .step = step, .epoch = epoch};
+    uint64_t step = progress->step;
+    struct ckpt_header header = {.version = CKPT_VERSION, .dim = dim, .step = step,
+                                 .epoch = epoch, .records = progress->records};
     memcpy(header.magic, CKPT_MAGIC, 4);
     char temp[4096];
     if ((size_t)snprintf(temp, sizeof temp, "%s.tmp", path) >= sizeof temp)
@@ -469,20 +535,25 @@ static void save_checkpoint(const char *path, const float *w, uint32_t dim, uint
     log_line(log_fd, "ckpt %" PRIu64 "\n", step);
 }
 
-/* Returns the saved weights (and *dim, *step), or NULL when path does not exist. */
-static float *load_checkpoint(const char *path, uint32_t *dim, uint64_t *step)
+/* Returns the saved weights (and *dim, *progress), or NULL when path does
+ * not exist. */
+static float *load_checkpoint(const char *path, uint32_t *dim, struct progress *progress)
 {
     int fd = open(path, O_RDONLY);
     if (fd < 0 && errno == ENOENT)
         return NULL;
     if (fd < 0)
         die(1, "cannot open checkpoint %s: %s", path, strerror(errno));
-    struct ckpt_header header;
+    struct ckpt_header header = {0};
     bool at_end;
-    if (read_full(fd, &header, sizeof header, &at_end, path) != sizeof header ||
-        memcmp(header.magic, CKPT_MAGIC, 4) != 0 || header.version != CKPT_VERSION ||
-        header.dim == 0 || header.dim > 65536)
-        die(3, "%s: not a valid sgd_mpi checkpoint", path);
+    if (read_full(fd, &header, CKPT_V1_HEADER, &at_end, path) != CKPT_V1_HEADER ||
+        memcmp(header.magic, CKPT_MAGIC, 4) != 0 || header.version < 1 ||
+        header.version > CKPT_VERSION || header.dim == 0 || header.dim > 65536)
+        die(3, "%s: not a valid sgd_mpi checkpoint (version 1 or %u)", path, CKPT_VERSION);
+    size_t rest = sizeof header - CKPT_V1_HEADER;
+    if (header.version >= 2 &&
+        read_full(fd, (char *)&header + CKPT_V1_HEADER, rest, &at_end, path) != rest)
+        die(3, "%s: checkpoint header cut short", path);
     float *w = xmalloc(header.dim * sizeof *w);
     char extra;
     if (read_full(fd, w, header.dim * sizeof *w, &at_end, path) != header.dim * sizeof *w ||
@@ -490,7 +561,7 @@ static float *load_checkpoint(const char *path, uint32_t *dim, uint64_t *step)
         die(3, "%s: checkpoint has the wrong size for dimension %" PRIu32, path, header.dim);
     close(fd);
     *dim = header.dim;
-    *step = header.step;
+    *progress = (struct progress){.step = header.step, .records = header.records};
     return w;
 }
 
@@ -526,6 +597,75 @@ static void prepare_buffers(const struct dataset *data, const struct options *o,
     *batch = xmalloc(o->batch * data->record_size);
 }
 
+/* Seconds on a clock: CLOCK_MONOTONIC for durations, CLOCK_REALTIME for the
+ * unix time. */
+static double clock_seconds(clockid_t clock)
+{
+    struct timespec now;
+    clock_gettime(clock, &now);
+    return (double)now.tv_sec + (double)now.tv_nsec / 1e9;
+}
+
+static double process_start; /* CLOCK_MONOTONIC at the start of main */
+
+/* --valid: the mean squared error of w over the whole validation file.  Every
+ * rank opens the file anew (as real trainers reopen their validation set),
+ * sums the squared error of what it reads, and the sums and counts of all
+ * ranks are all-reduced: the mean is right whether each rank read the whole
+ * file or its share of it. */
+static double validation_loss(const char *path, const float *w, uint32_t dim)
+{
+    struct dataset valid = {.fd = open(path, O_RDONLY)};
+    if (valid.fd < 0)
+        die(1, "cannot open validation file %s: %s", path, strerror(errno));
+    begin_epoch(&valid, path);
+    if (valid.dim != dim)
+        die(3, "%s: validation dimension %" PRIu32 " differs from the train data's %" PRIu32,
+            path, valid.dim, dim);
+    unsigned char *records = xmalloc(VALID_CHUNK * valid.record_size);
+    double sums[2] = {0.0, 0.0}; /* squared error, records */
+    bool at_end = false;
+    while (!at_end) {
+        size_t n = read_batch(&valid, records, VALID_CHUNK, &at_end, path);
+        for (size_t r = 0; r < n; r++) {
+            const unsigned char *x = records + r * valid.record_size + 8;
+            float prediction = 0.0f;
+            for (uint32_t j = 0; j < dim; j++)
+                prediction += w[j] * get_f32le(x + 4 * (size_t)j);
+            double error = (double)prediction - (double)get_f32le(x + 4 * (size_t)dim);
+            sums[0] += error * error;
+        }
+        sums[1] += (double)n;
+    }
+    free(records);
+    close(valid.fd);
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
+              "MPI_Allreduce");
+    if (sums[1] == 0)
+        die(3, "%s: the validation file holds no records", path);
+    return sums[0] / sums[1];
+}
+
+/* --target: true on every rank once the loss is at or below the target on
+ * any rank (the same loss everywhere after the all-reduce, but the ranks
+ * agree explicitly so that none can stop alone). */
+static bool target_agreed(double loss, double target)
+{
+    int local = loss <= target ? 1 : 0, any = 0;
+    check_mpi(MPI_Allreduce(&local, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+    return any != 0;
+}
+
+/* Rank 0's line for a validation or the target: records, loss and times. */
+static void print_validation(const char *what, uint64_t records, double loss)
+{
+    if (mpi_rank != 0)
+        return;
+    printf("%s records %" PRIu64 " loss %.6g seconds %.3f unix %.3f\n", what, records, loss,
+           clock_seconds(CLOCK_MONOTONIC) - process_start, clock_seconds(CLOCK_REALTIME));
+    fflush(stdout); /* a supervisor measures the time to target from these lines */
+}
+
 static void on_sigterm(int signal_number)
 {
     (void)signal_number;
@@ -555,6 +695,7 @@ static bool sigterm_agreed(void)
 
 int main(int argc, char **argv)
 {
+    process_start = clock_seconds(CLOCK_MONOTONIC);
     struct options o;
     parse_options(argc, argv, &o);
     check_mpi(MPI_Init(&argc, &argv), "MPI_Init");
@@ -563,13 +704,13 @@ int main(int argc, char **argv)
     if (o.own_sigterm)
         install_sigterm_handler();
 
-    uint64_t step = 0;
+    struct progress progress = {0};
     uint32_t saved_dim = 0;
     float *w = NULL;
     if (o.resume) {
-        w = load_checkpoint(o.checkpoint, &saved_dim, &step);
+        w = load_checkpoint(o.checkpoint, &saved_dim, &progress);
         if (w)
-            printf("rank %d resumed at step %" PRIu64 "\n", mpi_rank, step);
+            printf("rank %d resumed at step %" PRIu64 "\n", mpi_rank, progress.step);
         else
             printf("rank %d no checkpoint at %s, starting fresh\n", mpi_rank, o.checkpoint);
         fflush(stdout);  /* a supervisor reads this even if the run is killed */
@@ -587,8 +728,11 @@ int main(int argc, char **argv)
 
     unsigned char *batch = NULL;
     float *grad = NULL, *global = NULL;
-    bool stopped = false;
-    for (uint64_t epoch = 0; epoch < o.epochs && !stopped; epoch++) {
+    bool stopped = false, reached = false;
+    /* the next validation: at the first multiple of --valid-every past the
+     * records already trained (a resumed run keeps the schedule) */
+    uint64_t next_valid = (progress.records / o.valid_every + 1) * o.valid_every;
+    for (uint64_t epoch = 0; epoch < o.epochs && !stopped && !reached; epoch++) {
         begin_epoch(&data, o.data);
         if (batch == NULL)
             prepare_buffers(&data, &o, &w, saved_dim, &grad, &global, &batch);
@@ -610,29 +754,41 @@ int main(int argc, char **argv)
                           "MPI_Allreduce");
                 global_loss += sum;
             }
-            step++;
+            progress.step++;
+            progress.records += n * (uint64_t)mpi_size;
             seen += n;
-            log_batch_ids(log_fd, batch, n, data.record_size, epoch, step);
+            log_batch_ids(log_fd, batch, n, data.record_size, epoch, progress.step);
             pause_between_steps(o.sleep_us);
-            if (step % o.every == 0)
-                save_checkpoint(o.checkpoint, w, data.dim, step, epoch, log_fd);
+            if (progress.step % o.every == 0)
+                save_checkpoint(o.checkpoint, w, data.dim, &progress, epoch, log_fd);
             if (o.own_sigterm && sigterm_agreed()) {
-                save_checkpoint(o.checkpoint, w, data.dim, step, epoch, log_fd);
+                save_checkpoint(o.checkpoint, w, data.dim, &progress, epoch, log_fd);
                 printf("rank %d caught SIGTERM\n", mpi_rank);
                 stopped = true;
                 break;
             }
+            if (o.valid && progress.records >= next_valid) {
+                next_valid = (progress.records / o.valid_every + 1) * o.valid_every;
+                double valid_loss = validation_loss(o.valid, w, data.dim);
+                print_validation("valid", progress.records, valid_loss);
+                if (o.have_target && target_agreed(valid_loss, o.target)) {
+                    print_validation("target reached", progress.records, valid_loss);
+                    save_checkpoint(o.checkpoint, w, data.dim, &progress, epoch, log_fd);
+                    reached = true;
+                    break;
+                }
+            }
         }
-        if (stopped)
+        if (stopped || reached)
             break;
         log_line(log_fd, "epoch_end %" PRIu64 "\n", epoch);
-        save_checkpoint(o.checkpoint, w, data.dim, step, epoch, log_fd);
+        save_checkpoint(o.checkpoint, w, data.dim, &progress, epoch, log_fd);
         if (mpi_rank == 0) {
             double mean = seen == 0 ? 0.0
                           : o.loss_allreduce ? global_loss / ((double)seen * mpi_size)
                                              : (double)loss / (double)seen;
             printf("epoch %" PRIu64 " records %" PRIu64 " step %" PRIu64 " %s %.6g\n", epoch,
-                   seen, step, o.loss_allreduce ? "global_loss" : "loss", mean);
+                   seen, progress.step, o.loss_allreduce ? "global_loss" : "loss", mean);
         }
         fflush(stdout);
     }
@@ -650,7 +806,7 @@ int main(int argc, char **argv)
         if (o.final)
             write_final(o.final, w, dim);
     }
-    printf("rank %d steps %" PRIu64 "\n", mpi_rank, step);
+    printf("rank %d steps %" PRIu64 "\n", mpi_rank, progress.step);
     if (fflush(stdout) != 0)
         die(1, "writing stdout: %s", strerror(errno));
     free(w);
