@@ -476,7 +476,7 @@ Test(launcher, the_replica_count_is_read_again_at_each_restart, .timeout = 120)
 }
 
 /* --dry-run prints the command, quoted, with the variables mpirun passes
- * on, and runs nothing. */
+ * on (the restart count the real launch adds too), and runs nothing. */
 Test(launcher, dry_run_prints_the_command_and_runs_nothing)
 {
     const char *directory = harness_temp_dir();
@@ -489,7 +489,8 @@ Test(launcher, dry_run_prints_the_command_and_runs_nothing)
     struct run_result result;
     harness_run(&result, argv, (char *[]){"ADAPTDL_SEED=5", NULL}, false, 30);
     cr_expect_eq(result.status, 0, "%s", result.err);
-    cr_expect(strstr(result.out, "mpirun -np 3 -x ADAPTDL_SEED") != NULL, "%s", result.out);
+    cr_expect(strstr(result.out, "mpirun -np 3 -x ADAPTDL_NUM_RESTARTS -x ADAPTDL_SEED") != NULL,
+              "every -x of the real launch, ADAPTDL_NUM_RESTARTS included: %s", result.out);
     cr_expect(strstr(result.out, " -x LD_PRELOAD=/") != NULL, "%s", result.out);
     cr_expect(strstr(result.out, "--name 'two words'") != NULL, "%s", result.out);
     cr_expect_eq(access(marker, F_OK), -1, "nothing ran");
