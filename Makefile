@@ -60,6 +60,13 @@ TRAINERS  := $(patsubst tests/trainers/%.c,$(BUILD)/trainers/%,$(TRAINER_SRC)) \
 TOOLS     := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRC)) $(BUILD)/tools/static_pie_probe
 # Preload libraries that inject faults (a full disk) into integration tests.
 FAULTS    := $(patsubst tests/faults/%.c,$(BUILD)/faults/%.so,$(sort $(wildcard tests/faults/*.c)))
+# The test build of the library with kill points in its commit path
+# (runtime/fault_injection.h, ADAPTSHIM_FAULT): only the sources that hold a
+# point are compiled again, with the macro; the product library has none.
+FAULT_POINT_SRC := runtime/fault_injection.c runtime/state_store.c shim/tracking.c shim/io_rename.c
+FAULT_POINT_OBJ := $(FAULT_POINT_SRC:%.c=$(BUILD)/faults/obj/%.o)
+FAULT_LIB := $(BUILD)/faults/libadaptshim-faults.so
+FAULTS    += $(FAULT_LIB)
 BENCHES   := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
@@ -177,6 +184,16 @@ $(BUILD)/tools/%: tests/tools/%.c
 $(BUILD)/faults/%.so: tests/faults/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -shared -fPIC -o $@ $< -ldl
+
+$(BUILD)/faults/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $< (fault injection)"
+	@$(CC) $(CFLAGS_ALL) -DADAPTSHIM_FAULT_INJECTION -MMD -MP -Ishim $(MPI_CFLAGS) -c $< -o $@
+
+$(FAULT_LIB): $(filter-out $(FAULT_POINT_SRC:%.c=$(BUILD)/obj/%.o),$(SHIM_OBJ) $(RUNTIME_OBJ)) \
+              $(FAULT_POINT_OBJ) shim/exports.map
+	$(CC) -shared -o $@ $(filter %.o,$^) -Wl,--version-script=shim/exports.map -Wl,-z,now \
+	    -Wl,-z,relro $(PKG_LIBS) -ldl -lpthread -lm
 
 # Static programs, which LD_PRELOAD cannot reach: the inspector must refuse them.
 $(BUILD)/tools/static_probe: tests/tools/static_probe.c

@@ -62,6 +62,7 @@
  * preloaded library the plain libc names are the shim's own wrappers. */
 #include "state_store.h"
 
+#include "fault_injection.h"
 #include "snapshot_check.h"
 #include "sysio.h"
 
@@ -1589,6 +1590,10 @@ int state_file_write_atomic(const char *directory, const char *name, const void 
     }
 
     const char *failed_step = write_temp_file(temp_path, data, size);
+#ifdef ADAPTSHIM_FAULT_INJECTION
+    if (failed_step == NULL && strncmp(name, "snapshot-", 9) == 0)
+        fault_injection_reach(FAULT_SNAPSHOT_TEMP);
+#endif
     if (failed_step == NULL && runtime_sysio.rename(temp_path, final_path) != 0)
         failed_step = "renaming temp file onto it";
     if (failed_step != NULL) {
