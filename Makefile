@@ -1,7 +1,8 @@
 # adaptshim build.  `make` builds the preload library, the runtime archive, the ELF
 # inspector and the test programs;
 # `make check` installs missing packages (as root), builds and runs every test;
-# `make demo` runs the kill-and-resume demonstration; `make bench` the benchmarks.
+# `make demo` runs the kill-and-resume demonstration; `make bench` the benchmarks;
+# `make fuzz` the libFuzzer targets (FUZZ_SECONDS each).
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
@@ -75,7 +76,7 @@ ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize
 .DEFAULT_GOAL := all
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
-.PHONY: all deps check unit unit-asan integration tsan demo bench install clean
+.PHONY: all deps check unit unit-asan integration tsan fuzz fuzz-short demo bench install clean
 all: $(LIB) $(STANDALONE) $(ARCHIVE) $(INSPECT) $(WRAP) $(PLOT) $(TRAINERS) $(TOOLS) $(FAULTS)
 
 # The launcher beside the library and the inspector, where it finds them, as
@@ -208,6 +209,35 @@ $(BUILD)/bench/%: tests/bench/%.c $(ARCHIVE)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Wno-missing-prototypes -Iruntime -o $@ $< $(ARCHIVE) $(PKG_LIBS) -ldl -lpthread -lm
 
+# libFuzzer targets (tests/fuzz/): clang with the fuzzer, AddressSanitizer
+# and UBSan, linked against the runtime compiled by clang with the same
+# sanitizers.  `make fuzz` runs each for FUZZ_SECONDS; `make check` a short
+# run of each.  Corpora that grow and crash inputs stay under $(BUILD)/fuzz.
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_SANITIZERS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_CFLAGS := -std=gnu11 -O1 -g -D_GNU_SOURCE -fopenmp-simd -Wall -Wextra -Wno-unused-parameter -Wno-pass-failed \
+               -Iruntime $(PKG_CFLAGS)
+FUZZ_RUNTIME_OBJ := $(RUNTIME_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
+FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(sort $(wildcard tests/fuzz/fuzz_*.c)))
+
+$(BUILD)/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $< (fuzzing)"
+	@$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(FUZZ_SANITIZERS) -MMD -MP -c $< -o $@
+
+$(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz_seal.h $(FUZZ_RUNTIME_OBJ)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(FUZZ_SANITIZERS) -o $@ $< $(FUZZ_RUNTIME_OBJ) \
+	    $(PKG_LIBS) -ldl -lpthread -lm
+
+fuzz: deps
+	$(MAKE) $(FUZZ_TARGETS)
+	@tests/fuzz/run-fuzzers $(BUILD) $(FUZZ_SECONDS)
+
+fuzz-short: $(FUZZ_TARGETS)
+	@tests/fuzz/run-fuzzers $(BUILD) short
+
 # ThreadSanitizer: the preload library and a threaded probe, both built with
 # -fsanitize=thread (libtsan must come first in LD_PRELOAD).
 TSAN_FLAGS := -O1 -g -fsanitize=thread
@@ -261,6 +291,7 @@ check: deps
 	$(MAKE) unit-asan
 	$(MAKE) integration
 	$(MAKE) tsan
+	$(MAKE) fuzz-short
 
 demo: deps
 	$(MAKE) all
