@@ -1,7 +1,8 @@
 # adaptshim build.  `make` builds the preload library, the runtime archive, the ELF
 # inspector and the test programs;
 # `make check` installs missing packages (as root), builds and runs every test;
-# `make demo` runs the kill-and-resume demonstration; `make bench` the benchmarks.
+# `make demo` runs the kill-and-resume demonstration; `make bench` the benchmarks;
+# `make fuzz` the libFuzzer targets (FUZZ_SECONDS each).
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
@@ -72,6 +73,13 @@ TRAINERS  := $(patsubst tests/trainers/%.c,$(BUILD)/trainers/%,$(TRAINER_SRC)) \
 TOOLS     := $(patsubst tests/tools/%.c,$(BUILD)/tools/%,$(TOOL_SRC)) $(BUILD)/tools/static_pie_probe
 # Preload libraries that inject faults (a full disk) into integration tests.
 FAULTS    := $(patsubst tests/faults/%.c,$(BUILD)/faults/%.so,$(sort $(wildcard tests/faults/*.c)))
+# The test build of the library with kill points in its commit path
+# (runtime/fault_injection.h, ADAPTSHIM_FAULT): only the sources that hold a
+# point are compiled again, with the macro; the product library has none.
+FAULT_POINT_SRC := runtime/fault_injection.c runtime/state_files.c shim/tracking.c shim/io_rename.c
+FAULT_POINT_OBJ := $(FAULT_POINT_SRC:%.c=$(BUILD)/faults/obj/%.o)
+FAULT_LIB := $(BUILD)/faults/libadaptshim-faults.so
+FAULTS    += $(FAULT_LIB)
 BENCHES   := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 
@@ -80,7 +88,7 @@ ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize
 .DEFAULT_GOAL := all
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
-.PHONY: all deps check unit unit-asan integration tsan demo bench install uninstall clean
+.PHONY: all deps check unit unit-asan integration tsan fuzz fuzz-short demo bench install uninstall clean
 all: $(LIB) $(STANDALONE) $(ARCHIVE) $(INSPECT) $(REPLICAS_TOOL) $(WRAP) $(PLOT) $(TRAINERS) $(TOOLS) $(FAULTS)
 
 # The launcher beside the library and the inspector, where it finds them, as
@@ -194,6 +202,16 @@ $(BUILD)/faults/%.so: tests/faults/%.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -shared -fPIC -o $@ $< -ldl
 
+$(BUILD)/faults/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $< (fault injection)"
+	@$(CC) $(CFLAGS_ALL) -DADAPTSHIM_FAULT_INJECTION -MMD -MP -Ishim $(MPI_CFLAGS) -c $< -o $@
+
+$(FAULT_LIB): $(filter-out $(FAULT_POINT_SRC:%.c=$(BUILD)/obj/%.o),$(SHIM_OBJ) $(RUNTIME_OBJ)) \
+              $(FAULT_POINT_OBJ) shim/exports.map
+	$(CC) -shared -o $@ $(filter %.o,$^) -Wl,--version-script=shim/exports.map -Wl,-z,now \
+	    -Wl,-z,relro $(PKG_LIBS) -ldl -lpthread -lm
+
 # Static programs, which LD_PRELOAD cannot reach: the inspector must refuse them.
 $(BUILD)/tools/static_probe: tests/tools/static_probe.c
 	@mkdir -p $(dir $@)
@@ -206,6 +224,35 @@ $(BUILD)/tools/static_pie_probe: tests/tools/static_probe.c
 $(BUILD)/bench/%: tests/bench/%.c $(ARCHIVE)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Wno-missing-prototypes -Iruntime -o $@ $< $(ARCHIVE) $(PKG_LIBS) -ldl -lpthread -lm
+
+# libFuzzer targets (tests/fuzz/): clang with the fuzzer, AddressSanitizer
+# and UBSan, linked against the runtime compiled by clang with the same
+# sanitizers.  `make fuzz` runs each for FUZZ_SECONDS; `make check` a short
+# run of each.  Corpora that grow and crash inputs stay under $(BUILD)/fuzz.
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_SANITIZERS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_CFLAGS := -std=gnu11 -O1 -g -D_GNU_SOURCE -fopenmp-simd -Wall -Wextra -Wno-unused-parameter -Wno-pass-failed \
+               -Iruntime $(PKG_CFLAGS)
+FUZZ_RUNTIME_OBJ := $(RUNTIME_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
+FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(sort $(wildcard tests/fuzz/fuzz_*.c)))
+
+$(BUILD)/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $< (fuzzing)"
+	@$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(FUZZ_SANITIZERS) -MMD -MP -c $< -o $@
+
+$(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz_seal.h $(FUZZ_RUNTIME_OBJ)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(FUZZ_SANITIZERS) -o $@ $< $(FUZZ_RUNTIME_OBJ) \
+	    $(PKG_LIBS) -ldl -lpthread -lm
+
+fuzz: deps
+	$(MAKE) $(FUZZ_TARGETS)
+	@tests/fuzz/run-fuzzers $(BUILD) $(FUZZ_SECONDS)
+
+fuzz-short: $(FUZZ_TARGETS)
+	@tests/fuzz/run-fuzzers $(BUILD) short
 
 # ThreadSanitizer: the preload library and a threaded probe, both built with
 # -fsanitize=thread (libtsan must come first in LD_PRELOAD).
@@ -260,6 +307,7 @@ check: deps
 	$(MAKE) unit-asan
 	$(MAKE) integration
 	$(MAKE) tsan
+	$(MAKE) fuzz-short
 
 demo: deps
 	$(MAKE) all

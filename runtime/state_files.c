@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "error_message.h"
+#include "fault_injection.h"
 #include "state_store.h"
 #include "sysio.h"
 
@@ -183,6 +184,10 @@ int state_file_write_atomic(const char *directory, const char *name, const void 
     }
 
     const char *failed_step = write_temp_file(temp_path, data, size);
+#ifdef ADAPTSHIM_FAULT_INJECTION
+    if (failed_step == NULL && strncmp(name, "snapshot-", 9) == 0)
+        fault_injection_reach(FAULT_SNAPSHOT_TEMP);
+#endif
     if (failed_step == NULL && runtime_sysio.rename(temp_path, final_path) != 0)
         failed_step = "renaming temp file onto it";
     if (failed_step != NULL) {

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fault_injection.h"
 #include "log.h"
 #include "real_functions.h"
 #include "shim.h"
@@ -326,9 +327,12 @@ int shim_commit_checkpoint_path(const char *content_path, const char *checkpoint
     /* streams hand over what their trainers consumed, before any lock of
      * the snapshot's is taken (io_stdio.c) */
     shim_streams_deliver_consumed();
+    fault_injection_reach(FAULT_BEFORE_SNAPSHOT);
     int status = session_commit_checkpoint_file(&shim_session, content_path, checkpoint_path,
                                                 shim_unconsumed_records, NULL, &identity);
     int saved = errno;
+    if (status == 0)
+        fault_injection_reach(FAULT_AFTER_SNAPSHOT);
     shim_events_snapshot(checkpoint_path, &identity, status == 0);
     /* a failed commit is no checkpoint: draining and restarts wait on */
     if (status >= 0)

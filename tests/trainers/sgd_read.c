@@ -2,11 +2,16 @@
  *
  *   sgd_read --data PATH --epochs E --batch B --lr LR --checkpoint PATH
  *            [--checkpoint-every STEPS=10] [--resume] [--ids-log PATH] [--final PATH]
+ *            [--pread]
  *
  * A plain user program.  Data I/O: open(O_RDONLY) once; per epoch
  * lseek(fd, 0, SEEK_SET), read() of the 16-byte header, fstat() to check that
  * header count * record size + 16 equals the file size (exit 3 if not), then
- * read() of mini-batches of B records until a read returns 0.
+ * read() of mini-batches of B records until a read returns 0.  With --pread
+ * it reads as a map-style loader does instead: per epoch open(O_RDONLY),
+ * pread() of the header at offset 0, the same fstat() check, pread() of
+ * each mini-batch at its own offset for the header's count of records (a
+ * short pread is exit 3), then close().
  * Checkpoints: open/write/fsync/close of PATH.tmp, then rename() onto PATH,
  * every STEPS steps and at the end of every epoch.  --resume loads the
  * weights and step counter (open/read) but re-runs the epoch loop from 0.
@@ -35,7 +40,7 @@ struct options {
     const char *data, *checkpoint, *ids_log, *final;
     uint64_t epochs, batch, every, sleep_us;
     float lr;
-    bool resume;
+    bool resume, pread;
 };
 
 struct dataset {
@@ -91,6 +96,10 @@ static void parse_options(int argc, char **argv, struct options *o)
             o->resume = true;
             continue;
         }
+        if (strcmp(flag, "--pread") == 0) {
+            o->pread = true;
+            continue;
+        }
         if (i + 1 >= argc)
             die(2, "unknown option or missing value: %s", flag);
         const char *value = argv[++i];
@@ -112,7 +121,7 @@ static void parse_options(int argc, char **argv, struct options *o)
     }
     if (!o->data || !o->checkpoint || !have_epochs || !have_batch || o->lr < 0)
         die(2, "usage: sgd_read --data PATH --epochs E --batch B --lr LR --checkpoint PATH "
-               "[--checkpoint-every STEPS] [--sleep-us US] [--resume] [--ids-log PATH] [--final PATH]");
+               "[--checkpoint-every STEPS] [--sleep-us US] [--resume] [--ids-log PATH] [--final PATH] [--pread]");
 }
 
 static uint64_t get_u64le(const unsigned char *p)
@@ -181,15 +190,40 @@ static void log_line(int log_fd, const char *format, ...)
     write_all(log_fd, line, (size_t)length, "ids log");
 }
 
-/* Rewinds to the start, reads and checks the header against fstat(). */
-static void begin_epoch(struct dataset *data, const char *path)
+/* pread() until size bytes at offset or end of file; returns the bytes read. */
+static size_t pread_full(int fd, void *buffer, size_t size, uint64_t offset, const char *what)
 {
-    if (lseek(data->fd, 0, SEEK_SET) != 0)
-        die(1, "lseek on %s: %s", path, strerror(errno));
+    size_t got = 0;
+    while (got < size) {
+        ssize_t n = pread(fd, (char *)buffer + got, size - got, (off_t)(offset + got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            die(1, "reading %s: %s", what, strerror(errno));
+        if (n == 0)
+            break;
+        got += (size_t)n;
+    }
+    return got;
+}
+
+/* Rewinds to the start (--pread: opens the file), reads and checks the
+ * header against fstat(). */
+static void begin_epoch(struct dataset *data, const char *path, bool by_offset)
+{
     unsigned char header[16];
     bool at_end;
-    if (read_full(data->fd, header, sizeof header, &at_end, path) != sizeof header)
-        die(3, "%s: file shorter than its 16-byte header", path);
+    if (by_offset) {
+        if ((data->fd = open(path, O_RDONLY)) < 0)
+            die(1, "cannot open %s: %s", path, strerror(errno));
+        if (pread_full(data->fd, header, sizeof header, 0, path) != sizeof header)
+            die(3, "%s: file shorter than its 16-byte header", path);
+    } else {
+        if (lseek(data->fd, 0, SEEK_SET) != 0)
+            die(1, "lseek on %s: %s", path, strerror(errno));
+        if (read_full(data->fd, header, sizeof header, &at_end, path) != sizeof header)
+            die(3, "%s: file shorter than its 16-byte header", path);
+    }
     if (memcmp(header, "ADSD", 4) != 0)
         die(3, "%s: bad magic (not an ADSD dataset)", path);
     uint32_t dim = get_u32le(header + 4);
@@ -216,6 +250,20 @@ static size_t read_batch(struct dataset *data, unsigned char *buffer, uint64_t b
     if (got % data->record_size != 0)
         die(3, "%s: truncated record at end of file", path);
     return got / data->record_size;
+}
+
+/* --pread: reads the batch of up to `batch` records that starts at record
+ * `first`, at its own offset; 0 once the header's count is consumed. */
+static size_t pread_batch(struct dataset *data, unsigned char *buffer, uint64_t batch,
+                          uint64_t first, const char *path)
+{
+    uint64_t left = first < data->count ? data->count - first : 0;
+    size_t n = (size_t)(left < batch ? left : batch);
+    size_t size = n * data->record_size;
+    if (pread_full(data->fd, buffer, size, 16 + first * data->record_size, path) != size)
+        die(3, "%s: short pread of records %" PRIu64 "..%" PRIu64 " of %" PRIu64, path, first,
+            first + n, data->count);
+    return n;
 }
 
 /* One SGD step on the mean squared error of n records; returns the summed
@@ -349,21 +397,22 @@ int main(int argc, char **argv)
     int log_fd = -1;
     if (o.ids_log && (log_fd = open(o.ids_log, O_WRONLY | O_CREAT | O_APPEND, 0644)) < 0)
         die(1, "cannot open ids log %s: %s", o.ids_log, strerror(errno));
-    struct dataset data = {.fd = open(o.data, O_RDONLY)};
-    if (data.fd < 0)
+    struct dataset data = {.fd = o.pread ? -1 : open(o.data, O_RDONLY)};
+    if (!o.pread && data.fd < 0)
         die(1, "cannot open %s: %s", o.data, strerror(errno));
 
     unsigned char *batch = NULL;
     float *grad = NULL;
     for (uint64_t epoch = 0; epoch < o.epochs; epoch++) {
-        begin_epoch(&data, o.data);
+        begin_epoch(&data, o.data, o.pread);
         if (batch == NULL)
             prepare_buffers(&data, &o, &w, saved_dim, &grad, &batch);
         uint64_t seen = 0;
         float loss = 0.0f;
         bool at_end = false;
         while (!at_end) {
-            size_t n = read_batch(&data, batch, o.batch, &at_end, o.data);
+            size_t n = o.pread ? pread_batch(&data, batch, o.batch, seen, o.data)
+                               : read_batch(&data, batch, o.batch, &at_end, o.data);
             if (n == 0)
                 break;
             loss += sgd_step(w, grad, data.dim, batch, n, data.record_size, o.lr);
@@ -374,13 +423,18 @@ int main(int argc, char **argv)
             if (step % o.every == 0)
                 save_checkpoint(o.checkpoint, w, data.dim, step, epoch, log_fd);
         }
+        if (o.pread) {
+            close(data.fd);  /* the next epoch opens it again */
+            data.fd = -1;
+        }
         log_line(log_fd, "epoch_end %" PRIu64 "\n", epoch);
         save_checkpoint(o.checkpoint, w, data.dim, step, epoch, log_fd);
         printf("epoch %" PRIu64 " records %" PRIu64 " step %" PRIu64 " loss %.6g\n", epoch, seen,
                step, seen ? (double)loss / (double)seen : 0.0);
         fflush(stdout);
     }
-    close(data.fd);
+    if (data.fd >= 0)
+        close(data.fd);
     if (w == NULL)
         die(3, "no epoch was run and no checkpoint was loaded: no weights to report");
     uint32_t dim = data.dim ? data.dim : saved_dim;
