@@ -335,3 +335,65 @@ Test(session, an_unknown_file_never_commits)
     cr_expect_not(session_close_commits(&opened, NULL), "fstat failed: not a commit");
     cr_expect_not(session_close_commits(NULL, &opened));
 }
+
+/* The globs of ADAPTDL_DATA and ADAPTDL_SAVE match the path as the trainer
+ * passed it or its absolute form, with fnmatch flags 0 (`*` matches `/`);
+ * the first data entry that matches wins. */
+Test(session, globs_match_the_path_as_passed_or_its_absolute_form)
+{
+    struct runtime_session session;
+    session_init(&session);
+    char error[512];
+    char *environment[] = {"ADAPTDL_DATA=/data/*.bin:record=8;train.txt:lines;*.bin:record=4",
+                           "ADAPTDL_SAVE=*/ck*", NULL};
+    cr_assert_eq(config_parse(&session.config, environment, error, sizeof error), 0, "%s",
+                 error);
+    const struct data_entry *entry = session_match_data(&session, "x/y.bin", "/data/x/y.bin");
+    cr_assert_not_null(entry, "`*` matches `/` in the absolute form");
+    cr_expect_eq(entry->record_size, 8, "the first entry that matches");
+    entry = session_match_data(&session, "train.txt", "/home/u/train.txt");
+    cr_assert_not_null(entry, "the path as passed");
+    cr_expect(entry->lines);
+    entry = session_match_data(&session, "other.bin", "/home/u/other.bin");
+    cr_assert_not_null(entry);
+    cr_expect_eq(entry->record_size, 4);
+    cr_expect_null(session_match_data(&session, "notes.md", "/home/u/notes.md"));
+    cr_expect(session_match_save(&session, "ck1", "/run/job/ck1"));
+    cr_expect(!session_match_save(&session, "model.pt", "/run/job/model.pt"));
+    config_free(&session.config);
+}
+
+/* A commit, then a fresh session (a restart) that loads that checkpoint:
+ * the snapshot bound to its content is restored (0); a checkpoint of other
+ * content finds none (1, a fresh start); a second load changes nothing. */
+Test(session, a_restart_restores_the_snapshot_bound_to_the_checkpoint_it_loads)
+{
+    struct session_fixture fixture;
+    fixture_init(&fixture);
+    cr_assert_eq(commit(&fixture, "ck1", "weights of step 10"), 0);
+    char *path = path_in(fixture.work, "ck1");
+    struct content_identity identity;
+    cr_assert_eq(content_identity_of_path(path, &identity), 0);
+
+    struct runtime_session restarted;
+    session_init(&restarted);
+    restarted.config.checkpoint_path = strdup(fixture.state);
+    restarted.config.num_replicas = 1;
+    char error[512] = "";
+    struct content_identity other = {.size = identity.size, .hash = identity.hash ^ 1};
+    cr_expect_eq(session_restore_checkpoint(&restarted, path, &other, error, sizeof error), 1,
+                 "no snapshot is bound to other content");
+
+    struct runtime_session again;
+    session_init(&again);
+    again.config.checkpoint_path = strdup(fixture.state);
+    again.config.num_replicas = 1;
+    cr_expect_eq(session_restore_checkpoint(&again, path, &identity, error, sizeof error), 0,
+                 "%s", error);
+    cr_expect_eq(session_restore_checkpoint(&again, path, &identity, error, sizeof error), 1,
+                 "a second load is no restore");
+    config_free(&restarted.config);
+    config_free(&again.config);
+    free(path);
+    fixture_free(&fixture);
+}

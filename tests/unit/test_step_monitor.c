@@ -239,3 +239,35 @@ Test(step_monitor, an_unmeasured_piece_counts_but_keeps_the_step_out_of_the_stat
     cr_expect_not(grad_noise_has_estimate(&cluster.monitors[0].noise));
     cr_expect_eq(cluster.monitors[1].boundaries, 2);
 }
+
+/* K = 1: AdaptDL's difference estimator over consecutive steps.  Step 1's
+ * gradient a (|a|^2 = 2) has no pair; step 2's b (|b|^2 = 4) comes with
+ * |(a + b)/2|^2 = 2.5, which gives grad_sqr = (2 * 2.5 - 3) / 1 = 2 and
+ * grad_var = (3 - 2.5) * 2 * 16 = 16 per sample.  A pair marked invalid
+ * (the previous step had no such piece) starts the estimator over.  (At
+ * the synchronized boundary, where the single-replica statistics run.) */
+Test(step_monitor, single_replica_pairs_feed_the_difference_estimator)
+{
+    struct cluster cluster;
+    cluster_init(&cluster, 1, 0);
+    struct step_monitor *monitor = &cluster.monitors[0];
+    static const char communicator[] = "k1";
+    cr_assert(step_monitor_measuring(monitor), "K = 1 measures every step");
+    step_monitor_gradient_pair(monitor, 0.0, false);
+    step_monitor_gradient(monitor, communicator, 2.0, 2.0, 0.001, 0);
+    step_monitor_boundary(monitor, 1.0, 16, false, false);
+    cr_expect(!grad_noise_has_estimate(&monitor->noise), "a first step has no pair");
+    step_monitor_gradient_pair(monitor, 2.5, true);
+    step_monitor_gradient(monitor, communicator, 4.0, 4.0, 0.001, 0);
+    step_monitor_boundary(monitor, 2.0, 32, false, false);
+    cr_assert(grad_noise_has_estimate(&monitor->noise));
+    cr_expect(fabs(grad_noise_sqr(&monitor->noise) - 2.0) < 1e-12, "%g",
+              grad_noise_sqr(&monitor->noise));
+    cr_expect(fabs(grad_noise_var(&monitor->noise) - 16.0) < 1e-9, "%g",
+              grad_noise_var(&monitor->noise));
+    uint64_t observations = monitor->noise.observations;
+    step_monitor_gradient_pair(monitor, 9.0, false);
+    step_monitor_gradient(monitor, communicator, 6.0, 6.0, 0.001, 0);
+    step_monitor_boundary(monitor, 3.0, 48, false, false);
+    cr_expect_eq(monitor->noise.observations, observations, "an invalid pair adds nothing");
+}
