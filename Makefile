@@ -88,7 +88,7 @@ ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize
 .DEFAULT_GOAL := all
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
-.PHONY: all deps check unit unit-asan integration tsan fuzz fuzz-short demo bench install uninstall clean
+.PHONY: all deps check unit unit-asan integration tsan asan-shim fuzz fuzz-short demo bench install uninstall clean
 all: $(LIB) $(STANDALONE) $(ARCHIVE) $(INSPECT) $(REPLICAS_TOOL) $(WRAP) $(PLOT) $(TRAINERS) $(TOOLS) $(FAULTS)
 
 # The launcher beside the library and the inspector, where it finds them, as
@@ -278,6 +278,21 @@ $(BUILD)/tsan/fd_probe: tests/tools/fd_probe.c
 tsan: $(BUILD)/tsan/libadaptshim.so $(BUILD)/tsan/fd_probe
 	@tests/integration/run-thread-sanitizer $(BUILD)
 
+# AddressSanitizer and UBSan: the preload library itself built with them and
+# run under real trainers (libasan must come first in LD_PRELOAD).
+ASAN_SHIM_OBJ := $(RUNTIME_SRC:%.c=$(BUILD)/asan-shim/%.o) $(SHIM_SRC:%.c=$(BUILD)/asan-shim/%.o)
+$(BUILD)/asan-shim/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $< (address sanitizer, preload)"
+	@$(CC) $(CFLAGS_ALL) -MMD -MP $(ASAN_FLAGS) -Ishim $(MPI_CFLAGS) -c $< -o $@
+
+$(BUILD)/asan-shim/libadaptshim.so: $(ASAN_SHIM_OBJ) shim/exports.map
+	$(CC) $(LDFLAGS) -shared $(ASAN_FLAGS) -o $@ $(ASAN_SHIM_OBJ) \
+	    -Wl,--version-script=shim/exports.map $(PKG_LIBS) -ldl -lpthread -lm
+
+asan-shim: $(BUILD)/asan-shim/libadaptshim.so all
+	@tests/integration/run-address-sanitizer $(BUILD)
+
 # The ELF inspector's tests inspect the built library, trainers and tools.
 unit: $(UNIT) $(LIB) $(TRAINERS) $(TOOLS)
 	ADAPTSHIM_BUILD=$(abspath $(BUILD)) $(UNIT) --jobs 2
@@ -307,6 +322,7 @@ check: deps
 	$(MAKE) unit-asan
 	$(MAKE) integration
 	$(MAKE) tsan
+	$(MAKE) asan-shim
 	$(MAKE) fuzz-short
 
 demo: deps
