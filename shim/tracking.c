@@ -18,53 +18,18 @@
 #include "shim.h"
 #include "steps.h"
 #include "events.h"
+#include "path_normalize.h"
+#include "rejected_files.h"
 #include "sysio.h"
 
-/* Appends one path component, resolving "." and ".." lexically. */
-static int shim_append_component(char *out, size_t *length, size_t out_size,
-                                 const char *component, size_t component_length)
-{
-    if (component_length == 0 || (component_length == 1 && component[0] == '.'))
-        return 0;
-    if (component_length == 2 && component[0] == '.' && component[1] == '.') {
-        while (*length > 1 && out[*length - 1] != '/')
-            (*length)--;
-        if (*length > 1)
-            (*length)--;
-        out[*length] = '\0';
-        return 0;
-    }
-    size_t needed = *length + (out[*length - 1] == '/' ? 0 : 1) + component_length + 1;
-    if (needed > out_size)
-        return -1;
-    if (out[*length - 1] != '/')
-        out[(*length)++] = '/';
-    memcpy(out + *length, component, component_length);
-    *length += component_length;
-    out[*length] = '\0';
-    return 0;
-}
-
-static int shim_append_path(char *out, size_t *length, size_t out_size, const char *path)
-{
-    const char *cursor = path;
-    while (*cursor) {
-        const char *slash = strchr(cursor, '/');
-        size_t component_length = slash ? (size_t)(slash - cursor) : strlen(cursor);
-        if (shim_append_component(out, length, out_size, cursor, component_length) != 0)
-            return -1;
-        cursor += component_length;
-        if (*cursor == '/')
-            cursor++;
-    }
-    return 0;
-}
-
+/* The absolute form of path as the trainer named it (SPEC §3): the base is
+ * the working directory or the directory dirfd refers to; the joining is
+ * runtime/path_normalize.c's. */
 int shim_absolute_path(int dirfd, const char *path, char *out, size_t out_size)
 {
-    char base[PATH_MAX];
+    char base[PATH_MAX] = "/";
     if (path[0] == '/') {
-        strcpy(base, "/");
+        /* the base is not used */
     } else if (dirfd == AT_FDCWD) {
         if (getcwd(base, sizeof base) == NULL)
             return -1;
@@ -76,13 +41,7 @@ int shim_absolute_path(int dirfd, const char *path, char *out, size_t out_size)
             return -1;
         base[got] = '\0';
     }
-    if (out_size < 2)
-        return -1;
-    strcpy(out, "/");
-    size_t length = 1;
-    if (shim_append_path(out, &length, out_size, base) != 0)
-        return -1;
-    return shim_append_path(out, &length, out_size, path);
+    return path_normalize_absolute(base, path, out, out_size);
 }
 
 /* _exit, not exit: the trainer's atexit handlers could overwrite its
@@ -158,44 +117,19 @@ static struct dataset_file *shim_register_dataset(const struct data_entry *entry
     return file;
 }
 
-/* Files whose registration failed (wrong geometry): remembered by identity
- * and version, so that a stat() then an open() of the same broken file
- * report it once, and each later attempt fails the same way at once. */
-#define SHIM_REJECTED_FILES 64
-struct shim_rejected_file {
-    uint64_t device, inode, size;
-    int64_t modified_seconds, modified_nanoseconds;
-};
-static struct shim_rejected_file shim_rejected_files[SHIM_REJECTED_FILES];
-static unsigned shim_rejected_count;
+/* Files whose registration failed (runtime/rejected_files.h).  Caller holds
+ * the registry lock. */
+static struct rejected_files shim_rejected;
 
-static struct shim_rejected_file shim_rejected_key(const struct stat *status)
+static struct file_version shim_file_version(const struct stat *status)
 {
-    return (struct shim_rejected_file){
+    return (struct file_version){
         .device = (uint64_t)status->st_dev,
         .inode = (uint64_t)status->st_ino,
         .size = (uint64_t)status->st_size,
         .modified_seconds = (int64_t)status->st_mtim.tv_sec,
         .modified_nanoseconds = (int64_t)status->st_mtim.tv_nsec,
     };
-}
-
-/* Caller holds the registry lock. */
-static bool shim_was_rejected(const struct stat *status)
-{
-    struct shim_rejected_file key = shim_rejected_key(status);
-    unsigned count = shim_rejected_count < SHIM_REJECTED_FILES ? shim_rejected_count
-                                                               : SHIM_REJECTED_FILES;
-    for (unsigned i = 0; i < count; i++)
-        if (memcmp(&shim_rejected_files[i], &key, sizeof key) == 0)
-            return true;
-    return false;
-}
-
-static void shim_remember_rejected(const struct stat *status)
-{
-    shim_rejected_files[shim_rejected_count++ % SHIM_REJECTED_FILES] =
-        shim_rejected_key(status);
 }
 
 struct dataset_file *shim_dataset_for_path(int dirfd, const char *path, bool *matched)
@@ -221,13 +155,14 @@ struct dataset_file *shim_dataset_for_path(int dirfd, const char *path, bool *ma
     struct dataset_file *file = dataset_registry_find(&shim_session.registry,
                                                       (uint64_t)status.st_dev,
                                                       (uint64_t)status.st_ino);
-    if (file == NULL && shim_was_rejected(&status)) {
+    struct file_version version = shim_file_version(&status);
+    if (file == NULL && rejected_files_contains(&shim_rejected, &version)) {
         log_debug("data file %s: rejected before, refused again", absolute);
         errno = EINVAL;
     } else if (file == NULL) {
         file = shim_register_dataset(entry, absolute, &status);
         if (file == NULL && errno == EINVAL)
-            shim_remember_rejected(&status);
+            rejected_files_remember(&shim_rejected, &version);
     }
     int saved = errno;
     pthread_mutex_unlock(&shim_session.registry.lock);
