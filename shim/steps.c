@@ -45,6 +45,7 @@
 #include "events.h"
 #include "pass_planning.h"
 #include "replica_choice.h"
+#include "step_policy.h"
 #include "stop_deadline.h"
 #include "stop_policy.h"
 
@@ -249,16 +250,10 @@ void shim_steps_save_job_record(const char *why)
 static void shim_write_job_record(const char *why)
 {
     const char *directory = shim_session.config.checkpoint_path;
-    /* one job record per job: rank 0 writes it (the others would race it,
-     * and only rank 0 knows the batch-size decision) */
-    if (directory == NULL || shim_session.config.replica_rank != 0)
-        return;
-    /* A process that made no step (a helper program the trainer runs, a
-     * tool started with the preload by mistake) holds nothing newer than
-     * the record it loaded: writing it back could only undo a decision
-     * the trainer wrote meanwhile. */
-    if (shim_monitor.boundaries == 0) {
-        log_debug("job record left as it is (%s): this process made no step", why);
+    if (!step_policy_writes_job_record(directory != NULL, shim_session.config.replica_rank,
+                                       shim_in_forked_child(), shim_monitor.boundaries)) {
+        if (directory != NULL && shim_session.config.replica_rank == 0)
+            log_debug("job record left as it is (%s): this process made no step", why);
         return;
     }
     step_monitor_record_profile(&shim_monitor, shim_session.config.num_nodes,
@@ -405,10 +400,9 @@ static void shim_steps_fill_statistics(struct batch_decision_inputs *inputs)
 static bool shim_steps_decision_due(double now)
 {
     const struct adaptdl_config *config = &shim_session.config;
-    if (!config->decide_seconds_given && !shim_decided_with_trust &&
-        grad_noise_trustworthy(&shim_monitor.noise))
-        return true;
-    return now - shim_last_decision >= config->decide_seconds;
+    return step_policy_decision_due(config->decide_seconds_given, shim_decided_with_trust,
+                                    grad_noise_trustworthy(&shim_monitor.noise), now,
+                                    shim_last_decision, config->decide_seconds);
 }
 
 static void shim_steps_decide(double now)
@@ -560,12 +554,12 @@ static void shim_steps_consider_replicas(void)
 static void shim_measure_restart_cost(void)
 {
     static bool measured;
-    if (measured || shim_job_record.last_exit_unix_time <= 0 ||
-        shim_session.config.num_restarts == 0)
+    if (measured)
         return;
     measured = true;
-    double cost = shim_unix_time() - shim_job_record.last_exit_unix_time;
-    if (cost > 0 && cost < 86400) {
+    double cost = step_policy_restart_cost(shim_job_record.last_exit_unix_time,
+                                           shim_unix_time(), shim_session.config.num_restarts);
+    if (cost > 0) {
         shim_job_record.restart_cost_seconds = cost;
         log_debug("restart cost measured: %.1f s", cost);
     }

@@ -1,0 +1,32 @@
+/* step_policy.h - what the step code of the preload decides, apart from the
+ * calls it makes: when a batch-size decision is due, what a restart cost,
+ * and whether this process writes the job record (SPEC §5, §7). */
+#ifndef ADAPTSHIM_STEP_POLICY_H
+#define ADAPTSHIM_STEP_POLICY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Unless ADAPTDL_DECIDE_SECONDS was given (a fixed period from the start),
+ * the first decision comes as soon as the gradient statistics can be
+ * trusted; every other one `period` seconds after the previous. */
+bool step_policy_decision_due(bool period_given, bool decided_with_trust,
+                              bool statistics_trusted, double now, double last_decision,
+                              double period);
+
+/* The restart cost measured at this run's first step: from the previous
+ * run's exit to now.  -1 when there is nothing to measure (no restart, no
+ * exit recorded) or the clock says something absurd (negative, a day or
+ * more: the job record is older than this job). */
+double step_policy_restart_cost(double last_exit_unix_time, double now_unix_time,
+                                uint32_t restarts);
+
+/* One job record per job: rank 0 writes it (the others would race it, and
+ * only rank 0 knows the batch-size decision), not a forked child (its
+ * parent's), and not a process that made no step (a helper program the
+ * trainer runs holds nothing newer than what it loaded: writing it back
+ * could only undo a decision the trainer wrote meanwhile). */
+bool step_policy_writes_job_record(bool has_directory, uint32_t rank, bool forked_child,
+                                   uint64_t steps);
+
+#endif
