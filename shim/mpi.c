@@ -27,6 +27,7 @@
 
 #include "log.h"
 #include "mpi_collective.h"
+#include "previous_gradients.h"
 #include "real_functions.h"
 #include "shim.h"
 #include "steps.h"
@@ -321,56 +322,18 @@ static void shim_other_collective(MPI_Comm communicator)
         shim_steps_boundary();
 }
 
-/* K = 1: the difference estimator needs the previous step's gradient.  One
- * copy per gradient piece of a step is kept (pieces come in the same order
- * and sizes every step); |(a + b)/2|^2 is computed while both are at hand. */
-#define SHIM_PIECES_KEPT 64
-struct shim_previous_piece {
-    void *data;
-    int count;
-    MPI_Datatype type;
-    uint64_t step;               /* the step it was copied in */
-};
-static struct shim_previous_piece shim_previous_pieces[SHIM_PIECES_KEPT];
+/* K = 1: the difference estimator pairs each gradient piece with the same
+ * piece of the previous step (runtime/previous_gradients.c). */
+static struct previous_gradients shim_previous_gradients;
 
 static void shim_single_replica_pair(const void *gradient, int count, MPI_Datatype type)
 {
     uint64_t index = shim_monitor.gradient_pieces;  /* this piece, not counted yet */
-    if (index >= SHIM_PIECES_KEPT) {
-        step_monitor_gradient_pair(&shim_monitor, 0, false);
-        return;
-    }
-    struct shim_previous_piece *previous = &shim_previous_pieces[index];
-    size_t element = shim_gradient_element_size(type);
-    bool single = element == sizeof(float);
-    uint64_t step = shim_monitor.boundaries + 1;
-    bool valid = previous->data != NULL && previous->count == count &&
-                 previous->type == type && previous->step + 1 == step;
-    double mean_sqr = 0;
-    if (valid) {
-        for (int i = 0; i < count; i++) {
-            double a, b;
-            if (single) {
-                a = ((const float *)previous->data)[i];
-                b = ((const float *)gradient)[i];
-            } else {
-                a = ((const double *)previous->data)[i];
-                b = ((const double *)gradient)[i];
-            }
-            mean_sqr += (a + b) * (a + b) * 0.25;
-        }
-    }
+    double mean_sqr;
+    bool valid = previous_gradients_pair(&shim_previous_gradients, (size_t)index, gradient,
+                                         (size_t)count, shim_gradient_element_size(type),
+                                         shim_monitor.boundaries + 1, &mean_sqr);
     step_monitor_gradient_pair(&shim_monitor, mean_sqr, valid);
-    if (previous->count != count || previous->type != type || previous->data == NULL) {
-        void *grown = realloc(previous->data, (size_t)count * element);
-        if (grown == NULL)
-            return;
-        previous->data = grown;
-        previous->count = count;
-        previous->type = type;
-    }
-    memcpy(previous->data, gradient, (size_t)count * element);
-    previous->step = step;
 }
 
 static int shim_mpi_allreduce(const void *send, void *receive, int count, MPI_Datatype type,
