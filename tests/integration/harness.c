@@ -122,6 +122,20 @@ static char **harness_environment(char *const additions[], bool preload)
     return environment;
 }
 
+/* A test's program starts with every signal at its default and none
+ * blocked, whatever the suite inherited: make run in the background of a
+ * non-interactive shell ignores SIGINT and SIGQUIT, and a shell started
+ * with a signal ignored can never trap it (the wrapper is a shell script). */
+static void harness_reset_signals(void)
+{
+    static const int signals[] = {SIGHUP, SIGINT, SIGQUIT, SIGPIPE, SIGTERM, SIGUSR1, SIGUSR2};
+    for (size_t i = 0; i < sizeof signals / sizeof signals[0]; i++)
+        signal(signals[i], SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
 pid_t harness_start(char *const argv[], char *const environment[], bool preload,
                     const char *out_path, const char *err_path)
 {
@@ -131,6 +145,7 @@ pid_t harness_start(char *const argv[], char *const environment[], bool preload,
     if (pid < 0)
         abort();
     if (pid == 0) {
+        harness_reset_signals();
         int in = open("/dev/null", O_RDONLY);
         dup2(in, 0);
         if (out_path) {
