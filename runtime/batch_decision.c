@@ -39,6 +39,10 @@ static double batch_decision_pessimistic_speedup(const struct batch_decision_inp
 static enum batch_decision_reason
 batch_decision_reason_for(const struct batch_decision_inputs *inputs,
                           const struct batch_decision *decision);
+static void batch_decision_consider_exploring(const struct batch_decision_inputs *inputs,
+                                              const struct goodput_model *model,
+                                              const struct step_profile_point *points,
+                                              size_t count, struct batch_decision *decision);
 
 int batch_decide(const struct batch_decision_inputs *inputs, struct batch_decision *decision,
                  char *error, size_t error_size)
@@ -79,8 +83,30 @@ int batch_decide(const struct batch_decision_inputs *inputs, struct batch_decisi
     decision->payback_time = speedup > 1 ? decision->restart_cost * speedup / (speedup - 1)
                                          : INFINITY;
     decision->reason = batch_decision_reason_for(inputs, decision);
-    decision->restart = decision->reason == BATCH_DECISION_RESTART;
+    if (decision->reason != BATCH_DECISION_RESTART)
+        batch_decision_consider_exploring(inputs, &model, points, count, decision);
+    decision->restart = decision->reason == BATCH_DECISION_RESTART ||
+                        decision->reason == BATCH_DECISION_EXPLORE;
     return 0;
+}
+
+/* The model with the gradient statistics one standard error against a
+ * change toward a larger (or smaller) batch: for a larger one, a smaller
+ * noise scale (sqr + error, var - error). */
+static struct goodput_model batch_decision_against_change(const struct batch_decision_inputs *inputs,
+                                                          const struct goodput_model *model,
+                                                          bool larger)
+{
+    double sqr_error = isfinite(inputs->grad_sqr_error) ? inputs->grad_sqr_error : 0;
+    double var_error = isfinite(inputs->grad_var_error) ? inputs->grad_var_error : 0;
+    struct goodput_model shifted = *model;
+    shifted.grad.sqr = inputs->grad_sqr + (larger ? sqr_error : -sqr_error);
+    shifted.grad.var = inputs->grad_var + (larger ? -var_error : var_error);
+    if (shifted.grad.var < 0)
+        shifted.grad.var = 0;
+    if (!(shifted.grad.sqr > 0))
+        shifted.grad.sqr = inputs->grad_sqr > 0 ? inputs->grad_sqr * 1e-3 : 1e-12;
+    return shifted;
 }
 
 /* Rule 2: the speedup with the statistics one standard error against the
@@ -93,15 +119,7 @@ static double batch_decision_pessimistic_speedup(const struct batch_decision_inp
 {
     uint64_t current_global = inputs->current_local_bsz * inputs->replicas;
     bool larger = decision->choice.global_bsz > current_global;
-    double sqr_error = isfinite(inputs->grad_sqr_error) ? inputs->grad_sqr_error : 0;
-    double var_error = isfinite(inputs->grad_var_error) ? inputs->grad_var_error : 0;
-    struct goodput_model shifted = *model;
-    shifted.grad.sqr = inputs->grad_sqr + (larger ? sqr_error : -sqr_error);
-    shifted.grad.var = inputs->grad_var + (larger ? -var_error : var_error);
-    if (shifted.grad.var < 0)
-        shifted.grad.var = 0;
-    if (!(shifted.grad.sqr > 0))
-        shifted.grad.sqr = inputs->grad_sqr > 0 ? inputs->grad_sqr * 1e-3 : 1e-12;
+    struct goodput_model shifted = batch_decision_against_change(inputs, model, larger);
     uint32_t nodes = inputs->nodes ? inputs->nodes : 1;
     double chosen = goodput_evaluate(&shifted, nodes, inputs->replicas,
                                      (double)decision->choice.local_bsz,
@@ -134,6 +152,69 @@ batch_decision_reason_for(const struct batch_decision_inputs *inputs,
     return BATCH_DECISION_RESTART;
 }
 
+/* Whether every profile point has the same local batch (rule 4). */
+static bool batch_decision_one_local_size(const struct step_profile_point *points, size_t count)
+{
+    for (size_t i = 1; i < count; i++)
+        if (points[i].local_bsz != points[0].local_bsz)
+            return false;
+    return true;
+}
+
+/* Rule 4's candidate: twice the current local batch, or the model's choice
+ * when that is larger, within the bounds and the maximum; 0 when that is
+ * no larger than the current batch. */
+static uint64_t batch_decision_exploration_local(const struct batch_decision_inputs *inputs,
+                                                 const struct batch_decision *decision)
+{
+    uint64_t candidate = 2 * inputs->current_local_bsz;
+    if (decision->choice.local_bsz > candidate && decision->choice.accum_steps == 0)
+        candidate = decision->choice.local_bsz;
+    uint64_t largest = inputs->max_global_bsz / inputs->replicas;
+    if (inputs->local_bsz_max != 0 && inputs->local_bsz_max < largest)
+        largest = inputs->local_bsz_max;
+    if (candidate > largest)
+        candidate = largest;
+    return candidate > inputs->current_local_bsz ? candidate : 0;
+}
+
+static void batch_decision_consider_exploring(const struct batch_decision_inputs *inputs,
+                                              const struct goodput_model *model,
+                                              const struct step_profile_point *points,
+                                              size_t count, struct batch_decision *decision)
+{
+    if (!inputs->statistics_trusted || inputs->replicas == 0 ||
+        !batch_decision_one_local_size(points, count))
+        return;
+    uint64_t local = batch_decision_exploration_local(inputs, decision);
+    if (local == 0)
+        return;
+    /* the throughput bound: a step at the larger batch takes no longer */
+    struct goodput_model shifted = batch_decision_against_change(inputs, model, true);
+    double current_global = (double)(inputs->current_local_bsz * inputs->replicas);
+    double candidate_global = (double)(local * inputs->replicas);
+    double bound = candidate_global * goodput_efficiency(&shifted, candidate_global) /
+                   (current_global * goodput_efficiency(&shifted, current_global));
+    double threshold = inputs->speedup_threshold;
+    if (!isfinite(bound) || bound <= threshold * threshold)
+        return;
+    double payback = decision->restart_cost * bound / (bound - 1);
+    if (payback > inputs->payback_seconds)
+        return;
+    uint32_t nodes = inputs->nodes ? inputs->nodes : 1;
+    decision->choice.local_bsz = local;
+    decision->choice.accum_steps = 0;
+    decision->choice.global_bsz = local * inputs->replicas;
+    decision->choice.goodput = goodput_evaluate(model, nodes, inputs->replicas, (double)local, 0);
+    decision->choice.throughput = goodput_throughput(model, nodes, inputs->replicas,
+                                                     (double)local, 0);
+    decision->choice.efficiency = goodput_efficiency(model, candidate_global);
+    decision->speedup = decision->choice.goodput / decision->goodput_current;
+    decision->speedup_pessimistic = bound;
+    decision->payback_time = payback;
+    decision->reason = BATCH_DECISION_EXPLORE;
+}
+
 const char *batch_decision_reason_text(enum batch_decision_reason reason)
 {
     static const char *const texts[] = {
@@ -144,6 +225,7 @@ const char *batch_decision_reason_text(enum batch_decision_reason reason)
         [BATCH_DECISION_REVERSAL] = "going back needs the threshold squared",
         [BATCH_DECISION_NO_PAYBACK] = "the restart would not pay back in time",
         [BATCH_DECISION_RESTART] = "restart",
+        [BATCH_DECISION_EXPLORE] = "restart to measure a second batch size",
     };
     if ((unsigned)reason >= sizeof texts / sizeof texts[0])
         return "unknown";

@@ -13,7 +13,18 @@
  *      against the change (for a larger batch, a smaller noise scale), so
  *      a change the model cannot tell from noise is never made;
  *   3. going back toward the batch before the last change (a reversal)
- *      must beat the threshold squared: the job does not flap. */
+ *      must beat the threshold squared: the job does not flap;
+ *   4. while every profile has the same local batch, the fit's constant
+ *      compute time is AdaptDL's prior (half the step), which is all the
+ *      model knows and can be far off; AdaptDL measures a second size for
+ *      free by changing the batch in place, a restart-based job has to pay
+ *      for it.  So with trusted statistics, a job that would keep its
+ *      batch restarts once at twice the local batch (or the model's larger
+ *      choice) when the speedup there, with the step time bounded by the
+ *      current one and the statistics one standard error against the
+ *      change, beats ADAPTDL_SPEEDUP squared and pays back: an exploration.
+ *      The worst case (compute all per sample) costs one more restart back,
+ *      decided on a model fit to two sizes. */
 #ifndef ADAPTSHIM_BATCH_DECISION_H
 #define ADAPTSHIM_BATCH_DECISION_H
 
@@ -57,6 +68,7 @@ enum batch_decision_reason {
     BATCH_DECISION_REVERSAL,              /* rule 3 */
     BATCH_DECISION_NO_PAYBACK,            /* C S / (S - 1) > ADAPTDL_PAYBACK_SECONDS */
     BATCH_DECISION_RESTART,
+    BATCH_DECISION_EXPLORE,               /* rule 4: a restart to measure a second size */
 };
 
 struct batch_decision {
@@ -66,7 +78,7 @@ struct batch_decision {
     struct goodput_choice choice;
     double goodput_current;
     double speedup;              /* goodput_chosen / goodput_current */
-    double speedup_pessimistic;  /* rule 2; what the restart rules use */
+    double speedup_pessimistic;  /* rule 2 (rule 4: the bound that explores) */
     enum batch_decision_reason reason;
     double restart_cost;         /* seconds */
     double payback_time;         /* C * S / (S - 1) */

@@ -96,6 +96,7 @@ static const keep_sayer keep_reasons[] = {
     [BATCH_DECISION_REVERSAL] = say_reversal,
     [BATCH_DECISION_NO_PAYBACK] = say_payback_too_long,
     [BATCH_DECISION_RESTART] = say_vetoed,
+    [BATCH_DECISION_EXPLORE] = say_vetoed,
 };
 
 static void say_why_kept(struct line_buffer *line, const struct batch_decision_inputs *inputs,
@@ -142,7 +143,16 @@ size_t batch_decision_describe(const struct batch_decision_inputs *inputs,
     else
         line_append(&line, ", a restart never pays back");
     line_append(&line, " (restart cost %.1f s): ", decision->restart_cost);
-    if (restart_requested) {
+    if (restart_requested && decision->reason == BATCH_DECISION_EXPLORE) {
+        line_append(&line, "restarting to measure a second batch size: every step so far had "
+                           "local batch %llu, so the throughput model is a prior; at local "
+                           "%llu, with a step no longer than now, the speedup would be %.3fx "
+                           "(above ADAPTDL_SPEEDUP squared, %.4g)",
+                    (unsigned long long)inputs->current_local_bsz,
+                    (unsigned long long)decision->choice.local_bsz,
+                    decision->speedup_pessimistic,
+                    inputs->speedup_threshold * inputs->speedup_threshold);
+    } else if (restart_requested) {
         line_append(&line, "restarting: the pessimistic speedup is above ADAPTDL_SPEEDUP %g "
                            "and the payback within ADAPTDL_PAYBACK_SECONDS %g",
                     inputs->speedup_threshold, inputs->payback_seconds);

@@ -1,5 +1,5 @@
 /* test_batch_decision.c - whether a batch-size decision restarts
- * (runtime/batch_decision.h): AdaptDL's choice, then our three rules.
+ * (runtime/batch_decision.h): AdaptDL's choice, then our four rules.
  *
  * Profiles of a job whose step costs 20 ms plus 1 ms per record on two
  * replicas, so that larger batches pay when the noise scale is large: with
@@ -192,4 +192,98 @@ Test(batch_decision, noisy_statistics_do_not_make_the_batch_flap)
     }
     cr_expect(ups == 0 || downs == 0, "%d restarts up and %d down", ups, downs);
     cr_expect_leq(ups + downs, 2, "%d restarts for one truth", ups + downs);
+}
+
+/* Rule 4: one local batch profiled, a step of 100 ms plus 0.78 ms per
+ * record (the time-to-target benchmark's), statistics of its first
+ * decision.  AdaptDL's prior (half the step constant) keeps the batch; the
+ * bound with the step time no longer than now says twice the batch could
+ * pay, so the job restarts once to measure it. */
+static struct step_profile single_profile;
+
+static void job_record_with_one_size(struct adaptdl_job_record *record, uint64_t local)
+{
+    job_record_init(record);
+    double step = 0.100 + 0.00078 * (double)local;
+    single_profile = (struct step_profile){.nodes = 1, .replicas = 2, .local_bsz = local,
+                                           .count = 40, .step_time_sum = 40 * step,
+                                           .sync_time_sum = 40 * 0.0005};
+    record->profiles = &single_profile;
+    record->profile_count = 1;
+    record->initial_global_bsz = 16;
+    record->restart_cost_seconds = 0; /* none measured yet: Pollux's 30 s */
+}
+
+Test(batch_decision, one_profiled_size_explores_twice_the_batch)
+{
+    struct adaptdl_job_record record;
+    job_record_with_one_size(&record, 8);
+    struct batch_decision_inputs inputs = inputs_for(&record, 1.59, 22.96, 8);
+    inputs.grad_sqr_error = 0.05;
+    inputs.grad_var_error = 0.5;
+    struct batch_decision decision = decide(&inputs);
+    cr_expect_eq(decision.reason, BATCH_DECISION_EXPLORE, "%s",
+                 batch_decision_reason_text(decision.reason));
+    cr_expect(decision.restart);
+    cr_expect_eq(decision.choice.local_bsz, 16);
+    cr_expect_eq(decision.choice.global_bsz, 32);
+    cr_expect_gt(decision.speedup_pessimistic, 1.05 * 1.05, "the bound that explores");
+    cr_expect_lt(decision.speedup, 1.05, "the prior alone would keep the batch");
+    cr_expect_leq(decision.payback_time, 600);
+}
+
+Test(batch_decision, a_small_noise_scale_does_not_explore)
+{
+    struct adaptdl_job_record record;
+    job_record_with_one_size(&record, 8);
+    /* noise scale 0.1: twice the batch is worth at most ~1.01 */
+    struct batch_decision_inputs inputs = inputs_for(&record, 10.0, 1.0, 8);
+    struct batch_decision decision = decide(&inputs);
+    cr_expect(!decision.restart, "%s", batch_decision_reason_text(decision.reason));
+    cr_expect_neq(decision.reason, BATCH_DECISION_EXPLORE);
+    cr_expect_eq(decision.choice.local_bsz, 8);
+}
+
+Test(batch_decision, exploration_needs_trusted_statistics_and_room)
+{
+    struct adaptdl_job_record record;
+    job_record_with_one_size(&record, 8);
+    struct batch_decision_inputs inputs = inputs_for(&record, 1.59, 22.96, 8);
+    inputs.statistics_trusted = false;
+    struct batch_decision untrusted = decide(&inputs);
+    cr_expect(!untrusted.restart, "%s", batch_decision_reason_text(untrusted.reason));
+    cr_expect_neq(untrusted.reason, BATCH_DECISION_EXPLORE);
+
+    /* at the maximum (global 1024) nothing larger exists; the model may
+     * still go back down, by rules 1-3 */
+    job_record_with_one_size(&record, 512);
+    inputs = inputs_for(&record, 1.59, 22.96, 512);
+    struct batch_decision at_the_maximum = decide(&inputs);
+    cr_expect_neq(at_the_maximum.reason, BATCH_DECISION_EXPLORE, "%s",
+                  batch_decision_reason_text(at_the_maximum.reason));
+    cr_expect_leq(at_the_maximum.choice.global_bsz, 512 * 2);
+}
+
+Test(batch_decision, two_profiled_sizes_leave_the_choice_to_the_model)
+{
+    struct adaptdl_job_record record;
+    job_record_init(&record);
+    static struct step_profile two[2];
+    const uint64_t locals[] = {8, 16};
+    for (int i = 0; i < 2; i++) {
+        /* compute all per sample: larger batches buy no throughput */
+        double step = 0.0125 * (double)locals[i];
+        two[i] = (struct step_profile){.nodes = 1, .replicas = 2, .local_bsz = locals[i],
+                                       .count = 40, .step_time_sum = 40 * step,
+                                       .sync_time_sum = 40 * 0.0005};
+    }
+    record.profiles = two;
+    record.profile_count = 2;
+    record.initial_global_bsz = 16;
+    record.restart_cost_seconds = 3.0;
+    struct batch_decision_inputs inputs = inputs_for(&record, 1.59, 22.96, 8);
+    struct batch_decision decision = decide(&inputs);
+    cr_expect_neq(decision.reason, BATCH_DECISION_EXPLORE);
+    cr_expect(!decision.restart, "%s", batch_decision_reason_text(decision.reason));
+    cr_expect_eq(decision.choice.local_bsz, 8);
 }

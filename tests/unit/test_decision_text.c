@@ -236,3 +236,19 @@ Test(decision_text, says_restarting_exactly_when_batch_decide_restarts)
     cr_expect_gt(restarts, 0, "some inputs restart");
     cr_expect_gt(keeps, 0, "some inputs keep the batch");
 }
+
+Test(decision_text, an_exploration_says_why_it_restarts)
+{
+    struct batch_decision_inputs inputs = two_replicas_at(4);
+    struct batch_decision decision = decision_with_speedup(1.31);
+    decision.choice = (struct goodput_choice){.global_bsz = 16, .local_bsz = 8};
+    decision.speedup = 0.87;
+    decision.reason = BATCH_DECISION_EXPLORE;
+    char text[1024];
+    batch_decision_describe(&inputs, &decision, true, text, sizeof text);
+    cr_expect(strstr(text, "restarting to measure a second batch size: every step so far had "
+                           "local batch 4, so the throughput model is a prior; at local 8, "
+                           "with a step no longer than now, the speedup would be 1.310x "
+                           "(above ADAPTDL_SPEEDUP squared, 1.103)") != NULL,
+              "%s", text);
+}
