@@ -34,10 +34,11 @@
 #include "real_functions.h"
 #include "shim.h"
 #include "steps.h"
+#include "stream_fetch.h"
 
 /* The cookie of a view stream: its slot and its last fetch, the view bytes
- * [fetch_start, fetch_end) of pass fetch_pass that went into the stream's
- * buffer (or straight to the trainer, for large freads). */
+ * that went into the stream's buffer (or straight to the trainer, for large
+ * freads). */
 struct shim_view_cookie {
     /* Over the fields below.  glibc runs the cookie functions under the
      * stream's own lock, and every access from outside a cookie function
@@ -48,12 +49,7 @@ struct shim_view_cookie {
     pthread_mutex_t lock;
     struct fd_slot *slot;
     FILE *stream;
-    bool has_fetch;
-    uint64_t fetch_pass;
-    uint64_t fetch_start;
-    uint64_t fetch_end;
-    bool seeking;                /* inside the trainer's fseek, towards seek_target */
-    uint64_t seek_target;
+    struct stream_fetch fetch;
 };
 
 struct shim_stream {
@@ -163,16 +159,13 @@ char *shim_stream_take_checkpoint(FILE *stream)
  * Stream lock and cookie->lock held. */
 static void shim_view_cookie_deliver_consumed(struct shim_view_cookie *cookie)
 {
-    if (!cookie->has_fetch)
-        return;
     FILE *stream = cookie->stream;
     uint64_t unread = 0;
     if (stream != NULL && stream->_IO_read_end > stream->_IO_read_ptr)
         unread = (uint64_t)(stream->_IO_read_end - stream->_IO_read_ptr);
-    uint64_t fetched = cookie->fetch_end - cookie->fetch_start;
-    uint64_t consumed = unread < fetched ? fetched - unread : 0;
-    view_cursor_deliver(&cookie->slot->cursor, cookie->fetch_pass, cookie->fetch_start,
-                        consumed);
+    uint64_t pass, start, consumed;
+    if (stream_fetch_consumed(&cookie->fetch, unread, &pass, &start, &consumed))
+        view_cursor_deliver(&cookie->slot->cursor, pass, start, consumed);
 }
 
 /* The trainer moves its stream: what it consumed is delivered.  glibc never
@@ -183,7 +176,7 @@ static void shim_view_cookie_deliver_consumed(struct shim_view_cookie *cookie)
 static void shim_view_cookie_repositioned(struct shim_view_cookie *cookie)
 {
     shim_view_cookie_deliver_consumed(cookie);
-    cookie->has_fetch = false;
+    stream_fetch_forget(&cookie->fetch);
 }
 
 /* Before a snapshot is taken: streams deliver what their trainer has
@@ -239,18 +232,8 @@ static ssize_t shim_cookie_read(void *cookie_pointer, char *buffer, size_t size)
     shim_view_cookie_deliver_consumed(cookie);
     uint64_t pass = 0, start = 0;
     ssize_t got = view_cursor_fetch(cursor, buffer, size, &pass, &start);
-    cookie->has_fetch = got > 0;
-    if (got > 0) {
-        /* the fetch may have joined the next pass: its start is where it read */
-        cookie->fetch_pass = pass;
-        cookie->fetch_start = start;
-        cookie->fetch_end = start + (uint64_t)got;
-        /* glibc's fseek reads from a block boundary and skips to the target:
-         * the bytes before it are never the trainer's */
-        if (cookie->seeking && cookie->seek_target > cookie->fetch_start)
-            cookie->fetch_start = cookie->seek_target < cookie->fetch_end ? cookie->seek_target
-                                                                          : cookie->fetch_end;
-    }
+    /* the fetch may have joined the next pass: its start is where it read */
+    stream_fetch_record(&cookie->fetch, pass, start, got > 0 ? (uint64_t)got : 0);
     pthread_mutex_unlock(&cookie->lock);
     return got;
 }
@@ -604,13 +587,12 @@ static int shim_stream_reposition_locked(FILE *stream, struct shim_stream *entry
         __fpurge(stream);
     /* (not held across the seek: glibc reads through the cookie in it) */
     pthread_mutex_lock(&cookie->lock);
-    cookie->seeking = true;
-    cookie->seek_target = (uint64_t)target;
+    stream_fetch_seek_begins(&cookie->fetch, (uint64_t)target);
     pthread_mutex_unlock(&cookie->lock);
     int result = REAL(fseeko64)(stream, target, SEEK_SET);
     int saved = errno;
     pthread_mutex_lock(&cookie->lock);
-    cookie->seeking = false;
+    stream_fetch_seek_ends(&cookie->fetch);
     pthread_mutex_unlock(&cookie->lock);
     errno = saved;
     return result;
