@@ -513,11 +513,16 @@ struct shim_request_array {
     MPI_Request inline_handles[SHIM_REQUESTS_INLINE];
     MPI_Request *handles;        /* NULL: nothing to follow */
     int count;
+    const MPI_Request *requests; /* the trainer's array */
 };
 
+/* Every completing wrapper is shim_requests_before, the real call, then
+ * shim_requests_after with the call's result, which it returns. */
 static void shim_requests_before(struct shim_request_array *saved, int count,
                                  const MPI_Request requests[])
 {
+    shim_mpi_resolve();
+    saved->requests = requests;
     saved->handles = NULL;
     saved->count = 0;
     if (count <= 0 || requests == NULL ||
@@ -535,99 +540,81 @@ static void shim_requests_before(struct shim_request_array *saved, int count,
     saved->count = count;
 }
 
-static void shim_requests_after(struct shim_request_array *saved, const MPI_Request requests[])
+static int shim_requests_after(struct shim_request_array *saved, int result)
 {
     if (saved->handles == NULL)
-        return;
+        return result;
     for (int i = 0; i < saved->count; i++)
-        if (saved->handles[i] != handles.request_null && requests[i] == handles.request_null)
+        if (saved->handles[i] != handles.request_null &&
+            saved->requests[i] == handles.request_null)
             shim_request_completed(saved->handles[i]);
     if (saved->handles != saved->inline_handles)
         free(saved->handles);
+    return result;
 }
 
 static int shim_mpi_wait(MPI_Request *request, MPI_Status *status)
 {
-    shim_mpi_resolve();
     struct shim_request_array saved;
     shim_requests_before(&saved, request != NULL ? 1 : 0, request);
-    int result = PMPI(wait, "Wait")(request, status);
-    shim_requests_after(&saved, request);
-    return result;
+    return shim_requests_after(&saved, PMPI(wait, "Wait")(request, status));
 }
 
 static int shim_mpi_waitall(int count, MPI_Request requests[], MPI_Status statuses[])
 {
-    shim_mpi_resolve();
     struct shim_request_array saved;
     shim_requests_before(&saved, count, requests);
-    int result = PMPI(waitall, "Waitall")(count, requests, statuses);
-    shim_requests_after(&saved, requests);
-    return result;
+    return shim_requests_after(&saved, PMPI(waitall, "Waitall")(count, requests, statuses));
 }
 
 static int shim_mpi_waitany(int count, MPI_Request requests[], int *index, MPI_Status *status)
 {
-    shim_mpi_resolve();
     struct shim_request_array saved;
     shim_requests_before(&saved, count, requests);
-    int result = PMPI(waitany, "Waitany")(count, requests, index, status);
-    shim_requests_after(&saved, requests);
-    return result;
+    return shim_requests_after(&saved, PMPI(waitany, "Waitany")(count, requests, index, status));
 }
 
 static int shim_mpi_waitsome(int count, MPI_Request requests[], int *completed, int indices[],
                              MPI_Status statuses[])
 {
-    shim_mpi_resolve();
     struct shim_request_array saved;
     shim_requests_before(&saved, count, requests);
     int result = PMPI(waitsome, "Waitsome")(count, requests, completed, indices, statuses);
-    shim_requests_after(&saved, requests);
-    return result;
+    return shim_requests_after(&saved, result);
 }
 
 static int shim_mpi_test(MPI_Request *request, int *flag, MPI_Status *status)
 {
-    shim_mpi_resolve();
     struct shim_request_array saved;
     shim_requests_before(&saved, request != NULL ? 1 : 0, request);
-    int result = PMPI(test, "Test")(request, flag, status);
-    shim_requests_after(&saved, request);
-    return result;
+    return shim_requests_after(&saved, PMPI(test, "Test")(request, flag, status));
 }
 
 static int shim_mpi_testall(int count, MPI_Request requests[], int *flag,
                             MPI_Status statuses[])
 {
-    shim_mpi_resolve();
     struct shim_request_array saved;
     shim_requests_before(&saved, count, requests);
     int result = PMPI(testall, "Testall")(count, requests, flag, statuses);
-    shim_requests_after(&saved, requests);
-    return result;
+    return shim_requests_after(&saved, result);
 }
 
 static int shim_mpi_testany(int count, MPI_Request requests[], int *index, int *flag,
                             MPI_Status *status)
 {
-    shim_mpi_resolve();
     struct shim_request_array saved;
     shim_requests_before(&saved, count, requests);
     int result = PMPI(testany, "Testany")(count, requests, index, flag, status);
-    shim_requests_after(&saved, requests);
-    return result;
+    return shim_requests_after(&saved, result);
 }
 
 static int shim_mpi_testsome(int count, MPI_Request requests[], int *completed, int indices[],
                              MPI_Status statuses[])
 {
-    shim_mpi_resolve();
     struct shim_request_array saved;
     shim_requests_before(&saved, count, requests);
     int result = PMPI(testsome, "Testsome")(count, requests, completed, indices, statuses);
-    shim_requests_after(&saved, requests);
-    return result;
+    return shim_requests_after(&saved, result);
 }
 
 static int shim_mpi_request_free(MPI_Request *request)
