@@ -4,45 +4,33 @@
  * OpenMP "simd reduction" (compiled with -fopenmp-simd: no OpenMP runtime),
  * which lets the compiler vectorize the reduction it may not reorder on its
  * own; the block sums are added in double, so the rounding error stays that
- * of a 256-element float sum whatever the gradient's size. */
+ * of a 256-element float sum whatever the gradient's size.
+ *
+ * The float and the double version are one definition instantiated twice
+ * (C has no generics, and _Generic would still need both bodies). */
 #include "vector_norm.h"
 
 #define NORM_BLOCK 256
 
-static float squared_norm_float_block(const float *values, size_t count)
-{
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (size_t i = 0; i < count; i++)
-        sum += values[i] * values[i];
-    return sum;
-}
-
-double squared_norm_float(const float *values, size_t count)
-{
-    double total = 0.0;
-    for (size_t start = 0; start < count; start += NORM_BLOCK) {
-        size_t length = count - start < NORM_BLOCK ? count - start : NORM_BLOCK;
-        total += (double)squared_norm_float_block(values + start, length);
+#define DEFINE_SQUARED_NORM(type, name)                                          \
+    static type name##_block(const type *values, size_t count)                  \
+    {                                                                            \
+        type sum = 0;                                                            \
+        _Pragma("omp simd reduction(+ : sum)")                                   \
+        for (size_t i = 0; i < count; i++)                                       \
+            sum += values[i] * values[i];                                        \
+        return sum;                                                              \
+    }                                                                            \
+                                                                                 \
+    double name(const type *values, size_t count)                               \
+    {                                                                            \
+        double total = 0.0;                                                      \
+        for (size_t start = 0; start < count; start += NORM_BLOCK) {             \
+            size_t length = count - start < NORM_BLOCK ? count - start : NORM_BLOCK; \
+            total += (double)name##_block(values + start, length);               \
+        }                                                                        \
+        return total;                                                            \
     }
-    return total;
-}
 
-static double squared_norm_double_block(const double *values, size_t count)
-{
-    double sum = 0.0;
-#pragma omp simd reduction(+ : sum)
-    for (size_t i = 0; i < count; i++)
-        sum += values[i] * values[i];
-    return sum;
-}
-
-double squared_norm_double(const double *values, size_t count)
-{
-    double total = 0.0;
-    for (size_t start = 0; start < count; start += NORM_BLOCK) {
-        size_t length = count - start < NORM_BLOCK ? count - start : NORM_BLOCK;
-        total += squared_norm_double_block(values + start, length);
-    }
-    return total;
-}
+DEFINE_SQUARED_NORM(float, squared_norm_float)
+DEFINE_SQUARED_NORM(double, squared_norm_double)
