@@ -9,11 +9,11 @@ DESTDIR ?=
 BUILD   ?= build
 
 CC      ?= gcc
-PKGS    := msgpack nlopt
+PKGS    := msgpack nlopt libxxhash
 # Without these development packages nothing builds: say so in one line
 # rather than with compile errors (`make deps` installs them; check, demo
 # and bench run it first, so they are let through).
-REQUIRED_PKGS := msgpack nlopt ompi-c criterion libelf
+REQUIRED_PKGS := msgpack nlopt libxxhash ompi-c criterion libelf
 MISSING_PKGS := $(strip $(foreach p,$(REQUIRED_PKGS),$(if $(shell pkg-config --exists $(p) 2>/dev/null && echo yes),,$(p))))
 ifneq ($(MISSING_PKGS),)
 ifeq ($(filter deps check demo bench clean uninstall,$(MAKECMDGOALS)),)
