@@ -95,6 +95,22 @@ void harness_remove_tree(const char *directory)
     nftw(directory, harness_remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+/* A test's programs keep their temporary files (Open MPI's session
+ * directory, Python's multiprocessing sockets, what a killed trainer never
+ * removed) under the run's root, which goes with it, unless the test names
+ * a TMPDIR itself. */
+static char *harness_tmpdir_setting(char *const additions[])
+{
+    for (size_t i = 0; additions != NULL && additions[i] != NULL; i++)
+        if (strncmp(additions[i], "TMPDIR=", 7) == 0)
+            return NULL;
+    const char *root = getenv(HARNESS_ROOT_VARIABLE);
+    char *line = NULL;
+    if (root == NULL || asprintf(&line, "TMPDIR=%s", root) < 0)
+        return NULL;
+    return line;
+}
+
 static char **harness_environment(char *const additions[], bool preload)
 {
     size_t count = 0;
@@ -103,13 +119,17 @@ static char **harness_environment(char *const additions[], bool preload)
     size_t added = 0;
     while (additions != NULL && additions[added] != NULL)
         added++;
-    char **environment = calloc(count + added + 2, sizeof *environment);
+    char **environment = calloc(count + added + 3, sizeof *environment);
     size_t used = 0;
+    char *tmpdir = harness_tmpdir_setting(additions);
     for (char **entry = environ; *entry; entry++) {
-        if (strncmp(*entry, "ADAPTDL_", 8) == 0 || strncmp(*entry, "LD_PRELOAD=", 11) == 0)
+        if (strncmp(*entry, "ADAPTDL_", 8) == 0 || strncmp(*entry, "LD_PRELOAD=", 11) == 0 ||
+            (tmpdir != NULL && strncmp(*entry, "TMPDIR=", 7) == 0))
             continue;
         environment[used++] = *entry;
     }
+    if (tmpdir != NULL)
+        environment[used++] = tmpdir;
     for (size_t i = 0; i < added; i++)
         environment[used++] = additions[i];
     if (preload) {
