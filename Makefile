@@ -40,6 +40,7 @@ SHIM_SRC    := $(sort $(wildcard shim/*.c))
 # hooks/: the ELF inspector's logic (linked into the unit tests too) and its main.
 HOOKS_SRC   := $(filter-out hooks/adaptdl_inspect.c,$(sort $(wildcard hooks/*.c)))
 UNIT_SRC    := $(sort $(wildcard tests/unit/*.c))
+# (the top directory only: tests/trainers/common/ holds no trainer)
 TRAINER_SRC := $(sort $(wildcard tests/trainers/*.c))
 TRAINER_CXX_SRC := $(sort $(wildcard tests/trainers/*.cpp))
 TRAINER_PY_SRC  := $(sort $(wildcard tests/trainers/*.py))
@@ -169,11 +170,20 @@ $(BUILD)/trainers/%.py: tests/trainers/%.py
 	cp $< $@
 	chmod 0755 $@
 
+# The helpers the C example trainers share (tests/trainers/common/), compiled
+# into each one with a section per function and linked with --gc-sections: a
+# trainer keeps only the helpers it calls, so it imports no libc function
+# that its own code does not use.
+TRAINER_COMMON_SRC   := tests/trainers/common/trainer_common.c
+TRAINER_COMMON       := $(TRAINER_COMMON_SRC) tests/trainers/common/trainer_common.h
+TRAINER_COMMON_FLAGS := -Itests/trainers/common -ffunction-sections -fdata-sections -Wl,--gc-sections
+
 # Cooperative example trainers use the API of shim/adaptdl.h, linked as a
 # user would link it: against the stand-in, found at run time by rpath.
-$(BUILD)/trainers/coop_%: tests/trainers/coop_%.c shim/adaptdl.h $(STANDALONE)
+$(BUILD)/trainers/coop_%: tests/trainers/coop_%.c shim/adaptdl.h $(STANDALONE) $(TRAINER_COMMON)
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -Ishim $(MPI_CFLAGS) -o $@ $< \
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -Ishim $(MPI_CFLAGS) $(TRAINER_COMMON_FLAGS) \
+	    -o $@ $< $(TRAINER_COMMON_SRC) \
 	    -L$(BUILD) -ladaptdl -Wl,-rpath,$(abspath $(BUILD)) $(MPI_LIBS) -lm
 
 $(BUILD)/tools/coop_%: tests/tools/coop_%.c shim/adaptdl.h $(STANDALONE)
@@ -182,10 +192,10 @@ $(BUILD)/tools/coop_%: tests/tools/coop_%.c shim/adaptdl.h $(STANDALONE)
 	    -L$(BUILD) -ladaptdl -Wl,-rpath,$(abspath $(BUILD)) $(MPI_LIBS) -lm
 
 # Example trainers are plain user programs: no adaptshim header, no runtime.
-$(BUILD)/trainers/%: tests/trainers/%.c
+$(BUILD)/trainers/%: tests/trainers/%.c $(TRAINER_COMMON)
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror $(if $(findstring mpi,$*),$(MPI_CFLAGS)) \
-	    -o $@ $< $(if $(findstring mpi,$*),$(MPI_LIBS)) -lm
+	    $(TRAINER_COMMON_FLAGS) -o $@ $< $(TRAINER_COMMON_SRC) $(if $(findstring mpi,$*),$(MPI_LIBS)) -lm
 
 # C++ example trainers, as plain as the C ones.
 CXX ?= g++
