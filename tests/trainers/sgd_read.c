@@ -24,7 +24,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,6 +31,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "trainer_common.h"
 
 #define CKPT_MAGIC "SGDR"
 #define CKPT_VERSION 1u
@@ -57,35 +58,6 @@ struct ckpt_header {
     uint64_t step, epoch;
 };
 
-static void die(int status, const char *format, ...)
-{
-    va_list args;
-    va_start(args, format);
-    fputs("sgd_read: ", stderr);
-    vfprintf(stderr, format, args);
-    fputc('\n', stderr);
-    va_end(args);
-    exit(status);
-}
-
-static void *xmalloc(size_t size)
-{
-    void *memory = calloc(1, size);
-    if (memory == NULL)
-        die(1, "out of memory");
-    return memory;
-}
-
-static uint64_t parse_count(const char *flag, const char *text, uint64_t min, uint64_t max)
-{
-    char *end;
-    errno = 0;
-    unsigned long long value = strtoull(text, &end, 10);
-    if (errno || end == text || *end || text[0] == '-' || value < min || value > max)
-        die(2, "%s expects an integer in %" PRIu64 "..%" PRIu64 ", got '%s'", flag, min, max, text);
-    return value;
-}
-
 static void parse_options(int argc, char **argv, struct options *o)
 {
     *o = (struct options){.every = 10, .lr = -1};
@@ -100,94 +72,27 @@ static void parse_options(int argc, char **argv, struct options *o)
             o->pread = true;
             continue;
         }
-        if (i + 1 >= argc)
-            die(2, "unknown option or missing value: %s", flag);
-        const char *value = argv[++i];
+        const char *value = trainer_next_option_value(argc, argv, &i);
         if (strcmp(flag, "--data") == 0) o->data = value;
         else if (strcmp(flag, "--checkpoint") == 0) o->checkpoint = value;
         else if (strcmp(flag, "--ids-log") == 0) o->ids_log = value;
         else if (strcmp(flag, "--final") == 0) o->final = value;
-        else if (strcmp(flag, "--epochs") == 0) o->epochs = parse_count(flag, value, 0, 1000000), have_epochs = true;
-        else if (strcmp(flag, "--batch") == 0) o->batch = parse_count(flag, value, 1, 1 << 20), have_batch = true;
-        else if (strcmp(flag, "--sleep-us") == 0) o->sleep_us = parse_count(flag, value, 0, 10000000);
-        else if (strcmp(flag, "--checkpoint-every") == 0) o->every = parse_count(flag, value, 1, UINT32_MAX);
+        else if (strcmp(flag, "--epochs") == 0) o->epochs = trainer_parse_count(flag, value, 0, 1000000), have_epochs = true;
+        else if (strcmp(flag, "--batch") == 0) o->batch = trainer_parse_count(flag, value, 1, 1 << 20), have_batch = true;
+        else if (strcmp(flag, "--sleep-us") == 0) o->sleep_us = trainer_parse_count(flag, value, 0, 10000000);
+        else if (strcmp(flag, "--checkpoint-every") == 0) o->every = trainer_parse_count(flag, value, 1, UINT32_MAX);
         else if (strcmp(flag, "--lr") == 0) {
             char *end;
             o->lr = strtof(value, &end);
             if (end == value || *end || !(o->lr > 0))
-                die(2, "--lr expects a positive number, got '%s'", value);
+                trainer_die(2, "--lr expects a positive number, got '%s'", value);
         } else
-            die(2, "unknown option: %s", flag);
+            trainer_die(2, "unknown option: %s", flag);
     }
     if (!o->data || !o->checkpoint || !have_epochs || !have_batch || o->lr < 0)
-        die(2, "usage: sgd_read --data PATH --epochs E --batch B --lr LR --checkpoint PATH "
-               "[--checkpoint-every STEPS] [--sleep-us US] [--resume] [--ids-log PATH] [--final PATH] [--pread]");
-}
-
-static uint64_t get_u64le(const unsigned char *p)
-{
-    uint64_t value = 0;
-    for (int i = 7; i >= 0; i--)
-        value = value << 8 | p[i];
-    return value;
-}
-
-static uint32_t get_u32le(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static float get_f32le(const unsigned char *p)
-{
-    uint32_t bits = get_u32le(p);
-    float value;
-    memcpy(&value, &bits, sizeof value);
-    return value;
-}
-
-/* read() until size bytes or end of file; returns the bytes read. */
-static size_t read_full(int fd, void *buffer, size_t size, bool *at_end, const char *what)
-{
-    size_t got = 0;
-    *at_end = false;
-    while (got < size) {
-        ssize_t n = read(fd, (char *)buffer + got, size - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            die(1, "reading %s: %s", what, strerror(errno));
-        if (n == 0) {
-            *at_end = true;
-            break;
-        }
-        got += (size_t)n;
-    }
-    return got;
-}
-
-static void write_all(int fd, const void *data, size_t size, const char *what)
-{
-    while (size > 0) {
-        ssize_t n = write(fd, data, size);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            die(1, "writing %s: %s", what, strerror(errno));
-        data = (const char *)data + n;
-        size -= (size_t)n;
-    }
-}
-
-static void log_line(int log_fd, const char *format, ...)
-{
-    if (log_fd < 0)
-        return;
-    char line[128];
-    va_list args;
-    va_start(args, format);
-    int length = vsnprintf(line, sizeof line, format, args);
-    va_end(args);
-    write_all(log_fd, line, (size_t)length, "ids log");
+        trainer_die(2, "usage: sgd_read --data PATH --epochs E --batch B --lr LR --checkpoint PATH "
+                       "[--checkpoint-every STEPS] [--sleep-us US] [--resume] [--ids-log PATH] "
+                       "[--final PATH] [--pread]");
 }
 
 /* pread() until size bytes at offset or end of file; returns the bytes read. */
@@ -199,7 +104,7 @@ static size_t pread_full(int fd, void *buffer, size_t size, uint64_t offset, con
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
-            die(1, "reading %s: %s", what, strerror(errno));
+            trainer_die(1, "reading %s: %s", what, strerror(errno));
         if (n == 0)
             break;
         got += (size_t)n;
@@ -215,40 +120,40 @@ static void begin_epoch(struct dataset *data, const char *path, bool by_offset)
     bool at_end;
     if (by_offset) {
         if ((data->fd = open(path, O_RDONLY)) < 0)
-            die(1, "cannot open %s: %s", path, strerror(errno));
+            trainer_die(1, "cannot open %s: %s", path, strerror(errno));
         if (pread_full(data->fd, header, sizeof header, 0, path) != sizeof header)
-            die(3, "%s: file shorter than its 16-byte header", path);
+            trainer_die(3, "%s: file shorter than its 16-byte header", path);
     } else {
         if (lseek(data->fd, 0, SEEK_SET) != 0)
-            die(1, "lseek on %s: %s", path, strerror(errno));
-        if (read_full(data->fd, header, sizeof header, &at_end, path) != sizeof header)
-            die(3, "%s: file shorter than its 16-byte header", path);
+            trainer_die(1, "lseek on %s: %s", path, strerror(errno));
+        if (trainer_read_full(data->fd, header, sizeof header, &at_end, path) != sizeof header)
+            trainer_die(3, "%s: file shorter than its 16-byte header", path);
     }
     if (memcmp(header, "ADSD", 4) != 0)
-        die(3, "%s: bad magic (not an ADSD dataset)", path);
-    uint32_t dim = get_u32le(header + 4);
+        trainer_die(3, "%s: bad magic (not an ADSD dataset)", path);
+    uint32_t dim = trainer_get_u32_little_endian(header + 4);
     if (dim == 0 || dim > 65536 || (data->dim != 0 && dim != data->dim))
-        die(3, "%s: bad or changed dimension %" PRIu32, path, dim);
+        trainer_die(3, "%s: bad or changed dimension %" PRIu32, path, dim);
     data->dim = dim;
-    data->count = get_u64le(header + 8);
+    data->count = trainer_get_u64_little_endian(header + 8);
     data->record_size = 8 + 4 * (size_t)dim + 4;
     struct stat st;
     if (fstat(data->fd, &st) != 0)
-        die(1, "fstat on %s: %s", path, strerror(errno));
+        trainer_die(1, "fstat on %s: %s", path, strerror(errno));
     uint64_t size = (uint64_t)st.st_size;
     if (size < 16 || (size - 16) % data->record_size != 0 ||
         (size - 16) / data->record_size != data->count)
-        die(3, "%s: header says %" PRIu64 " records of %zu bytes (+16 header) but the file has "
-               "%lld bytes", path, data->count, data->record_size, (long long)st.st_size);
+        trainer_die(3, "%s: header says %" PRIu64 " records of %zu bytes (+16 header) but the file has "
+                       "%lld bytes", path, data->count, data->record_size, (long long)st.st_size);
 }
 
 /* Reads up to batch records; *at_end is set when a read returned 0. */
 static size_t read_batch(struct dataset *data, unsigned char *buffer, uint64_t batch,
                          bool *at_end, const char *path)
 {
-    size_t got = read_full(data->fd, buffer, batch * data->record_size, at_end, path);
+    size_t got = trainer_read_full(data->fd, buffer, batch * data->record_size, at_end, path);
     if (got % data->record_size != 0)
-        die(3, "%s: truncated record at end of file", path);
+        trainer_die(3, "%s: truncated record at end of file", path);
     return got / data->record_size;
 }
 
@@ -261,8 +166,8 @@ static size_t pread_batch(struct dataset *data, unsigned char *buffer, uint64_t 
     size_t n = (size_t)(left < batch ? left : batch);
     size_t size = n * data->record_size;
     if (pread_full(data->fd, buffer, size, 16 + first * data->record_size, path) != size)
-        die(3, "%s: short pread of records %" PRIu64 "..%" PRIu64 " of %" PRIu64, path, first,
-            first + n, data->count);
+        trainer_die(3, "%s: short pread of records %" PRIu64 "..%" PRIu64 " of %" PRIu64, path, first,
+                    first + n, data->count);
     return n;
 }
 
@@ -277,11 +182,11 @@ static float sgd_step(float *w, float *grad, uint32_t dim, const unsigned char *
         const unsigned char *x = records + r * record_size + 8;
         float prediction = 0.0f;
         for (uint32_t j = 0; j < dim; j++)
-            prediction += w[j] * get_f32le(x + 4 * (size_t)j);
-        float error = prediction - get_f32le(x + 4 * (size_t)dim);
+            prediction += w[j] * trainer_get_f32_little_endian(x + 4 * (size_t)j);
+        float error = prediction - trainer_get_f32_little_endian(x + 4 * (size_t)dim);
         loss += error * error;
         for (uint32_t j = 0; j < dim; j++)
-            grad[j] += error * get_f32le(x + 4 * (size_t)j);
+            grad[j] += error * trainer_get_f32_little_endian(x + 4 * (size_t)j);
     }
     float scale = 2.0f / (float)n;
     for (uint32_t j = 0; j < dim; j++)
@@ -301,13 +206,13 @@ static void log_batch_ids(int log_fd, const unsigned char *records, size_t n,
 {
     if (log_fd < 0)
         return;
-    char *text = xmalloc(n * 64 + 32);
+    char *text = trainer_allocate_zeroed(n * 64 + 32);
     size_t length = 0;
     for (size_t r = 0; r < n; r++)
         length += (size_t)sprintf(text + length, "id %" PRIu64 " epoch %" PRIu64 "\n",
-                                  get_u64le(records + r * record_size), epoch);
+                                  trainer_get_u64_little_endian(records + r * record_size), epoch);
     length += (size_t)sprintf(text + length, "step %" PRIu64 "\n", step);
-    write_all(log_fd, text, length, "ids log");
+    trainer_write_all(log_fd, text, length, "ids log");
     free(text);
 }
 
@@ -318,17 +223,17 @@ static void save_checkpoint(const char *path, const float *w, uint32_t dim, uint
     memcpy(header.magic, CKPT_MAGIC, 4);
     char temp[4096];
     if ((size_t)snprintf(temp, sizeof temp, "%s.tmp", path) >= sizeof temp)
-        die(2, "checkpoint path too long: %s", path);
+        trainer_die(2, "checkpoint path too long: %s", path);
     int fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0)
-        die(1, "cannot create %s: %s", temp, strerror(errno));
-    write_all(fd, &header, sizeof header, temp);
-    write_all(fd, w, dim * sizeof *w, temp);
+        trainer_die(1, "cannot create %s: %s", temp, strerror(errno));
+    trainer_write_all(fd, &header, sizeof header, temp);
+    trainer_write_all(fd, w, dim * sizeof *w, temp);
     if (fsync(fd) != 0 || close(fd) != 0)
-        die(1, "flushing %s: %s", temp, strerror(errno));
+        trainer_die(1, "flushing %s: %s", temp, strerror(errno));
     if (rename(temp, path) != 0)
-        die(1, "renaming %s to %s: %s", temp, path, strerror(errno));
-    log_line(log_fd, "ckpt %" PRIu64 "\n", step);
+        trainer_die(1, "renaming %s to %s: %s", temp, path, strerror(errno));
+    trainer_log_line(log_fd, "ckpt %" PRIu64 "\n", step);
 }
 
 /* Returns the saved weights (and *dim, *step), or NULL when path does not exist. */
@@ -338,18 +243,18 @@ static float *load_checkpoint(const char *path, uint32_t *dim, uint64_t *step)
     if (fd < 0 && errno == ENOENT)
         return NULL;
     if (fd < 0)
-        die(1, "cannot open checkpoint %s: %s", path, strerror(errno));
+        trainer_die(1, "cannot open checkpoint %s: %s", path, strerror(errno));
     struct ckpt_header header;
     bool at_end;
-    if (read_full(fd, &header, sizeof header, &at_end, path) != sizeof header ||
+    if (trainer_read_full(fd, &header, sizeof header, &at_end, path) != sizeof header ||
         memcmp(header.magic, CKPT_MAGIC, 4) != 0 || header.version != CKPT_VERSION ||
         header.dim == 0 || header.dim > 65536)
-        die(3, "%s: not a valid sgd_read checkpoint", path);
-    float *w = xmalloc(header.dim * sizeof *w);
+        trainer_die(3, "%s: not a valid sgd_read checkpoint", path);
+    float *w = trainer_allocate_zeroed(header.dim * sizeof *w);
     char extra;
-    if (read_full(fd, w, header.dim * sizeof *w, &at_end, path) != header.dim * sizeof *w ||
-        read_full(fd, &extra, 1, &at_end, path) != 0)
-        die(3, "%s: checkpoint has the wrong size for dimension %" PRIu32, path, header.dim);
+    if (trainer_read_full(fd, w, header.dim * sizeof *w, &at_end, path) != header.dim * sizeof *w ||
+        trainer_read_full(fd, &extra, 1, &at_end, path) != 0)
+        trainer_die(3, "%s: checkpoint has the wrong size for dimension %" PRIu32, path, header.dim);
     close(fd);
     *dim = header.dim;
     *step = header.step;
@@ -360,9 +265,9 @@ static void write_final(const char *path, const float *w, uint32_t dim)
 {
     FILE *file = fopen(path, "wb");
     if (file == NULL)
-        die(1, "cannot create %s: %s", path, strerror(errno));
+        trainer_die(1, "cannot create %s: %s", path, strerror(errno));
     if (fwrite(w, sizeof *w, dim, file) != dim || fclose(file) != 0)
-        die(1, "writing %s: %s", path, strerror(errno));
+        trainer_die(1, "writing %s: %s", path, strerror(errno));
 }
 
 /* Allocates the weights (unless loaded), gradient and batch buffers once the
@@ -371,16 +276,17 @@ static void prepare_buffers(const struct dataset *data, const struct options *o,
                             uint32_t saved_dim, float **grad, unsigned char **batch)
 {
     if (*w != NULL && saved_dim != data->dim)
-        die(3, "checkpoint dimension %" PRIu32 " does not match data dimension %" PRIu32,
-            saved_dim, data->dim);
+        trainer_die(3, "checkpoint dimension %" PRIu32 " does not match data dimension %" PRIu32,
+                    saved_dim, data->dim);
     if (*w == NULL)
-        *w = xmalloc(data->dim * sizeof **w);
-    *grad = xmalloc(data->dim * sizeof **grad);
-    *batch = xmalloc(o->batch * data->record_size);
+        *w = trainer_allocate_zeroed(data->dim * sizeof **w);
+    *grad = trainer_allocate_zeroed(data->dim * sizeof **grad);
+    *batch = trainer_allocate_zeroed(o->batch * data->record_size);
 }
 
 int main(int argc, char **argv)
 {
+    trainer_set_program_name("sgd_read");
     struct options o;
     parse_options(argc, argv, &o);
     uint64_t step = 0;
@@ -396,10 +302,10 @@ int main(int argc, char **argv)
     }
     int log_fd = -1;
     if (o.ids_log && (log_fd = open(o.ids_log, O_WRONLY | O_CREAT | O_APPEND, 0644)) < 0)
-        die(1, "cannot open ids log %s: %s", o.ids_log, strerror(errno));
+        trainer_die(1, "cannot open ids log %s: %s", o.ids_log, strerror(errno));
     struct dataset data = {.fd = o.pread ? -1 : open(o.data, O_RDONLY)};
     if (!o.pread && data.fd < 0)
-        die(1, "cannot open %s: %s", o.data, strerror(errno));
+        trainer_die(1, "cannot open %s: %s", o.data, strerror(errno));
 
     unsigned char *batch = NULL;
     float *grad = NULL;
@@ -427,7 +333,7 @@ int main(int argc, char **argv)
             close(data.fd);  /* the next epoch opens it again */
             data.fd = -1;
         }
-        log_line(log_fd, "epoch_end %" PRIu64 "\n", epoch);
+        trainer_log_line(log_fd, "epoch_end %" PRIu64 "\n", epoch);
         save_checkpoint(o.checkpoint, w, data.dim, step, epoch, log_fd);
         printf("epoch %" PRIu64 " records %" PRIu64 " step %" PRIu64 " loss %.6g\n", epoch, seen,
                step, seen ? (double)loss / (double)seen : 0.0);
@@ -436,7 +342,7 @@ int main(int argc, char **argv)
     if (data.fd >= 0)
         close(data.fd);
     if (w == NULL)
-        die(3, "no epoch was run and no checkpoint was loaded: no weights to report");
+        trainer_die(3, "no epoch was run and no checkpoint was loaded: no weights to report");
     uint32_t dim = data.dim ? data.dim : saved_dim;
     printf("final weights");
     for (uint32_t j = 0; j < dim; j++)
@@ -448,6 +354,6 @@ int main(int argc, char **argv)
     free(grad);
     free(batch);
     if (fflush(stdout) != 0)
-        die(1, "writing stdout: %s", strerror(errno));
+        trainer_die(1, "writing stdout: %s", strerror(errno));
     return 0;
 }
