@@ -25,7 +25,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,6 +32,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "trainer_common.h"
 
 #define CKPT_MAGIC "SGDS"
 #define CKPT_VERSION 1u
@@ -58,35 +59,6 @@ struct trainer {
     uint64_t step, epoch;
 };
 
-static void die(int status, const char *format, ...)
-{
-    va_list args;
-    va_start(args, format);
-    fputs("sgd_stdio: ", stderr);
-    vfprintf(stderr, format, args);
-    fputc('\n', stderr);
-    va_end(args);
-    exit(status);
-}
-
-static void *xmalloc(size_t size)
-{
-    void *memory = calloc(1, size);
-    if (memory == NULL)
-        die(1, "out of memory");
-    return memory;
-}
-
-static uint64_t parse_count(const char *flag, const char *text, uint64_t min, uint64_t max)
-{
-    char *end;
-    errno = 0;
-    unsigned long long value = strtoull(text, &end, 10);
-    if (errno || end == text || *end || text[0] == '-' || value < min || value > max)
-        die(2, "%s expects an integer in %" PRIu64 "..%" PRIu64 ", got '%s'", flag, min, max, text);
-    return value;
-}
-
 static void parse_options(int argc, char **argv, struct options *o)
 {
     *o = (struct options){.every = 10, .lr = -1};
@@ -97,71 +69,27 @@ static void parse_options(int argc, char **argv, struct options *o)
             o->resume = true;
             continue;
         }
-        if (i + 1 >= argc)
-            die(2, "unknown option or missing value: %s", flag);
-        const char *value = argv[++i];
+        const char *value = trainer_next_option_value(argc, argv, &i);
         if (strcmp(flag, "--data") == 0) o->data = value;
         else if (strcmp(flag, "--checkpoint") == 0) o->checkpoint = value;
         else if (strcmp(flag, "--ids-log") == 0) o->ids_log = value;
         else if (strcmp(flag, "--final") == 0) o->final = value;
-        else if (strcmp(flag, "--epochs") == 0) o->epochs = parse_count(flag, value, 0, 1000000), have_epochs = true;
-        else if (strcmp(flag, "--batch") == 0) o->batch = parse_count(flag, value, 1, 1 << 20), have_batch = true;
-        else if (strcmp(flag, "--sleep-us") == 0) o->sleep_us = parse_count(flag, value, 0, 10000000);
-        else if (strcmp(flag, "--checkpoint-every") == 0) o->every = parse_count(flag, value, 1, UINT32_MAX);
+        else if (strcmp(flag, "--epochs") == 0) o->epochs = trainer_parse_count(flag, value, 0, 1000000), have_epochs = true;
+        else if (strcmp(flag, "--batch") == 0) o->batch = trainer_parse_count(flag, value, 1, 1 << 20), have_batch = true;
+        else if (strcmp(flag, "--sleep-us") == 0) o->sleep_us = trainer_parse_count(flag, value, 0, 10000000);
+        else if (strcmp(flag, "--checkpoint-every") == 0) o->every = trainer_parse_count(flag, value, 1, UINT32_MAX);
         else if (strcmp(flag, "--lr") == 0) {
             char *end;
             o->lr = strtof(value, &end);
             if (end == value || *end || !(o->lr > 0))
-                die(2, "--lr expects a positive number, got '%s'", value);
+                trainer_die(2, "--lr expects a positive number, got '%s'", value);
         } else
-            die(2, "unknown option: %s", flag);
+            trainer_die(2, "unknown option: %s", flag);
     }
     if (!o->data || !o->checkpoint || !have_epochs || !have_batch || o->lr < 0)
-        die(2, "usage: sgd_stdio --data PATH --epochs E --batch B --lr LR --checkpoint PATH "
-               "[--checkpoint-every STEPS] [--sleep-us US] [--resume] [--ids-log PATH] [--final PATH]");
-}
-
-static uint32_t get_u32le(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t get_u64le(const unsigned char *p)
-{
-    return (uint64_t)get_u32le(p) | (uint64_t)get_u32le(p + 4) << 32;
-}
-
-static float get_f32le(const unsigned char *p)
-{
-    uint32_t bits = get_u32le(p);
-    float value;
-    memcpy(&value, &bits, sizeof value);
-    return value;
-}
-
-static void write_all(int fd, const void *data, size_t size, const char *what)
-{
-    while (size > 0) {
-        ssize_t n = write(fd, data, size);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            die(1, "writing %s: %s", what, strerror(errno));
-        data = (const char *)data + n;
-        size -= (size_t)n;
-    }
-}
-
-static void log_line(int log_fd, const char *format, ...)
-{
-    if (log_fd < 0)
-        return;
-    char line[128];
-    va_list args;
-    va_start(args, format);
-    int length = vsnprintf(line, sizeof line, format, args);
-    va_end(args);
-    write_all(log_fd, line, (size_t)length, "ids log");
+        trainer_die(2, "usage: sgd_stdio --data PATH --epochs E --batch B --lr LR --checkpoint PATH "
+                       "[--checkpoint-every STEPS] [--sleep-us US] [--resume] [--ids-log PATH] "
+                       "[--final PATH]");
 }
 
 /* Rewinds (two ways, alternating), reads and checks the header; returns dim. */
@@ -170,24 +98,24 @@ static uint32_t begin_epoch(FILE *f, uint64_t epoch, const char *path, size_t *r
     if (epoch % 2 == 0)
         rewind(f);
     else if (fseek(f, 0, SEEK_SET) != 0)
-        die(1, "fseek on %s: %s", path, strerror(errno));
+        trainer_die(1, "fseek on %s: %s", path, strerror(errno));
     unsigned char header[16];
     if (fread(header, 1, sizeof header, f) != sizeof header)
-        die(ferror(f) ? 1 : 3, "%s: cannot read the 16-byte header", path);
+        trainer_die(ferror(f) ? 1 : 3, "%s: cannot read the 16-byte header", path);
     if (memcmp(header, "ADSD", 4) != 0)
-        die(3, "%s: bad magic (not an ADSD dataset)", path);
-    uint32_t dim = get_u32le(header + 4);
-    uint64_t count = get_u64le(header + 8);
+        trainer_die(3, "%s: bad magic (not an ADSD dataset)", path);
+    uint32_t dim = trainer_get_u32_little_endian(header + 4);
+    uint64_t count = trainer_get_u64_little_endian(header + 8);
     if (dim == 0 || dim > 65536)
-        die(3, "%s: bad dimension %" PRIu32, path, dim);
+        trainer_die(3, "%s: bad dimension %" PRIu32, path, dim);
     *record_size = 8 + 4 * (size_t)dim + 4;
     struct stat st;
     if (fstat(fileno(f), &st) != 0)
-        die(1, "fstat on %s: %s", path, strerror(errno));
+        trainer_die(1, "fstat on %s: %s", path, strerror(errno));
     uint64_t size = (uint64_t)st.st_size;
     if (size < 16 || (size - 16) % *record_size != 0 || (size - 16) / *record_size != count)
-        die(3, "%s: header says %" PRIu64 " records of %zu bytes (+16 header) but the file has "
-               "%" PRIu64 " bytes", path, count, *record_size, size);
+        trainer_die(3, "%s: header says %" PRIu64 " records of %zu bytes (+16 header) but the file has "
+                       "%" PRIu64 " bytes", path, count, *record_size, size);
     return dim;
 }
 
@@ -201,11 +129,11 @@ static float sgd_step(struct trainer *t, const unsigned char *records, size_t n,
         const unsigned char *x = records + r * t->record_size + 8;
         float prediction = 0.0f;
         for (uint32_t j = 0; j < t->dim; j++)
-            prediction += t->w[j] * get_f32le(x + 4 * (size_t)j);
-        float error = prediction - get_f32le(x + 4 * (size_t)t->dim);
+            prediction += t->w[j] * trainer_get_f32_little_endian(x + 4 * (size_t)j);
+        float error = prediction - trainer_get_f32_little_endian(x + 4 * (size_t)t->dim);
         loss += error * error;
         for (uint32_t j = 0; j < t->dim; j++)
-            t->grad[j] += error * get_f32le(x + 4 * (size_t)j);
+            t->grad[j] += error * trainer_get_f32_little_endian(x + 4 * (size_t)j);
     }
     float scale = 2.0f / (float)n;
     for (uint32_t j = 0; j < t->dim; j++)
@@ -225,13 +153,13 @@ static void log_batch_ids(int log_fd, const unsigned char *records, size_t n,
 {
     if (log_fd < 0)
         return;
-    char *text = xmalloc(n * 64 + 32);
+    char *text = trainer_allocate_zeroed(n * 64 + 32);
     size_t length = 0;
     for (size_t r = 0; r < n; r++)
         length += (size_t)sprintf(text + length, "id %" PRIu64 " epoch %" PRIu64 "\n",
-                                  get_u64le(records + r * record_size), epoch);
+                                  trainer_get_u64_little_endian(records + r * record_size), epoch);
     length += (size_t)sprintf(text + length, "step %" PRIu64 "\n", step);
-    write_all(log_fd, text, length, "ids log");
+    trainer_write_all(log_fd, text, length, "ids log");
     free(text);
 }
 
@@ -242,11 +170,11 @@ static void save_checkpoint(const char *path, const struct trainer *t, bool comp
     memcpy(header.magic, CKPT_MAGIC, 4);
     FILE *file = fopen(path, "wb");
     if (file == NULL)
-        die(1, "cannot create checkpoint %s: %s", path, strerror(errno));
+        trainer_die(1, "cannot create checkpoint %s: %s", path, strerror(errno));
     if (fwrite(&header, sizeof header, 1, file) != 1 ||
         fwrite(t->w, sizeof *t->w, t->dim, file) != t->dim || fclose(file) != 0)
-        die(1, "writing checkpoint %s: %s", path, strerror(errno));
-    log_line(log_fd, "ckpt %" PRIu64 "\n", t->step);
+        trainer_die(1, "writing checkpoint %s: %s", path, strerror(errno));
+    trainer_log_line(log_fd, "ckpt %" PRIu64 "\n", t->step);
 }
 
 /* Fills t (dim, w, step, epoch to continue at) and returns true; returns
@@ -260,19 +188,19 @@ static bool load_checkpoint(const char *path, struct trainer *t)
         return false;
     }
     if (file == NULL)
-        die(1, "cannot open checkpoint %s: %s", path, strerror(errno));
+        trainer_die(1, "cannot open checkpoint %s: %s", path, strerror(errno));
     struct ckpt_header header;
     float *w = NULL;
     size_t got = fread(&header, 1, sizeof header, file);
     if (got == sizeof header) {
         if (memcmp(header.magic, CKPT_MAGIC, 4) != 0 || header.version != CKPT_VERSION ||
             header.dim == 0 || header.dim > 65536 || header.completed_epoch > 1)
-            die(3, "%s: not a valid sgd_stdio checkpoint", path);
-        w = xmalloc(header.dim * sizeof *w);
+            trainer_die(3, "%s: not a valid sgd_stdio checkpoint", path);
+        w = trainer_allocate_zeroed(header.dim * sizeof *w);
         got += sizeof *w * fread(w, sizeof *w, header.dim, file);
     }
     if (ferror(file))
-        die(1, "reading checkpoint %s: %s", path, strerror(errno));
+        trainer_die(1, "reading checkpoint %s: %s", path, strerror(errno));
     if (w == NULL || got != sizeof header + header.dim * sizeof *w) {
         fprintf(stderr, "sgd_stdio: warning: checkpoint %s is incomplete (%zu bytes), "
                         "probably an interrupted write\n", path, got);
@@ -282,7 +210,7 @@ static bool load_checkpoint(const char *path, struct trainer *t)
         return false;
     }
     if (fgetc(file) != EOF)
-        die(3, "%s: checkpoint is longer than dimension %" PRIu32 " needs", path, header.dim);
+        trainer_die(3, "%s: checkpoint is longer than dimension %" PRIu32 " needs", path, header.dim);
     fclose(file);
     t->dim = header.dim;
     t->w = w;
@@ -295,9 +223,9 @@ static void write_final(const char *path, const float *w, uint32_t dim)
 {
     FILE *file = fopen(path, "wb");
     if (file == NULL)
-        die(1, "cannot create %s: %s", path, strerror(errno));
+        trainer_die(1, "cannot create %s: %s", path, strerror(errno));
     if (fwrite(w, sizeof *w, dim, file) != dim || fclose(file) != 0)
-        die(1, "writing %s: %s", path, strerror(errno));
+        trainer_die(1, "writing %s: %s", path, strerror(errno));
 }
 
 /* Runs one epoch (t->epoch) from the current header on; returns records seen. */
@@ -309,7 +237,7 @@ static uint64_t run_epoch(FILE *f, struct trainer *t, unsigned char *batch,
     for (;;) {
         size_t n = fread(batch, t->record_size, o->batch, f);
         if (n < o->batch && ferror(f))
-            die(1, "reading %s: %s", o->data, strerror(errno));
+            trainer_die(1, "reading %s: %s", o->data, strerror(errno));
         if (n > 0) {
             *loss += sgd_step(t, batch, n, o->lr);
             t->step++;
@@ -328,6 +256,7 @@ static uint64_t run_epoch(FILE *f, struct trainer *t, unsigned char *batch,
 
 int main(int argc, char **argv)
 {
+    trainer_set_program_name("sgd_stdio");
     struct options o;
     parse_options(argc, argv, &o);
     struct trainer t = {0};
@@ -337,27 +266,27 @@ int main(int argc, char **argv)
     fflush(stdout);  /* a supervisor reads this even if the run is killed */
     int log_fd = -1;
     if (o.ids_log && (log_fd = open(o.ids_log, O_WRONLY | O_CREAT | O_APPEND, 0644)) < 0)
-        die(1, "cannot open ids log %s: %s", o.ids_log, strerror(errno));
+        trainer_die(1, "cannot open ids log %s: %s", o.ids_log, strerror(errno));
     FILE *f = fopen(o.data, "rb");
     if (f == NULL)
-        die(1, "cannot open %s: %s", o.data, strerror(errno));
+        trainer_die(1, "cannot open %s: %s", o.data, strerror(errno));
 
     unsigned char *batch = NULL;
     for (; t.epoch < o.epochs; t.epoch++) {
         uint32_t dim = begin_epoch(f, t.epoch, o.data, &t.record_size);
         if (t.w != NULL && dim != t.dim)
-            die(3, "checkpoint dimension %" PRIu32 " does not match data dimension %" PRIu32,
-                t.dim, dim);
+            trainer_die(3, "checkpoint dimension %" PRIu32 " does not match data dimension %" PRIu32,
+                        t.dim, dim);
         t.dim = dim;
         if (t.w == NULL)
-            t.w = xmalloc(dim * sizeof *t.w);
+            t.w = trainer_allocate_zeroed(dim * sizeof *t.w);
         if (batch == NULL) {
-            t.grad = xmalloc(dim * sizeof *t.grad);
-            batch = xmalloc(o.batch * t.record_size);
+            t.grad = trainer_allocate_zeroed(dim * sizeof *t.grad);
+            batch = trainer_allocate_zeroed(o.batch * t.record_size);
         }
         float loss;
         uint64_t seen = run_epoch(f, &t, batch, &o, log_fd, &loss);
-        log_line(log_fd, "epoch_end %" PRIu64 "\n", t.epoch);
+        trainer_log_line(log_fd, "epoch_end %" PRIu64 "\n", t.epoch);
         save_checkpoint(o.checkpoint, &t, true, log_fd);
         printf("epoch %" PRIu64 " records %" PRIu64 " step %" PRIu64 " loss %.6g\n", t.epoch,
                seen, t.step, seen ? (double)loss / (double)seen : 0.0);
@@ -365,7 +294,7 @@ int main(int argc, char **argv)
     }
     fclose(f);
     if (t.w == NULL)
-        die(3, "no epoch was run and no checkpoint was loaded: no weights to report");
+        trainer_die(3, "no epoch was run and no checkpoint was loaded: no weights to report");
     printf("final weights");
     for (uint32_t j = 0; j < t.dim; j++)
         printf(" %.9g", (double)t.w[j]);
@@ -376,6 +305,6 @@ int main(int argc, char **argv)
     free(t.grad);
     free(batch);
     if (fflush(stdout) != 0)
-        die(1, "writing stdout: %s", strerror(errno));
+        trainer_die(1, "writing stdout: %s", strerror(errno));
     return 0;
 }
