@@ -91,7 +91,6 @@
 #include <inttypes.h>
 #include <mpi.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -101,6 +100,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "trainer_common.h"
 
 #define CKPT_MAGIC "SGDM"
 #define CKPT_VERSION 2u
@@ -141,14 +142,10 @@ struct progress {
 static int mpi_rank, mpi_size = 1;
 static volatile sig_atomic_t sigterm_caught;
 
-static void die(int status, const char *format, ...)
+/* After a fatal message: with MPI running, the whole job ends with the
+ * status (MPI_Abort), not this rank alone. */
+static void abort_the_job_if_mpi_runs(int status)
 {
-    va_list args;
-    va_start(args, format);
-    fprintf(stderr, "sgd_mpi[%d]: ", mpi_rank);
-    vfprintf(stderr, format, args);
-    fputc('\n', stderr);
-    va_end(args);
     int initialized = 0, finalized = 0;
     MPI_Initialized(&initialized);
     MPI_Finalized(&finalized);
@@ -157,25 +154,6 @@ static void die(int status, const char *format, ...)
         fflush(stderr);
         MPI_Abort(MPI_COMM_WORLD, status);
     }
-    exit(status);
-}
-
-static void *xmalloc(size_t size)
-{
-    void *memory = calloc(1, size);
-    if (memory == NULL)
-        die(1, "out of memory");
-    return memory;
-}
-
-static uint64_t parse_count(const char *flag, const char *text, uint64_t min, uint64_t max)
-{
-    char *end;
-    errno = 0;
-    unsigned long long value = strtoull(text, &end, 10);
-    if (errno || end == text || *end || text[0] == '-' || value < min || value > max)
-        die(2, "%s expects an integer in %" PRIu64 "..%" PRIu64 ", got '%s'", flag, min, max, text);
-    return value;
 }
 
 static const char usage[] =
@@ -208,180 +186,82 @@ static void parse_options(int argc, char **argv, struct options *o)
         if (matched)
             continue;
         /* --name VALUE or --name=VALUE */
-        char flag[64];
-        const char *value;
-        const char *equals = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
-        if (equals != NULL) {
-            if ((size_t)(equals - arg) >= sizeof flag)
-                die(2, "unknown option: %s", arg);
-            memcpy(flag, arg, (size_t)(equals - arg));
-            flag[equals - arg] = '\0';
-            value = equals + 1;
-        } else {
-            if (strlen(arg) >= sizeof flag || i + 1 >= argc)
-                die(2, "unknown option or missing value: %s", arg);
-            strcpy(flag, arg);
-            value = argv[++i];
-        }
+        char flag[TRAINER_OPTION_NAME_SIZE];
+        const char *value = trainer_split_option(argc, argv, &i, flag);
         if (strcmp(flag, "--data") == 0) o->data = value;
         else if (strcmp(flag, "--checkpoint") == 0) o->checkpoint = value;
         else if (strcmp(flag, "--ids-log") == 0) o->ids_log = value;
         else if (strcmp(flag, "--final") == 0) o->final = value;
-        else if (strcmp(flag, "--epochs") == 0) o->epochs = parse_count(flag, value, 0, 1000000), have_epochs = true;
-        else if (strcmp(flag, "--batch-size") == 0) o->batch = parse_count(flag, value, 1, 1 << 20), have_batch = true;
-        else if (strcmp(flag, "--sleep-us") == 0) o->sleep_us = parse_count(flag, value, 0, 10000000);
-        else if (strcmp(flag, "--checkpoint-every") == 0) o->every = parse_count(flag, value, 1, UINT32_MAX);
-        else if (strcmp(flag, "--pad") == 0) o->pad = parse_count(flag, value, 0, 1 << 24);
+        else if (strcmp(flag, "--epochs") == 0) o->epochs = trainer_parse_count(flag, value, 0, 1000000), have_epochs = true;
+        else if (strcmp(flag, "--batch-size") == 0) o->batch = trainer_parse_count(flag, value, 1, 1 << 20), have_batch = true;
+        else if (strcmp(flag, "--sleep-us") == 0) o->sleep_us = trainer_parse_count(flag, value, 0, 10000000);
+        else if (strcmp(flag, "--checkpoint-every") == 0) o->every = trainer_parse_count(flag, value, 1, UINT32_MAX);
+        else if (strcmp(flag, "--pad") == 0) o->pad = trainer_parse_count(flag, value, 0, 1 << 24);
         else if (strcmp(flag, "--cost-per-record-ns") == 0)
-            o->cost_per_record_ns = parse_count(flag, value, 0, 1000000000);
+            o->cost_per_record_ns = trainer_parse_count(flag, value, 0, 1000000000);
         else if (strcmp(flag, "--valid") == 0) o->valid = value;
         else if (strcmp(flag, "--valid-every") == 0)
-            o->valid_every = parse_count(flag, value, 1, UINT64_MAX / 2), have_valid_every = true;
+            o->valid_every = trainer_parse_count(flag, value, 1, UINT64_MAX / 2), have_valid_every = true;
         else if (strcmp(flag, "--target") == 0) {
             char *end;
             o->target = strtod(value, &end);
             if (end == value || *end || !(o->target >= 0))
-                die(2, "--target expects a loss >= 0, got '%s'", value);
+                trainer_die(2, "--target expects a loss >= 0, got '%s'", value);
             o->have_target = true;
         }
         else if (strcmp(flag, "--lr") == 0) {
             char *end;
             o->lr = strtof(value, &end);
             if (end == value || *end || !(o->lr > 0))
-                die(2, "--lr expects a positive number, got '%s'", value);
+                trainer_die(2, "--lr expects a positive number, got '%s'", value);
         } else
-            die(2, "unknown option: %s", arg);
+            trainer_die(2, "unknown option: %s", arg);
     }
     const char *env_batch = getenv("BATCH_SIZE");
     if (!have_batch && env_batch != NULL) {
-        o->batch = parse_count("BATCH_SIZE", env_batch, 1, 1 << 20);
+        o->batch = trainer_parse_count("BATCH_SIZE", env_batch, 1, 1 << 20);
         have_batch = true;
     }
     if (!o->data || !o->checkpoint || !have_epochs || !have_batch || o->lr < 0)
-        die(2, "%s", usage);
+        trainer_die(2, "%s", usage);
     if (!o->valid && (have_valid_every || o->have_target))
-        die(2, "--valid-every and --target need --valid PATH (the validation set)");
-}
-
-static uint64_t get_u64le(const unsigned char *p)
-{
-    uint64_t value = 0;
-    for (int i = 7; i >= 0; i--)
-        value = value << 8 | p[i];
-    return value;
-}
-
-static uint32_t get_u32le(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static float get_f32le(const unsigned char *p)
-{
-    uint32_t bits = get_u32le(p);
-    float value;
-    memcpy(&value, &bits, sizeof value);
-    return value;
-}
-
-/* read() until size bytes or end of file; returns the bytes read. */
-static size_t read_full(int fd, void *buffer, size_t size, bool *at_end, const char *what)
-{
-    size_t got = 0;
-    *at_end = false;
-    while (got < size) {
-        ssize_t n = read(fd, (char *)buffer + got, size - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            die(1, "reading %s: %s", what, strerror(errno));
-        if (n == 0) {
-            *at_end = true;
-            break;
-        }
-        got += (size_t)n;
-    }
-    return got;
-}
-
-static void write_all(int fd, const void *data, size_t size, const char *what)
-{
-    while (size > 0) {
-        ssize_t n = write(fd, data, size);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            die(1, "writing %s: %s", what, strerror(errno));
-        data = (const char *)data + n;
-        size -= (size_t)n;
-    }
-}
-
-static void log_line(int log_fd, const char *format, ...)
-{
-    if (log_fd < 0)
-        return;
-    char line[128];
-    va_list args;
-    va_start(args, format);
-    int length = vsnprintf(line, sizeof line, format, args);
-    va_end(args);
-    write_all(log_fd, line, (size_t)length, "ids log");
-}
-
-/* The ids-log path with every "%r" replaced by the rank. */
-static char *rank_path(const char *pattern, int rank)
-{
-    char digits[16];
-    int digit_count = snprintf(digits, sizeof digits, "%d", rank);
-    char *path = xmalloc(strlen(pattern) * (size_t)digit_count + 1);
-    size_t length = 0;
-    for (const char *p = pattern; *p; p++) {
-        if (p[0] == '%' && p[1] == 'r') {
-            memcpy(path + length, digits, (size_t)digit_count);
-            length += (size_t)digit_count;
-            p++;
-        } else
-            path[length++] = *p;
-    }
-    path[length] = '\0';
-    return path;
+        trainer_die(2, "--valid-every and --target need --valid PATH (the validation set)");
 }
 
 /* Rewinds to the start, reads and checks the header against fstat(). */
 static void begin_epoch(struct dataset *data, const char *path)
 {
     if (lseek(data->fd, 0, SEEK_SET) != 0)
-        die(1, "lseek on %s: %s", path, strerror(errno));
+        trainer_die(1, "lseek on %s: %s", path, strerror(errno));
     unsigned char header[16];
     bool at_end;
-    if (read_full(data->fd, header, sizeof header, &at_end, path) != sizeof header)
-        die(3, "%s: file shorter than its 16-byte header", path);
+    if (trainer_read_full(data->fd, header, sizeof header, &at_end, path) != sizeof header)
+        trainer_die(3, "%s: file shorter than its 16-byte header", path);
     if (memcmp(header, "ADSD", 4) != 0)
-        die(3, "%s: bad magic (not an ADSD dataset)", path);
-    uint32_t dim = get_u32le(header + 4);
+        trainer_die(3, "%s: bad magic (not an ADSD dataset)", path);
+    uint32_t dim = trainer_get_u32_little_endian(header + 4);
     if (dim == 0 || dim > 65536 || (data->dim != 0 && dim != data->dim))
-        die(3, "%s: bad or changed dimension %" PRIu32, path, dim);
+        trainer_die(3, "%s: bad or changed dimension %" PRIu32, path, dim);
     data->dim = dim;
-    data->count = get_u64le(header + 8);
+    data->count = trainer_get_u64_little_endian(header + 8);
     data->record_size = 8 + 4 * (size_t)dim + 4;
     struct stat st;
     if (fstat(data->fd, &st) != 0)
-        die(1, "fstat on %s: %s", path, strerror(errno));
+        trainer_die(1, "fstat on %s: %s", path, strerror(errno));
     uint64_t size = (uint64_t)st.st_size;
     if (size < 16 || (size - 16) % data->record_size != 0 ||
         (size - 16) / data->record_size != data->count)
-        die(3, "%s: header says %" PRIu64 " records of %zu bytes (+16 header) but the file has "
-               "%lld bytes", path, data->count, data->record_size, (long long)st.st_size);
+        trainer_die(3, "%s: header says %" PRIu64 " records of %zu bytes (+16 header) but the file has "
+                       "%lld bytes", path, data->count, data->record_size, (long long)st.st_size);
 }
 
 /* Reads up to batch records; *at_end is set when a read returned 0. */
 static size_t read_batch(struct dataset *data, unsigned char *buffer, uint64_t batch,
                          bool *at_end, const char *path)
 {
-    size_t got = read_full(data->fd, buffer, batch * data->record_size, at_end, path);
+    size_t got = trainer_read_full(data->fd, buffer, batch * data->record_size, at_end, path);
     if (got % data->record_size != 0)
-        die(3, "%s: truncated record at end of file", path);
+        trainer_die(3, "%s: truncated record at end of file", path);
     return got / data->record_size;
 }
 
@@ -397,11 +277,11 @@ static float local_gradient(const float *w, float *grad, uint32_t dim,
         const unsigned char *x = records + r * record_size + 8;
         float prediction = 0.0f;
         for (uint32_t j = 0; j < dim; j++)
-            prediction += w[j] * get_f32le(x + 4 * (size_t)j);
-        float error = prediction - get_f32le(x + 4 * (size_t)dim);
+            prediction += w[j] * trainer_get_f32_little_endian(x + 4 * (size_t)j);
+        float error = prediction - trainer_get_f32_little_endian(x + 4 * (size_t)dim);
         loss += error * error;
         for (uint32_t j = 0; j < dim; j++)
-            grad[j] += error * get_f32le(x + 4 * (size_t)j);
+            grad[j] += error * trainer_get_f32_little_endian(x + 4 * (size_t)j);
     }
     float scale = 2.0f / (float)n;
     for (uint32_t j = 0; j < dim; j++)
@@ -412,7 +292,7 @@ static float local_gradient(const float *w, float *grad, uint32_t dim,
 static void check_mpi(int status, const char *what)
 {
     if (status != MPI_SUCCESS)
-        die(1, "%s failed (MPI error %d)", what, status);
+        trainer_die(1, "%s failed (MPI error %d)", what, status);
 }
 
 /* Sums the padded gradient vector over the ranks.  grad holds the local
@@ -455,15 +335,6 @@ static void allreduce_gradient(const struct options *o, float *grad, float *glob
                   "MPI_Allreduce");
 }
 
-/* Sleeps for a number of nanoseconds, resuming after signals. */
-static void sleep_nanoseconds(uint64_t nanoseconds)
-{
-    struct timespec left = {.tv_sec = (time_t)(nanoseconds / 1000000000u),
-                            .tv_nsec = (long)(nanoseconds % 1000000000u)};
-    while (nanosleep(&left, &left) != 0 && errno == EINTR)
-        continue;
-}
-
 /* One data-parallel SGD step on n local records; returns the summed squared
  * error of the local batch (before the update). */
 static float sgd_step(const struct options *o, float *w, float *grad, float *global,
@@ -474,7 +345,7 @@ static float sgd_step(const struct options *o, float *w, float *grad, float *glo
     float loss = local_gradient(w, grad, dim, records, n, record_size);
     /* --cost-per-record-ns: the batch-proportional compute of a real model */
     if (o->cost_per_record_ns > 0)
-        sleep_nanoseconds(o->cost_per_record_ns * n);
+        trainer_sleep_nanoseconds(o->cost_per_record_ns * n);
     float ranks = (float)mpi_size;
     if (o->divide_before)
         for (uint32_t j = 0; j < dim; j++)
@@ -500,13 +371,13 @@ static void log_batch_ids(int log_fd, const unsigned char *records, size_t n,
 {
     if (log_fd < 0)
         return;
-    char *text = xmalloc(n * 64 + 32);
+    char *text = trainer_allocate_zeroed(n * 64 + 32);
     size_t length = 0;
     for (size_t r = 0; r < n; r++)
         length += (size_t)sprintf(text + length, "id %" PRIu64 " epoch %" PRIu64 "\n",
-                                  get_u64le(records + r * record_size), epoch);
+                                  trainer_get_u64_little_endian(records + r * record_size), epoch);
     length += (size_t)sprintf(text + length, "step %" PRIu64 "\n", step);
-    write_all(log_fd, text, length, "ids log");
+    trainer_write_all(log_fd, text, length, "ids log");
     free(text);
 }
 
@@ -522,17 +393,17 @@ static void save_checkpoint(const char *path, const float *w, uint32_t dim,
     memcpy(header.magic, CKPT_MAGIC, 4);
     char temp[4096];
     if ((size_t)snprintf(temp, sizeof temp, "%s.tmp", path) >= sizeof temp)
-        die(2, "checkpoint path too long: %s", path);
+        trainer_die(2, "checkpoint path too long: %s", path);
     int fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0)
-        die(1, "cannot create %s: %s", temp, strerror(errno));
-    write_all(fd, &header, sizeof header, temp);
-    write_all(fd, w, dim * sizeof *w, temp);
+        trainer_die(1, "cannot create %s: %s", temp, strerror(errno));
+    trainer_write_all(fd, &header, sizeof header, temp);
+    trainer_write_all(fd, w, dim * sizeof *w, temp);
     if (fsync(fd) != 0 || close(fd) != 0)
-        die(1, "flushing %s: %s", temp, strerror(errno));
+        trainer_die(1, "flushing %s: %s", temp, strerror(errno));
     if (rename(temp, path) != 0)
-        die(1, "renaming %s to %s: %s", temp, path, strerror(errno));
-    log_line(log_fd, "ckpt %" PRIu64 "\n", step);
+        trainer_die(1, "renaming %s to %s: %s", temp, path, strerror(errno));
+    trainer_log_line(log_fd, "ckpt %" PRIu64 "\n", step);
 }
 
 /* Returns the saved weights (and *dim, *progress), or NULL when path does
@@ -543,22 +414,22 @@ static float *load_checkpoint(const char *path, uint32_t *dim, struct progress *
     if (fd < 0 && errno == ENOENT)
         return NULL;
     if (fd < 0)
-        die(1, "cannot open checkpoint %s: %s", path, strerror(errno));
+        trainer_die(1, "cannot open checkpoint %s: %s", path, strerror(errno));
     struct ckpt_header header = {0};
     bool at_end;
-    if (read_full(fd, &header, CKPT_V1_HEADER, &at_end, path) != CKPT_V1_HEADER ||
+    if (trainer_read_full(fd, &header, CKPT_V1_HEADER, &at_end, path) != CKPT_V1_HEADER ||
         memcmp(header.magic, CKPT_MAGIC, 4) != 0 || header.version < 1 ||
         header.version > CKPT_VERSION || header.dim == 0 || header.dim > 65536)
-        die(3, "%s: not a valid sgd_mpi checkpoint (version 1 or %u)", path, CKPT_VERSION);
+        trainer_die(3, "%s: not a valid sgd_mpi checkpoint (version 1 or %u)", path, CKPT_VERSION);
     size_t rest = sizeof header - CKPT_V1_HEADER;
     if (header.version >= 2 &&
-        read_full(fd, (char *)&header + CKPT_V1_HEADER, rest, &at_end, path) != rest)
-        die(3, "%s: checkpoint header cut short", path);
-    float *w = xmalloc(header.dim * sizeof *w);
+        trainer_read_full(fd, (char *)&header + CKPT_V1_HEADER, rest, &at_end, path) != rest)
+        trainer_die(3, "%s: checkpoint header cut short", path);
+    float *w = trainer_allocate_zeroed(header.dim * sizeof *w);
     char extra;
-    if (read_full(fd, w, header.dim * sizeof *w, &at_end, path) != header.dim * sizeof *w ||
-        read_full(fd, &extra, 1, &at_end, path) != 0)
-        die(3, "%s: checkpoint has the wrong size for dimension %" PRIu32, path, header.dim);
+    if (trainer_read_full(fd, w, header.dim * sizeof *w, &at_end, path) != header.dim * sizeof *w ||
+        trainer_read_full(fd, &extra, 1, &at_end, path) != 0)
+        trainer_die(3, "%s: checkpoint has the wrong size for dimension %" PRIu32, path, header.dim);
     close(fd);
     *dim = header.dim;
     *progress = (struct progress){.step = header.step, .records = header.records};
@@ -569,9 +440,9 @@ static void write_final(const char *path, const float *w, uint32_t dim)
 {
     FILE *file = fopen(path, "wb");
     if (file == NULL)
-        die(1, "cannot create %s: %s", path, strerror(errno));
+        trainer_die(1, "cannot create %s: %s", path, strerror(errno));
     if (fwrite(w, sizeof *w, dim, file) != dim || fclose(file) != 0)
-        die(1, "writing %s: %s", path, strerror(errno));
+        trainer_die(1, "writing %s: %s", path, strerror(errno));
 }
 
 /* Length of the padded gradient vector that is all-reduced. */
@@ -587,23 +458,14 @@ static void prepare_buffers(const struct dataset *data, const struct options *o,
                             unsigned char **batch)
 {
     if (*w != NULL && saved_dim != data->dim)
-        die(3, "checkpoint dimension %" PRIu32 " does not match data dimension %" PRIu32,
-            saved_dim, data->dim);
+        trainer_die(3, "checkpoint dimension %" PRIu32 " does not match data dimension %" PRIu32,
+                    saved_dim, data->dim);
     if (*w == NULL)
-        *w = xmalloc(data->dim * sizeof **w);
+        *w = trainer_allocate_zeroed(data->dim * sizeof **w);
     size_t length = gradient_length(o, data->dim);
-    *grad = xmalloc(length * sizeof **grad);
-    *global = xmalloc(length * sizeof **global);
-    *batch = xmalloc(o->batch * data->record_size);
-}
-
-/* Seconds on a clock: CLOCK_MONOTONIC for durations, CLOCK_REALTIME for the
- * unix time. */
-static double clock_seconds(clockid_t clock)
-{
-    struct timespec now;
-    clock_gettime(clock, &now);
-    return (double)now.tv_sec + (double)now.tv_nsec / 1e9;
+    *grad = trainer_allocate_zeroed(length * sizeof **grad);
+    *global = trainer_allocate_zeroed(length * sizeof **global);
+    *batch = trainer_allocate_zeroed(o->batch * data->record_size);
 }
 
 static double process_start; /* CLOCK_MONOTONIC at the start of main */
@@ -617,12 +479,12 @@ static double validation_loss(const char *path, const float *w, uint32_t dim)
 {
     struct dataset valid = {.fd = open(path, O_RDONLY)};
     if (valid.fd < 0)
-        die(1, "cannot open validation file %s: %s", path, strerror(errno));
+        trainer_die(1, "cannot open validation file %s: %s", path, strerror(errno));
     begin_epoch(&valid, path);
     if (valid.dim != dim)
-        die(3, "%s: validation dimension %" PRIu32 " differs from the train data's %" PRIu32,
-            path, valid.dim, dim);
-    unsigned char *records = xmalloc(VALID_CHUNK * valid.record_size);
+        trainer_die(3, "%s: validation dimension %" PRIu32 " differs from the train data's %" PRIu32,
+                    path, valid.dim, dim);
+    unsigned char *records = trainer_allocate_zeroed(VALID_CHUNK * valid.record_size);
     double sums[2] = {0.0, 0.0}; /* squared error, records */
     bool at_end = false;
     while (!at_end) {
@@ -631,8 +493,9 @@ static double validation_loss(const char *path, const float *w, uint32_t dim)
             const unsigned char *x = records + r * valid.record_size + 8;
             float prediction = 0.0f;
             for (uint32_t j = 0; j < dim; j++)
-                prediction += w[j] * get_f32le(x + 4 * (size_t)j);
-            double error = (double)prediction - (double)get_f32le(x + 4 * (size_t)dim);
+                prediction += w[j] * trainer_get_f32_little_endian(x + 4 * (size_t)j);
+            double error =
+                (double)prediction - (double)trainer_get_f32_little_endian(x + 4 * (size_t)dim);
             sums[0] += error * error;
         }
         sums[1] += (double)n;
@@ -642,7 +505,7 @@ static double validation_loss(const char *path, const float *w, uint32_t dim)
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
               "MPI_Allreduce");
     if (sums[1] == 0)
-        die(3, "%s: the validation file holds no records", path);
+        trainer_die(3, "%s: the validation file holds no records", path);
     return sums[0] / sums[1];
 }
 
@@ -662,7 +525,8 @@ static void print_validation(const char *what, uint64_t records, double loss)
     if (mpi_rank != 0)
         return;
     printf("%s records %" PRIu64 " loss %.6g seconds %.3f unix %.3f\n", what, records, loss,
-           clock_seconds(CLOCK_MONOTONIC) - process_start, clock_seconds(CLOCK_REALTIME));
+           trainer_clock_seconds(CLOCK_MONOTONIC) - process_start,
+           trainer_clock_seconds(CLOCK_REALTIME));
     fflush(stdout); /* a supervisor measures the time to target from these lines */
 }
 
@@ -680,7 +544,7 @@ static void install_sigterm_handler(void)
     sigemptyset(&action.sa_mask);
     action.sa_flags = SA_RESTART;
     if (sigaction(SIGTERM, &action, NULL) != 0)
-        die(1, "sigaction(SIGTERM): %s", strerror(errno));
+        trainer_die(1, "sigaction(SIGTERM): %s", strerror(errno));
 }
 
 /* --own-sigterm-handler: true on every rank once any rank caught SIGTERM.
@@ -695,11 +559,14 @@ static bool sigterm_agreed(void)
 
 int main(int argc, char **argv)
 {
-    process_start = clock_seconds(CLOCK_MONOTONIC);
+    process_start = trainer_clock_seconds(CLOCK_MONOTONIC);
+    trainer_set_program_name_and_rank("sgd_mpi", mpi_rank);
+    trainer_set_before_exit(abort_the_job_if_mpi_runs);
     struct options o;
     parse_options(argc, argv, &o);
     check_mpi(MPI_Init(&argc, &argv), "MPI_Init");
     MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank);
+    trainer_set_program_name_and_rank("sgd_mpi", mpi_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &mpi_size);
     if (o.own_sigterm)
         install_sigterm_handler();
@@ -717,14 +584,14 @@ int main(int argc, char **argv)
     }
     int log_fd = -1;
     if (o.ids_log) {
-        char *path = rank_path(o.ids_log, mpi_rank);
+        char *path = trainer_rank_path(o.ids_log, mpi_rank);
         if ((log_fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644)) < 0)
-            die(1, "cannot open ids log %s: %s", path, strerror(errno));
+            trainer_die(1, "cannot open ids log %s: %s", path, strerror(errno));
         free(path);
     }
     struct dataset data = {.fd = open(o.data, O_RDONLY)};
     if (data.fd < 0)
-        die(1, "cannot open %s: %s", o.data, strerror(errno));
+        trainer_die(1, "cannot open %s: %s", o.data, strerror(errno));
 
     unsigned char *batch = NULL;
     float *grad = NULL, *global = NULL;
@@ -781,7 +648,7 @@ int main(int argc, char **argv)
         }
         if (stopped || reached)
             break;
-        log_line(log_fd, "epoch_end %" PRIu64 "\n", epoch);
+        trainer_log_line(log_fd, "epoch_end %" PRIu64 "\n", epoch);
         save_checkpoint(o.checkpoint, w, data.dim, &progress, epoch, log_fd);
         if (mpi_rank == 0) {
             double mean = seen == 0 ? 0.0
@@ -796,7 +663,7 @@ int main(int argc, char **argv)
     if (log_fd >= 0)
         close(log_fd);
     if (w == NULL)
-        die(3, "no epoch was run and no checkpoint was loaded: no weights to report");
+        trainer_die(3, "no epoch was run and no checkpoint was loaded: no weights to report");
     uint32_t dim = data.dim ? data.dim : saved_dim;
     if (mpi_rank == 0 && !stopped) {
         printf("final weights");
@@ -808,7 +675,7 @@ int main(int argc, char **argv)
     }
     printf("rank %d steps %" PRIu64 "\n", mpi_rank, progress.step);
     if (fflush(stdout) != 0)
-        die(1, "writing stdout: %s", strerror(errno));
+        trainer_die(1, "writing stdout: %s", strerror(errno));
     free(w);
     free(grad);
     free(global);
