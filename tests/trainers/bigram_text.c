@@ -21,13 +21,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "trainer_common.h"
 
 #define SYMBOLS 27
 #define CKPT_MAGIC "BGRM"
@@ -48,27 +49,6 @@ struct model {
     uint64_t counts[SYMBOLS][SYMBOLS];
 };
 
-static void die(int status, const char *format, ...)
-{
-    va_list args;
-    va_start(args, format);
-    fputs("bigram_text: ", stderr);
-    vfprintf(stderr, format, args);
-    fputc('\n', stderr);
-    va_end(args);
-    exit(status);
-}
-
-static uint64_t parse_count(const char *flag, const char *text, uint64_t min, uint64_t max)
-{
-    char *end;
-    errno = 0;
-    unsigned long long value = strtoull(text, &end, 10);
-    if (errno || end == text || *end || text[0] == '-' || value < min || value > max)
-        die(2, "%s expects an integer in %" PRIu64 "..%" PRIu64 ", got '%s'", flag, min, max, text);
-    return value;
-}
-
 static void parse_options(int argc, char **argv, struct options *o)
 {
     *o = (struct options){.every = 50};
@@ -79,9 +59,7 @@ static void parse_options(int argc, char **argv, struct options *o)
             o->resume = true;
             continue;
         }
-        if (i + 1 >= argc)
-            die(2, "unknown option or missing value: %s", flag);
-        const char *value = argv[++i];
+        const char *value = trainer_next_option_value(argc, argv, &i);
         if (strcmp(flag, "--data") == 0)
             o->data = value;
         else if (strcmp(flag, "--checkpoint") == 0)
@@ -89,43 +67,18 @@ static void parse_options(int argc, char **argv, struct options *o)
         else if (strcmp(flag, "--ids-log") == 0)
             o->ids_log = value;
         else if (strcmp(flag, "--epochs") == 0) {
-            o->epochs = parse_count(flag, value, 0, 1000000);
+            o->epochs = trainer_parse_count(flag, value, 0, 1000000);
             have_epochs = true;
         } else if (strcmp(flag, "--sleep-us") == 0) {
-            o->sleep_us = parse_count(flag, value, 0, 10000000);
+            o->sleep_us = trainer_parse_count(flag, value, 0, 10000000);
         } else if (strcmp(flag, "--checkpoint-every") == 0)
-            o->every = parse_count(flag, value, 1, UINT32_MAX);
+            o->every = trainer_parse_count(flag, value, 1, UINT32_MAX);
         else
-            die(2, "unknown option: %s", flag);
+            trainer_die(2, "unknown option: %s", flag);
     }
     if (!o->data || !o->checkpoint || !have_epochs)
-        die(2, "usage: bigram_text --data PATH --epochs E --checkpoint PATH "
-               "[--checkpoint-every LINES] [--resume] [--ids-log PATH]");
-}
-
-static void write_all(int fd, const void *data, size_t size, const char *what)
-{
-    while (size > 0) {
-        ssize_t n = write(fd, data, size);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            die(1, "writing %s: %s", what, strerror(errno));
-        data = (const char *)data + n;
-        size -= (size_t)n;
-    }
-}
-
-static void log_line(int log_fd, const char *format, ...)
-{
-    if (log_fd < 0)
-        return;
-    char line[128];
-    va_list args;
-    va_start(args, format);
-    int length = vsnprintf(line, sizeof line, format, args);
-    va_end(args);
-    write_all(log_fd, line, (size_t)length, "ids log");
+        trainer_die(2, "usage: bigram_text --data PATH --epochs E --checkpoint PATH "
+                       "[--checkpoint-every LINES] [--resume] [--ids-log PATH]");
 }
 
 /* 0..25 for letters, 26 for space, -1 for anything else. */
@@ -144,7 +97,7 @@ static uint64_t consume_line(struct model *model, const char *line, const char *
     errno = 0;
     unsigned long long id = strtoull(line, &end, 10);
     if (errno || end == line || *end != '\t')
-        die(3, "%s:%" PRIu64 ": expected '<id>\\t<text>', got '%.40s'", path, line_number, line);
+        trainer_die(3, "%s:%" PRIu64 ": expected '<id>\\t<text>', got '%.40s'", path, line_number, line);
     int previous = -1;
     for (const char *c = end + 1; *c && *c != '\n'; c++) {
         int current = symbol_of(*c);
@@ -159,19 +112,19 @@ static void save_checkpoint(const char *path, struct model *model, uint64_t epoc
 {
     char temp[4096];
     if ((size_t)snprintf(temp, sizeof temp, "%s.tmp", path) >= sizeof temp)
-        die(2, "checkpoint path too long: %s", path);
+        trainer_die(2, "checkpoint path too long: %s", path);
     memcpy(model->magic, CKPT_MAGIC, 4);
     model->version = CKPT_VERSION;
     model->epoch = epoch;
     FILE *file = fopen(temp, "wb");
     if (file == NULL)
-        die(1, "cannot create %s: %s", temp, strerror(errno));
+        trainer_die(1, "cannot create %s: %s", temp, strerror(errno));
     if (fwrite(model, sizeof *model, 1, file) != 1 || fflush(file) != 0 ||
         fsync(fileno(file)) != 0 || fclose(file) != 0)
-        die(1, "writing %s: %s", temp, strerror(errno));
+        trainer_die(1, "writing %s: %s", temp, strerror(errno));
     if (rename(temp, path) != 0)
-        die(1, "renaming %s to %s: %s", temp, path, strerror(errno));
-    log_line(log_fd, "ckpt %" PRIu64 "\n", model->lines);
+        trainer_die(1, "renaming %s to %s: %s", temp, path, strerror(errno));
+    trainer_log_line(log_fd, "ckpt %" PRIu64 "\n", model->lines);
 }
 
 /* Loads path into model; false when it does not exist. */
@@ -181,10 +134,10 @@ static bool load_checkpoint(const char *path, struct model *model)
     if (file == NULL && errno == ENOENT)
         return false;
     if (file == NULL)
-        die(1, "cannot open checkpoint %s: %s", path, strerror(errno));
+        trainer_die(1, "cannot open checkpoint %s: %s", path, strerror(errno));
     if (fread(model, sizeof *model, 1, file) != 1 || fgetc(file) != EOF ||
         memcmp(model->magic, CKPT_MAGIC, 4) != 0 || model->version != CKPT_VERSION)
-        die(3, "%s: not a valid bigram_text checkpoint", path);
+        trainer_die(3, "%s: not a valid bigram_text checkpoint", path);
     fclose(file);
     return true;
 }
@@ -195,28 +148,28 @@ static uint64_t run_epoch(struct model *model, uint64_t epoch, const struct opti
 {
     FILE *file = fopen(o->data, "r");
     if (file == NULL)
-        die(1, "cannot open %s: %s", o->data, strerror(errno));
+        trainer_die(1, "cannot open %s: %s", o->data, strerror(errno));
     char line[256];
     uint64_t seen = 0;
     while (fgets(line, sizeof line, file) != NULL) {
         size_t length = strlen(line);
         if (length == sizeof line - 1 && line[length - 1] != '\n')
-            die(3, "%s:%" PRIu64 ": line longer than %zu bytes", o->data, seen + 1,
-                sizeof line - 2);
+            trainer_die(3, "%s:%" PRIu64 ": line longer than %zu bytes", o->data, seen + 1,
+                        sizeof line - 2);
         uint64_t id = consume_line(model, line, o->data, seen + 1);
         model->lines++;
         seen++;
-        log_line(log_fd, "id %" PRIu64 " epoch %" PRIu64 "\nstep %" PRIu64 "\n", id, epoch,
-                 model->lines);
+        trainer_log_line(log_fd, "id %" PRIu64 " epoch %" PRIu64 "\nstep %" PRIu64 "\n", id, epoch,
+                         model->lines);
         if (o->sleep_us > 0)
             usleep((useconds_t)o->sleep_us);  /* stands in for real work per line */
         if (model->lines % o->every == 0)
             save_checkpoint(o->checkpoint, model, epoch, log_fd);
     }
     if (ferror(file))
-        die(1, "reading %s: %s", o->data, strerror(errno));
+        trainer_die(1, "reading %s: %s", o->data, strerror(errno));
     if (fclose(file) != 0)
-        die(1, "closing %s: %s", o->data, strerror(errno));
+        trainer_die(1, "closing %s: %s", o->data, strerror(errno));
     return seen;
 }
 
@@ -235,6 +188,7 @@ static uint64_t checksum(const struct model *model)
 
 int main(int argc, char **argv)
 {
+    trainer_set_program_name("bigram_text");
     struct options o;
     parse_options(argc, argv, &o);
     static struct model model;
@@ -247,10 +201,10 @@ int main(int argc, char **argv)
     }
     int log_fd = -1;
     if (o.ids_log && (log_fd = open(o.ids_log, O_WRONLY | O_CREAT | O_APPEND, 0644)) < 0)
-        die(1, "cannot open ids log %s: %s", o.ids_log, strerror(errno));
+        trainer_die(1, "cannot open ids log %s: %s", o.ids_log, strerror(errno));
     for (uint64_t epoch = 0; epoch < o.epochs; epoch++) {
         uint64_t seen = run_epoch(&model, epoch, &o, log_fd);
-        log_line(log_fd, "epoch_end %" PRIu64 "\n", epoch);
+        trainer_log_line(log_fd, "epoch_end %" PRIu64 "\n", epoch);
         save_checkpoint(o.checkpoint, &model, epoch, log_fd);
         printf("epoch %" PRIu64 " lines %" PRIu64 " total %" PRIu64 "\n", epoch, seen,
                model.lines);
@@ -258,6 +212,6 @@ int main(int argc, char **argv)
     }
     printf("final checksum %016" PRIx64 "\n", checksum(&model));
     if (fflush(stdout) != 0)
-        die(1, "writing stdout: %s", strerror(errno));
+        trainer_die(1, "writing stdout: %s", strerror(errno));
     return 0;
 }
