@@ -71,7 +71,6 @@
 #include <inttypes.h>
 #include <math.h>
 #include <mpi.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +79,7 @@
 #include <unistd.h>
 
 #include "adaptdl.h"
+#include "trainer_common.h"
 
 #define HEADER_SIZE 16
 #define MAX_DIM 64
@@ -95,42 +95,20 @@ struct options {
 
 static int mpi_rank, mpi_size;
 
-static void die(int status, const char *format, ...) __attribute__((format(printf, 2, 3)));
-static void die(int status, const char *format, ...)
-{
-    va_list arguments;
-    va_start(arguments, format);
-    fprintf(stderr, "coop_sgd_mpi[%d]: ", mpi_rank);
-    vfprintf(stderr, format, arguments);
-    fputc('\n', stderr);
-    va_end(arguments);
-    exit(status);
-}
-
-static uint64_t parse_count(const char *flag, const char *text, uint64_t min, uint64_t max)
-{
-    char *end;
-    errno = 0;
-    unsigned long long value = strtoull(text, &end, 10);
-    if (errno || end == text || *end || text[0] == '-' || value < min || value > max)
-        die(2, "%s expects an integer in %" PRIu64 "..%" PRIu64 ", got '%s'", flag, min, max, text);
-    return value;
-}
-
 /* --local-bounds MIN:MAX, two local batch sizes, 0 for no bound. */
 static void parse_bounds(const char *text, struct options *o)
 {
     const char *colon = strchr(text, ':');
     char first[32];
     if (colon == NULL || (size_t)(colon - text) >= sizeof first)
-        die(2, "--local-bounds expects MIN:MAX, two local batch sizes (0: no bound), got '%s'",
-            text);
+        trainer_die(2, "--local-bounds expects MIN:MAX, two local batch sizes (0: no bound), got '%s'",
+                    text);
     memcpy(first, text, (size_t)(colon - text));
     first[colon - text] = '\0';
-    o->min_local = parse_count("--local-bounds MIN", first, 0, 1 << 20);
-    o->max_local = parse_count("--local-bounds MAX", colon + 1, 0, 1 << 20);
+    o->min_local = trainer_parse_count("--local-bounds MIN", first, 0, 1 << 20);
+    o->max_local = trainer_parse_count("--local-bounds MAX", colon + 1, 0, 1 << 20);
     if (o->max_local > 0 && o->min_local > o->max_local)
-        die(2, "--local-bounds expects MIN <= MAX (0: no bound), got '%s'", text);
+        trainer_die(2, "--local-bounds expects MIN <= MAX (0: no bound), got '%s'", text);
     o->have_bounds = true;
 }
 
@@ -140,7 +118,7 @@ static double parse_real(const char *flag, const char *text, double min, bool mi
     char *end;
     double value = strtod(text, &end);
     if (end == text || *end || !(min_allowed ? value >= min : value > min) || !(value < max))
-        die(2, "%s expects %s, got '%s'", flag, accepted, text);
+        trainer_die(2, "%s expects %s, got '%s'", flag, accepted, text);
     return value;
 }
 
@@ -161,35 +139,22 @@ static void parse_options(int argc, char **argv, struct options *o)
             continue;
         }
         /* --name VALUE or --name=VALUE */
-        char flag[64];
-        const char *value;
-        const char *equals = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
-        if (equals != NULL) {
-            if ((size_t)(equals - arg) >= sizeof flag)
-                die(2, "unknown option: %s", arg);
-            memcpy(flag, arg, (size_t)(equals - arg));
-            flag[equals - arg] = '\0';
-            value = equals + 1;
-        } else {
-            if (strlen(arg) >= sizeof flag || i + 1 >= argc)
-                die(2, "unknown option or missing value: %s", arg);
-            strcpy(flag, arg);
-            value = argv[++i];
-        }
+        char flag[TRAINER_OPTION_NAME_SIZE];
+        const char *value = trainer_split_option(argc, argv, &i, flag);
         if (strcmp(flag, "--data") == 0) o->data = value;
         else if (strcmp(flag, "--checkpoint") == 0) o->checkpoint = value;
         else if (strcmp(flag, "--ids-log") == 0) o->ids_log = value;
-        else if (strcmp(flag, "--epochs") == 0) o->epochs = parse_count(flag, value, 0, 1000000), have_epochs = true;
-        else if (strcmp(flag, "--batch-size") == 0) o->batch = parse_count(flag, value, 1, 1 << 20), have_batch = true;
-        else if (strcmp(flag, "--max-batch-size") == 0) o->max_batch = parse_count(flag, value, 0, 1 << 20);
+        else if (strcmp(flag, "--epochs") == 0) o->epochs = trainer_parse_count(flag, value, 0, 1000000), have_epochs = true;
+        else if (strcmp(flag, "--batch-size") == 0) o->batch = trainer_parse_count(flag, value, 1, 1 << 20), have_batch = true;
+        else if (strcmp(flag, "--max-batch-size") == 0) o->max_batch = trainer_parse_count(flag, value, 0, 1 << 20);
         else if (strcmp(flag, "--local-bounds") == 0) parse_bounds(value, o);
-        else if (strcmp(flag, "--checkpoint-every") == 0) o->every = parse_count(flag, value, 1, UINT32_MAX);
-        else if (strcmp(flag, "--sleep-us") == 0) o->sleep_us = parse_count(flag, value, 0, 10000000);
+        else if (strcmp(flag, "--checkpoint-every") == 0) o->every = trainer_parse_count(flag, value, 1, UINT32_MAX);
+        else if (strcmp(flag, "--sleep-us") == 0) o->sleep_us = trainer_parse_count(flag, value, 0, 10000000);
         else if (strcmp(flag, "--cost-per-record-ns") == 0)
-            o->cost_per_record_ns = parse_count(flag, value, 0, 1000000000);
+            o->cost_per_record_ns = trainer_parse_count(flag, value, 0, 1000000000);
         else if (strcmp(flag, "--valid") == 0) o->valid = value;
         else if (strcmp(flag, "--valid-every") == 0)
-            o->valid_every = parse_count(flag, value, 1, UINT64_MAX / 2), have_valid_every = true;
+            o->valid_every = trainer_parse_count(flag, value, 1, UINT64_MAX / 2), have_valid_every = true;
         else if (strcmp(flag, "--target") == 0)
             o->target = parse_real(flag, value, 0, true, INFINITY, "a loss >= 0"), o->have_target = true;
         else if (strcmp(flag, "--lr") == 0)
@@ -197,20 +162,20 @@ static void parse_options(int argc, char **argv, struct options *o)
         else if (strcmp(flag, "--momentum") == 0)
             o->momentum = parse_real(flag, value, 0, true, 1, "a number in [0, 1) (0: plain SGD)");
         else
-            die(2, "unknown option: %s", arg);
+            trainer_die(2, "unknown option: %s", arg);
     }
     if (!o->data || !o->checkpoint || !have_epochs || !have_batch || o->lr < 0)
-        die(2, "%s", usage);
+        trainer_die(2, "%s", usage);
     if (!o->valid && (have_valid_every || o->have_target))
-        die(2, "--valid-every and --target need --valid PATH (the validation set)");
+        trainer_die(2, "--valid-every and --target need --valid PATH (the validation set)");
     if (o->max_batch > 0 && o->max_batch < o->batch)
-        die(2, "--max-batch-size expects at least the batch size %" PRIu64 ", got %" PRIu64,
-            o->batch, o->max_batch);
+        trainer_die(2, "--max-batch-size expects at least the batch size %" PRIu64 ", got %" PRIu64,
+                    o->batch, o->max_batch);
     if (o->have_bounds && o->max_batch == 0)
-        die(2, "--local-bounds needs --max-batch-size (the bounds of an adaptive batch)");
+        trainer_die(2, "--local-bounds needs --max-batch-size (the bounds of an adaptive batch)");
     if (o->min_local > o->batch)
-        die(2, "--local-bounds expects a MIN of at most the batch size %" PRIu64 " (AdaptDL's "
-               "rule), got %" PRIu64, o->batch, o->min_local);
+        trainer_die(2, "--local-bounds expects a MIN of at most the batch size %" PRIu64
+                       " (AdaptDL's rule), got %" PRIu64, o->batch, o->min_local);
 }
 
 /* The dimension from the file's header: "ADSD", u32 dim, u64 count. */
@@ -219,12 +184,12 @@ static unsigned read_dimension(const char *path)
     unsigned char header[HEADER_SIZE];
     FILE *file = fopen(path, "rb");
     if (file == NULL || fread(header, 1, sizeof header, file) != sizeof header)
-        die(3, "%s: cannot read its header", path);
+        trainer_die(3, "%s: cannot read its header", path);
     fclose(file);
     uint32_t dim;
     memcpy(&dim, header + 4, sizeof dim);
     if (memcmp(header, "ADSD", 4) != 0 || dim == 0 || dim > MAX_DIM)
-        die(3, "%s: not an ADSD file of at most %d features", path, MAX_DIM);
+        trainer_die(3, "%s: not an ADSD file of at most %d features", path, MAX_DIM);
     return dim;
 }
 
@@ -239,24 +204,24 @@ struct model {
 static void save_checkpoint(const char *path, const struct model *model, int ids_fd)
 {
     if (adaptdl_synchronize_states() != 0)
-        die(1, "adaptdl_synchronize_states: %s", adaptdl_last_error());
+        trainer_die(1, "adaptdl_synchronize_states: %s", adaptdl_last_error());
     if (mpi_rank != 0)
         return;
     char temp[4096];
     snprintf(temp, sizeof temp, "%s.tmp", path);
     FILE *file = fopen(temp, "wb");
     if (file == NULL)
-        die(1, "cannot write %s: %s", temp, strerror(errno));
+        trainer_die(1, "cannot write %s: %s", temp, strerror(errno));
     uint32_t dim = model->dim;
     if (fwrite("COOP", 1, 4, file) != 4 || fwrite(&dim, sizeof dim, 1, file) != 1 ||
         fwrite(&model->step, sizeof model->step, 1, file) != 1 ||
         fwrite(&model->records, sizeof model->records, 1, file) != 1 ||
         fwrite(model->w, sizeof model->w[0], dim + 1, file) != dim + 1 || fclose(file) != 0)
-        die(1, "cannot write %s", temp);
+        trainer_die(1, "cannot write %s", temp);
     printf("checkpoint step %" PRIu64 "\n", model->step);
     fflush(stdout);
     if (rename(temp, path) != 0)
-        die(1, "rename %s: %s", path, strerror(errno));
+        trainer_die(1, "rename %s: %s", path, strerror(errno));
     if (ids_fd >= 0)
         dprintf(ids_fd, "ckpt %" PRIu64 "\n", model->step);
 }
@@ -276,7 +241,7 @@ static void load_checkpoint(const char *path, struct model *model)
         fread(&model->records, sizeof model->records, 1, file) != 1 ||
         fread(model->w, sizeof model->w[0], dim + 1, file) != dim + 1 ||
         fread(&extra, 1, 1, file) != 0)
-        die(3, "%s: not a checkpoint of this trainer for %u features", path, model->dim);
+        trainer_die(3, "%s: not a checkpoint of this trainer for %u features", path, model->dim);
     fclose(file);
     printf("rank %d resumed at step %" PRIu64 "\n", mpi_rank, model->step);
 }
@@ -306,15 +271,6 @@ static double squared_norm(const double *vector, unsigned length)
     return sum;
 }
 
-/* Sleeps for a number of nanoseconds, resuming after signals. */
-static void sleep_nanoseconds(uint64_t nanoseconds)
-{
-    struct timespec left = {.tv_sec = (time_t)(nanoseconds / 1000000000u),
-                            .tv_nsec = (long)(nanoseconds % 1000000000u)};
-    while (nanosleep(&left, &left) != 0 && errno == EINTR)
-        continue;
-}
-
 static void train_step(struct model *model, const struct options *o,
                        const unsigned char *records, long count, size_t record_size, double lr,
                        int ids_fd, int64_t epoch)
@@ -337,14 +293,14 @@ static void train_step(struct model *model, const struct options *o,
     }
     /* --cost-per-record-ns: the batch-proportional compute of a real model */
     if (o->cost_per_record_ns > 0)
-        sleep_nanoseconds(o->cost_per_record_ns * (uint64_t)count);
+        trainer_sleep_nanoseconds(o->cost_per_record_ns * (uint64_t)count);
     if (MPI_Allreduce(local, mean, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS)
-        die(1, "MPI_Allreduce failed");
+        trainer_die(1, "MPI_Allreduce failed");
     for (unsigned j = 0; j < n; j++)
         mean[j] /= mpi_size;
     if (adaptdl_report_gradient(squared_norm(local, n), squared_norm(mean, n),
                                 (uint64_t)count) != 0)
-        die(1, "adaptdl_report_gradient: %s", adaptdl_last_error());
+        trainer_die(1, "adaptdl_report_gradient: %s", adaptdl_last_error());
     for (unsigned j = 0; j < n; j++) {
         model->velocity[j] = o->momentum * model->velocity[j] + mean[j];
         model->w[j] -= lr * model->velocity[j];
@@ -354,7 +310,7 @@ static void train_step(struct model *model, const struct options *o,
     if (ids_fd >= 0) {
         length += (size_t)sprintf(text + length, "step %" PRIu64 "\n", model->step);
         if (write(ids_fd, text, length) != (ssize_t)length)
-            die(1, "ids log: %s", strerror(errno));
+            trainer_die(1, "ids log: %s", strerror(errno));
     }
 }
 
@@ -362,7 +318,7 @@ static void evaluate(const struct model *model, adaptdl_loop *loop, adaptdl_accu
                      unsigned char *buffer, size_t capacity, size_t record_size, int64_t epoch)
 {
     if (adaptdl_loop_begin(loop) < 0)
-        die(1, "evaluation loop: %s", adaptdl_last_error());
+        trainer_die(1, "evaluation loop: %s", adaptdl_last_error());
     long count;
     while ((count = adaptdl_loop_next_records(loop, buffer, capacity)) > 0) {
         for (long i = 0; i < count; i++) {
@@ -376,9 +332,9 @@ static void evaluate(const struct model *model, adaptdl_loop *loop, adaptdl_accu
         }
     }
     if (count < 0)
-        die(1, "evaluation loop: %s", adaptdl_last_error());
+        trainer_die(1, "evaluation loop: %s", adaptdl_last_error());
     if (adaptdl_accumulator_synchronize(sums) != 0)
-        die(1, "accumulator: %s", adaptdl_last_error());
+        trainer_die(1, "accumulator: %s", adaptdl_last_error());
     double loss = 0, correct = 0, total = 0;
     adaptdl_accumulator_get(sums, "loss_sum", &loss);
     adaptdl_accumulator_get(sums, "correct", &correct);
@@ -388,15 +344,6 @@ static void evaluate(const struct model *model, adaptdl_loop *loop, adaptdl_accu
                total > 0 ? loss / total : 0.0, total > 0 ? correct / total : 0.0, total);
     adaptdl_accumulator_clear(sums);
     adaptdl_accumulator_desynchronize(sums);
-}
-
-/* Seconds on a clock: CLOCK_MONOTONIC for durations, CLOCK_REALTIME for the
- * unix time. */
-static double clock_seconds(clockid_t clock)
-{
-    struct timespec now;
-    clock_gettime(clock, &now);
-    return (double)now.tv_sec + (double)now.tv_nsec / 1e9;
 }
 
 static double process_start; /* CLOCK_MONOTONIC at the start of main */
@@ -409,25 +356,25 @@ static double validation_loss(const char *path, const struct model *model)
     FILE *file = fopen(path, "rb");
     unsigned char header[HEADER_SIZE];
     if (file == NULL)
-        die(1, "cannot open validation file %s: %s", path, strerror(errno));
+        trainer_die(1, "cannot open validation file %s: %s", path, strerror(errno));
     if (fread(header, 1, sizeof header, file) != sizeof header || memcmp(header, "ADSD", 4) != 0)
-        die(3, "%s: not an ADSD file", path);
+        trainer_die(3, "%s: not an ADSD file", path);
     uint32_t dim;
     uint64_t count;
     memcpy(&dim, header + 4, sizeof dim);
     memcpy(&count, header + 8, sizeof count);
     if (dim != model->dim)
-        die(3, "%s: validation dimension %" PRIu32 " differs from the train data's %u", path, dim,
-            model->dim);
+        trainer_die(3, "%s: validation dimension %" PRIu32 " differs from the train data's %u", path,
+                    dim, model->dim);
     size_t record_size = 8 + 4 * (size_t)dim + 4;
     struct stat status;
     if (fstat(fileno(file), &status) != 0 ||
         (uint64_t)status.st_size != HEADER_SIZE + count * record_size)
-        die(3, "%s: its header says %" PRIu64 " records of %zu bytes, not its size", path, count,
-            record_size);
+        trainer_die(3, "%s: its header says %" PRIu64 " records of %zu bytes, not its size", path,
+                    count, record_size);
     unsigned char *records = malloc(VALID_CHUNK * record_size);
     if (records == NULL)
-        die(1, "out of memory");
+        trainer_die(1, "out of memory");
     double sums[2] = {0.0, 0.0}; /* squared error, records */
     size_t got;
     while ((got = fread(records, record_size, VALID_CHUNK, file)) > 0) {
@@ -441,13 +388,13 @@ static double validation_loss(const char *path, const struct model *model)
         sums[1] += (double)got;
     }
     if (ferror(file))
-        die(1, "reading %s failed", path);
+        trainer_die(1, "reading %s failed", path);
     free(records);
     fclose(file);
     if (MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS)
-        die(1, "MPI_Allreduce failed");
+        trainer_die(1, "MPI_Allreduce failed");
     if (sums[1] == 0)
-        die(3, "%s: the validation file holds no records", path);
+        trainer_die(3, "%s: the validation file holds no records", path);
     return sums[0] / sums[1];
 }
 
@@ -458,7 +405,7 @@ static bool target_agreed(double loss, double target)
 {
     int local = loss <= target ? 1 : 0, any = 0;
     if (MPI_Allreduce(&local, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS)
-        die(1, "MPI_Allreduce failed");
+        trainer_die(1, "MPI_Allreduce failed");
     return any != 0;
 }
 
@@ -468,32 +415,19 @@ static void print_validation(const char *what, uint64_t records, double loss)
     if (mpi_rank != 0)
         return;
     printf("%s records %" PRIu64 " loss %.6g seconds %.3f unix %.3f\n", what, records, loss,
-           clock_seconds(CLOCK_MONOTONIC) - process_start, clock_seconds(CLOCK_REALTIME));
+           trainer_clock_seconds(CLOCK_MONOTONIC) - process_start,
+           trainer_clock_seconds(CLOCK_REALTIME));
     fflush(stdout); /* a supervisor measures the time to target from these lines */
-}
-
-static char *rank_path(const char *pattern)
-{
-    char *path = malloc(strlen(pattern) + 16);
-    char *out = path;
-    for (const char *p = pattern; *p; p++) {
-        if (p[0] == '%' && p[1] == 'r') {
-            out += sprintf(out, "%d", mpi_rank);
-            p++;
-        } else {
-            *out++ = *p;
-        }
-    }
-    *out = '\0';
-    return path;
 }
 
 int main(int argc, char **argv)
 {
-    process_start = clock_seconds(CLOCK_MONOTONIC);
+    process_start = trainer_clock_seconds(CLOCK_MONOTONIC);
+    trainer_set_program_name_and_rank("coop_sgd_mpi", mpi_rank);
     if (MPI_Init(&argc, &argv) != MPI_SUCCESS)
-        die(1, "MPI_Init failed");
+        trainer_die(1, "MPI_Init failed");
     MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank);
+    trainer_set_program_name_and_rank("coop_sgd_mpi", mpi_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &mpi_size);
     setvbuf(stdout, NULL, _IOLBF, 0);
     struct options o;
@@ -502,35 +436,35 @@ int main(int argc, char **argv)
     model.dim = read_dimension(o.data);
     size_t record_size = 8 + 4 * model.dim + 4;
     if (adaptdl_register_buffer("sgd-momentum", model.velocity, sizeof model.velocity) != 0)
-        die(1, "register: %s", adaptdl_last_error());
+        trainer_die(1, "register: %s", adaptdl_last_error());
     adaptdl_accumulator *sums = NULL;
     adaptdl_loop *eval = NULL;
     if (!o.no_eval && (sums = adaptdl_accumulator_create()) == NULL)
-        die(1, "setting up: %s", adaptdl_last_error());
+        trainer_die(1, "setting up: %s", adaptdl_last_error());
     adaptdl_loop *train = adaptdl_loop_create_for_file(o.data, record_size, HEADER_SIZE,
                                                        o.batch, true);
     if (train == NULL)
-        die(1, "setting up: %s", adaptdl_last_error());
+        trainer_die(1, "setting up: %s", adaptdl_last_error());
     if (!o.no_eval && (eval = adaptdl_loop_create_for_file(o.data, record_size, HEADER_SIZE,
                                                            o.batch, false)) == NULL)
-        die(1, "setting up: %s", adaptdl_last_error());
+        trainer_die(1, "setting up: %s", adaptdl_last_error());
     if (o.max_batch > 0 ? adaptdl_loop_autoscale(train, o.max_batch, o.min_local, o.max_local)
                         : adaptdl_loop_train(train))
-        die(2, "%s: %s", o.have_bounds ? "--max-batch-size/--local-bounds" : "training loop",
-            adaptdl_last_error());
+        trainer_die(2, "%s: %s", o.have_bounds ? "--max-batch-size/--local-bounds" : "training loop",
+                    adaptdl_last_error());
     load_checkpoint(o.checkpoint, &model);
     int ids_fd = -1;
     if (o.ids_log) {
-        char *path = rank_path(o.ids_log);
+        char *path = trainer_rank_path(o.ids_log, mpi_rank);
         ids_fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
         if (ids_fd < 0)
-            die(1, "ids log %s: %s", path, strerror(errno));
+            trainer_die(1, "ids log %s: %s", path, strerror(errno));
         free(path);
     }
     size_t capacity = record_size * (size_t)(o.max_batch > o.batch ? o.max_batch : o.batch);
     unsigned char *buffer = malloc(capacity);
     if (buffer == NULL)
-        die(1, "out of memory");
+        trainer_die(1, "out of memory");
     uint64_t last_checkpoint = model.step;
     /* the next validation: at the first multiple of --valid-every past the
      * records already trained (a resumed run keeps the schedule) */
@@ -540,7 +474,7 @@ int main(int argc, char **argv)
     for (int64_t epoch = adaptdl_remaining_epochs_until((int64_t)o.epochs); epoch >= 0;
          epoch = adaptdl_next_epoch()) {
         if (adaptdl_loop_begin(train) < 0)
-            die(1, "training loop: %s", adaptdl_last_error());
+            trainer_die(1, "training loop: %s", adaptdl_last_error());
         long count;
         while ((count = adaptdl_loop_next_records(train, buffer, capacity)) > 0) {
             /* between batches, as AdaptDL checkpoints: the batch just handed
@@ -554,8 +488,8 @@ int main(int argc, char **argv)
             if (o.max_batch > 0 && global != last_global && mpi_rank == 0) {
                 printf("batch global %" PRIu64 " local %" PRIu64 " gain %.4g records %" PRIu64
                        " seconds %.3f unix %.3f\n", global, adaptdl_loop_local_batch_size(train),
-                       gain, model.records, clock_seconds(CLOCK_MONOTONIC) - process_start,
-                       clock_seconds(CLOCK_REALTIME));
+                       gain, model.records, trainer_clock_seconds(CLOCK_MONOTONIC) - process_start,
+                       trainer_clock_seconds(CLOCK_REALTIME));
                 fflush(stdout);
             }
             last_global = global;
@@ -582,7 +516,7 @@ int main(int argc, char **argv)
             break;
         }
         if (count < 0)
-            die(1, "training loop: %s", adaptdl_last_error());
+            trainer_die(1, "training loop: %s", adaptdl_last_error());
         if (!o.no_eval)
             evaluate(&model, eval, sums, buffer, capacity, record_size, epoch);
         if (ids_fd >= 0)
