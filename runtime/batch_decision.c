@@ -72,6 +72,7 @@ int batch_decide(const struct batch_decision_inputs *inputs, struct batch_decisi
         return -1;
     }
     decision->valid = true;
+    decision->model_choice = decision->choice;
     decision->goodput_current = decision->choice.goodput_current;
     decision->speedup = decision->choice.goodput / decision->goodput_current;
     decision->restart_cost = inputs->record->restart_cost_seconds > 0

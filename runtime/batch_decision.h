@@ -75,7 +75,8 @@ struct batch_decision {
     bool valid;                  /* a model could be fit */
     bool restart;                /* speedup and payback both hold */
     struct perf_params perf;
-    struct goodput_choice choice;
+    struct goodput_choice choice;        /* what the job does next */
+    struct goodput_choice model_choice;  /* the model's best (rule 4 may explore instead) */
     double goodput_current;
     double speedup;              /* goodput_chosen / goodput_current */
     double speedup_pessimistic;  /* rule 2 (rule 4: the bound that explores) */

@@ -201,6 +201,8 @@ void shim_events_decision(const struct batch_decision_inputs *inputs,
     json_line_add_uint(&line, "max_global_bsz", inputs->max_global_bsz);
     json_line_add_uint(&line, "chosen_global_bsz", decision->choice.global_bsz);
     json_line_add_uint(&line, "chosen_local_bsz", decision->choice.local_bsz);
+    json_line_add_uint(&line, "best_global_bsz", decision->model_choice.global_bsz);
+    json_line_add_uint(&line, "best_local_bsz", decision->model_choice.local_bsz);
     json_line_add_double(&line, "goodput_current", decision->goodput_current);
     json_line_add_double(&line, "goodput_chosen", decision->choice.goodput);
     json_line_add_double(&line, "speedup", decision->speedup);

@@ -229,6 +229,7 @@ Test(batch_decision, one_profiled_size_explores_twice_the_batch)
     cr_expect_eq(decision.choice.global_bsz, 32);
     cr_expect_gt(decision.speedup_pessimistic, 1.05 * 1.05, "the bound that explores");
     cr_expect_lt(decision.speedup, 1.05, "the prior alone would keep the batch");
+    cr_expect_lt(decision.model_choice.local_bsz, 16, "the model's own choice stays logged");
     cr_expect_leq(decision.payback_time, 600);
 }
 
@@ -286,4 +287,5 @@ Test(batch_decision, two_profiled_sizes_leave_the_choice_to_the_model)
     cr_expect_neq(decision.reason, BATCH_DECISION_EXPLORE);
     cr_expect(!decision.restart, "%s", batch_decision_reason_text(decision.reason));
     cr_expect_eq(decision.choice.local_bsz, 8);
+    cr_expect_eq(decision.model_choice.local_bsz, decision.choice.local_bsz);
 }
