@@ -96,7 +96,7 @@ static void *shim_view_mmap(struct fd_slot *slot, void *address, size_t length, 
     view_mapping_plan_for_file(file, &request, shim_page_size(), &plan);
     switch (plan.kind) {
     case VIEW_MAPPING_PHYSICAL:
-        result = REAL(mmap64)(address, length, protection, flags, fd, offset);
+        result = REAL(mmap)(address, length, protection, flags, fd, offset);
         if (result != MAP_FAILED)
             view_mapping_note_mapped(file);
         log_trace("mmap fd %d: transparent view of %s, the file itself", fd, file->path);
@@ -124,14 +124,11 @@ SHIM_EXPORT void *mmap(void *address, size_t length, int protection, int flags, 
     return shim_view_mmap(slot, address, length, protection, flags, fd, offset);
 }
 
+/* On x86-64 off_t is off64_t and glibc's mmap64 is mmap under a second
+ * name; so is ours, which keeps the two from drifting apart. */
 SHIM_EXPORT void *mmap64(void *address, size_t length, int protection, int flags, int fd,
-                         off64_t offset)
-{
-    struct fd_slot *slot = shim_view_slot_acquire(fd);
-    if (SHIM_LIKELY(slot == NULL))
-        return REAL(mmap64)(address, length, protection, flags, fd, offset);
-    return shim_view_mmap(slot, address, length, protection, flags, fd, offset);
-}
+                         off64_t offset) __attribute__((alias("mmap")));
+_Static_assert(sizeof(off_t) == sizeof(off64_t), "mmap64 is an alias of mmap only for a 64-bit off_t");
 
 SHIM_EXPORT int munmap(void *address, size_t length)
 {

@@ -85,7 +85,6 @@ struct statx;
     X(__fxstatat, optional, int, (int, int, const char *, struct stat *, int), -1)                \
     X(__fxstatat64, optional, int, (int, int, const char *, struct stat64 *, int), -1)            \
     X(mmap, required, void *, (void *, size_t, int, int, int, off_t), MAP_FAILED)                 \
-    X(mmap64, optional, void *, (void *, size_t, int, int, int, off64_t), MAP_FAILED)             \
     X(munmap, required, int, (void *, size_t), -1)                                                \
     X(mremap, optional, void *, (void *, size_t, size_t, int, ...), MAP_FAILED)                   \
     X(fsync, required, int, (int), -1)                                                            \
