@@ -184,7 +184,7 @@ pid_t harness_start(char *const argv[], char *const environment[], bool preload,
     return pid;
 }
 
-static double harness_now(void)
+double harness_monotonic_seconds(void)
 {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
@@ -193,13 +193,13 @@ static double harness_now(void)
 
 int harness_wait(pid_t pid, double timeout_seconds)
 {
-    double deadline = harness_now() + timeout_seconds;
+    double deadline = harness_monotonic_seconds() + timeout_seconds;
     int status = 0;
     for (;;) {
         pid_t done = waitpid(pid, &status, WNOHANG);
         if (done == pid)
             break;
-        if (harness_now() > deadline) {
+        if (harness_monotonic_seconds() > deadline) {
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
             break;
@@ -386,6 +386,18 @@ void id_log_free(struct id_log *log)
 {
     free(log->events);
     memset(log, 0, sizeof *log);
+}
+
+uint64_t harness_last_logged_step(const char *log_path)
+{
+    struct id_log log;
+    harness_read_id_log(log_path, &log);
+    uint64_t last = 0;
+    for (size_t i = 0; i < log.count; i++)
+        if (log.events[i].kind == ID_EVENT_STEP)
+            last = log.events[i].value;
+    id_log_free(&log);
+    return last;
 }
 
 void id_log_count_committed(const struct id_log *log, uint64_t last_step, unsigned *counts,

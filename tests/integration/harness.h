@@ -100,6 +100,21 @@ char *harness_read_output(const char *path);
 uint64_t harness_fnv1a(const void *data, size_t size);
 /* How many times needle occurs in text, without overlaps. */
 size_t harness_count_occurrences(const char *text, const char *needle);
+/* Seconds on the monotonic clock, for deadlines. */
+double harness_monotonic_seconds(void);
+/* The last "step S" a trainer logged in its id log (0 when none). */
+uint64_t harness_last_logged_step(const char *log_path);
+
+/* A job's files between runs (harness_state.c). */
+
+/* Copies `from` to `to` (false, `to` untouched, when `from` does not
+ * exist), as a launcher hands rank 0's checkpoint to another replica. */
+bool harness_copy_file(const char *from, const char *to);
+struct adaptdl_snapshot;
+/* Rewrites every snapshot of a state directory through `edit`, sealed with
+ * a valid checksum again (a hand edit, an old or a hostile file); returns
+ * how many there were. */
+size_t harness_edit_snapshots(const char *state, void (*edit)(struct adaptdl_snapshot *snapshot));
 
 /* Loader-style trainers (harness_records.c).  Their stdout is a record
  * stream: "epoch E record ID" per consumed record, "checkpoint step S" just

@@ -121,18 +121,11 @@ size_t harness_count_lines_containing(const char *path, const char *needle)
     return count;
 }
 
-static double monotonic_seconds(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
-}
-
 bool harness_wait_for_lines(const char *path, const char *needle, size_t lines, pid_t pid,
                             double timeout_seconds)
 {
-    double deadline = monotonic_seconds() + timeout_seconds;
-    while (monotonic_seconds() < deadline) {
+    double deadline = harness_monotonic_seconds() + timeout_seconds;
+    while (harness_monotonic_seconds() < deadline) {
         if (harness_count_lines_containing(path, needle) >= lines)
             return true;
         siginfo_t information = {0};

@@ -769,34 +769,6 @@ Test(bad_input, leftovers_of_killed_snapshot_writes_are_removed, .timeout = 120)
     free(young_path);
 }
 
-/* Rewrites every snapshot of the state directory through `edit`, sealed
- * with a valid checksum again (a hand edit, or a hostile file). */
-static size_t edit_snapshots(const char *state, void (*edit)(struct adaptdl_snapshot *snapshot))
-{
-    DIR *listing = opendir(state);
-    cr_assert_not_null(listing);
-    size_t edited = 0;
-    struct dirent *entry;
-    while ((entry = readdir(listing)) != NULL) {
-        if (strncmp(entry->d_name, "snapshot-", 9) != 0)
-            continue;
-        void *data;
-        size_t size;
-        char error[512];
-        cr_assert_eq(state_file_read(state, entry->d_name, &data, &size, error, sizeof error), 0,
-                     "%s", error);
-        struct adaptdl_snapshot snapshot;
-        cr_assert_eq(snapshot_decode(data, size, &snapshot, error, sizeof error), 0, "%s", error);
-        free(data);
-        edit(&snapshot);
-        cr_assert_eq(snapshot_save(state, &snapshot, error, sizeof error), 0, "%s", error);
-        snapshot_free(&snapshot);
-        edited++;
-    }
-    closedir(listing);
-    return edited;
-}
-
 static void past_its_pass(struct adaptdl_snapshot *snapshot)
 {
     for (size_t i = 0; i < snapshot->file_count; i++)
@@ -813,7 +785,7 @@ Test(bad_input, sealed_snapshot_with_an_index_past_its_pass_is_refused_and_data_
     train_with(&t, "1", false, NULL, NULL, false, &result);
     cr_assert_eq(result.status, 0, "%s", result.err);
     run_result_free(&result);
-    cr_assert_gt(edit_snapshots(t.state, past_its_pass), 0);
+    cr_assert_gt(harness_edit_snapshots(t.state, past_its_pass), 0);
     train_with(&t, "2", true, NULL, NULL, false, &result);
     cr_expect_eq(result.status, 0, "%s", result.err);
     cr_expect(strstr(result.out, "epoch 0 records 200") && strstr(result.out, "epoch 1 records 200"),
@@ -850,7 +822,7 @@ Test(bad_input, sealed_snapshot_with_an_endless_pass_on_a_lines_file_is_refused,
     run_program(&result, "trainers/bigram_text", first, environment, true);
     cr_assert_eq(result.status, 0, "%s", result.err);
     run_result_free(&result);
-    cr_assert_gt(edit_snapshots(state, endless_pass), 0);
+    cr_assert_gt(harness_edit_snapshots(state, endless_pass), 0);
     char *again[] = {"--data", data, "--epochs", "2", "--checkpoint", checkpoint,
                      "--checkpoint-every", "30", "--resume", NULL};
     run_program(&result, "trainers/bigram_text", again, environment, true);

@@ -57,29 +57,6 @@ static uint64_t chaos_seed(uint64_t fixed)
     return text && *text ? strtoull(text, NULL, 10) : fixed;
 }
 
-static void chaos_copy_file(const char *from, const char *to)
-{
-    size_t size;
-    char *data = harness_read_file(from, &size);
-    if (data == NULL)
-        return;
-    cr_assert_eq(harness_write_file(to, data, size), 0);
-    free(data);
-}
-
-/* The last "step S" a trainer logged (0 when none). */
-static uint64_t chaos_last_step(const char *log_path)
-{
-    struct id_log log;
-    harness_read_id_log(log_path, &log);
-    uint64_t last = 0;
-    for (size_t i = 0; i < log.count; i++)
-        if (log.events[i].kind == ID_EVENT_STEP)
-            last = log.events[i].value;
-    id_log_free(&log);
-    return last;
-}
-
 struct chaos_process {
     pid_t pid;
     char *out_path, *err_path, *log_path;
@@ -155,14 +132,14 @@ static void chaos_wait_dead(pid_t pid)
  * they are killed once they pass it, or once they end by themselves. */
 static void chaos_kill_others(struct chaos_process *processes, unsigned replicas)
 {
-    uint64_t reached = chaos_last_step(processes[0].log_path);
+    uint64_t reached = harness_last_logged_step(processes[0].log_path);
     for (unsigned rank = 1; rank < replicas; rank++) {
         for (int attempt = 0; attempt < 40000; attempt++) {
             siginfo_t information;
             memset(&information, 0, sizeof information);
             waitid(P_PID, (id_t)processes[rank].pid, &information,
                    WEXITED | WNOHANG | WNOWAIT);
-            if (chaos_last_step(processes[rank].log_path) >= reached ||
+            if (harness_last_logged_step(processes[rank].log_path) >= reached ||
                 information.si_pid != 0)
                 break;
             usleep(500);
@@ -187,7 +164,7 @@ static unsigned chaos_run_plan(const struct dataset_job *job, const struct chaos
             snprintf(name, sizeof name, "ck%u", rank);
             char *checkpoint = harness_path_in(job->directory, name);
             unlink(checkpoint);
-            chaos_copy_file(checkpoint0, checkpoint);
+            harness_copy_file(checkpoint0, checkpoint);
             free(checkpoint);
         }
         free(checkpoint0);

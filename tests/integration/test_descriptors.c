@@ -473,13 +473,6 @@ Test(descriptors, directory_named_by_the_glob_is_left_alone)
     free(reader);
 }
 
-static double now_seconds(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
-}
-
 /* Writes payload into the FIFO as soon as a reader has it open, then closes
  * it at once (as `echo ... > fifo` does).  Returns the writer's pid. */
 static pid_t start_fifo_writer(const char *fifo, const char *payload)
@@ -490,10 +483,10 @@ static pid_t start_fifo_writer(const char *fifo, const char *payload)
     if (pid != 0)
         return pid;
     signal(SIGPIPE, SIG_IGN);
-    double deadline = now_seconds() + 10;
+    double deadline = harness_monotonic_seconds() + 10;
     int fd;
     while ((fd = open(fifo, O_WRONLY | O_NONBLOCK)) < 0) {
-        if (errno != ENXIO || now_seconds() > deadline)
+        if (errno != ENXIO || harness_monotonic_seconds() > deadline)
             _exit(3);
         usleep(1000);
     }

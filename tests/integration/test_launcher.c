@@ -200,19 +200,12 @@ static bool process_running(pid_t pid)
     return state != 0 && state != 'Z' && state != 'X';
 }
 
-static double now_seconds(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
-}
-
 /* Polls until `pid` no longer runs; false after `seconds`. */
 static bool wait_until_gone(pid_t pid, double seconds)
 {
-    double give_up = now_seconds() + seconds;
+    double give_up = harness_monotonic_seconds() + seconds;
     while (process_running(pid)) {
-        if (now_seconds() > give_up)
+        if (harness_monotonic_seconds() > give_up)
             return false;
         usleep(2000);
     }
@@ -276,15 +269,15 @@ Test(launcher, a_second_signal_stops_a_trainer_slow_to_take_the_first, .timeout 
         cr_assert_fail("the probe never started, or never took the first stop");
     }
     kill(trainer, SIGSTOP);
-    double give_up = now_seconds() + 60;
-    while (process_state(trainer) != 'T' && now_seconds() < give_up)
+    double give_up = harness_monotonic_seconds() + 60;
+    while (process_state(trainer) != 'T' && harness_monotonic_seconds() < give_up)
         usleep(1000);
     kill(pid, SIGTERM);
     /* the first SIGINT is pending, and the wrapper is blocked (in `wait`, or
      * waiting for the trainer to take it): whatever it sends back to back
      * has been sent */
     while (!(signal_pending(trainer, SIGINT) && process_state(pid) == 'S') &&
-           now_seconds() < give_up)
+           harness_monotonic_seconds() < give_up)
         usleep(1000);
     kill(trainer, SIGCONT);
     int status = harness_wait(pid, 60);

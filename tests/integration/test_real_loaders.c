@@ -414,17 +414,6 @@ static void wait_for_checkpoint(const struct trainer_process *process, uint64_t 
     }
 }
 
-static void copy_file(const char *from, const char *to)
-{
-    size_t size;
-    char *data = harness_read_file(from, &size);
-    unlink(to);
-    if (data == NULL)
-        return;
-    cr_assert_eq(harness_write_file(to, data, size), 0);
-    free(data);
-}
-
 #define MAX_RUNS 6
 
 struct run_outputs {
@@ -457,7 +446,9 @@ static void run_kill_sequence(const struct loader_job *job, const unsigned *plan
             snprintf(checkpoint, sizeof checkpoint, "ckpt-rank%u", rank);
             if (rank > 0) {
                 char *own = harness_path_in(job->directory, checkpoint);
-                copy_file(checkpoint0, own);
+                /* every replica starts from rank 0's checkpoint, or none */
+                if (!harness_copy_file(checkpoint0, own))
+                    unlink(own);
                 free(own);
             }
             snprintf(slower, sizeof slower, "%ld", 2 * strtol(trainer->sleep_us, NULL, 10));

@@ -94,29 +94,6 @@ static void start_trainer(struct trainer_process *process, const struct resume_s
     free(final_path);
 }
 
-static void copy_file(const char *from, const char *to)
-{
-    size_t size;
-    char *data = harness_read_file(from, &size);
-    if (data == NULL)
-        return;
-    cr_assert_eq(harness_write_file(to, data, size), 0);
-    free(data);
-}
-
-/* The last "step S" a trainer logged (0 when none). */
-static uint64_t last_logged_step(const char *log_path)
-{
-    struct id_log log;
-    harness_read_id_log(log_path, &log);
-    uint64_t last = 0;
-    for (size_t i = 0; i < log.count; i++)
-        if (log.events[i].kind == ID_EVENT_STEP)
-            last = log.events[i].value;
-    id_log_free(&log);
-    return last;
-}
-
 struct run_record {
     unsigned replicas;
     char *logs[8];
@@ -140,7 +117,7 @@ static void run_kill_sequence(const struct resume_setup *setup, const char *trai
             snprintf(name, sizeof name, "ck%u", rank);
             char *checkpoint = harness_path_in(setup->files.directory, name);
             unlink(checkpoint);
-            copy_file(checkpoint0, checkpoint);
+            harness_copy_file(checkpoint0, checkpoint);
             free(checkpoint);
         }
         free(checkpoint0);
@@ -161,13 +138,13 @@ static void run_kill_sequence(const struct resume_setup *setup, const char *trai
             siginfo_t information;
             /* WNOWAIT: wait for its death without reaping it (harness_wait does) */
             waitid(P_PID, (id_t)processes[0].pid, &information, WEXITED | WNOWAIT);
-            uint64_t reached = last_logged_step(processes[0].log_path);
+            uint64_t reached = harness_last_logged_step(processes[0].log_path);
             for (unsigned rank = 1; rank < replicas; rank++) {
                 for (int attempt = 0; attempt < 20000; attempt++) {
                     memset(&information, 0, sizeof information);
                     waitid(P_PID, (id_t)processes[rank].pid, &information,
                            WEXITED | WNOHANG | WNOWAIT);
-                    if (last_logged_step(processes[rank].log_path) >= reached ||
+                    if (harness_last_logged_step(processes[rank].log_path) >= reached ||
                         information.si_pid != 0)
                         break;
                     usleep(500);
@@ -592,29 +569,11 @@ Test(resume, replay_within_pass_zero_of_a_count_file_does_not_warn, .timeout = 1
 
 /* ---- pruning and copies of a checkpoint (SPEC §5) ------------------------ */
 
-/* Makes every snapshot of the state directory older than the pruning grace
- * period (rewritten, sealed again), as in a job that has run for a while. */
-static void age_snapshots(const char *state)
+/* Makes a snapshot older than the pruning grace period, as in a job that
+ * has run for a while. */
+static void make_an_hour_older(struct adaptdl_snapshot *snapshot)
 {
-    DIR *listing = opendir(state);
-    cr_assert_not_null(listing, "no state directory %s", state);
-    struct dirent *entry;
-    while ((entry = readdir(listing)) != NULL) {
-        if (strncmp(entry->d_name, "snapshot-", 9) != 0)
-            continue;
-        void *data;
-        size_t size;
-        char error[512];
-        cr_assert_eq(state_file_read(state, entry->d_name, &data, &size, error, sizeof error), 0,
-                     "%s", error);
-        struct adaptdl_snapshot snapshot;
-        cr_assert_eq(snapshot_decode(data, size, &snapshot, error, sizeof error), 0, "%s", error);
-        free(data);
-        snapshot.created_unix_time -= 3600;
-        cr_assert_eq(snapshot_save(state, &snapshot, error, sizeof error), 0, "%s", error);
-        snapshot_free(&snapshot);
-    }
-    closedir(listing);
+    snapshot->created_unix_time -= 3600;
 }
 
 /* A copy of a checkpoint (ck0.bak here; the copy a new replica gets is the
@@ -631,7 +590,7 @@ Test(resume, a_copy_of_a_checkpoint_keeps_its_snapshot_through_later_commits, .t
     run_result_free(&first);
     char *checkpoint = harness_path_in(job.directory, "ck0");
     char *backup = harness_path_in(job.directory, "ck0.bak");
-    copy_file(checkpoint, backup);
+    harness_copy_file(checkpoint, backup);
     struct run_result second;
     cr_assert_eq(run_counted_job(&job, "2", true, "5", NULL, &second), 0, "%s", second.err);
     cr_expect_not_null(strstr(second.out, "epoch 1 records 300 step 60"), "%s", second.out);
@@ -640,13 +599,13 @@ Test(resume, a_copy_of_a_checkpoint_keeps_its_snapshot_through_later_commits, .t
      * pruning each time; its replay of the first two epochs rewrites no
      * snapshot of the copy's content (which would make it young again). */
     char *state = harness_path_in(job.directory, "state");
-    age_snapshots(state);
+    cr_assert_gt(harness_edit_snapshots(state, make_an_hour_older), 0);
     struct run_result third;
     cr_assert_eq(run_counted_job(&job, "3", true, "5", NULL, &third), 0, "%s", third.err);
     cr_expect_not_null(strstr(third.out, "epoch 2 records 300 step 90"), "%s", third.out);
     run_result_free(&third);
 
-    copy_file(backup, checkpoint);
+    harness_copy_file(backup, checkpoint);
     struct run_result from_copy;
     cr_assert_eq(run_counted_job(&job, "2", true, "5", NULL, &from_copy), 0, "%s",
                  from_copy.err);

@@ -33,13 +33,6 @@ struct probe {
     pid_t pid;
 };
 
-static double now_seconds(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
-}
-
 /* Starts `prefix... stop_probe options... GO` under the preload. */
 static void probe_start(struct probe *probe, const char *directory, char *const prefix[],
                         char *const options[], char *const environment[])
@@ -106,8 +99,8 @@ static bool signal_pending(pid_t pid, int signal_number)
 
 static void wait_until_taken(struct probe *probe, int signal_number)
 {
-    double give_up = now_seconds() + PATIENCE;
-    while (signal_pending(probe->pid, signal_number) && now_seconds() < give_up)
+    double give_up = harness_monotonic_seconds() + PATIENCE;
+    while (signal_pending(probe->pid, signal_number) && harness_monotonic_seconds() < give_up)
         usleep(1000);
 }
 
@@ -181,10 +174,10 @@ Test(stops, a_stop_without_an_agreement_point_ends_after_stop_seconds, .timeout 
                 (char *[]){job.data_setting, job.state_setting, "ADAPTDL_STOP_SECONDS=1",
                            "ADAPTDL_LOG=info", NULL});
     probe_expect_line(&probe, probe.out, "ready");
-    double signalled = now_seconds();
+    double signalled = harness_monotonic_seconds();
     kill(probe.pid, SIGTERM);
     int status = harness_wait(probe.pid, PATIENCE);
-    double waited = now_seconds() - signalled;
+    double waited = harness_monotonic_seconds() - signalled;
     probe_release(&probe);
     char *err = harness_read_output(probe.err);
     char *out = harness_read_output(probe.out);
