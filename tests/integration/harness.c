@@ -184,6 +184,19 @@ pid_t harness_start(char *const argv[], char *const environment[], bool preload,
     return pid;
 }
 
+char *const harness_mpirun_as_root[] = {"OMPI_ALLOW_RUN_AS_ROOT=1",
+                                        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", NULL};
+
+pid_t harness_start_mpirun(char *const argv[], const char *out)
+{
+    char *err = NULL;
+    if (asprintf(&err, "%s.err", out) < 0)
+        abort();
+    pid_t pid = harness_start(argv, harness_mpirun_as_root, false, out, err);
+    free(err);
+    return pid;
+}
+
 double harness_monotonic_seconds(void)
 {
     struct timespec now;

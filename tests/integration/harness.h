@@ -43,6 +43,12 @@ void harness_remove_temp_dir(const char *directory);
  * timeout seconds (then SIGKILL: status HARNESS_KILLED_BY(SIGKILL)). */
 int harness_run(struct run_result *result, char *const argv[], char *const environment[],
                 bool preload, double timeout_seconds);
+/* Open MPI's consent to run as root (CI runs as root), NULL-terminated: the
+ * environment of a started mpirun. */
+extern char *const harness_mpirun_as_root[];
+/* Starts an mpirun command line (not preloaded itself: it passes the preload
+ * to its ranks with -x) with stdout in `out` and stderr in `out`.err. */
+pid_t harness_start_mpirun(char *const argv[], const char *out);
 /* Starts without waiting; output goes to the given files (may be NULL). */
 pid_t harness_start(char *const argv[], char *const environment[], bool preload,
                     const char *out_path, const char *err_path);

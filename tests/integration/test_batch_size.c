@@ -238,14 +238,8 @@ static pid_t start_adaptive_job(const struct adaptive_job *job, unsigned restart
     }
     argv[used] = NULL;
     char *out = harness_path_in(directory, name);
-    char *err = NULL;
-    if (asprintf(&err, "%s.err", out) < 0)
-        abort();
-    char *environment[] = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
-                           NULL};
-    pid_t pid = harness_start(argv, environment, false, out, err);
+    pid_t pid = harness_start_mpirun(argv, out);
     free(out);
-    free(err);
     return pid;
 }
 

@@ -66,12 +66,7 @@ static pid_t start_job(const char *directory, unsigned ranks, bool preload, unsi
     for (size_t i = 0; program_and_arguments[i] != NULL; i++)
         argv[used++] = program_and_arguments[i];
     argv[used] = NULL;
-    char *err = NULL;
-    if (asprintf(&err, "%s.err", out) < 0)
-        abort();
-    char *environment[] = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", NULL};
-    pid_t pid = harness_start(argv, environment, false, out, err);
-    free(err);
+    pid_t pid = harness_start_mpirun(argv, out);
     free(preload_variable);
     return pid;
 }

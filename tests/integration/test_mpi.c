@@ -72,14 +72,8 @@ static pid_t mpi_job_start(const struct mpi_job *job, unsigned ranks, const char
         argv[used++] = extra[i];
     argv[used] = NULL;
     char *out = harness_path_in(job->files.directory, name);
-    char *err = NULL;
-    if (asprintf(&err, "%s.err", out) < 0)
-        abort();
-    char *environment[] = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
-                           NULL};
-    pid_t pid = harness_start(argv, environment, false, out, err);
+    pid_t pid = harness_start_mpirun(argv, out);
     free(out);
-    free(err);
     return pid;
 }
 
@@ -639,9 +633,7 @@ static void run_requests(struct run_result *result, char *const tool_arguments[]
     for (size_t i = 0; tool_arguments[i] != NULL && used < 31; i++)
         argv[used++] = tool_arguments[i];
     argv[used] = NULL;
-    char *environment[] = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
-                           NULL};
-    harness_run(result, argv, environment, false, 120);
+    harness_run(result, argv, harness_mpirun_as_root, false, 120);
     free(tool);
 }
 
