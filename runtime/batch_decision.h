@@ -95,8 +95,9 @@ const char *batch_decision_reason_text(enum batch_decision_reason reason);
 
 /* The local batch a job that can change it in place (a cooperative loop,
  * AdaptDL's _sync_local_bsz) uses next: the decision's choice when there is
- * no current batch yet or when its speedup exceeds `speedup_threshold`,
- * else the current one; the current one also when no model could be fit. */
+ * no current batch yet, or when the statistics are trusted (rule 1) and its
+ * pessimistic speedup (rule 2) exceeds `speedup_threshold`; else the
+ * current one; the current one also when no model could be fit. */
 uint64_t batch_decision_in_place(const struct batch_decision *decision, uint64_t current_local,
                                  double speedup_threshold);
 

@@ -13,6 +13,7 @@
  * is dropped, and misuse gets a message. */
 #include <criterion/criterion.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -219,4 +220,69 @@ Test(accumulator, nested_synchronizations_and_misuse)
     cr_expect_eq(accumulator.history_count, 1, "one synchronization, the nested one is none");
     cr_expect_eq(accumulator.history[0].values.values[0], 4, "the history keeps a copy");
     accumulator_free(&accumulator);
+}
+
+/* The dictionary underneath: init leaves it empty (and find says so), add
+ * creates a key at 0 and then sums into it, keys stay in insertion order
+ * and are copied, and growing past the first allocation keeps every entry. */
+Test(accumulator, a_fresh_dictionary_is_empty_and_finds_nothing)
+{
+    struct accumulator_dict dict;
+    memset(&dict, 0xa5, sizeof dict);
+    accumulator_dict_init(&dict);
+    cr_expect_eq(dict.count, 0);
+    cr_expect_eq(dict.capacity, 0);
+    cr_expect_null(dict.keys);
+    cr_expect_null(dict.values);
+    cr_expect_eq(accumulator_dict_find(&dict, "a"), -1);
+    cr_expect_eq(accumulator_dict_find(&dict, ""), -1);
+    accumulator_dict_free(&dict);
+}
+
+Test(accumulator, dictionary_add_creates_at_zero_then_sums_in_insertion_order)
+{
+    struct accumulator_dict dict;
+    accumulator_dict_init(&dict);
+    char key[] = "loss";
+    cr_assert_eq(accumulator_dict_add(&dict, key, 2.5), 0);
+    cr_assert_eq(accumulator_dict_add(&dict, "count", -1), 0);
+    key[0] = 'm';   /* the dictionary holds its own copy */
+    cr_assert_eq(accumulator_dict_add(&dict, "loss", 0.25), 0);
+    cr_assert_eq(accumulator_dict_add(&dict, "count", -2), 0);
+    cr_expect_eq(dict.count, 2, "a key added twice is one entry");
+    cr_expect_eq(accumulator_dict_find(&dict, "loss"), 0);
+    cr_expect_eq(accumulator_dict_find(&dict, "count"), 1);
+    cr_expect_eq(accumulator_dict_find(&dict, "moss"), -1);
+    cr_expect_eq(accumulator_dict_find(&dict, "los"), -1, "no prefix match");
+    cr_expect_eq(accumulator_dict_find(&dict, "Loss"), -1, "keys are case-sensitive");
+    cr_expect_str_eq(dict.keys[0], "loss");
+    cr_expect_eq(dict.values[0], 2.75);
+    cr_expect_eq(dict.values[1], -3);
+    accumulator_dict_free(&dict);
+    cr_expect_eq(dict.count, 0, "free leaves an empty dictionary");
+    cr_expect_eq(accumulator_dict_find(&dict, "loss"), -1);
+}
+
+Test(accumulator, dictionary_keeps_every_entry_when_it_grows)
+{
+    struct accumulator_dict dict;
+    accumulator_dict_init(&dict);
+    char key[16];
+    for (int i = 0; i < 100; i++) {
+        snprintf(key, sizeof key, "k%d", i);
+        cr_assert_eq(accumulator_dict_add(&dict, key, i), 0);
+    }
+    cr_assert_eq(dict.count, 100);
+    cr_expect_geq(dict.capacity, 100);
+    for (int i = 0; i < 100; i++) {
+        snprintf(key, sizeof key, "k%d", i);
+        long index = accumulator_dict_find(&dict, key);
+        cr_expect_eq(index, i, "%s", key);
+        if (index >= 0)
+            cr_expect_eq(dict.values[index], i, "%s", key);
+    }
+    cr_assert_eq(accumulator_dict_add(&dict, "k99", 1), 0);
+    cr_expect_eq(dict.count, 100);
+    cr_expect_eq(dict.values[99], 100);
+    accumulator_dict_free(&dict);
 }

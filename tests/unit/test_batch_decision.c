@@ -289,3 +289,66 @@ Test(batch_decision, two_profiled_sizes_leave_the_choice_to_the_model)
     cr_expect_eq(decision.choice.local_bsz, 8);
     cr_expect_eq(decision.model_choice.local_bsz, decision.choice.local_bsz);
 }
+
+/* A cooperative loop changes its batch in place: with no current batch it
+ * takes the choice; otherwise only when the pessimistic speedup (rule 2)
+ * strictly exceeds the threshold and the statistics are trusted (rule 1);
+ * with no model it keeps whatever it has. */
+static struct batch_decision in_place_decision(double speedup, double pessimistic,
+                                               enum batch_decision_reason reason)
+{
+    struct batch_decision decision;
+    memset(&decision, 0, sizeof decision);
+    decision.valid = true;
+    decision.choice.local_bsz = 32;
+    decision.choice.global_bsz = 64;
+    decision.speedup = speedup;
+    decision.speedup_pessimistic = pessimistic;
+    decision.reason = reason;
+    return decision;
+}
+
+Test(batch_decision, in_place_keeps_the_current_batch_without_a_model)
+{
+    struct batch_decision decision = in_place_decision(10, 10, BATCH_DECISION_RESTART);
+    decision.valid = false;
+    cr_expect_eq(batch_decision_in_place(&decision, 8, 1.05), 8);
+    cr_expect_eq(batch_decision_in_place(&decision, 0, 1.05), 0,
+                 "no model and no batch yet: still none");
+}
+
+Test(batch_decision, in_place_takes_the_choice_when_there_is_no_current_batch)
+{
+    struct batch_decision low = in_place_decision(0.5, 0.5, BATCH_DECISION_KEEP);
+    cr_expect_eq(batch_decision_in_place(&low, 0, 1.05), 32);
+    struct batch_decision untrusted = in_place_decision(1, 1, BATCH_DECISION_UNTRUSTED);
+    cr_expect_eq(batch_decision_in_place(&untrusted, 0, 1.05), 32);
+}
+
+Test(batch_decision, in_place_changes_only_above_the_threshold_on_trusted_statistics)
+{
+    struct batch_decision above = in_place_decision(1.2, 1.1, BATCH_DECISION_NO_PAYBACK);
+    cr_expect_eq(batch_decision_in_place(&above, 8, 1.05), 32,
+                 "no restart to pay back in place");
+    struct batch_decision equal = in_place_decision(1.2, 1.05, BATCH_DECISION_BELOW_THRESHOLD);
+    cr_expect_eq(batch_decision_in_place(&equal, 8, 1.05), 8, "must exceed, not equal");
+    struct batch_decision noisy = in_place_decision(1.5, 1.01, BATCH_DECISION_BELOW_THRESHOLD);
+    cr_expect_eq(batch_decision_in_place(&noisy, 8, 1.05), 8,
+                 "the point speedup alone does not change the batch");
+    struct batch_decision untrusted = in_place_decision(2, 2, BATCH_DECISION_UNTRUSTED);
+    cr_expect_eq(batch_decision_in_place(&untrusted, 8, 1.05), 8);
+}
+
+Test(batch_decision, in_place_follows_a_fitted_decision)
+{
+    struct adaptdl_job_record record;
+    job_record_with_profiles(&record);
+    struct batch_decision_inputs inputs = inputs_for(&record, 1.0, 200.0, 8);
+    struct batch_decision trusted = decide(&inputs);
+    cr_assert_neq(trusted.choice.local_bsz, 8);
+    cr_expect_eq(batch_decision_in_place(&trusted, 8, inputs.speedup_threshold),
+                 trusted.choice.local_bsz);
+    inputs.statistics_trusted = false;
+    struct batch_decision untrusted = decide(&inputs);
+    cr_expect_eq(batch_decision_in_place(&untrusted, 8, inputs.speedup_threshold), 8);
+}

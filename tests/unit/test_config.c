@@ -10,9 +10,11 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
+#include "config_text.h"
 
 /* envp from a list of "NAME=value" strings: ENV("A=1", "B=2"). */
 #define ENV(...) ((char *const[]){__VA_ARGS__, NULL})
@@ -1112,4 +1114,223 @@ Test(config, unknown_variables_are_reported_one_line_each_in_order)
                                                &cursor, message, sizeof message));
     cursor = 0;
     cr_expect_not(config_next_unknown_variable(NULL, &cursor, message, sizeof message));
+}
+
+/* ---- the words and numbers underneath (config_text.h) ------------------ */
+
+/* The plain decimal every count of the contract is: digits only, within
+ * [minimum, maximum], checked for overflow; anything else leaves *out alone
+ * and says which of malformed, too small or too large it is. */
+Test(config, a_decimal_takes_digits_within_its_bounds)
+{
+    uint64_t value = 0;
+    cr_expect_eq(config_parse_decimal("0", 0, 10, &value), NUMBER_OK);
+    cr_expect_eq(value, 0);
+    cr_expect_eq(config_parse_decimal("10", 0, 10, &value), NUMBER_OK, "the maximum is in");
+    cr_expect_eq(value, 10);
+    cr_expect_eq(config_parse_decimal("3", 3, 10, &value), NUMBER_OK, "the minimum is in");
+    cr_expect_eq(value, 3);
+    cr_expect_eq(config_parse_decimal("007", 1, 10, &value), NUMBER_OK, "leading zeros");
+    cr_expect_eq(value, 7);
+    cr_expect_eq(config_parse_decimal("18446744073709551615", 0, UINT64_MAX, &value), NUMBER_OK);
+    cr_expect_eq(value, UINT64_MAX);
+}
+
+Test(config, a_decimal_outside_its_bounds_is_too_small_or_too_large)
+{
+    uint64_t value = 42;
+    cr_expect_eq(config_parse_decimal("0", 1, 10, &value), NUMBER_TOO_SMALL);
+    cr_expect_eq(config_parse_decimal("2", 3, 10, &value), NUMBER_TOO_SMALL);
+    cr_expect_eq(config_parse_decimal("11", 0, 10, &value), NUMBER_TOO_LARGE);
+    cr_expect_eq(config_parse_decimal("18446744073709551616", 0, UINT64_MAX, &value),
+                 NUMBER_TOO_LARGE, "2^64 overflows");
+    cr_expect_eq(config_parse_decimal("99999999999999999999", 0, UINT64_MAX, &value),
+                 NUMBER_TOO_LARGE);
+    cr_expect_eq(value, 42, "a failure leaves *out alone");
+}
+
+Test(config, a_decimal_rejects_signs_blanks_hex_and_garbage)
+{
+    static const char *const malformed[] = {"", "-1", "+1", " 1", "1 ", "0x10", "1.0", "1e3",
+                                            "12a", "\t7", "\n", "99999999999999999999x"};
+    uint64_t value = 42;
+    for (size_t i = 0; i < CONFIG_COUNT_OF(malformed); i++)
+        cr_expect_eq(config_parse_decimal(malformed[i], 0, UINT64_MAX, &value),
+                     NUMBER_MALFORMED, "\"%s\"", malformed[i]);
+    cr_expect_eq(value, 42);
+}
+
+Test(config, a_decimal_span_stops_at_its_length)
+{
+    uint64_t value = 0;
+    const char *field = "12,u32,4";
+    cr_expect_eq(config_parse_decimal_span(field, 2, 0, 100, &value), NUMBER_OK);
+    cr_expect_eq(value, 12, "the bytes after the span are not read");
+    cr_expect_eq(config_parse_decimal_span(field, 3, 0, 100, &value), NUMBER_MALFORMED,
+                 "the comma inside the span is garbage");
+    cr_expect_eq(config_parse_decimal_span(field, 0, 0, 100, &value), NUMBER_MALFORMED,
+                 "an empty span is no number");
+    cr_expect_eq(config_parse_decimal_span("1234", 1, 0, 100, &value), NUMBER_OK);
+    cr_expect_eq(value, 1);
+    cr_expect_eq(config_parse_decimal_span("1234", 4, 0, 100, &value), NUMBER_TOO_LARGE);
+}
+
+Test(config, a_number_problem_reads_after_the_value)
+{
+    cr_expect_null(config_describe_number_problem(NUMBER_OK, 1));
+    cr_expect_str_eq(config_describe_number_problem(NUMBER_TOO_LARGE, 0), "is too large");
+    cr_expect_str_eq(config_describe_number_problem(NUMBER_TOO_LARGE, 1), "is too large");
+    cr_expect_str_eq(config_describe_number_problem(NUMBER_TOO_SMALL, 1),
+                     "is not a positive integer");
+    cr_expect_str_eq(config_describe_number_problem(NUMBER_MALFORMED, 1),
+                     "is not a positive integer");
+    cr_expect_str_eq(config_describe_number_problem(NUMBER_MALFORMED, 0),
+                     "is not an unsigned integer");
+}
+
+/* A real number must be the whole text and finite: strtod alone would take
+ * leading blanks, "inf", "nan" and the prefix of "30s". */
+Test(config, a_finite_number_is_the_whole_text)
+{
+    double value = 0;
+    cr_expect(config_parse_finite_number("1.5", &value));
+    cr_expect_eq(value, 1.5);
+    cr_expect(config_parse_finite_number("-2e3", &value));
+    cr_expect_eq(value, -2000);
+    cr_expect(config_parse_finite_number("0", &value));
+    cr_expect_eq(value, 0);
+    cr_expect(config_parse_finite_number(".25", &value));
+    cr_expect_eq(value, 0.25);
+    value = 42;
+    static const char *const rejected[] = {"", " 1", "\t1", "\n1", "1 ", "30s", "inf", "-inf",
+                                           "nan", "1e400", "abc", "1,5"};
+    for (size_t i = 0; i < CONFIG_COUNT_OF(rejected); i++)
+        cr_expect_not(config_parse_finite_number(rejected[i], &value), "\"%s\"", rejected[i]);
+    cr_expect_eq(value, 42, "a rejected text leaves *out alone");
+}
+
+/* Word tables: an exact, case-sensitive lookup, and the list of accepted
+ * words a message ends with. */
+static const struct word_choice colours[] = {{"red", 1}, {"green", 2}, {"blue", 3}};
+
+Test(config, a_word_choice_is_found_by_its_exact_word)
+{
+    int value = -1;
+    cr_expect(config_find_word_choice(colours, CONFIG_COUNT_OF(colours), "red", &value));
+    cr_expect_eq(value, 1);
+    cr_expect(config_find_word_choice(colours, CONFIG_COUNT_OF(colours), "blue", &value));
+    cr_expect_eq(value, 3);
+    value = -1;
+    cr_expect_not(config_find_word_choice(colours, CONFIG_COUNT_OF(colours), "Red", &value));
+    cr_expect_not(config_find_word_choice(colours, CONFIG_COUNT_OF(colours), "re", &value));
+    cr_expect_not(config_find_word_choice(colours, CONFIG_COUNT_OF(colours), "reds", &value));
+    cr_expect_not(config_find_word_choice(colours, CONFIG_COUNT_OF(colours), "", &value));
+    cr_expect_not(config_find_word_choice(colours, 2, "blue", &value), "only count entries");
+    cr_expect_not(config_find_word_choice(colours, 0, "red", &value));
+    cr_expect_eq(value, -1, "a miss leaves *value alone");
+}
+
+Test(config, word_choices_join_into_an_accepted_list)
+{
+    char out[64];
+    memset(out, 'x', sizeof out);
+    cr_expect_eq(config_join_word_choices(out, sizeof out, colours, CONFIG_COUNT_OF(colours)),
+                 out);
+    cr_expect_str_eq(out, "red, green, blue");
+    cr_expect_str_eq(config_join_word_choices(out, sizeof out, colours, 1), "red");
+    cr_expect_str_eq(config_join_word_choices(out, sizeof out, colours, 0), "",
+                     "nothing left over from before");
+    char small[8];
+    cr_expect_str_eq(config_join_word_choices(small, sizeof small, colours, 3), "red, gr",
+                     "cut at the buffer");
+}
+
+Test(config, a_list_item_follows_a_comma_unless_the_list_is_empty)
+{
+    char list[16] = "";
+    config_append_to_list(list, sizeof list, "a");
+    cr_expect_str_eq(list, "a");
+    config_append_to_list(list, sizeof list, "bc");
+    cr_expect_str_eq(list, "a, bc");
+    config_append_to_list(list, sizeof list, "defghijkl");
+    cr_expect_str_eq(list, "a, bc, defghijk", "cut to the 15 bytes that fit");
+    config_append_to_list(list, sizeof list, "m");
+    cr_expect_str_eq(list, "a, bc, defghijk", "a full list stays as it is");
+    char one[1] = "";
+    config_append_to_list(one, sizeof one, "z");
+    cr_expect_str_eq(one, "");
+}
+
+/* A value quoted into a message stays on one line and cannot end the
+ * quotes: control bytes become \xNN and a double quote \" ; a value too long
+ * for the buffer ends in "...", with room always left for the NUL. */
+Test(config, a_quoted_value_escapes_control_bytes_and_quotes)
+{
+    char out[QUOTED_SIZE];
+    cr_expect_eq(config_quote_for_message(out, sizeof out, "plain", 5), out);
+    cr_expect_str_eq(out, "plain");
+    cr_expect_str_eq(config_quote_for_message(out, sizeof out, "a\nb\tc\x7f", 6),
+                     "a\\x0ab\\x09c\\x7f");
+    cr_expect_str_eq(config_quote_for_message(out, sizeof out, "say \"hi\"", 8),
+                     "say \\\"hi\\\"");
+    cr_expect_str_eq(config_quote_for_message(out, sizeof out, "", 0), "");
+    cr_expect_str_eq(config_quote_for_message(out, sizeof out, "abcdef", 3), "abc",
+                     "only length bytes are read");
+    cr_expect_str_eq(config_quote_for_message(out, sizeof out, "a\0b", 3), "a\\x00b");
+    cr_expect_str_eq(config_quote_for_message(out, sizeof out, "caf\xc3\xa9", 5), "caf\xc3\xa9",
+                     "bytes above 0x7f are kept");
+}
+
+Test(config, a_quoted_value_too_long_for_the_buffer_ends_in_dots)
+{
+    char out[16];
+    /* 16 bytes hold 9 plain bytes uncut: an escape and "..." stay reserved */
+    cr_expect_str_eq(config_quote_for_message(out, sizeof out, "123456789", 9), "123456789");
+    cr_expect_str_eq(config_quote_for_message(out, sizeof out, "1234567890", 10),
+                     "123456789...");
+    char newlines[64];
+    memset(newlines, '\n', sizeof newlines);
+    config_quote_for_message(out, sizeof out, newlines, sizeof newlines);
+    cr_expect_lt(strlen(out), sizeof out);
+    cr_expect_str_eq(out, "\\x0a\\x0a\\x0a...", "escapes are never split");
+
+    char guarded[QUOTED_SIZE + 8];
+    memset(guarded, '#', sizeof guarded);
+    char value[1000];
+    memset(value, '"', sizeof value);
+    config_quote_for_message(guarded, QUOTED_SIZE, value, sizeof value);
+    size_t length = strlen(guarded);
+    cr_expect_lt(length, QUOTED_SIZE);
+    cr_expect_str_eq(guarded + length - 3, "...");
+    for (size_t i = QUOTED_SIZE; i < sizeof guarded; i++)
+        cr_expect_eq(guarded[i], '#', "byte %zu past the buffer was written", i);
+}
+
+/* What config_parse_data returned goes back whole: every glob and the
+ * array; a NULL array (what a failed parse leaves) is fine.  ASan reports
+ * anything left or freed twice. */
+Test(config, data_entries_are_freed_with_their_globs)
+{
+    struct data_entry *entries = NULL;
+    size_t count = 0;
+    cr_assert_eq(config_parse_data("a*:record=4;b\\:c:lines;d:record=1:role=eval", &entries,
+                                   &count, error, sizeof error),
+                 0, "%s", error);
+    cr_assert_eq(count, 3);
+    cr_expect_str_eq(entries[1].glob, "b:c");
+    config_free_data_entries(entries, count);
+
+    config_free_data_entries(NULL, 0);
+    config_free_data_entries(NULL, 3);
+    /* a partly parsed array: the entries not reached have no glob yet */
+    struct data_entry *partial = calloc(3, sizeof *partial);
+    cr_assert_not_null(partial);
+    partial[0].glob = strdup("x");
+    config_free_data_entries(partial, 3);
+
+    cr_expect_eq(config_parse_data("a:record=1;b:record=x", &entries, &count, error,
+                                   sizeof error),
+                 -1);
+    cr_expect_null(entries);
+    config_free_data_entries(entries, count);
 }

@@ -7,10 +7,13 @@
  * a snapshot of a trainer that never used the API restores nothing. */
 #include <criterion/criterion.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cooperative_state.h"
+#include "replica_collective.h"
+#include "thread_replicas.h"
 
 struct process {
     struct cooperative_state state;
@@ -198,5 +201,180 @@ Test(cooperative_state, a_snapshot_of_a_transparent_trainer_restores_nothing)
     cr_assert_eq(cooperative_state_restore(&state, &snapshot, error, sizeof error), 0);
     cr_expect_eq(state.epochs.finished, 2, "unchanged");
     snapshot_free(&snapshot);
+    cooperative_state_free(&state);
+}
+
+/* Destroying a loop or an accumulator stops tracking it: the next snapshot
+ * holds only the objects still alive, in creation order; removing an object
+ * that is not tracked (or twice) changes nothing. */
+Test(cooperative_state, a_removed_loop_is_no_longer_captured)
+{
+    struct cooperative_state state;
+    cooperative_state_init(&state);
+    char error[256];
+    struct data_loop loops[3];
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(data_loop_create(&state.loops, &loops[i], -1, 40, 8, false, 2, error,
+                                      sizeof error), 0, "%s", error);
+        cr_assert_eq(cooperative_state_add_loop(&state, &loops[i], error, sizeof error), 0,
+                     "%s", error);
+    }
+    cr_assert_eq(state.loop_count, 3);
+    cooperative_state_remove_loop(&state, &loops[1]);
+    cr_expect_eq(state.loop_count, 2);
+    cr_expect_eq(state.loop_list[0], &loops[0]);
+    cr_expect_eq(state.loop_list[1], &loops[2], "the others keep their order");
+    cooperative_state_remove_loop(&state, &loops[1]);
+    struct data_loop stranger;
+    memset(&stranger, 0, sizeof stranger);
+    cooperative_state_remove_loop(&state, &stranger);
+    cr_expect_eq(state.loop_count, 2, "removing what is not tracked changes nothing");
+
+    struct adaptdl_snapshot snapshot = {0};
+    cr_assert_eq(cooperative_state_capture(&state, &snapshot, error, sizeof error), 0, "%s",
+                 error);
+    cr_assert_eq(snapshot.loop_count, 2);
+    cr_expect_str_eq(snapshot.loops[0].name, loops[0].name);
+    cr_expect_str_eq(snapshot.loops[1].name, loops[2].name);
+    snapshot_free(&snapshot);
+
+    cooperative_state_remove_loop(&state, &loops[0]);
+    cooperative_state_remove_loop(&state, &loops[2]);
+    cr_expect_eq(state.loop_count, 0);
+    for (int i = 0; i < 3; i++)
+        data_loop_free(&loops[i]);
+    cooperative_state_free(&state);
+}
+
+Test(cooperative_state, a_removed_accumulator_is_no_longer_captured_or_synchronized)
+{
+    struct cooperative_state state;
+    cooperative_state_init(&state);
+    char error[256];
+    struct accumulator kept, removed;
+    accumulator_init(&kept, -1, 0);
+    accumulator_init(&removed, -1, 1);
+    cr_assert_eq(cooperative_state_add_accumulator(&state, &kept, error, sizeof error), 0);
+    cr_assert_eq(cooperative_state_add_accumulator(&state, &removed, error, sizeof error), 0);
+    cooperative_state_remove_accumulator(&state, &removed);
+    cr_expect_eq(state.accumulator_count, 1);
+    cr_expect_eq(state.accumulator_list[0], &kept);
+    cooperative_state_remove_accumulator(&state, &removed);
+    cr_expect_eq(state.accumulator_count, 1, "removing twice changes nothing");
+
+    accumulator_add(&kept, "n", 1, error, sizeof error);
+    accumulator_add(&removed, "n", 1, error, sizeof error);
+    cr_assert_eq(cooperative_state_synchronize(&state, error, sizeof error), 0, "%s", error);
+    cr_expect_eq(kept.results.count, 1);
+    cr_expect_eq(removed.results.count, 0, "a removed accumulator is not summed");
+    cr_expect_eq(removed.updates.count, 1);
+
+    struct adaptdl_snapshot snapshot = {0};
+    cr_assert_eq(cooperative_state_capture(&state, &snapshot, error, sizeof error), 0, "%s",
+                 error);
+    cr_assert_eq(snapshot.accumulator_count, 1);
+    cr_expect_str_eq(snapshot.accumulators[0].name, "adaptdl-accumulator-epochNone-0");
+    snapshot_free(&snapshot);
+    accumulator_free(&kept);
+    accumulator_free(&removed);
+    cooperative_state_free(&state);
+}
+
+/* Before a checkpoint every replica sums every accumulator's pending
+ * updates into its results (AdaptDL's State.sync), so the snapshot carries
+ * them; a failing collective is reported and leaves the updates pending. */
+struct synchronize_run {
+    double loss[3], count[3], other[3];
+    size_t pending[3];
+    int status[3];
+};
+
+static void synchronize_body(unsigned rank, unsigned replicas, void *argument)
+{
+    struct synchronize_run *run = argument;
+    struct cooperative_state state;
+    cooperative_state_init(&state);
+    char error[256];
+    struct accumulator first, second;
+    accumulator_init(&first, -1, 0);
+    accumulator_init(&second, -1, 1);
+    cooperative_state_add_accumulator(&state, &first, error, sizeof error);
+    cooperative_state_add_accumulator(&state, &second, error, sizeof error);
+    accumulator_add(&first, "loss", 0.5 * (rank + 1), error, sizeof error);
+    accumulator_add(&first, "count", 1, error, sizeof error);
+    accumulator_add(&second, "other", 10, error, sizeof error);
+    run->status[rank] = cooperative_state_synchronize(&state, error, sizeof error);
+    long index = accumulator_dict_find(&first.results, "loss");
+    run->loss[rank] = index >= 0 ? first.results.values[index] : -1;
+    index = accumulator_dict_find(&first.results, "count");
+    run->count[rank] = index >= 0 ? first.results.values[index] : -1;
+    index = accumulator_dict_find(&second.results, "other");
+    run->other[rank] = index >= 0 ? second.results.values[index] : -1;
+    run->pending[rank] = first.updates.count + second.updates.count;
+    accumulator_free(&first);
+    accumulator_free(&second);
+    cooperative_state_free(&state);
+}
+
+Test(cooperative_state, synchronize_sums_every_accumulator_over_the_replicas)
+{
+    struct synchronize_run run;
+    memset(&run, 0, sizeof run);
+    thread_replicas_run(3, synchronize_body, &run);
+    for (unsigned rank = 0; rank < 3; rank++) {
+        cr_expect_eq(run.status[rank], 0, "rank %u", rank);
+        cr_expect_eq(run.loss[rank], 3.0, "rank %u: 0.5 + 1 + 1.5", rank);
+        cr_expect_eq(run.count[rank], 3, "rank %u", rank);
+        cr_expect_eq(run.other[rank], 30, "rank %u: the second accumulator too", rank);
+        cr_expect_eq(run.pending[rank], 0, "rank %u: the updates are consumed", rank);
+    }
+}
+
+Test(cooperative_state, synchronize_without_accumulators_does_nothing)
+{
+    struct cooperative_state state;
+    cooperative_state_init(&state);
+    char error[64] = "untouched";
+    cr_expect_eq(cooperative_state_synchronize(&state, error, sizeof error), 0);
+    cr_expect_str_eq(error, "untouched");
+    cooperative_state_free(&state);
+}
+
+static int failing_calls;
+
+static int failing_allgather(void *context, const void *bytes, size_t size,
+                             struct replica_gathered *gathered, char *error, size_t error_size)
+{
+    (void)context;
+    (void)bytes;
+    (void)size;
+    (void)gathered;
+    failing_calls++;
+    snprintf(error, error_size, "the transport is down");
+    return -1;
+}
+
+Test(cooperative_state, synchronize_reports_a_failing_collective)
+{
+    struct cooperative_state state;
+    cooperative_state_init(&state);
+    char error[256] = "";
+    struct accumulator first, second;
+    accumulator_init(&first, -1, 0);
+    accumulator_init(&second, -1, 1);
+    cooperative_state_add_accumulator(&state, &first, error, sizeof error);
+    cooperative_state_add_accumulator(&state, &second, error, sizeof error);
+    accumulator_add(&first, "loss", 2, error, sizeof error);
+    replica_collective.allgather = failing_allgather;
+    cr_expect_eq(cooperative_state_synchronize(&state, error, sizeof error), -1);
+    replica_collective_use_single();
+    cr_expect_str_eq(error, "the transport is down");
+    cr_expect_eq(failing_calls, 1, "the first failure stops it");
+    cr_expect_eq(first.results.count, 0);
+    cr_expect_eq(first.updates.count, 1, "the updates stay pending");
+    cr_expect_eq(cooperative_state_synchronize(&state, error, sizeof error), 0, "%s", error);
+    cr_expect_eq(first.results.count, 1, "summed once the collective works");
+    accumulator_free(&first);
+    accumulator_free(&second);
     cooperative_state_free(&state);
 }

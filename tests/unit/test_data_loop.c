@@ -11,6 +11,7 @@
  * ElasticSampler's padding, and adaptation ending by progress. */
 #include <criterion/criterion.h>
 
+#include <stdint.h>
 #include <string.h>
 
 #include "data_loop.h"
@@ -246,5 +247,70 @@ Test(data_loop, adaptation_ends_the_iteration_by_progress)
     cr_expect_eq(data_loop_next_batch(&registry, &loop, indices, 5, error, sizeof error), 0);
     cr_expect_null(registry.current);
     data_loop_free(&loop);
+    data_loop_registry_free(&registry);
+}
+
+/* The per-epoch counters that name loops and accumulators (AdaptDL's
+ * count per epoch): each epoch counts on its own from 0, -1 (outside any
+ * epoch loop) is an epoch like the others, an epoch never taken reads 0,
+ * and freeing leaves counters that read 0 and can count again. */
+Test(data_loop, epoch_counters_count_each_epoch_from_zero)
+{
+    struct epoch_counters counters;
+    memset(&counters, 0, sizeof counters);
+    cr_expect_eq(epoch_counters_get(&counters, 0), 0, "nothing taken yet");
+    cr_expect_eq(epoch_counters_get(&counters, -1), 0);
+    uint64_t before = 99;
+    cr_assert_eq(epoch_counters_take(&counters, 3, &before), 0);
+    cr_expect_eq(before, 0);
+    cr_assert_eq(epoch_counters_take(&counters, 3, &before), 0);
+    cr_expect_eq(before, 1, "the count before this take");
+    cr_assert_eq(epoch_counters_take(&counters, -1, &before), 0);
+    cr_expect_eq(before, 0, "another epoch counts on its own");
+    cr_assert_eq(epoch_counters_take(&counters, 3, &before), 0);
+    cr_expect_eq(before, 2);
+    cr_expect_eq(epoch_counters_get(&counters, 3), 3);
+    cr_expect_eq(epoch_counters_get(&counters, -1), 1);
+    cr_expect_eq(epoch_counters_get(&counters, 4), 0);
+    cr_expect_eq(epoch_counters_get(&counters, INT64_MIN), 0);
+    cr_expect_eq(counters.count, 2, "one entry per epoch");
+
+    for (int64_t epoch = 100; epoch < 150; epoch++)
+        cr_assert_eq(epoch_counters_take(&counters, epoch, &before), 0);
+    cr_expect_eq(counters.count, 52);
+    cr_expect_eq(epoch_counters_get(&counters, 3), 3, "earlier epochs survive growing");
+    cr_expect_eq(epoch_counters_get(&counters, 149), 1);
+
+    epoch_counters_free(&counters);
+    cr_expect_null(counters.entries);
+    cr_expect_eq(counters.count, 0);
+    cr_expect_eq(epoch_counters_get(&counters, 3), 0, "freed counters read 0");
+    cr_assert_eq(epoch_counters_take(&counters, 3, &before), 0);
+    cr_expect_eq(before, 0, "and count again from 0");
+    epoch_counters_free(&counters);
+    epoch_counters_free(&counters);
+    cr_expect_eq(counters.count, 0, "freeing twice is harmless");
+}
+
+/* The registry's counters are the ones that name its loops. */
+Test(data_loop, the_registry_s_loop_counter_names_its_loops)
+{
+    struct data_loop_registry registry;
+    data_loop_registry_init(&registry);
+    char error[256];
+    struct data_loop first, second;
+    cr_assert_eq(data_loop_create(&registry, &first, 2, 10, 2, false, 1, error, sizeof error),
+                 0, "%s", error);
+    cr_expect_eq(epoch_counters_get(&registry.loops_created, 2), 1);
+    uint64_t before;
+    cr_assert_eq(epoch_counters_take(&registry.loops_created, 2, &before), 0);
+    cr_expect_eq(before, 1);
+    cr_assert_eq(data_loop_create(&registry, &second, 2, 10, 2, false, 1, error, sizeof error),
+                 0, "%s", error);
+    cr_expect_eq(epoch_counters_get(&registry.loops_created, 2), 3);
+    cr_expect_str_eq(first.name, "adaptdl-dataloader-epoch2-0");
+    cr_expect_str_eq(second.name, "adaptdl-dataloader-epoch2-2", "count 1 was taken above");
+    data_loop_free(&first);
+    data_loop_free(&second);
     data_loop_registry_free(&registry);
 }

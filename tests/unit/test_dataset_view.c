@@ -8,6 +8,7 @@
  * taken from record_permutation_apply. */
 #include <criterion/criterion.h>
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1123,5 +1124,201 @@ Test(dataset_view, a_covered_pass_whose_only_reader_closed_the_file_is_over)
     cr_expect(!dataset_view_readers_finished_pass(&file), "a mapping reads in secret");
     dataset_file_unlock(&file);
     dataset_file_release(&file);
+    free(bytes);
+}
+
+/* --- fixing the view and sharing the pass state -------------------------- */
+
+/* Fixing the view rebuilds it from the shared tracker's pass and starts the
+ * pass's bookkeeping afresh: nothing delivered, no mapping, no reader; the
+ * generation moves on, so that every other process rebuilds its own view
+ * at its next lock. */
+Test(dataset_view, fixing_the_view_follows_the_tracker_and_forgets_the_deliveries)
+{
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(6, 10, 20, 0, &size);
+    struct data_entry entry = dv_entry(6, 10, true, true);
+    struct dataset_file file;
+    dv_init(&file, &entry, bytes, size, 2, 1);
+    uint64_t generation = file.shared->view_generation;
+    dataset_file_lock(&file);
+    dataset_view_note_read(&file, 6, 30);   /* three records */
+    dataset_view_note_mapped(&file);
+    cr_assert_eq(file.shared->delivery.delivered, 3);
+    cr_assert_eq(file.shared->readers.count, 1);
+    cr_assert(dataset_view_covered(&file), "a mapping covers the view");
+
+    pass_tracker_end_pass(&file.shared->tracker);
+    cr_expect_eq(file.view_pass, 0, "the tracker alone does not move the view");
+    cr_assert_eq(dataset_view_fix(&file), 0);
+    cr_expect_eq(file.shared->view_generation, generation + 1);
+    cr_expect_eq(file.view_generation, file.shared->view_generation);
+    cr_expect_eq(file.view_pass, 1);
+    cr_expect_eq(file.view_length, 10);
+    cr_expect_eq(file.shared->delivery.delivered, 0);
+    cr_expect_eq(file.shared->readers.count, 0);
+    cr_expect_not(file.shared->mapped);
+    cr_expect_not(dataset_view_covered(&file));
+
+    /* a restored position (the pass has not started): pass 2 from s = 6 */
+    cr_assert(pass_tracker_restore(&file.shared->tracker, RESUME_CONTINUE, 2, 6, 0));
+    cr_assert_eq(dataset_view_fix(&file), 0);
+    cr_expect_eq(file.shared->view_generation, generation + 2);
+    cr_expect_eq(file.view_generation, file.shared->view_generation);
+    cr_expect_eq(file.view_pass, 2);
+    cr_expect_eq(file.view_start_index, 6);
+    cr_expect_eq(file.view_length, 7, "ceil((20 - 6) / 2) records from s = 6");
+    cr_expect_eq(file.view_size, 6 + 7 * 10);
+    cr_expect_eq(file.shared->delivery.delivered, 0);
+    cr_expect_eq(file.shared->delivery.length, 7);
+    cr_expect_eq(file.shared->readers.count, 0);
+    cr_expect_not(file.shared->mapped);
+    cr_expect_not(dataset_view_covered(&file));
+    struct dv_layout layout = {20, 2, 1, 6, 2, true, DV_SEED, DV_BASENAME};
+    uint64_t expected_size;
+    unsigned char *expected = dv_expected_view(bytes, 6, 10, NULL, &layout, &expected_size);
+    dv_expect_whole_view(&file, expected, expected_size, "pass 2 from 6");
+    free(expected);
+
+    cr_assert_eq(dataset_view_fix(&file), 0, "fixing again is harmless");
+    cr_expect_eq(file.shared->view_generation, generation + 3);
+    cr_expect_eq(file.view_pass, 2);
+    cr_expect_eq(file.view_length, 7);
+    dataset_file_unlock(&file);
+    dataset_file_release(&file);
+    free(bytes);
+}
+
+Test(dataset_view, a_fixed_view_is_rebuilt_by_another_process_at_its_lock)
+{
+    uint64_t size;
+    unsigned char *bytes = dv_lines_file(0, 12, "", &size);
+    struct data_entry entry = dv_entry(0, 0, true, false);
+    struct dataset_file file;
+    dv_init(&file, &entry, bytes, size, 1, 0);
+    pid_t child = fork();
+    cr_assert_geq(child, 0);
+    if (child == 0) {
+        dataset_file_lock(&file);
+        pass_tracker_end_pass(&file.shared->tracker);
+        int status = dataset_view_fix(&file);
+        dataset_file_unlock(&file);
+        _exit(status == 0 && file.view_pass == 1 ? 0 : 1);
+    }
+    int status;
+    cr_assert_eq(waitpid(child, &status, 0), child);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    cr_expect_eq(file.view_pass, 0, "not rebuilt before the lock");
+    dataset_file_lock(&file);
+    cr_expect_eq(file.view_pass, 1);
+    cr_expect_eq(file.view_generation, file.shared->view_generation);
+    uint64_t *offsets = dv_line_offsets(0, 12);
+    struct dv_layout layout = {12, 1, 0, 0, 1, true, DV_SEED, DV_BASENAME};
+    uint64_t expected_size;
+    unsigned char *expected = dv_expected_view(bytes, 0, 0, offsets, &layout, &expected_size);
+    dv_expect_whole_view(&file, expected, expected_size, "pass 1 of the lines");
+    dataset_file_unlock(&file);
+    free(expected);
+    free(offsets);
+    dataset_file_release(&file);
+    free(bytes);
+}
+
+/* The first process to register a file in the job's arena moves its fresh
+ * pass state there; a later registration of the same file (device, inode,
+ * record count) adopts that pass, deliveries included; when the arena is
+ * full the file keeps its own state, with errno saying why. */
+static void dv_init_identified(struct dataset_file *file, const struct data_entry *entry,
+                               const unsigned char *bytes, uint64_t size, uint64_t inode)
+{
+    dv_init(file, entry, bytes, size, 1, 0);
+    file->device = 9;
+    file->inode = inode;
+}
+
+Test(dataset_view, the_first_registration_moves_the_pass_state_into_the_arena)
+{
+    struct pass_state_arena *arena = pass_state_arena_create(1 << 20);
+    cr_assert_not_null(arena);
+    size_t available = pass_state_arena_available(arena);
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(6, 10, 20, 0, &size);
+    struct data_entry entry = dv_entry(6, 10, true, true);
+    struct dataset_file first;
+    dv_init_identified(&first, &entry, bytes, size, 41);
+    cr_assert_neq(first.shared_size, 0, "its own mapping at first");
+    cr_assert_eq(dataset_file_share_pass_state_in_arena(&first, arena), 0);
+    cr_expect_eq(first.shared_size, 0, "now in the arena");
+    cr_expect_lt(pass_state_arena_available(arena), available);
+    cr_expect_not(first.pass_state_adopted);
+    cr_expect_eq(first.view_length, 20);
+    cr_expect_eq(first.shared->delivery.length, 20);
+    cr_expect_eq(first.shared->tracker.record_count, 20);
+
+    /* it works there: deliveries and the end of a pass */
+    dataset_file_lock(&first);
+    dataset_view_note_read(&first, 6, 200);
+    cr_expect(dataset_view_covered(&first));
+    cr_assert_eq(dataset_view_end_pass(&first), 0);
+    dataset_view_note_read(&first, 6, 20);
+    dataset_file_unlock(&first);
+
+    struct dataset_file second;
+    dv_init_identified(&second, &entry, bytes, size, 41);
+    cr_assert_eq(dataset_file_share_pass_state_in_arena(&second, arena), 0);
+    cr_expect(second.pass_state_adopted);
+    cr_expect_eq(second.shared, first.shared, "one pass state for the file");
+    cr_expect_eq(second.view_pass, 1, "the pass the first one ended");
+    cr_expect_eq(second.shared->delivery.delivered, 2, "adopted, not fixed afresh");
+    cr_expect_eq(second.view_generation, first.shared->view_generation);
+
+    struct dataset_file other;
+    dv_init_identified(&other, &entry, bytes, size, 42);
+    cr_assert_eq(dataset_file_share_pass_state_in_arena(&other, arena), 0);
+    cr_expect_not(other.pass_state_adopted, "another inode is another file");
+    cr_expect_neq(other.shared, first.shared);
+    cr_expect_eq(other.view_pass, 0);
+    cr_expect_eq(other.shared->delivery.delivered, 0);
+
+    dataset_file_release(&first);
+    dataset_file_release(&second);
+    dataset_file_release(&other);
+    pass_state_arena_destroy(arena);
+    free(bytes);
+}
+
+static int dv_fill_nothing(void *block, void *context)
+{
+    (void)block;
+    (void)context;
+    return 0;
+}
+
+Test(dataset_view, a_file_keeps_its_own_pass_state_when_the_arena_is_full)
+{
+    struct pass_state_arena *arena = pass_state_arena_create(1 << 16);
+    cr_assert_not_null(arena);
+    struct pass_state_key filler = {.device = 1, .inode = 1, .record_count = 1};
+    bool created;
+    cr_assert_not_null(pass_state_arena_claim(arena, &filler, pass_state_arena_available(arena),
+                                              dv_fill_nothing, NULL, &created));
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(6, 10, 20, 0, &size);
+    struct data_entry entry = dv_entry(6, 10, true, true);
+    struct dataset_file file;
+    dv_init_identified(&file, &entry, bytes, size, 41);
+    struct dataset_pass_state *own = file.shared;
+    errno = 0;
+    cr_expect_eq(dataset_file_share_pass_state_in_arena(&file, arena), -1);
+    cr_expect_eq(errno, ENOSPC);
+    cr_expect_eq(file.shared, own, "its own state is kept");
+    cr_expect_neq(file.shared_size, 0);
+    cr_expect_not(file.pass_state_adopted);
+    dataset_file_lock(&file);
+    dataset_view_note_read(&file, 6, 10);
+    cr_expect_eq(file.shared->delivery.delivered, 1, "and still works");
+    dataset_file_unlock(&file);
+    dataset_file_release(&file);
+    pass_state_arena_destroy(arena);
     free(bytes);
 }

@@ -76,3 +76,41 @@ Test(delivery_record, a_view_longer_than_its_storage_keeps_the_prefix_only)
     cr_expect_eq(delivery_record_mark(&record, 0, 10), 10);
     cr_expect_eq(record.prefix, 10, "progress never counts what it cannot remember");
 }
+
+/* The storage a caller must provide: one bit per record, rounded up to
+ * whole 64-bit words; and that much is enough for a view read backwards,
+ * with nothing written past it. */
+Test(delivery_record, words_round_the_bits_up_to_whole_words)
+{
+    cr_expect_eq(delivery_record_words(0), 0);
+    cr_expect_eq(delivery_record_words(1), 1);
+    cr_expect_eq(delivery_record_words(63), 1);
+    cr_expect_eq(delivery_record_words(64), 1);
+    cr_expect_eq(delivery_record_words(65), 2);
+    cr_expect_eq(delivery_record_words(128), 2);
+    cr_expect_eq(delivery_record_words(129), 3);
+    cr_expect_eq(delivery_record_words((uint64_t)1 << 40), (uint64_t)1 << 34);
+    cr_expect_eq(delivery_record_words(((uint64_t)1 << 40) + 1), ((uint64_t)1 << 34) + 1);
+}
+
+Test(delivery_record, words_of_storage_hold_a_view_read_backwards)
+{
+    static const uint64_t lengths[] = {1, 63, 64, 65, 130};
+    for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++) {
+        uint64_t length = lengths[i];
+        uint64_t words = delivery_record_words(length);
+        uint64_t bits[4];
+        memset(bits, 0, sizeof bits);
+        bits[words] = 0x5a5a5a5a5a5a5a5aULL;   /* a guard after the storage */
+        struct delivery_record record;
+        delivery_record_init(&record, bits, length);
+        delivery_record_reset(&record, length);
+        for (uint64_t j = length; j-- > 0;)
+            cr_expect_eq(delivery_record_mark(&record, j, j + 1), 1, "record %llu of %llu",
+                         (unsigned long long)j, (unsigned long long)length);
+        cr_expect(delivery_record_covered(&record), "%llu records", (unsigned long long)length);
+        cr_expect_eq(record.prefix, length);
+        cr_expect_eq(bits[words], 0x5a5a5a5a5a5a5a5aULL, "%llu records: the guard was written",
+                     (unsigned long long)length);
+    }
+}
