@@ -96,7 +96,8 @@ void view_mapping_plan_for_file(struct dataset_file *file,
     view_mapping_plan_request(request, view_is_file, view_size, page_size, plan);
 }
 
-void view_mapping_note_mapped_locked(struct dataset_file *file)
+/* view_mapping_note_mapped with file->lock held. */
+static void view_mapping_note_mapped_locked(struct dataset_file *file)
 {
     bool started = dataset_view_started(file);
     dataset_view_note_mapped(file);

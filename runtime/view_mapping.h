@@ -94,9 +94,7 @@ uint64_t view_mapping_fill(struct dataset_file *file, uint64_t offset, void *des
 
 /* A mapping of the current view was made (from memory or of the file
  * itself): begins the pass without delivering a record, telling the pass
- * observer ("mapped").  Caller holds file->lock. */
-void view_mapping_note_mapped_locked(struct dataset_file *file);
-/* The same, taking file->lock. */
+ * observer ("mapped").  Takes file->lock. */
 void view_mapping_note_mapped(struct dataset_file *file);
 
 /* --- memory ----------------------------------------------------------------- */

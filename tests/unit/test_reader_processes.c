@@ -86,3 +86,36 @@ Test(reader_processes, the_cached_id_is_renewed_after_fork)
     close(pipe_ends[0]);
     close(pipe_ends[1]);
 }
+
+/* reader_processes_only: the caller alone delivered the pass's records, so
+ * its closing every descriptor (not workers exiting) is what ends the loop. */
+Test(reader_processes, only_the_caller_is_a_set_of_exactly_the_caller)
+{
+    struct reader_processes readers;
+    reader_processes_reset(&readers);
+    pid_t self = getpid();
+    cr_expect_not(reader_processes_only(&readers, self), "nobody read");
+    reader_processes_add(&readers, self);
+    cr_expect(reader_processes_only(&readers, self));
+    reader_processes_add(&readers, self);
+    cr_expect(reader_processes_only(&readers, self), "the caller counted once");
+    cr_expect_not(reader_processes_only(&readers, self + 1), "another process asks");
+    reader_processes_add(&readers, reaped_child());
+    cr_expect_not(reader_processes_only(&readers, self), "a worker read too, even one gone");
+
+    reader_processes_reset(&readers);
+    reader_processes_add(&readers, reaped_child());
+    cr_expect_not(reader_processes_only(&readers, self), "only a worker read");
+}
+
+Test(reader_processes, a_full_set_is_never_only_the_caller)
+{
+    struct reader_processes readers;
+    reader_processes_reset(&readers);
+    pid_t self = getpid();
+    reader_processes_add(&readers, self);
+    for (int i = 1; i <= READER_PROCESSES_MAX; i++)
+        reader_processes_add(&readers, self + 100000 + i);
+    cr_assert(readers.overflowed);
+    cr_expect_not(reader_processes_only(&readers, self), "an unnamed reader may exist");
+}

@@ -7,12 +7,17 @@
  * Failures are injected through the runtime_sysio table (each Criterion
  * test runs in its own process).  And the commit decision for a checkpoint
  * descriptor's close (session_close_commits): only a descriptor that still
- * refers to the file it was opened on commits. */
+ * refers to the file it was opened on commits.  A commit called directly
+ * (session_commit_checkpoint) binds a snapshot holding the run's seed,
+ * replicas, data positions and steps (in flight too) to the content's
+ * identity, with a sequence past any restored one; whether a train record
+ * was delivered decides whether a later checkpoint load may still restore. */
 #include <criterion/criterion.h>
 
 #include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +26,9 @@
 
 #include "log.h"
 #include "session.h"
+#include "state_files.h"
 #include "sysio.h"
+#include "view_cursor.h"
 
 static int remove_entry(const char *path, const struct stat *status, int type,
                         struct FTW *walk)
@@ -396,4 +403,207 @@ Test(session, a_restart_restores_the_snapshot_bound_to_the_checkpoint_it_loads)
     config_free(&again.config);
     free(path);
     fixture_free(&fixture);
+}
+
+/* --- session_commit_checkpoint and session_train_record_delivered ---------- */
+
+#define SESSION_RECORD 8
+#define SESSION_RECORDS 6
+
+/* A data file of SESSION_RECORDS 8-byte records registered in the session;
+ * `bytes` must outlive it. */
+static struct dataset_file *register_file(struct runtime_session *session,
+                                          struct data_entry *entry, const char *path,
+                                          unsigned char *bytes, enum data_role role,
+                                          uint64_t inode)
+{
+    for (uint64_t index = 0; index < SESSION_RECORDS; index++)
+        memcpy(bytes + index * SESSION_RECORD, &index, sizeof index);
+    *entry = (struct data_entry){
+        .record_size = SESSION_RECORD, .role = role, .shuffle = true, .tail = TAIL_ERROR};
+    struct dataset_file *file = malloc(sizeof *file);
+    cr_assert_not_null(file);
+    char error[256] = "";
+    cr_assert_eq(dataset_file_init(file, entry, path, bytes, SESSION_RECORD * SESSION_RECORDS,
+                                   session->config.seed, 1, 0, error, sizeof error), 0, "%s",
+                 error);
+    file->device = 1;
+    file->inode = inode;
+    pthread_mutex_lock(&session->registry.lock);
+    int status = dataset_registry_add(&session->registry, file, error, sizeof error);
+    pthread_mutex_unlock(&session->registry.lock);
+    cr_assert_eq(status, 0, "%s", error);
+    return file;
+}
+
+static void release_files(struct runtime_session *session)
+{
+    struct dataset_file *file = session->registry.files;
+    while (file != NULL) {
+        struct dataset_file *next = file->next;
+        dataset_file_release(file);
+        free(file);
+        file = next;
+    }
+    session->registry.files = NULL;
+}
+
+static void read_records(struct dataset_file *file, unsigned records)
+{
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, file);
+    unsigned char buffer[SESSION_RECORD];
+    for (unsigned i = 0; i < records; i++)
+        cr_assert_eq(view_cursor_read(&cursor, buffer, sizeof buffer), SESSION_RECORD);
+    view_cursor_close(&cursor);
+}
+
+static void two_steps_in_flight(uint64_t *steps, uint64_t *records)
+{
+    *steps = 2;
+    *records = 16;
+}
+
+Test(session, a_commit_writes_a_snapshot_bound_to_the_checkpoints_content)
+{
+    struct session_fixture fixture;
+    fixture_init(&fixture);
+    fixture.session.config.seed = 1234;
+    fixture.session.config.num_replicas = 3;
+    unsigned char bytes[SESSION_RECORD * SESSION_RECORDS];
+    struct data_entry entry;
+    struct dataset_file *file = register_file(&fixture.session, &entry, "/data/train.bin",
+                                              bytes, DATA_ROLE_TRAIN, 11);
+    read_records(file, 2);
+    statistical_epochs_note_step(&fixture.session.epochs, 2, NAN, NAN);
+    fixture.session.uncounted_steps = two_steps_in_flight;
+
+    struct content_identity identity = {.size = 4096, .hash = UINT64_C(0x0123456789abcdef)};
+    double before = state_file_unix_time();
+    char error[512] = "";
+    cr_assert_eq(session_commit_checkpoint(&fixture.session, "/job/model.pt", &identity, NULL,
+                                           NULL, error, sizeof error), 0, "%s", error);
+    cr_expect_eq(fixture.session.snapshots_written, 1);
+    cr_expect_eq(count_snapshots(fixture.state), 1);
+    cr_expect_eq(count_hidden(fixture.state), 0, "no temp file left");
+
+    struct adaptdl_snapshot snapshot;
+    cr_assert_eq(snapshot_load_bound(fixture.state, &identity, &snapshot, error, sizeof error),
+                 0, "%s", error);
+    cr_expect_eq(snapshot.binding.size, identity.size);
+    cr_expect_eq(snapshot.binding.hash, identity.hash);
+    cr_expect_str_eq(snapshot.checkpoint_path, "/job/model.pt");
+    cr_expect_eq(snapshot.seed, 1234);
+    cr_expect_eq(snapshot.replicas, 3);
+    cr_expect_eq(snapshot.sequence, 1);
+    cr_expect_geq(snapshot.created_unix_time, before - 1e-3);
+    cr_expect_leq(snapshot.created_unix_time, state_file_unix_time() + 1e-3);
+    cr_expect_eq(snapshot.step, 3, "one counted step and two in flight");
+    cr_assert_eq(snapshot.file_count, 1);
+    cr_expect_str_eq(snapshot.files[0].name, "train.bin");
+    cr_expect_eq(snapshot.files[0].record_count, SESSION_RECORDS);
+    cr_expect_eq(snapshot.files[0].pass, 0);
+    cr_expect_eq(snapshot.files[0].current_index, 2, "the records delivered so far");
+    snapshot_free(&snapshot);
+
+    /* commits count on, and past a restored snapshot's sequence */
+    struct content_identity second = {.size = 1, .hash = 2};
+    cr_assert_eq(session_commit_checkpoint(&fixture.session, "/job/model.pt", &second, NULL,
+                                           NULL, error, sizeof error), 0, "%s", error);
+    cr_assert_eq(snapshot_load_bound(fixture.state, &second, &snapshot, error, sizeof error), 0,
+                 "%s", error);
+    cr_expect_eq(snapshot.sequence, 2);
+    snapshot_free(&snapshot);
+    fixture.session.registry.restored_sequence = 40;
+    struct content_identity third = {.size = 1, .hash = 3};
+    cr_assert_eq(session_commit_checkpoint(&fixture.session, "/job/model.pt", &third, NULL,
+                                           NULL, error, sizeof error), 0, "%s", error);
+    cr_assert_eq(snapshot_load_bound(fixture.state, &third, &snapshot, error, sizeof error), 0,
+                 "%s", error);
+    cr_expect_eq(snapshot.sequence, 41);
+    snapshot_free(&snapshot);
+    cr_expect_eq(fixture.session.snapshots_written, 3);
+    release_files(&fixture.session);
+    fixture_free(&fixture);
+}
+
+Test(session, a_commit_without_a_state_directory_writes_nothing_and_warns_once)
+{
+    struct runtime_session session;
+    session_init(&session);
+    char *work = make_directory();
+    char *log_path = path_in(work, "log");
+    char error[512] = "";
+    cr_assert_eq(log_configure(LOG_LEVEL_WARN, log_path, 0, error, sizeof error), 0, "%s",
+                 error);
+    struct content_identity identity = {.size = 1, .hash = 1};
+    cr_expect_eq(session_commit_checkpoint(&session, "/job/first.pt", &identity, NULL, NULL,
+                                           error, sizeof error), 1);
+    cr_expect_eq(session_commit_checkpoint(&session, "/job/second.pt", &identity, NULL, NULL,
+                                           error, sizeof error), 1);
+    cr_expect_eq(session.snapshots_written, 0);
+    log_close();
+    log_threshold = -1;
+    FILE *log = fopen(log_path, "r");
+    cr_assert_not_null(log);
+    char text[2048] = "";
+    text[fread(text, 1, sizeof text - 1, log)] = '\0';
+    fclose(log);
+    cr_expect_not_null(strstr(text, "warn: checkpoint /job/first.pt committed, but "
+                                    "ADAPTDL_CHECKPOINT_PATH is unset"), "%s", text);
+    cr_expect_eq(strchr(text, '\n'), text + strlen(text) - 1, "one warning: %s", text);
+    unlink(log_path);
+    free(log_path);
+    remove_directory(work);
+}
+
+Test(session, a_commit_whose_snapshot_cannot_be_written_fails_with_the_writes_errno)
+{
+    struct session_fixture fixture;
+    fixture_init(&fixture);
+    struct content_identity identity = {.size = 10, .hash = 20};
+    const struct runtime_sysio original = runtime_sysio;
+    full_directory = fixture.state;
+    runtime_sysio.write = disk_full_write;
+    char error[512] = "";
+    errno = 0;
+    cr_expect_eq(session_commit_checkpoint(&fixture.session, "/job/model.pt", &identity, NULL,
+                                           NULL, error, sizeof error), -1);
+    cr_expect_eq(errno, ENOSPC, "errno %d", errno);
+    runtime_sysio = original;
+    cr_expect_not_null(strstr(error, strerror(ENOSPC)), "%s", error);
+    cr_expect_eq(fixture.session.snapshots_written, 0);
+    cr_expect_eq(count_snapshots(fixture.state), 0);
+    cr_expect_eq(count_hidden(fixture.state), 0, "no temp file left");
+    fixture_free(&fixture);
+}
+
+Test(session, a_train_record_delivered_is_one_of_a_train_file)
+{
+    struct runtime_session session;
+    session_init(&session);
+    cr_expect_not(session_train_record_delivered(&session), "no file");
+    unsigned char eval_bytes[SESSION_RECORD * SESSION_RECORDS];
+    unsigned char train_bytes[SESSION_RECORD * SESSION_RECORDS];
+    struct data_entry eval_entry, train_entry;
+    struct dataset_file *eval = register_file(&session, &eval_entry, "/data/eval.bin",
+                                              eval_bytes, DATA_ROLE_EVAL, 1);
+    struct dataset_file *train = register_file(&session, &train_entry, "/data/train.bin",
+                                               train_bytes, DATA_ROLE_TRAIN, 2);
+    read_records(eval, SESSION_RECORDS);
+    cr_expect_not(session_train_record_delivered(&session), "evaluation records do not count");
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, train);
+    cr_expect_not(session_train_record_delivered(&session), "an open delivers nothing");
+    unsigned char buffer[SESSION_RECORD];
+    cr_assert_eq(view_cursor_read(&cursor, buffer, 3), 3);
+    cr_expect_not(session_train_record_delivered(&session), "part of a record");
+    cr_assert_eq(view_cursor_read(&cursor, buffer, SESSION_RECORD - 3), SESSION_RECORD - 3);
+    cr_expect(session_train_record_delivered(&session), "a whole record");
+    while (view_cursor_read(&cursor, buffer, sizeof buffer) > 0)
+        ;
+    cr_assert_eq(train->view_pass, 1, "the pass ended");
+    cr_expect(session_train_record_delivered(&session), "and stays delivered in the next pass");
+    view_cursor_close(&cursor);
+    release_files(&session);
 }

@@ -8,7 +8,9 @@
  * Whatever happens, a decode either fails with the output zeroed or yields a
  * complete state; under ASan/UBSan nothing may leak or crash.  File tests use
  * private mkdtemp directories and inject failures through the runtime_sysio
- * table (each Criterion test runs in its own process, so that is safe). */
+ * table (each Criterion test runs in its own process, so that is safe).
+ * At the end, the schema-driven encoder and decoder themselves
+ * (state_schema.h) on a probe format of every field kind. */
 #include <criterion/criterion.h>
 
 #include <dirent.h>
@@ -26,6 +28,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "state_schema.h"
 #include "state_store.h"
 #include "sysio.h"
 
@@ -1969,4 +1972,310 @@ Test(state_snapshot_files, a_sealed_snapshot_out_of_range_is_not_loaded)
     cr_assert(is_all_zero(&loaded, sizeof loaded), "never half-loaded");
     snapshot_free(&original);
     remove_temp_directory(directory);
+}
+
+/* ------------------------------------------ the schema-driven encoder itself */
+
+/* state_encode and state_decode follow any schema table: a probe format
+ * with one field of every kind, nested records that own memory, and
+ * "liar" formats with the same magic whose fields differ in kind or are
+ * missing, so that every message of the decoder can be reached through
+ * the encoder's own valid checksums.  member_of and record_free_members,
+ * which both directions use to reach and free members, are checked on the
+ * probe too. */
+struct probe_inner {
+    char *note;
+    int64_t offset;
+    double scale;
+};
+
+struct probe_item {
+    char *label;
+    uint64_t weight;
+};
+
+struct probe {
+    uint32_t version;
+    uint32_t small;
+    uint64_t big;
+    int64_t signed_value;
+    double ratio;
+    bool flag;
+    char *name;
+    double vector[3];
+    struct probe_inner inner;
+    struct probe_item *items;
+    size_t item_count;
+    unsigned char *blob;
+    size_t blob_size;
+};
+
+static const struct field_spec probe_inner_fields[] = {
+    {.name = "note", .kind = FIELD_STRING, .offset = offsetof(struct probe_inner, note)},
+    {.name = "offset", .kind = FIELD_I64, .offset = offsetof(struct probe_inner, offset)},
+    {.name = "scale", .kind = FIELD_DOUBLE, .offset = offsetof(struct probe_inner, scale)},
+};
+static const struct record_schema probe_inner_schema = {
+    "inner", NULL, sizeof(struct probe_inner), COUNT_OF(probe_inner_fields), probe_inner_fields,
+};
+
+static const struct field_spec probe_item_fields[] = {
+    {.name = "label", .kind = FIELD_STRING, .offset = offsetof(struct probe_item, label)},
+    {.name = "weight", .kind = FIELD_U64, .offset = offsetof(struct probe_item, weight)},
+};
+static const struct record_schema probe_item_schema = {
+    "item", NULL, sizeof(struct probe_item), COUNT_OF(probe_item_fields), probe_item_fields,
+};
+
+#define PROBE_FIELDS(item_schema)                                                           \
+    {.name = "format", .kind = FIELD_MAGIC},                                                \
+    {.name = "version", .kind = FIELD_VERSION, .offset = offsetof(struct probe, version)},  \
+    {.name = "small", .kind = FIELD_U32, .offset = offsetof(struct probe, small)},          \
+    {.name = "big", .kind = FIELD_U64, .offset = offsetof(struct probe, big)},              \
+    {.name = "signed_value", .kind = FIELD_I64, .offset = offsetof(struct probe, signed_value)}, \
+    {.name = "ratio", .kind = FIELD_DOUBLE, .offset = offsetof(struct probe, ratio)},       \
+    {.name = "flag", .kind = FIELD_BOOL, .offset = offsetof(struct probe, flag)},           \
+    {.name = "name", .kind = FIELD_STRING, .offset = offsetof(struct probe, name)},         \
+    {.name = "vector", .kind = FIELD_DOUBLE_VECTOR, .offset = offsetof(struct probe, vector), \
+     .length = 3},                                                                          \
+    {.name = "inner", .kind = FIELD_RECORD, .offset = offsetof(struct probe, inner),        \
+     .element = &probe_inner_schema},                                                       \
+    {.name = "items", .kind = FIELD_RECORD_ARRAY, .offset = offsetof(struct probe, items),  \
+     .count_offset = offsetof(struct probe, item_count), .element = &(item_schema)}
+
+static const struct field_spec probe_fields[] = {
+    PROBE_FIELDS(probe_item_schema),
+    {.name = "blob", .kind = FIELD_BYTES, .offset = offsetof(struct probe, blob),
+     .count_offset = offsetof(struct probe, blob_size)},
+};
+static const struct record_schema probe_schema = {
+    "probe", "adaptshim-probe", sizeof(struct probe), COUNT_OF(probe_fields), probe_fields,
+};
+
+/* The same format without its last field, "blob". */
+static const struct record_schema probe_without_blob_schema = {
+    "probe", "adaptshim-probe", sizeof(struct probe), COUNT_OF(probe_fields) - 1, probe_fields,
+};
+
+/* The same format where an item's weight is a string (in the label's place). */
+static const struct field_spec liar_item_fields[] = {
+    {.name = "label", .kind = FIELD_STRING, .offset = offsetof(struct probe_item, label)},
+    {.name = "weight", .kind = FIELD_STRING, .offset = offsetof(struct probe_item, label)},
+};
+static const struct record_schema liar_item_schema = {
+    "item", NULL, sizeof(struct probe_item), COUNT_OF(liar_item_fields), liar_item_fields,
+};
+static const struct field_spec liar_fields[] = {
+    PROBE_FIELDS(liar_item_schema),
+    {.name = "blob", .kind = FIELD_BYTES, .offset = offsetof(struct probe, blob),
+     .count_offset = offsetof(struct probe, blob_size)},
+};
+static const struct record_schema liar_schema = {
+    "probe", "adaptshim-probe", sizeof(struct probe), COUNT_OF(liar_fields), liar_fields,
+};
+
+static void make_probe(struct probe *probe)
+{
+    memset(probe, 0, sizeof *probe);
+    probe->version = 77;   /* the encoder writes its own version */
+    probe->small = UINT32_MAX;
+    probe->big = UINT64_MAX - 5;
+    probe->signed_value = INT64_MIN + 3;
+    probe->ratio = -0.125;
+    probe->flag = true;
+    probe->name = strdup("probe \xc3\xa9");
+    probe->vector[0] = 1.5, probe->vector[1] = -2.25, probe->vector[2] = 1e300;
+    probe->inner = (struct probe_inner){.note = strdup("inside"), .offset = -9, .scale = 4.0};
+    probe->item_count = 2;
+    probe->items = calloc(2, sizeof *probe->items);
+    cr_assert_not_null(probe->items);
+    probe->items[0] = (struct probe_item){.label = strdup("first"), .weight = 3};
+    probe->items[1] = (struct probe_item){.label = NULL, .weight = 0};
+    probe->blob_size = 5;
+    probe->blob = malloc(5);
+    cr_assert_not_null(probe->blob);
+    memcpy(probe->blob, "\0\1\2\3\xff", 5);
+}
+
+Test(state_schema, member_of_is_the_member_at_its_offset)
+{
+    struct probe probe;
+    cr_expect_eq(member_of(&probe, 0), (void *)&probe);
+    cr_expect_eq(member_of(&probe, offsetof(struct probe, big)), (void *)&probe.big);
+    cr_expect_eq(member_of(&probe, offsetof(struct probe, inner)), (void *)&probe.inner);
+    cr_expect_eq(member_of(&probe.inner, offsetof(struct probe_inner, scale)),
+                 (void *)&probe.inner.scale, "relative to the structure it is given");
+}
+
+Test(state_schema, record_free_members_frees_what_the_members_own_and_keeps_the_rest)
+{
+    struct probe probe;
+    make_probe(&probe);
+    record_free_members(&probe_schema, &probe);
+    cr_expect_null(probe.name);
+    cr_expect_null(probe.inner.note, "an embedded record's members are freed too");
+    cr_expect_null(probe.items);
+    cr_expect_eq(probe.item_count, 0, "the count goes with its array");
+    cr_expect_null(probe.blob);
+    cr_expect_eq(probe.blob_size, 0);
+    cr_expect_eq(probe.big, UINT64_MAX - 5, "scalars are left as they are");
+    cr_expect_eq(probe.inner.offset, -9);
+    cr_expect(probe.flag);
+    cr_expect_eq(probe.vector[2], 1e300);
+    /* freeing again, or an empty structure, is harmless */
+    record_free_members(&probe_schema, &probe);
+    struct probe empty = {0};
+    record_free_members(&probe_schema, &empty);
+    cr_expect_null(empty.items);
+}
+
+Test(state_schema, state_encode_and_decode_round_trip_every_field_kind)
+{
+    struct probe original, decoded;
+    make_probe(&original);
+    void *data = NULL;
+    size_t size = 0;
+    cr_assert_eq(state_encode(&probe_schema, &original, &data, &size), 0, "errno %d", errno);
+    cr_assert_not_null(data);
+    cr_assert_gt(size, STATE_CHECKSUM_TRAILER_SIZE);
+    char error[512] = "";
+    cr_assert_eq(state_decode(data, size, &probe_schema, &decoded, error, sizeof error), 0,
+                 "%s", error);
+    cr_expect_eq(decoded.version, STATE_FORMAT_VERSION, "this build's version, not 77");
+    cr_expect_eq(decoded.small, UINT32_MAX);
+    cr_expect_eq(decoded.big, UINT64_MAX - 5);
+    cr_expect_eq(decoded.signed_value, INT64_MIN + 3);
+    cr_expect_eq(decoded.ratio, -0.125);
+    cr_expect(decoded.flag);
+    cr_expect_str_eq(decoded.name, original.name);
+    cr_expect_neq(decoded.name, original.name, "a copy");
+    for (int i = 0; i < 3; i++)
+        cr_expect_eq(decoded.vector[i], original.vector[i], "vector[%d]", i);
+    cr_expect_str_eq(decoded.inner.note, "inside");
+    cr_expect_eq(decoded.inner.offset, -9);
+    cr_expect_eq(decoded.inner.scale, 4.0);
+    cr_assert_eq(decoded.item_count, 2);
+    cr_expect_str_eq(decoded.items[0].label, "first");
+    cr_expect_eq(decoded.items[0].weight, 3);
+    cr_expect_str_eq(decoded.items[1].label, "", "NULL is written as an empty string");
+    cr_assert_eq(decoded.blob_size, 5);
+    cr_expect_eq(memcmp(decoded.blob, "\0\1\2\3\xff", 5), 0);
+
+    /* one map: every field and the checksum entry, "format" first */
+    msgpack_unpacked unpacked;
+    msgpack_unpacked_init(&unpacked);
+    size_t offset = 0;
+    cr_assert_eq(msgpack_unpack_next(&unpacked, data, size, &offset), MSGPACK_UNPACK_SUCCESS);
+    cr_expect_eq(offset, size);
+    cr_assert_eq(unpacked.data.type, MSGPACK_OBJECT_MAP);
+    cr_expect_eq(unpacked.data.via.map.size, COUNT_OF(probe_fields) + 1);
+    const msgpack_object *key = &unpacked.data.via.map.ptr[0].key;
+    cr_expect(key->type == MSGPACK_OBJECT_STR && key->via.str.size == 6 &&
+              memcmp(key->via.str.ptr, "format", 6) == 0);
+    msgpack_unpacked_destroy(&unpacked);
+    cr_expect_eq(memcmp((unsigned char *)data + size - STATE_CHECKSUM_TRAILER_SIZE,
+                        "\xa8" "checksum" "\xcf", 10), 0, "the fixed trailer");
+    free(data);
+    record_free_members(&probe_schema, &original);
+    record_free_members(&probe_schema, &decoded);
+}
+
+Test(state_schema, state_encode_refuses_a_count_without_its_memory)
+{
+    struct probe probe;
+    make_probe(&probe);
+    struct probe_item *items = probe.items;
+    probe.items = NULL;
+    void *data = (void *)1;
+    size_t size = 1;
+    errno = 0;
+    cr_expect_eq(state_encode(&probe_schema, &probe, &data, &size), -1);
+    cr_expect_eq(errno, EINVAL, "errno %d", errno);
+    cr_expect_null(data);
+    cr_expect_eq(size, 0);
+    probe.items = items;
+
+    unsigned char *blob = probe.blob;
+    probe.blob = NULL;
+    data = (void *)1;
+    errno = 0;
+    cr_expect_eq(state_encode(&probe_schema, &probe, &data, &size), -1, "bytes without memory");
+    cr_expect_eq(errno, EINVAL);
+    cr_expect_null(data);
+    probe.blob_size = 0;
+    cr_expect_eq(state_encode(&probe_schema, &probe, &data, &size), 0, "no bytes, no memory");
+    free(data);
+    probe.blob = blob;
+    record_free_members(&probe_schema, &probe);
+}
+
+/* Encodes `probe` with `schema` and decodes it as a probe: the decoder's
+ * message, with the output expected zeroed. */
+static int decode_as_probe(const struct record_schema *schema, struct probe *probe,
+                           char *error, size_t error_size)
+{
+    void *data;
+    size_t size;
+    cr_assert_eq(state_encode(schema, probe, &data, &size), 0);
+    struct probe decoded;
+    memset(&decoded, 0x5a, sizeof decoded);
+    int status = state_decode(data, size, &probe_schema, &decoded, error, error_size);
+    if (status != 0)
+        cr_expect(is_all_zero(&decoded, sizeof decoded), "a failed decode leaves zeros");
+    else
+        record_free_members(&probe_schema, &decoded);
+    free(data);
+    return status;
+}
+
+Test(state_schema, state_decode_names_the_schema_and_the_field_path)
+{
+    struct probe probe;
+    make_probe(&probe);
+    char error[512] = "";
+    cr_expect_eq(decode_as_probe(&liar_schema, &probe, error, sizeof error), -1);
+    cr_expect_str_eq(error, "probe field items[0].weight: expected an unsigned integer, found "
+                            "string");
+    cr_expect_eq(decode_as_probe(&probe_without_blob_schema, &probe, error, sizeof error), -1);
+    cr_expect_str_eq(error, "probe: missing field \"blob\"");
+    cr_expect_eq(decode_as_probe(&probe_schema, &probe, error, sizeof error), 0, "%s", error);
+    record_free_members(&probe_schema, &probe);
+}
+
+Test(state_schema, state_decode_refuses_another_format_empty_or_corrupt_data)
+{
+    struct probe probe;
+    make_probe(&probe);
+    void *data;
+    size_t size;
+    cr_assert_eq(state_encode(&probe_schema, &probe, &data, &size), 0);
+    char error[512] = "";
+    struct adaptdl_snapshot snapshot;
+    memset(&snapshot, 0x5a, sizeof snapshot);
+    cr_expect_eq(state_decode(data, size, &snapshot_schema, &snapshot, error, sizeof error), -1);
+    cr_expect_str_eq(error, "not an adaptshim snapshot (format \"adaptshim-probe\", expected "
+                            "\"adaptshim-snapshot\")");
+    cr_expect(is_all_zero(&snapshot, sizeof snapshot));
+
+    struct probe decoded;
+    memset(&decoded, 0x5a, sizeof decoded);
+    cr_expect_eq(state_decode(data, 0, &probe_schema, &decoded, error, sizeof error), -1);
+    cr_expect_str_eq(error, "probe is empty");
+    cr_expect(is_all_zero(&decoded, sizeof decoded));
+    cr_expect_eq(state_decode(NULL, size, &probe_schema, &decoded, error, sizeof error), -1);
+    cr_expect_str_eq(error, "probe is empty");
+
+    cr_expect_eq(state_decode(data, size - 1, &probe_schema, &decoded, error, sizeof error), -1);
+    cr_expect_eq(strncmp(error, "probe: truncated", 16), 0, "the structural pass: %s", error);
+
+    /* a flipped bit inside the blob keeps the structure: the checksum catches it */
+    unsigned char *blob = find_bytes(data, size, "\0\1\2\3\xff", 5);
+    cr_assert_not_null(blob);
+    blob[4] ^= 1;
+    memset(&decoded, 0x5a, sizeof decoded);
+    cr_expect_eq(state_decode(data, size, &probe_schema, &decoded, error, sizeof error), -1);
+    cr_expect_eq(strncmp(error, "probe checksum mismatch", 23), 0, "%s", error);
+    cr_expect(is_all_zero(&decoded, sizeof decoded));
+    free(data);
+    record_free_members(&probe_schema, &probe);
 }

@@ -279,3 +279,59 @@ Test(statistical_epoch, remaining_records_are_bounded)
     cr_expect_eq(statistical_epoch_plan_remaining(1000, 0, NAN, 8, 1.0), 0);
     cr_expect_eq(statistical_epoch_plan_remaining(0, 0, 0, 8, 1.0), 0);
 }
+
+/* statistical_epochs_capture: the progress and step counter that step lines
+ * and logs report; without planning the steps still count, the progress
+ * does not move. */
+Test(statistical_epoch, capture_reports_the_counted_progress_and_steps)
+{
+    struct statistical_epochs epochs;
+    statistical_epochs_init(&epochs);
+    double progress = -1;
+    uint64_t step = 99;
+    statistical_epochs_capture(&epochs, &progress, &step);
+    cr_expect_eq(progress, 0);
+    cr_expect_eq(step, 0);
+    statistical_epochs_note_step(&epochs, 64, NAN, NAN);
+    statistical_epochs_capture(&epochs, &progress, &step);
+    cr_expect_eq(step, 1, "planning off: the step counts");
+    cr_expect_eq(progress, 0, "but adds no progress");
+
+    statistical_epochs_enable(&epochs, 16, 64, NAN, NAN);
+    statistical_epochs_note_step(&epochs, 64, NAN, NAN);
+    statistical_epochs_note_step(&epochs, 32, NAN, NAN);   /* a partial last batch */
+    statistical_epochs_capture(&epochs, &progress, &step);
+    cr_expect_eq(step, 3);
+    cr_expect_float_eq(progress, (64.0 + 32.0) / 16.0, 1e-12, "records / B0 at efficiency 1");
+
+    /* the same as the position of a checkpoint with nothing pending */
+    struct statistical_epoch_position position;
+    statistical_epochs_capture_with_pending(&epochs, 0, 0, &position);
+    cr_expect_eq(position.progress, progress);
+    cr_expect_eq(position.step, step);
+    /* and what a restore brings back */
+    struct statistical_epochs restarted;
+    statistical_epochs_init(&restarted);
+    statistical_epochs_restore(&restarted, &(struct statistical_epoch_position){
+                                               .progress = 7.5, .step = 40, .global_bsz = 64});
+    statistical_epochs_capture(&restarted, &progress, &step);
+    cr_expect_eq(progress, 7.5);
+    cr_expect_eq(step, 40);
+}
+
+Test(statistical_epoch, capture_counts_no_pending_step)
+{
+    struct statistical_epochs epochs;
+    statistical_epochs_init(&epochs);
+    statistical_epochs_enable(&epochs, 8, 8, NAN, NAN);
+    statistical_epochs_note_step(&epochs, 8, NAN, NAN);
+    struct statistical_epoch_position with_pending;
+    statistical_epochs_capture_with_pending(&epochs, 2, 16, &with_pending);
+    cr_expect_eq(with_pending.step, 3);
+    cr_expect_float_eq(with_pending.progress, 3.0, 1e-12);
+    double progress;
+    uint64_t step;
+    statistical_epochs_capture(&epochs, &progress, &step);
+    cr_expect_eq(step, 1, "only the counted steps");
+    cr_expect_float_eq(progress, 1.0, 1e-12);
+}

@@ -7,7 +7,9 @@
  * such a covered pass again.  Queries (lseek SEEK_CUR 0),
  * pread and opens that deliver nothing never end a pass; a second read at
  * the end of a pass that is over returns 0 again without ending the next
- * one; every cursor of a file shares its pass. */
+ * one; every cursor of a file shares its pass.  A stdio stream's fetch
+ * delivers nothing until the stream reports what its trainer consumed, and
+ * such a report for a pass that is over counts for nothing. */
 #include <criterion/criterion.h>
 
 #include <errno.h>
@@ -728,5 +730,121 @@ Test(view_cursor, a_peek_at_an_offset_never_moves_the_cursor)
     at = VC_HEADER + VC_RECORD * VC_COUNT;
     cr_expect_eq(view_cursor_peek(&cursor, buffer, VC_RECORD, &at, &peek), 0);
     cr_expect_eq(data.file.view_pass, 0, "positioned: never ends a pass");
+    vc_teardown(&data);
+}
+
+/* --- fetch and deliver (stdio streams built on a cursor) --------------------- */
+
+/* A stream's buffer fills through view_cursor_fetch, with no read limit and
+ * no delivery; the stream reports what its trainer consumed with
+ * view_cursor_deliver, for the pass the bytes were fetched in. */
+Test(view_cursor, fetch_copies_past_the_read_limit_and_delivers_nothing)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, false, 1, 0);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    unsigned char buffer[64];
+    uint64_t pass = 99, offset = 99;
+    cr_assert_eq(view_cursor_fetch(&cursor, buffer, 20, &pass, &offset), 20,
+                 "a read would stop at the header's end");
+    cr_expect_eq(pass, 0);
+    cr_expect_eq(offset, 0);
+    cr_expect_eq(memcmp(buffer, data.bytes, 20), 0);
+    cr_expect_eq(cursor.offset, 20, "the cursor moves as a read's");
+    cr_expect_eq(data.file.shared->tracker.delivered, 0, "the buffer is not the trainer's");
+    cr_expect_not(dataset_view_started(&data.file));
+    cr_assert_eq(view_cursor_fetch(&cursor, buffer, 10, &pass, &offset), 10);
+    cr_expect_eq(offset, 20, "where these bytes start in the view");
+    cr_expect_eq(memcmp(buffer, data.bytes + 20, 10), 0);
+
+    struct vc_data other;
+    vc_setup(&other, VC_HEADER, false, 1, 0);
+    struct view_cursor reader;
+    view_cursor_open(&reader, &other.file);
+    cr_expect_eq(view_cursor_read(&reader, buffer, 20), VC_HEADER, "read's limit, for contrast");
+    vc_teardown(&other);
+    vc_teardown(&data);
+}
+
+Test(view_cursor, deliver_counts_a_record_once_its_last_byte_is_consumed)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, true, 1, 0);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    unsigned char buffer[VC_HEADER + VC_RECORD * VC_COUNT];
+    uint64_t pass, offset;
+    cr_assert_eq(view_cursor_fetch(&cursor, buffer, sizeof buffer, &pass, &offset),
+                 sizeof buffer);
+    view_cursor_deliver(&cursor, pass, offset, VC_HEADER);
+    cr_expect_eq(data.file.shared->tracker.delivered, 0, "the header delivers nothing");
+    cr_expect_not(dataset_view_started(&data.file));
+    view_cursor_deliver(&cursor, pass, VC_HEADER, VC_RECORD - 1);
+    cr_expect_eq(data.file.shared->tracker.delivered, 0, "a record short of its last byte");
+    view_cursor_deliver(&cursor, pass, VC_HEADER + VC_RECORD - 1, 1);
+    cr_expect_eq(data.file.shared->tracker.delivered, 1);
+    cr_expect(dataset_view_started(&data.file), "the first record begins the pass");
+    view_cursor_deliver(&cursor, pass, VC_HEADER + VC_RECORD, 3 * VC_RECORD);
+    cr_expect_eq(data.file.shared->tracker.delivered, 4);
+    cr_expect_eq(data.file.view_pass, 0, "delivering never ends a pass");
+    vc_teardown(&data);
+}
+
+Test(view_cursor, deliver_for_a_pass_that_is_over_does_nothing)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, true, 1, 0);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    unsigned char buffer[VC_HEADER + VC_RECORD * VC_COUNT];
+    uint64_t pass, offset;
+    cr_assert_eq(view_cursor_fetch(&cursor, buffer, sizeof buffer, &pass, &offset),
+                 sizeof buffer);
+    cr_expect_eq(view_cursor_fetch(&cursor, buffer, sizeof buffer, &pass, &offset), 0);
+    cr_assert_eq(data.file.view_pass, 1, "the stream never moved: its 0 ends the pass");
+    cr_expect_eq(data.file.shared->tracker.records_served, 0, "none of it was consumed");
+    view_cursor_deliver(&cursor, 0, VC_HEADER, 3 * VC_RECORD);
+    cr_expect_eq(data.file.shared->tracker.delivered, 0, "bytes of pass 0 count for nothing");
+    cr_expect_not(dataset_view_started(&data.file), "pass 1 has not begun");
+    cr_assert_eq(view_cursor_seek(&cursor, 0, SEEK_SET), 0);
+    cr_assert_eq(view_cursor_fetch(&cursor, buffer, 2 * VC_RECORD, &pass, &offset),
+                 2 * VC_RECORD);
+    cr_expect_eq(pass, 1, "bytes of the next pass say so");
+    view_cursor_deliver(&cursor, pass, offset, 2 * VC_RECORD);
+    cr_expect_eq(data.file.shared->tracker.delivered, 1, "header and one record");
+    vc_teardown(&data);
+}
+
+Test(view_cursor, a_fetch_returning_zero_after_the_trainer_moved_ends_only_a_covered_pass)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, true, 1, 0);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    unsigned char buffer[VC_HEADER + VC_RECORD * VC_COUNT];
+    uint64_t pass, offset;
+    /* a loader that seeks its stream to its own batch order reaches the end
+     * of the view with whatever batch comes last */
+    cr_expect_not(view_cursor_reposition_rule(&cursor, 0, VC_HEADER + 5 * VC_RECORD));
+    cr_assert_eq(view_cursor_move(&cursor, VC_HEADER + 5 * VC_RECORD, SEEK_SET),
+                 VC_HEADER + 5 * VC_RECORD);
+    cr_assert_eq(view_cursor_fetch(&cursor, buffer, sizeof buffer, &pass, &offset),
+                 5 * VC_RECORD);
+    view_cursor_deliver(&cursor, pass, offset, 5 * VC_RECORD);
+    cr_expect_eq(view_cursor_fetch(&cursor, buffer, sizeof buffer, &pass, &offset), 0);
+    cr_expect_eq(data.file.view_pass, 0, "five records are still to come: no pass end");
+    cr_expect_eq(view_cursor_fetch(&cursor, buffer, 0, &pass, &offset), 0);
+    cr_expect_eq(data.file.view_pass, 0);
+    /* the loader goes back for the first half, then glibc asks for more */
+    cr_expect_not(view_cursor_reposition_rule(&cursor, VC_HEADER + VC_RECORD * VC_COUNT, 0));
+    cr_assert_eq(view_cursor_move(&cursor, VC_HEADER, SEEK_SET), VC_HEADER);
+    cr_assert_eq(view_cursor_fetch(&cursor, buffer, 5 * VC_RECORD, &pass, &offset),
+                 5 * VC_RECORD);
+    view_cursor_deliver(&cursor, pass, offset, 5 * VC_RECORD);
+    cr_assert(dataset_view_covered(&data.file));
+    cr_assert_eq(view_cursor_move(&cursor, 0, SEEK_END), VC_HEADER + VC_RECORD * VC_COUNT);
+    cr_expect_eq(view_cursor_fetch(&cursor, buffer, sizeof buffer, &pass, &offset), 0);
+    cr_expect_eq(data.file.view_pass, 1, "covered: the 0 ends the pass");
     vc_teardown(&data);
 }

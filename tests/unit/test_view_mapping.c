@@ -1,8 +1,9 @@
 /* test_view_mapping.c - the mmap policy for data files (SPEC §3 "mmap"):
  * which mapping a request gets, its page arithmetic, when a view is the
  * file, filling a mapping from a view at an offset with a length that is
- * not a page multiple, the pass a mapping begins, the memory check and the
- * table of the shim's anonymous mappings.
+ * not a page multiple, the pass a mapping begins (and tells the pass
+ * observer of), the memory check and the table of the shim's anonymous
+ * mappings.
  *
  * Expected view bytes come from dataset_view_copy of the same view, which
  * test_dataset_view.c checks against an independent computation. */
@@ -10,6 +11,7 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -273,6 +275,64 @@ Test(view_mapping, mapping_a_transparent_view_begins_its_pass_too)
     view_mapping_note_mapped(&data.file);
     cr_expect(dataset_view_started(&data.file));
     cr_expect_eq(data.file.shared->tracker.delivered, 0);
+    vm_teardown(&data);
+}
+
+/* The pass observer (the shim's metrics events) hears of a pass a mapping
+ * began, once, as "mapped"; a mapping of a pass already begun tells it
+ * nothing more. */
+static struct {
+    unsigned calls;
+    bool begins;
+    uint64_t pass;
+    uint64_t records;
+    char why[32];
+} vm_observed;
+
+static void vm_observer(const struct dataset_file *file, bool begins, uint64_t pass,
+                        uint64_t records_consumed, const char *why)
+{
+    (void)file;
+    vm_observed.calls++;
+    vm_observed.begins = begins;
+    vm_observed.pass = pass;
+    vm_observed.records = records_consumed;
+    snprintf(vm_observed.why, sizeof vm_observed.why, "%s", why);
+}
+
+Test(view_mapping, the_pass_observer_hears_of_a_mapped_pass_once)
+{
+    struct vm_data data;
+    vm_setup(&data, true, false, 1, 0);
+    memset(&vm_observed, 0, sizeof vm_observed);
+    view_cursor_pass_observer = vm_observer;
+    view_mapping_note_mapped(&data.file);
+    cr_expect_eq(vm_observed.calls, 1);
+    cr_expect(vm_observed.begins);
+    cr_expect_eq(vm_observed.pass, 0);
+    cr_expect_eq(vm_observed.records, 0);
+    cr_expect_str_eq(vm_observed.why, "mapped");
+    cr_expect(dataset_view_covered(&data.file), "for the end rules, the whole view was handed out");
+    view_mapping_note_mapped(&data.file);
+    unsigned char page[VM_PAGE];
+    uint64_t pass;
+    view_mapping_fill(&data.file, 0, page, sizeof page, &pass);
+    cr_expect_eq(vm_observed.calls, 1, "the pass had begun already");
+
+    /* a reopen ends it (the observer hears the end); the next mapping begins pass 1 */
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    cr_expect_eq(vm_observed.calls, 2);
+    cr_expect_not(vm_observed.begins);
+    cr_expect_str_eq(vm_observed.why, "reopened");
+    view_mapping_fill(&data.file, 0, page, sizeof page, &pass);
+    cr_expect_eq(pass, 1);
+    cr_expect_eq(vm_observed.calls, 3);
+    cr_expect(vm_observed.begins);
+    cr_expect_eq(vm_observed.pass, 1);
+    cr_expect_str_eq(vm_observed.why, "mapped");
+    view_cursor_pass_observer = NULL;
+    view_cursor_close(&cursor);
     vm_teardown(&data);
 }
 
