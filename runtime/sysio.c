@@ -37,6 +37,11 @@ int sysio_write_all(int fd, const void *buffer, size_t size)
                 continue;
             return -1;
         }
+        if (written == 0) {
+            /* no progress and no error: do not spin; report it as an I/O error */
+            errno = EIO;
+            return -1;
+        }
         cursor += written;
         size -= (size_t)written;
     }

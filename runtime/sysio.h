@@ -36,7 +36,8 @@ struct runtime_sysio {
 
 extern struct runtime_sysio runtime_sysio;
 
-/* Writes all of buffer, retrying on EINTR and short writes.  0 or -1. */
+/* Writes all of buffer, retrying on EINTR and short writes.  0, or -1 with
+ * errno (EIO for a write that moves nothing). */
 int sysio_write_all(int fd, const void *buffer, size_t size);
 /* Reads exactly size bytes at offset unless EOF comes first; returns bytes read or -1. */
 ssize_t sysio_pread_full(int fd, void *buffer, size_t size, off_t offset);

@@ -131,6 +131,18 @@ Test(sysio, a_failing_write_stops_with_its_errno)
     cr_expect_eq(fake.calls, 3, "no retry after a real failure");
 }
 
+/* A write that moves nothing and reports nothing would repeat forever: it
+ * fails with EIO after one call instead. */
+Test(sysio, a_write_that_moves_nothing_fails_instead_of_spinning)
+{
+    fake_reset(0);
+    runtime_sysio.write = fake_write;
+    errno = 0;
+    cr_expect_eq(sysio_write_all(7, "abc", 3), -1);
+    cr_expect_eq(errno, EIO, "errno %d", errno);
+    cr_expect_eq(fake.calls, 1);
+}
+
 Test(sysio, writing_nothing_calls_nothing)
 {
     fake_reset(4);
