@@ -4,6 +4,7 @@
 #include <pthread.h>
 
 #include "cooperative_host.h"
+#include "decisions.h"
 #include "shim.h"
 #include "statistical_epoch.h"
 #include "steps.h"
@@ -68,16 +69,16 @@ uint64_t cooperative_host_propose_local_batch(const struct data_loop *loop)
 {
     if (!shim_configured())
         return 0;
-    return shim_steps_propose_local_batch(loop->batch_size, loop->max_batch_size,
-                                          loop->replicas, loop->local_batch);
+    return shim_decisions_propose_local_batch(loop->batch_size, loop->max_batch_size,
+                                              loop->replicas, loop->local_batch);
 }
 
 double cooperative_host_efficiency(uint64_t initial_global, uint64_t global)
 {
-    return shim_configured() ? shim_steps_efficiency(initial_global, global) : 1.0;
+    return shim_configured() ? shim_decisions_efficiency(initial_global, global) : 1.0;
 }
 
 double cooperative_host_gain(uint64_t initial_global, uint64_t global)
 {
-    return shim_configured() ? shim_steps_gain(initial_global, global) : 1.0;
+    return shim_configured() ? shim_decisions_gain(initial_global, global) : 1.0;
 }

@@ -51,16 +51,11 @@ uint64_t shim_steps_train_records_consumed(void);
  * shared over the replicas): a step that read no train record used it. */
 void shim_steps_declare_local_batch(uint64_t local_batch);
 /* The cooperative API (cooperative_host.c): a training loop's batch of
- * `records` is done and the next is asked for; a gradient report; rank 0's
- * local batch for an adaptive loop's next sweep (0 on other ranks); the
- * efficiency of a global batch under the statistics so far. */
+ * `records` is done and the next is asked for; a gradient report.  (Its
+ * batch proposals are in decisions.h.) */
 void shim_steps_cooperative_batch(uint64_t records);
 void shim_steps_cooperative_gradient(double local_sqr, double mean_sqr, uint64_t local_batch,
                                      bool ends_previous_step);
-uint64_t shim_steps_propose_local_batch(uint64_t initial_global, uint64_t max_global,
-                                        uint32_t replicas, uint64_t current_local);
-double shim_steps_efficiency(uint64_t initial_global, uint64_t global);
-double shim_steps_gain(uint64_t initial_global, uint64_t global);
 /* True on the thread that initialized MPI (false before MPI is up). */
 bool shim_mpi_on_mpi_thread(void);
 /* A checkpoint commit happened. */

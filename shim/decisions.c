@@ -1,0 +1,264 @@
+/* decisions.c - rank 0's batch-size and replica-count decisions at
+ * synchronized step boundaries (SPEC §7; README "Batch-size control" and
+ * "Launcher"), and the cooperative API's in-place batch proposals.  The
+ * rules are the runtime's (batch_decision.c, replica_choice.c,
+ * step_policy.c); this file gathers their inputs from the step monitor,
+ * the session and the job record, logs and records the outcome, and asks
+ * for the restart that every rank then agrees on in the piggy-backed
+ * reduction. */
+#include "decisions.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "batch_decision.h"
+#include "decision_text.h"
+#include "events.h"
+#include "log.h"
+#include "replica_choice.h"
+#include "shim.h"
+#include "statistical_epoch.h"
+#include "step_policy.h"
+#include "steps.h"
+
+static bool shim_restart_requested;
+static double shim_last_decision;
+static bool shim_warned_no_save;
+static struct goodput_model shim_model;      /* from the latest decision */
+static bool shim_model_valid;
+static bool shim_decided_with_trust;         /* a decision saw trusted statistics */
+
+/* The gradient statistics and their confidence, as every decision takes
+ * them (batch_decision.h, rules 1 and 2). */
+static void shim_fill_statistics(struct batch_decision_inputs *inputs)
+{
+    inputs->grad_sqr = grad_noise_sqr(&shim_monitor.noise);
+    inputs->grad_var = grad_noise_var(&shim_monitor.noise);
+    inputs->statistics_trusted = grad_noise_trustworthy(&shim_monitor.noise);
+    grad_noise_standard_errors(&shim_monitor.noise, &inputs->grad_sqr_error,
+                               &inputs->grad_var_error);
+}
+
+/* Decisions: unless ADAPTDL_DECIDE_SECONDS is set (then a fixed period),
+ * the first as soon as the statistics can be trusted (no waiting 30 s: the
+ * earlier a better batch is known, the less the job trains at the initial
+ * one), later ones every 30 s. */
+static bool shim_decision_due(double now)
+{
+    const struct adaptdl_config *config = &shim_session.config;
+    return step_policy_decision_due(config->decide_seconds_given, shim_decided_with_trust,
+                                    grad_noise_trustworthy(&shim_monitor.noise), now,
+                                    shim_last_decision, config->decide_seconds);
+}
+
+static void shim_decide_batch_size(double now, uint64_t declared_local_batch)
+{
+    const struct adaptdl_config *config = &shim_session.config;
+    struct adaptdl_job_record *record = shim_steps_job_record();
+    if (config->max_batch_size == 0 || config->bsz_arg.kind == INJECT_NONE ||
+        config->replica_rank != 0 || shim_restart_requested || !shim_monitor.has_last ||
+        !shim_decision_due(now))
+        return;
+    shim_last_decision = now;
+    struct batch_decision_inputs inputs = {
+        .record = record,
+        .nodes = config->num_nodes,
+        .replicas = shim_monitor.replicas,
+        /* the batch the trainer was given, not the last step's records: an
+         * epoch's short last batch is no batch size to decide against */
+        .current_local_bsz = declared_local_batch ? declared_local_batch
+                                                  : shim_monitor.last.local_records,
+        .initial_global_bsz = record->initial_global_bsz ? record->initial_global_bsz
+                                                         : config->batch_size,
+        .max_global_bsz = config->max_batch_size,
+        .local_bsz_min = config->local_bsz_min,
+        .local_bsz_max = config->local_bsz_max,
+        .speedup_threshold = config->speedup_threshold,
+        .payback_seconds = config->payback_seconds,
+        .previous_global_bsz = record->previous_global_bsz,
+    };
+    shim_fill_statistics(&inputs);
+    if (inputs.statistics_trusted)
+        shim_decided_with_trust = true;
+    struct batch_decision decision;
+    char error[512];
+    if (batch_decide(&inputs, &decision, error, sizeof error) != 0) {
+        log_warn("batch-size decision skipped: %s", error);
+        return;
+    }
+    if (!decision.valid)
+        return;
+    bool restart = decision.restart;
+    if (restart && config->save_glob == NULL) {
+        if (!shim_warned_no_save)
+            log_warn("a larger batch size would pay off, but without ADAPTDL_SAVE no "
+                     "checkpoint can carry the job across a restart: none is requested");
+        shim_warned_no_save = true;
+        restart = false;
+    }
+    shim_events_decision(&inputs, &decision, restart);
+    shim_events_write_hints(config->hints_file, &inputs, &decision,
+                            record->max_replicas_profiled);
+    shim_model = (struct goodput_model){
+        .perf = decision.perf,
+        .grad = {.sqr = inputs.grad_sqr, .var = inputs.grad_var},
+        .initial_global_bsz = inputs.initial_global_bsz,
+    };
+    shim_model_valid = true;
+    if (log_enabled(LOG_LEVEL_INFO)) {
+        char line[768];
+        batch_decision_describe(&inputs, &decision, restart, line, sizeof line);
+        log_info("%s", line);
+    }
+    record->perf_params_valid = true;
+    perf_params_to_array(&decision.perf, record->perf_params);
+    if (restart) {
+        record->previous_global_bsz = inputs.current_local_bsz * inputs.replicas;
+        record->decided_global_bsz = decision.choice.global_bsz;
+        record->decided_local_bsz = decision.choice.local_bsz;
+        record->decided_replicas = shim_monitor.replicas;
+        shim_restart_requested = true;
+    }
+}
+
+/* --- the replica count (README "Launcher") ----------------------------------------
+ * Kept apart from the batch-size decision above: after each decision that
+ * fitted a model, rank 0 asks whether another replica count within
+ * ADAPTDL_REPLICAS_RANGE (set by adaptdl-wrap -n MIN:MAX) would pay a
+ * restart, by the rule the launcher applies to the hints file
+ * (replica_choice.h), so that the launcher relaunches with the count that
+ * made the shim ask. */
+static double shim_replicas_considered_at = -1;
+static bool shim_restart_for_replicas;
+
+/* Why an agreed restart stops the process: rank 0 knows which decision
+ * asked; the other ranks only saw the flag in the reduction. */
+const char *shim_decisions_restart_reason(void)
+{
+    if (shim_restart_for_replicas)
+        return "restart for another replica count, after the checkpoint just committed";
+    if (shim_session.config.replica_rank == 0)
+        return "restart for a new batch size, after the checkpoint just committed";
+    return "restart requested by rank 0 (a new batch size or replica count), after the "
+           "checkpoint just committed";
+}
+
+static void shim_consider_replicas(void)
+{
+    const struct adaptdl_config *config = &shim_session.config;
+    struct adaptdl_job_record *record = shim_steps_job_record();
+    if (config->replicas_max == 0 || config->replicas_min == config->replicas_max ||
+        config->replica_rank != 0 || !shim_model_valid || shim_restart_requested ||
+        shim_last_decision == shim_replicas_considered_at)
+        return;
+    shim_replicas_considered_at = shim_last_decision;
+    uint32_t replicas = shim_monitor.replicas ? shim_monitor.replicas : 1;
+    struct replica_goodputs table;
+    replica_goodputs_predict(&shim_model, config->num_nodes,
+                             record->max_replicas_profiled, replicas,
+                             config->max_batch_size, config->local_bsz_min,
+                             config->local_bsz_max, &table);
+    struct replica_choice choice;
+    if (replica_choice_pick(&table, config->replicas_min, config->replicas_max, replicas,
+                            config->speedup_threshold, &choice) != 0)
+        return;
+    double cost = record->restart_cost_seconds > 0 ? record->restart_cost_seconds
+                                                           : BATCH_DECISION_DEFAULT_RESTART_COST;
+    bool restart = choice.replicas != replicas &&
+                   replica_choice_restart_pays(&choice, cost, config->payback_seconds);
+    if (restart && config->save_glob == NULL) {
+        static bool warned;
+        if (!warned)
+            log_warn("%u replica(s) would pay off, but without ADAPTDL_SAVE no checkpoint can "
+                     "carry the job across a restart: none is requested", choice.replicas);
+        warned = true;
+        restart = false;
+    }
+    shim_events_replica_decision(&choice, replicas, cost, restart);
+    char description[320];
+    log_debug("replica decision in %u..%u: %s, restart cost %.1f s: %s", config->replicas_min,
+              config->replicas_max, replica_choice_describe(&choice, description,
+                                                            sizeof description),
+              cost, restart ? "restart requested" : "keep");
+    if (!restart)
+        return;
+    /* the relaunch injects the best batch for the new count */
+    struct goodput_choice batch;
+    if (goodput_optimize(&shim_model, config->num_nodes ? config->num_nodes : 1,
+                         choice.replicas, config->max_batch_size, config->local_bsz_min,
+                         config->local_bsz_max, false, &batch) == 0) {
+        record->decided_global_bsz = batch.global_bsz;
+        record->decided_local_bsz = batch.local_bsz;
+        record->decided_replicas = choice.replicas;
+    }
+    log_info("%u replica(s) would pay off (speedup %.3f): restart requested, after the "
+             "trainer's next checkpoint", choice.replicas, choice.speedup);
+    shim_restart_for_replicas = true;
+    shim_restart_requested = true;
+}
+
+void shim_decisions_at_boundary(double now, uint64_t declared_local_batch)
+{
+    shim_decide_batch_size(now, declared_local_batch);
+    shim_consider_replicas();
+}
+
+bool shim_decisions_restart_requested(void)
+{
+    return shim_restart_requested;
+}
+
+const struct goodput_model *shim_decisions_model(void)
+{
+    return shim_model_valid ? &shim_model : NULL;
+}
+
+uint64_t shim_decisions_propose_local_batch(uint64_t initial_global, uint64_t max_global,
+                                        uint32_t replicas, uint64_t current_local)
+{
+    const struct adaptdl_config *config = &shim_session.config;
+    struct adaptdl_job_record *record = shim_steps_job_record();
+    if (config->replica_rank != 0)
+        return 0;   /* rank 0's proposal is the one agreed on */
+    struct batch_decision_inputs inputs = {
+        .record = record,
+        .nodes = config->num_nodes,
+        .replicas = replicas,
+        .current_local_bsz = current_local,
+        .initial_global_bsz = initial_global,
+        .max_global_bsz = max_global,
+        .speedup_threshold = config->speedup_threshold,
+        .payback_seconds = config->payback_seconds,
+    };
+    shim_fill_statistics(&inputs);
+    struct batch_decision decision;
+    char error[512];
+    if (batch_decide(&inputs, &decision, error, sizeof error) != 0) {
+        log_warn("cooperative loop: batch-size decision skipped: %s", error);
+        return current_local;
+    }
+    uint64_t chosen = batch_decision_in_place(&decision, current_local,
+                                              config->speedup_threshold);
+    log_debug("cooperative loop: local batch %llu -> %llu (%s, speedup %.3f)",
+              (unsigned long long)current_local, (unsigned long long)chosen,
+              decision.valid ? "model fitted" : "no model yet", decision.speedup);
+    return chosen;
+}
+
+double shim_decisions_efficiency(uint64_t initial_global, uint64_t global)
+{
+    return statistical_epoch_efficiency(grad_noise_sqr(&shim_monitor.noise),
+                                        grad_noise_var(&shim_monitor.noise),
+                                        (double)initial_global, (double)global);
+}
+
+double shim_decisions_gain(uint64_t initial_global, uint64_t global)
+{
+    double sqr = grad_noise_sqr(&shim_monitor.noise);
+    double var = grad_noise_var(&shim_monitor.noise);
+    if (!(sqr > 0) || !isfinite(sqr) || !(var >= 0) || !isfinite(var) || initial_global == 0)
+        return 1.0;
+    double scale = (double)global / (double)initial_global;
+    return statistical_epoch_efficiency(sqr, var, (double)initial_global, (double)global) * scale;
+}
