@@ -136,6 +136,13 @@ void dataset_file_release(struct dataset_file *file);
 /* (Re)builds the view of the tracker's current pass. -1 on allocation failure. */
 int dataset_view_fix(struct dataset_file *file);
 
+/* The physical record index at view position `position` (the permutation
+ * of its sweep, the replica's shard, the pass's start). */
+uint64_t dataset_view_logical_to_physical(struct dataset_file *file, uint64_t position);
+/* Lines mode: the view record holding payload offset `payload_offset`, the
+ * last j with view_line_prefix[j] <= payload_offset. */
+uint64_t dataset_view_line_at(const struct dataset_file *file, uint64_t payload_offset);
+
 /* Copies view bytes [offset, offset + size) into buffer, stopping at the
  * view's end.  Returns the number copied.  Holds the lock throughout; readers
  * use the plan below instead. */

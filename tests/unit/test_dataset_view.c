@@ -279,6 +279,47 @@ Test(dataset_view, view_is_header_then_permuted_records_for_every_layout)
     }
 }
 
+/* The index map alone, as the copy uses it: every view position of every
+ * shard maps to the record the independent computation expects, and the
+ * shards of one pass cover the file, each record once but for the few that
+ * pad every shard to the same length. */
+Test(dataset_view, logical_to_physical_is_the_shard_of_the_pass_permutation)
+{
+    const uint64_t count = 23, header = 4, record_size = 3;
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(header, record_size, count, 0, &size);
+    for (uint32_t replicas = 1; replicas <= 4; replicas++) {
+        unsigned seen[23] = {0};
+        uint64_t served = 0;
+        for (uint32_t rank = 0; rank < replicas; rank++) {
+            struct data_entry entry = dv_entry(header, record_size, true, true);
+            struct dataset_file file;
+            dv_init(&file, &entry, bytes, size, replicas, rank);
+            struct dv_layout layout = {count, replicas, rank, 0, 0, true, DV_SEED, DV_BASENAME};
+            for (uint64_t j = 0; j < file.view_length; j++) {
+                uint64_t physical = dataset_view_logical_to_physical(&file, j);
+                cr_expect_eq(physical, dv_expected_physical(&layout, j), "K %u r %u j %llu",
+                             replicas, rank, (unsigned long long)j);
+                cr_assert_lt(physical, count);
+                seen[physical]++;
+                served++;
+            }
+            dataset_file_release(&file);
+        }
+        uint64_t padding = served - count;
+        cr_expect_lt(padding, replicas, "K %u: %llu served", replicas,
+                     (unsigned long long)served);
+        uint64_t repeated = 0;
+        for (uint64_t i = 0; i < count; i++) {
+            cr_expect(seen[i] == 1 || seen[i] == 2, "K %u: record %llu served %u times",
+                      replicas, (unsigned long long)i, seen[i]);
+            repeated += seen[i] - 1;
+        }
+        cr_expect_eq(repeated, padding, "K %u: only the padding repeats", replicas);
+    }
+    free(bytes);
+}
+
 Test(dataset_view, copies_at_every_offset_with_odd_sizes)
 {
     const uint64_t header = 7, record_size = 13, count = 29;
@@ -719,6 +760,23 @@ Test(dataset_view, lines_records_before_counts_whole_lines)
     cr_expect_eq(file.shared->tracker.delivered, 1);
     dataset_view_note_read(&file, 4, 5);
     cr_expect_eq(file.shared->tracker.delivered, 3);
+    dataset_file_release(&file);
+}
+
+/* The line holding a payload offset: its first byte, its last, and the
+ * offsets of the file's end. */
+Test(dataset_view, line_at_finds_the_line_that_holds_an_offset)
+{
+    /* lines "a\n", "bcd\n", "ef\n" in order: view offsets 0, 2, 6, 9 */
+    const char text[] = "a\nbcd\nef\n";
+    struct data_entry entry = dv_entry(0, 0, false, false);
+    struct dataset_file file;
+    dv_init(&file, &entry, (const unsigned char *)text, 9, 1, 0);
+    static const uint64_t expected[9] = {0, 0, 1, 1, 1, 1, 2, 2, 2};
+    for (uint64_t offset = 0; offset < 9; offset++)
+        cr_expect_eq(dataset_view_line_at(&file, offset), expected[offset], "offset %llu",
+                     (unsigned long long)offset);
+    cr_expect_eq(dataset_view_line_at(&file, 9), 2, "the end belongs to the last line");
     dataset_file_release(&file);
 }
 
