@@ -108,16 +108,28 @@ static bool shim_copy_destination_is(int out_fd, mode_t type)
     return false;
 }
 
-SHIM_EXPORT ssize_t copy_file_range(int in_fd, off64_t *in_offset, int out_fd,
-                                    off64_t *out_offset, size_t length, unsigned int flags)
+/* copy_file_range and splice take the same arguments; each accepts one
+ * kind of destination (a regular file, a pipe). */
+typedef ssize_t (*shim_range_copy_fn)(int, off64_t *, int, off64_t *, size_t, unsigned int);
+
+static ssize_t shim_copy_range(shim_range_copy_fn real, mode_t destination_type, int in_fd,
+                               off64_t *in_offset, int out_fd, off64_t *out_offset,
+                               size_t length, unsigned int flags)
 {
     struct fd_slot *slot = shim_view_slot_acquire(in_fd);
     if (SHIM_LIKELY(slot == NULL))
-        return REAL(copy_file_range)(in_fd, in_offset, out_fd, out_offset, length, flags);
-    if (!shim_copy_destination_is(out_fd, S_IFREG))
+        return real(in_fd, in_offset, out_fd, out_offset, length, flags);
+    if (!shim_copy_destination_is(out_fd, destination_type))
         return shim_copy_done(slot, -1);
     return shim_copy_done(slot, shim_copy_from_view(slot, (int64_t *)in_offset, out_fd,
                                                     (int64_t *)out_offset, length));
+}
+
+SHIM_EXPORT ssize_t copy_file_range(int in_fd, off64_t *in_offset, int out_fd,
+                                    off64_t *out_offset, size_t length, unsigned int flags)
+{
+    return shim_copy_range(REAL(copy_file_range), S_IFREG, in_fd, in_offset, out_fd,
+                           out_offset, length, flags);
 }
 
 SHIM_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
@@ -129,23 +141,14 @@ SHIM_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
                           shim_copy_from_view(slot, (int64_t *)offset, out_fd, NULL, count));
 }
 
+/* With a 64-bit off_t glibc's sendfile64 is sendfile under a second name;
+ * so is ours. */
 SHIM_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t *offset, size_t count)
-{
-    struct fd_slot *slot = shim_view_slot_acquire(in_fd);
-    if (SHIM_LIKELY(slot == NULL))
-        return REAL(sendfile64)(out_fd, in_fd, offset, count);
-    return shim_copy_done(slot,
-                          shim_copy_from_view(slot, (int64_t *)offset, out_fd, NULL, count));
-}
+    __attribute__((alias("sendfile")));
 
 SHIM_EXPORT ssize_t splice(int in_fd, off64_t *in_offset, int out_fd, off64_t *out_offset,
                            size_t length, unsigned int flags)
 {
-    struct fd_slot *slot = shim_view_slot_acquire(in_fd);
-    if (SHIM_LIKELY(slot == NULL))
-        return REAL(splice)(in_fd, in_offset, out_fd, out_offset, length, flags);
-    if (!shim_copy_destination_is(out_fd, S_IFIFO))
-        return shim_copy_done(slot, -1);
-    return shim_copy_done(slot, shim_copy_from_view(slot, (int64_t *)in_offset, out_fd,
-                                                    (int64_t *)out_offset, length));
+    return shim_copy_range(REAL(splice), S_IFIFO, in_fd, in_offset, out_fd, out_offset, length,
+                           flags);
 }

@@ -226,11 +226,6 @@ SHIM_EXPORT int fcntl(int fd, int command, ...)
     return shim_fcntl_common(REAL(fcntl), fd, command, argument);
 }
 
-SHIM_EXPORT int fcntl64(int fd, int command, ...)
-{
-    va_list arguments;
-    va_start(arguments, command);
-    void *argument = va_arg(arguments, void *);
-    va_end(arguments);
-    return shim_fcntl_common(REAL(fcntl64), fd, command, argument);
-}
+/* With a 64-bit off_t glibc's fcntl64 is fcntl under a second name (the
+ * struct flock of F_GETLK and friends is the same); so is ours. */
+SHIM_EXPORT int fcntl64(int fd, int command, ...) __attribute__((alias("fcntl")));

@@ -128,7 +128,6 @@ SHIM_EXPORT void *mmap(void *address, size_t length, int protection, int flags, 
  * name; so is ours, which keeps the two from drifting apart. */
 SHIM_EXPORT void *mmap64(void *address, size_t length, int protection, int flags, int fd,
                          off64_t offset) __attribute__((alias("mmap")));
-_Static_assert(sizeof(off_t) == sizeof(off64_t), "mmap64 is an alias of mmap only for a 64-bit off_t");
 
 SHIM_EXPORT int munmap(void *address, size_t length)
 {

@@ -47,7 +47,6 @@ struct statx;
     X(dup2, optional, int, (int, int), -1)                                                        \
     X(dup3, optional, int, (int, int, int), -1)                                                   \
     X(fcntl, required, int, (int, int, ...), -1)                                                  \
-    X(fcntl64, optional, int, (int, int, ...), -1)                                                \
     X(read, required, ssize_t, (int, void *, size_t), -1)                                         \
     X(__read_chk, optional, ssize_t, (int, void *, size_t, size_t), -1)                           \
     X(pread, required, ssize_t, (int, void *, size_t, off_t), -1)                                 \
@@ -58,12 +57,10 @@ struct statx;
     X(preadv, optional, ssize_t, (int, const struct iovec *, int, off_t), -1)                     \
     X(preadv64, optional, ssize_t, (int, const struct iovec *, int, off64_t), -1)                 \
     X(preadv2, optional, ssize_t, (int, const struct iovec *, int, off_t, int), -1)               \
-    X(preadv64v2, optional, ssize_t, (int, const struct iovec *, int, off64_t, int), -1)          \
     X(write, required, ssize_t, (int, const void *, size_t), -1)                                  \
     X(pwrite64, optional, ssize_t, (int, const void *, size_t, off64_t), -1)                      \
     X(copy_file_range, optional, ssize_t, (int, off64_t *, int, off64_t *, size_t, unsigned), -1) \
     X(sendfile, optional, ssize_t, (int, int, off_t *, size_t), -1)                               \
-    X(sendfile64, optional, ssize_t, (int, int, off64_t *, size_t), -1)                           \
     X(splice, optional, ssize_t, (int, off64_t *, int, off64_t *, size_t, unsigned), -1)          \
     X(lseek, optional, off_t, (int, off_t, int), -1)                                              \
     X(lseek64, optional, off64_t, (int, off64_t, int), -1)                                        \
@@ -150,6 +147,12 @@ void shim_resolve_real_functions(void);
  * inside that resolution (dlsym reached a wrapper through an allocator), it
  * looks up that one entry on its own.  Returns a function pointer. */
 void *shim_real_function(enum shim_real_index index);
+
+/* mmap64, preadv64v2, fcntl64 and sendfile64 are aliases of the wrappers
+ * without 64, as glibc's own are, and have no entry here: that holds only
+ * where off_t is off64_t. */
+_Static_assert(sizeof(off_t) == sizeof(off64_t),
+               "the 64-bit twins are aliases only for a 64-bit off_t");
 
 /* The real function, resolving the table on first use. */
 #define REAL(name) (__builtin_expect(shim_real.name != NULL, 1) \
