@@ -197,6 +197,28 @@ pid_t harness_start_mpirun(char *const argv[], const char *out)
     return pid;
 }
 
+void harness_expect_intercepted_imports(const char *program, const char *const symbols[])
+{
+    char *inspect = strdup(harness_build_path("adaptdl-inspect"));
+    char *path = strdup(harness_build_path(program));
+    char *argv[] = {inspect, path, NULL};
+    struct run_result result;
+    harness_run(&result, argv, NULL, false, 60);
+    const char *intercepted = result.out ? strstr(result.out, "Intercepted by the shim:") : NULL;
+    cr_assert(intercepted != NULL, "adaptdl-inspect %s: status %d\n%s%s", program,
+              result.status, result.out ? result.out : "", result.err ? result.err : "");
+    const char *section_end = strstr(intercepted, "\n\n");
+    for (size_t i = 0; symbols[i] != NULL; i++) {
+        const char *found = strstr(intercepted, symbols[i]);
+        cr_expect(found != NULL && (section_end == NULL || found < section_end),
+                  "%s does not import %s through the shim:\n%s", program, symbols[i],
+                  result.out);
+    }
+    run_result_free(&result);
+    free(path);
+    free(inspect);
+}
+
 double harness_monotonic_seconds(void)
 {
     struct timespec now;

@@ -106,6 +106,10 @@ char *harness_read_output(const char *path);
 uint64_t harness_fnv1a(const void *data, size_t size);
 /* How many times needle occurs in text, without overlaps. */
 size_t harness_count_occurrences(const char *text, const char *needle);
+/* Asserts that adaptdl-inspect lists every one of `symbols` (NULL-ended,
+ * "name@" prefixes) among what the shim intercepts in the build's
+ * `program`: a test of an entry point really calls it. */
+void harness_expect_intercepted_imports(const char *program, const char *const symbols[]);
 /* Seconds on the monotonic clock, for deadlines. */
 double harness_monotonic_seconds(void);
 /* The last "step S" a trainer logged in its id log (0 when none). */

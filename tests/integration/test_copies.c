@@ -67,10 +67,14 @@ static void copy_setup_init(struct copy_setup *s)
     free(reader);
 }
 
+/* The probe binary: copy_probe, or copy_probe_lfs for the 64-bit entry
+ * points (each test runs in a process of its own). */
+static const char *copy_probe_program = "tools/copy_probe";
+
 static void run_copy_probe(struct run_result *result, const struct copy_setup *s,
                            const char *how, const char *out)
 {
-    char *probe = strdup(harness_build_path("tools/copy_probe"));
+    char *probe = strdup(harness_build_path(copy_probe_program));
     char *argv[] = {probe, (char *)how, s->data, (char *)out, NULL};
     harness_run(result, argv, s->environment, true, 60);
     free(probe);
@@ -111,6 +115,18 @@ Test(copies, sendfile_into_a_full_non_blocking_pipe_loses_nothing)
 
 Test(copies, sendfile_with_an_offset_into_a_full_pipe_loses_nothing)
 {
+    expect_pipe_copy_is_exact("sendfile-offset");
+}
+
+/* The same through sendfile64 and fcntl64 (a program built with
+ * _FILE_OFFSET_BITS=64), which the shim exports as aliases of its sendfile
+ * and fcntl, as glibc does. */
+Test(copies, sendfile64_into_a_full_pipe_loses_nothing)
+{
+    harness_expect_intercepted_imports("tools/copy_probe_lfs",
+                                       (const char *const[]){"sendfile64@", "fcntl64@", NULL});
+    copy_probe_program = "tools/copy_probe_lfs";
+    expect_pipe_copy_is_exact("sendfile");
     expect_pipe_copy_is_exact("sendfile-offset");
 }
 

@@ -9,7 +9,8 @@
  * file that is not data, offsets are view offsets):
  *   dup          dup + dup2: reads alternate between the copies, which share
  *                one offset
- *   pread        pread/preadv between reads do not move the offset
+ *   pread        pread/preadv/preadv2 between reads do not move the offset;
+ *                preadv2 at offset -1 reads at the offset and moves it
  *   seekend      fstat, stat, statx, lseek(SEEK_END) sizes; the last 10 bytes
  *   reuse OTHER  close a data descriptor; the next open of OTHER gets its
  *                number and must read OTHER
@@ -177,6 +178,16 @@ static void probe_pread(const char *path)
     n = pread(fd, buffer, 100, status.st_size + 5);   /* past the end */
     report("pread_past_end", (long long)n);
     read_and_report(fd, 5, "f");
+    n = preadv2(fd, parts, 2, 400, 0);
+    if (n < 0)
+        die("preadv2");
+    report_bytes("g", buffer, (size_t)n);
+    report("offset_after_preadv2", offset_of(fd));
+    n = preadv2(fd, parts, 2, -1, 0);   /* -1: at the current offset, which moves */
+    if (n < 0)
+        die("preadv2 at the current offset");
+    report_bytes("h", buffer, (size_t)n);
+    report("offset_after_preadv2_current", offset_of(fd));
 }
 
 static void probe_seekend(const char *path)
