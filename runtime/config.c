@@ -630,20 +630,19 @@ static int check_batch_size_limits(struct config_parse_state *state)
 
 static void set_config_defaults(struct adaptdl_config *config)
 {
-    memset(config, 0, sizeof *config);
-    config->resume = RESUME_REPLAY;
-    config->seed = 0;
-    config->num_replicas = 1;
-    config->replica_rank = 0;
-    config->num_nodes = 1;
-    config->log_level = LOG_LEVEL_WARN;
-    config->grad_min = 1024;
-    config->drain_seconds = 0;
-    config->stop_seconds = 10;
-    config->lr_rule = LR_RULE_NONE;
-    config->speedup_threshold = 1.05;
-    config->decide_seconds = 30;
-    config->payback_seconds = 600;
+    /* every field not named here is 0, false or empty */
+    *config = (struct adaptdl_config){
+        .resume = RESUME_REPLAY,
+        .num_replicas = 1,
+        .num_nodes = 1,
+        .log_level = LOG_LEVEL_WARN,
+        .grad_min = 1024,
+        .stop_seconds = 10,
+        .lr_rule = LR_RULE_NONE,
+        .speedup_threshold = 1.05,
+        .decide_seconds = 30,
+        .payback_seconds = 600,
+    };
 }
 
 /* ADAPTDL_DISABLE=1 promises a library that does nothing, so it is read

@@ -24,6 +24,8 @@ static void cooperative_state_forget_restored(struct cooperative_state *state)
         free(state->restored_loops[i].positions);
     }
     free(state->restored_loops);
+    state->restored_loops = NULL;
+    state->restored_loop_count = 0;
     for (size_t i = 0; i < state->restored_accumulator_count; i++) {
         struct restored_accumulator *saved = &state->restored_accumulators[i];
         free(saved->name);
@@ -33,16 +35,14 @@ static void cooperative_state_forget_restored(struct cooperative_state *state)
         free(saved->history);
     }
     free(state->restored_accumulators);
+    state->restored_accumulators = NULL;
+    state->restored_accumulator_count = 0;
     for (size_t i = 0; i < state->restored_registered_count; i++) {
         free(state->restored_registered[i].name);
         free(state->restored_registered[i].bytes);
     }
     free(state->restored_registered);
-    state->restored_loops = NULL;
-    state->restored_accumulators = NULL;
     state->restored_registered = NULL;
-    state->restored_loop_count = 0;
-    state->restored_accumulator_count = 0;
     state->restored_registered_count = 0;
 }
 

@@ -135,15 +135,7 @@ static uint64_t permutation_low_mask(unsigned bits)
 static void permutation_init_identity(struct record_permutation *permutation,
                                       uint64_t record_count)
 {
-    permutation->record_count = record_count;
-    permutation->identity = true;
-    permutation->domain_bits = 0;
-    permutation->high_bits = 0;
-    permutation->low_bits = 0;
-    permutation->high_mask = 0;
-    permutation->low_mask = 0;
-    for (int round = 0; round < PERMUTATION_ROUNDS; round++)
-        permutation->round_keys[round] = 0;
+    *permutation = (struct record_permutation){.record_count = record_count, .identity = true};
 }
 
 /* Splits the b-bit domain into a high part of ceil(b/2) bits and a low part

@@ -42,6 +42,20 @@ static void shim_inject_value(const struct injection_target *target,
     }
 }
 
+/* The value the trainer was given where `target` says, into *value; returns
+ * whether it was given one.  A value that is not a number ends the run. */
+static bool shim_read_trainer_value(const struct injection_target *target,
+                                    enum injection_quantity quantity, int argc, char **argv,
+                                    double *value)
+{
+    char error[1024];
+    bool present;
+    if (injection_read_value(target, quantity, argc, argv, environ, value, &present, error,
+                             sizeof error) != 0)
+        shim_exit_with_message(error);
+    return present;
+}
+
 /* Fills the learning-rate part of `start` when one was injected. */
 static void shim_inject_learning_rate(const struct batch_plan *plan, int *argc, char ***argv,
                                       struct run_start *start)
@@ -49,13 +63,9 @@ static void shim_inject_learning_rate(const struct batch_plan *plan, int *argc, 
     const struct adaptdl_config *config = &shim_session.config;
     if (config->lr_arg.kind == INJECT_NONE)
         return;
-    char error[1024];
     double learning_rate;
-    bool present;
-    if (injection_read_value(&config->lr_arg, INJECTION_LEARNING_RATE, *argc, *argv, environ,
-                             &learning_rate, &present, error, sizeof error) != 0)
-        shim_exit_with_message(error);
-    if (!present) {
+    if (!shim_read_trainer_value(&config->lr_arg, INJECTION_LEARNING_RATE, *argc, *argv,
+                                 &learning_rate)) {
         log_warn("ADAPTDL_LR_ARG: the trainer was given no %s: its learning rate cannot be "
                  "rescaled", config->lr_arg.name);
         return;
@@ -84,14 +94,12 @@ static void shim_inject_planned_batch(int *argc, char ***argv, struct run_start 
                                        config->num_replicas);
     if (config->bsz_arg.kind == INJECT_NONE)
         return;
-    char error[1024];
     double trainer_value;
-    bool present;
-    if (injection_read_value(&config->bsz_arg, INJECTION_BATCH_SIZE, *argc, *argv, environ,
-                             &trainer_value, &present, error, sizeof error) != 0)
-        shim_exit_with_message(error);
+    bool present = shim_read_trainer_value(&config->bsz_arg, INJECTION_BATCH_SIZE, *argc,
+                                           *argv, &trainer_value);
     struct adaptdl_job_record *record = shim_steps_job_record();
     struct batch_plan plan;
+    char error[1024];
     if (batch_plan_decide(config, record, trainer_value, present, &plan, error,
                           sizeof error) != 0)
         shim_exit_with_message(error);

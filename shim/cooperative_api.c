@@ -68,17 +68,17 @@ static void api_unlock(struct cooperative_state *state)
 
 API unsigned adaptdl_num_replicas(void)
 {
-    return cooperative_host_replicas();
+    return cooperative_host_job().replicas;
 }
 
 API unsigned adaptdl_replica_rank(void)
 {
-    return cooperative_host_rank();
+    return cooperative_host_job().rank;
 }
 
 API unsigned adaptdl_num_restarts(void)
 {
-    return cooperative_host_restarts();
+    return cooperative_host_job().restarts;
 }
 
 /* --- epochs --------------------------------------------------------------------- */
@@ -106,20 +106,24 @@ API void adaptdl_leave_epoch_loop(void)
     api_unlock(state);
 }
 
-API int64_t adaptdl_current_epoch(void)
+/* A copy of the epoch loop, taken under the lock, for the two queries. */
+static struct epoch_loop api_epochs_now(void)
 {
     struct cooperative_state *state = api_lock();
-    int64_t epoch = epoch_loop_current(&state->epochs);
+    struct epoch_loop epochs = state->epochs;
     api_unlock(state);
-    return epoch;
+    return epochs;
+}
+
+API int64_t adaptdl_current_epoch(void)
+{
+    struct epoch_loop epochs = api_epochs_now();
+    return epoch_loop_current(&epochs);
 }
 
 API int64_t adaptdl_finished_epochs(void)
 {
-    struct cooperative_state *state = api_lock();
-    int64_t finished = state->epochs.finished;
-    api_unlock(state);
-    return finished;
+    return api_epochs_now().finished;
 }
 
 /* --- batch sizes of loops ------------------------------------------------------------ */
@@ -179,7 +183,7 @@ static adaptdl_loop *api_loop_new(struct cooperative_state *state, uint64_t reco
     owner->fd = -1;
     api_install_loop_hooks(state);
     if (data_loop_create(&state->loops, &owner->loop, epoch_loop_current(&state->epochs),
-                         records, batch_size, shuffle, cooperative_host_seed(), api_error,
+                         records, batch_size, shuffle, cooperative_host_job().seed, api_error,
                          sizeof api_error) != 0 ||
         cooperative_state_add_loop(state, &owner->loop, api_error, sizeof api_error) != 0) {
         data_loop_free(&owner->loop);
@@ -239,8 +243,8 @@ API void adaptdl_loop_destroy(adaptdl_loop *owner)
 {
     if (owner == NULL)
         return;
+    adaptdl_loop_break(owner);   /* a loop destroyed while iterated is left first */
     struct cooperative_state *state = api_lock();
-    data_loop_leave(&state->loops, &owner->loop);
     cooperative_state_remove_loop(state, &owner->loop);
     api_unlock(state);
     data_loop_free(&owner->loop);
@@ -292,11 +296,12 @@ API int adaptdl_loop_begin(adaptdl_loop *owner)
         api_fail("adaptdl_loop_begin: no loop");
         return -1;
     }
+    struct cooperative_job job = cooperative_host_job();
     struct cooperative_state *state = api_lock();
     bool skipped = false;
     int status = data_loop_begin(&state->loops, &owner->loop,
-                                 epoch_loop_current(&state->epochs), cooperative_host_replicas(),
-                                 cooperative_host_rank(), &skipped, api_error, sizeof api_error);
+                                 epoch_loop_current(&state->epochs), job.replicas, job.rank,
+                                 &skipped, api_error, sizeof api_error);
     api_unlock(state);
     if (status != 0)
         return -1;
@@ -429,13 +434,22 @@ API void adaptdl_accumulator_destroy(adaptdl_accumulator *owner)
     free(owner);
 }
 
-static int api_accumulator_add(adaptdl_accumulator *owner, const char *key, double value)
+/* The lock, for a call on `owner`; NULL with a message when there is no
+ * accumulator to call on. */
+static struct cooperative_state *api_lock_accumulator(const adaptdl_accumulator *owner)
 {
     if (owner == NULL) {
         api_fail("no accumulator");
-        return -1;
+        return NULL;
     }
-    struct cooperative_state *state = api_lock();
+    return api_lock();
+}
+
+static int api_accumulator_add(adaptdl_accumulator *owner, const char *key, double value)
+{
+    struct cooperative_state *state = api_lock_accumulator(owner);
+    if (state == NULL)
+        return -1;
     int status = accumulator_add(&owner->accumulator, key, value, api_error, sizeof api_error);
     api_unlock(state);
     return status;
@@ -453,11 +467,9 @@ API int adaptdl_accumulator_subtract(adaptdl_accumulator *owner, const char *key
 
 API int adaptdl_accumulator_synchronize(adaptdl_accumulator *owner)
 {
-    if (owner == NULL) {
-        api_fail("no accumulator");
+    struct cooperative_state *state = api_lock_accumulator(owner);
+    if (state == NULL)
         return -1;
-    }
-    struct cooperative_state *state = api_lock();
     int status = accumulator_synchronize(&owner->accumulator, epoch_loop_current(&state->epochs),
                                          state->loops.current != NULL, api_error,
                                          sizeof api_error);
@@ -481,11 +493,9 @@ API bool adaptdl_accumulator_get(const adaptdl_accumulator *owner, const char *k
 
 API int adaptdl_accumulator_set(adaptdl_accumulator *owner, const char *key, double value)
 {
-    if (owner == NULL) {
-        api_fail("no accumulator");
+    struct cooperative_state *state = api_lock_accumulator(owner);
+    if (state == NULL)
         return -1;
-    }
-    struct cooperative_state *state = api_lock();
     int status = accumulator_set(&owner->accumulator, key, value, api_error, sizeof api_error);
     api_unlock(state);
     return status;
@@ -493,11 +503,9 @@ API int adaptdl_accumulator_set(adaptdl_accumulator *owner, const char *key, dou
 
 API int adaptdl_accumulator_remove(adaptdl_accumulator *owner, const char *key)
 {
-    if (owner == NULL) {
-        api_fail("no accumulator");
+    struct cooperative_state *state = api_lock_accumulator(owner);
+    if (state == NULL)
         return -1;
-    }
-    struct cooperative_state *state = api_lock();
     int status = accumulator_remove(&owner->accumulator, key, api_error, sizeof api_error);
     api_unlock(state);
     return status;
@@ -505,11 +513,9 @@ API int adaptdl_accumulator_remove(adaptdl_accumulator *owner, const char *key)
 
 API int adaptdl_accumulator_clear(adaptdl_accumulator *owner)
 {
-    if (owner == NULL) {
-        api_fail("no accumulator");
+    struct cooperative_state *state = api_lock_accumulator(owner);
+    if (state == NULL)
         return -1;
-    }
-    struct cooperative_state *state = api_lock();
     int status = accumulator_clear(&owner->accumulator, api_error, sizeof api_error);
     api_unlock(state);
     return status;

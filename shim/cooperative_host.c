@@ -28,28 +28,18 @@ struct cooperative_state *cooperative_host_state(void)
     return &cooperative_host_inactive;
 }
 
-uint32_t cooperative_host_replicas(void)
+struct cooperative_job cooperative_host_job(void)
 {
     shim_ensure_initialized();
-    return shim_configured() ? shim_session.config.num_replicas : 1;
-}
-
-uint32_t cooperative_host_rank(void)
-{
-    shim_ensure_initialized();
-    return shim_configured() ? shim_session.config.replica_rank : 0;
-}
-
-uint32_t cooperative_host_restarts(void)
-{
-    shim_ensure_initialized();
-    return shim_configured() ? shim_session.config.num_restarts : 0;
-}
-
-uint64_t cooperative_host_seed(void)
-{
-    shim_ensure_initialized();
-    return shim_configured() ? shim_session.config.seed : 0;
+    if (!shim_configured())
+        return (struct cooperative_job){.replicas = 1};
+    const struct adaptdl_config *config = &shim_session.config;
+    return (struct cooperative_job){
+        .replicas = config->num_replicas,
+        .rank = config->replica_rank,
+        .restarts = config->num_restarts,
+        .seed = config->seed,
+    };
 }
 
 void cooperative_host_train_batch(uint64_t records)

@@ -15,12 +15,17 @@
 #include "cooperative_state.h"
 #include "data_loop.h"
 
+/* Where this process stands in the job. */
+struct cooperative_job {
+    uint32_t replicas;
+    uint32_t rank;
+    uint32_t restarts;
+    uint64_t seed;   /* of the shuffles */
+};
+
 /* The state of this process (never NULL). */
 struct cooperative_state *cooperative_host_state(void);
-uint32_t cooperative_host_replicas(void);
-uint32_t cooperative_host_rank(void);
-uint32_t cooperative_host_restarts(void);
-uint64_t cooperative_host_seed(void);
+struct cooperative_job cooperative_host_job(void);
 /* A training loop finished a batch of `records` local records and is about
  * to hand out the next: a step boundary for profiling. */
 void cooperative_host_train_batch(uint64_t records);

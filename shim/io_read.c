@@ -80,13 +80,10 @@ SHIM_EXPORT ssize_t pread(int fd, void *buffer, size_t size, off_t offset)
     return shim_view_done(slot, shim_view_pread(slot, fd, buffer, size, offset));
 }
 
+/* With a 64-bit off_t glibc's pread64 is pread under a second name; so is
+ * ours, and likewise for the other 64-bit twins below. */
 SHIM_EXPORT ssize_t pread64(int fd, void *buffer, size_t size, off64_t offset)
-{
-    struct fd_slot *slot = shim_view_slot_acquire(fd);
-    if (SHIM_LIKELY(slot == NULL))
-        return REAL(pread64)(fd, buffer, size, offset);
-    return shim_view_done(slot, shim_view_pread(slot, fd, buffer, size, offset));
-}
+    __attribute__((alias("pread")));
 
 SHIM_EXPORT ssize_t __pread_chk(int fd, void *buffer, size_t size, off_t offset,
                                 size_t buffer_size)
@@ -100,15 +97,7 @@ SHIM_EXPORT ssize_t __pread_chk(int fd, void *buffer, size_t size, off_t offset,
 }
 
 SHIM_EXPORT ssize_t __pread64_chk(int fd, void *buffer, size_t size, off64_t offset,
-                                  size_t buffer_size)
-{
-    struct fd_slot *slot = shim_view_slot_acquire(fd);
-    if (SHIM_LIKELY(slot == NULL))
-        return REAL(__pread64_chk)(fd, buffer, size, offset, buffer_size);
-    if (size > buffer_size)
-        __chk_fail();
-    return shim_view_done(slot, shim_view_pread(slot, fd, buffer, size, offset));
-}
+                                  size_t buffer_size) __attribute__((alias("__pread_chk")));
 
 static ssize_t shim_view_readv(struct fd_slot *slot, const struct iovec *vector, int count)
 {
@@ -147,12 +136,7 @@ SHIM_EXPORT ssize_t preadv(int fd, const struct iovec *vector, int count, off_t 
 }
 
 SHIM_EXPORT ssize_t preadv64(int fd, const struct iovec *vector, int count, off64_t offset)
-{
-    struct fd_slot *slot = shim_view_slot_acquire(fd);
-    if (SHIM_LIKELY(slot == NULL))
-        return REAL(preadv64)(fd, vector, count, offset);
-    return shim_view_done(slot, shim_view_preadv(slot, vector, count, offset));
-}
+    __attribute__((alias("preadv")));
 
 /* preadv2 with offset -1 reads at (and moves) the current offset. */
 SHIM_EXPORT ssize_t preadv2(int fd, const struct iovec *vector, int count, off_t offset,
@@ -166,8 +150,6 @@ SHIM_EXPORT ssize_t preadv2(int fd, const struct iovec *vector, int count, off_t
     return shim_view_done(slot, shim_view_preadv(slot, vector, count, offset));
 }
 
-/* With a 64-bit off_t glibc's preadv64v2 is preadv2 under a second name;
- * so is ours. */
 SHIM_EXPORT ssize_t preadv64v2(int fd, const struct iovec *vector, int count, off64_t offset,
                                int flags) __attribute__((alias("preadv2")));
 
@@ -187,10 +169,4 @@ SHIM_EXPORT off_t lseek(int fd, off_t offset, int whence)
     return shim_view_done(slot, shim_view_seek(slot, fd, offset, whence));
 }
 
-SHIM_EXPORT off64_t lseek64(int fd, off64_t offset, int whence)
-{
-    struct fd_slot *slot = shim_view_slot_acquire(fd);
-    if (SHIM_LIKELY(slot == NULL))
-        return REAL(lseek64)(fd, offset, whence);
-    return shim_view_done(slot, shim_view_seek(slot, fd, offset, whence));
-}
+SHIM_EXPORT off64_t lseek64(int fd, off64_t offset, int whence) __attribute__((alias("lseek")));

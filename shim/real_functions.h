@@ -50,12 +50,9 @@ struct statx;
     X(read, required, ssize_t, (int, void *, size_t), -1)                                         \
     X(__read_chk, optional, ssize_t, (int, void *, size_t, size_t), -1)                           \
     X(pread, required, ssize_t, (int, void *, size_t, off_t), -1)                                 \
-    X(pread64, optional, ssize_t, (int, void *, size_t, off64_t), -1)                             \
     X(__pread_chk, optional, ssize_t, (int, void *, size_t, off_t, size_t), -1)                   \
-    X(__pread64_chk, optional, ssize_t, (int, void *, size_t, off64_t, size_t), -1)               \
     X(readv, optional, ssize_t, (int, const struct iovec *, int), -1)                             \
     X(preadv, optional, ssize_t, (int, const struct iovec *, int, off_t), -1)                     \
-    X(preadv64, optional, ssize_t, (int, const struct iovec *, int, off64_t), -1)                 \
     X(preadv2, optional, ssize_t, (int, const struct iovec *, int, off_t, int), -1)               \
     X(write, required, ssize_t, (int, const void *, size_t), -1)                                  \
     X(pwrite64, optional, ssize_t, (int, const void *, size_t, off64_t), -1)                      \
@@ -63,7 +60,6 @@ struct statx;
     X(sendfile, optional, ssize_t, (int, int, off_t *, size_t), -1)                               \
     X(splice, optional, ssize_t, (int, off64_t *, int, off64_t *, size_t, unsigned), -1)          \
     X(lseek, optional, off_t, (int, off_t, int), -1)                                              \
-    X(lseek64, optional, off64_t, (int, off64_t, int), -1)                                        \
     X(fstat, required, int, (int, struct stat *), -1)                                             \
     X(fstat64, optional, int, (int, struct stat64 *), -1)                                         \
     X(stat, required, int, (const char *, struct stat *), -1)                                     \
@@ -148,9 +144,9 @@ void shim_resolve_real_functions(void);
  * looks up that one entry on its own.  Returns a function pointer. */
 void *shim_real_function(enum shim_real_index index);
 
-/* mmap64, preadv64v2, fcntl64 and sendfile64 are aliases of the wrappers
- * without 64, as glibc's own are, and have no entry here: that holds only
- * where off_t is off64_t. */
+/* mmap64, pread64, __pread64_chk, preadv64, preadv64v2, lseek64, fcntl64
+ * and sendfile64 are aliases of the wrappers without 64, as glibc's own
+ * are, and have no entry here: that holds only where off_t is off64_t. */
 _Static_assert(sizeof(off_t) == sizeof(off64_t),
                "the 64-bit twins are aliases only for a 64-bit off_t");
 

@@ -21,24 +21,9 @@ struct cooperative_state *cooperative_host_state(void)
     return &cooperative_host_alone;
 }
 
-uint32_t cooperative_host_replicas(void)
+struct cooperative_job cooperative_host_job(void)
 {
-    return 1;
-}
-
-uint32_t cooperative_host_rank(void)
-{
-    return 0;
-}
-
-uint32_t cooperative_host_restarts(void)
-{
-    return 0;
-}
-
-uint64_t cooperative_host_seed(void)
-{
-    return 0;
+    return (struct cooperative_job){.replicas = 1};
 }
 
 void cooperative_host_train_batch(uint64_t records)
