@@ -116,23 +116,26 @@ static const char *parse_role_key(struct data_entry_draft *draft, const char *va
     return NULL;
 }
 
+/* A 0 or 1 into *out (untouched otherwise). */
+static const char *parse_boolean_value(const char *value, bool *out)
+{
+    int flag = 0;
+    if (!config_find_word_choice(boolean_choices, COUNT_OF(boolean_choices), value, &flag))
+        return "is not 0 or 1";
+    *out = flag;
+    return NULL;
+}
+
 static const char *parse_shuffle_key(struct data_entry_draft *draft, const char *value)
 {
-    int shuffle = 0;
-    if (!config_find_word_choice(boolean_choices, COUNT_OF(boolean_choices), value, &shuffle))
-        return "is not 0 or 1";
-    draft->entry->shuffle = shuffle;
-    draft->shuffle_given = true;
-    return NULL;
+    const char *problem = parse_boolean_value(value, &draft->entry->shuffle);
+    draft->shuffle_given = problem == NULL;
+    return problem;
 }
 
 static const char *parse_shard_key(struct data_entry_draft *draft, const char *value)
 {
-    int shard = 0;
-    if (!config_find_word_choice(boolean_choices, COUNT_OF(boolean_choices), value, &shard))
-        return "is not 0 or 1";
-    draft->entry->shard = shard;
-    return NULL;
+    return parse_boolean_value(value, &draft->entry->shard);
 }
 
 static const char *parse_tail_key(struct data_entry_draft *draft, const char *value)

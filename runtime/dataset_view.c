@@ -15,6 +15,12 @@
 
 #include "sysio.h"
 
+/* Bytes of a header's count field of this type. */
+static unsigned dataset_view_count_width(enum count_field_type type)
+{
+    return type == COUNT_FIELD_U64LE || type == COUNT_FIELD_U64BE ? 8 : 4;
+}
+
 static int dataset_file_count_records_fixed(struct dataset_file *file, char *error,
                                             size_t error_size)
 {
@@ -177,8 +183,7 @@ int dataset_file_init(struct dataset_file *file, const struct data_entry *entry,
     int status = entry->lines ? dataset_file_index_lines(file, error, error_size)
                               : dataset_file_count_records_fixed(file, error, error_size);
     if (status == 0 && entry->has_count_field) {
-        unsigned width = entry->count_type == COUNT_FIELD_U64LE ||
-                                 entry->count_type == COUNT_FIELD_U64BE ? 8 : 4;
+        unsigned width = dataset_view_count_width(entry->count_type);
         if (entry->count_unit == 0) {
             snprintf(error, error_size, "data file %s: count field unit 0; accepted: "
                      "count=OFFSET,TYPE,UNIT with UNIT at least 1", file->path);
@@ -262,24 +267,12 @@ uint64_t dataset_view_logical_to_physical(struct dataset_file *file, uint64_t po
 static void dataset_view_store_count(unsigned char *field, enum count_field_type type,
                                      uint64_t value)
 {
-    switch (type) {
-    case COUNT_FIELD_U32LE:
-    case COUNT_FIELD_I32LE:
-        for (int i = 0; i < 4; i++)
-            field[i] = (unsigned char)(value >> (8 * i));
-        break;
-    case COUNT_FIELD_U32BE:
-        for (int i = 0; i < 4; i++)
-            field[i] = (unsigned char)(value >> (8 * (3 - i)));
-        break;
-    case COUNT_FIELD_U64LE:
-        for (int i = 0; i < 8; i++)
-            field[i] = (unsigned char)(value >> (8 * i));
-        break;
-    case COUNT_FIELD_U64BE:
-        for (int i = 0; i < 8; i++)
-            field[i] = (unsigned char)(value >> (8 * (7 - i)));
-        break;
+    unsigned width = dataset_view_count_width(type);
+    bool big_endian = type == COUNT_FIELD_U32BE || type == COUNT_FIELD_U64BE;
+    for (unsigned i = 0; i < width; i++) {
+        /* byte i counts 256^i: first in little-endian order, last in big */
+        unsigned place = big_endian ? width - 1 - i : i;
+        field[place] = (unsigned char)(value >> (8 * i));
     }
 }
 

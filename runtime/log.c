@@ -63,6 +63,23 @@ void log_close(void)
     log_fd_owned = 0;
 }
 
+int log_open_pattern_file(const char *variable, const char *pattern, uint32_t rank,
+                          char *error, size_t error_size)
+{
+    char path[4096];
+    if (log_expand_pattern(pattern, rank, (long)getpid(), path, sizeof path) != 0) {
+        /* what is wrong first: a pattern this long would cut the message */
+        snprintf(error, error_size, "%s: too long once expanded (at most %zu bytes): \"%s\"",
+                 variable, sizeof path - 1, pattern);
+        return -1;
+    }
+    int fd = runtime_sysio.open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
+        snprintf(error, error_size, "%s: cannot open \"%s\": %s", variable, path,
+                 strerror(errno));
+    return fd;
+}
+
 int log_configure(enum log_level level, const char *file_pattern, uint32_t rank,
                   char *error, size_t error_size)
 {
@@ -71,18 +88,9 @@ int log_configure(enum log_level level, const char *file_pattern, uint32_t rank,
     log_monotonic_seconds();
     if (file_pattern == NULL)
         return 0;
-    char path[4096];
-    if (log_expand_pattern(file_pattern, rank, (long)getpid(), path, sizeof path) != 0) {
-        snprintf(error, error_size, "ADAPTDL_LOG_FILE: \"%s\" is too long once expanded",
-                 file_pattern);
+    int fd = log_open_pattern_file("ADAPTDL_LOG_FILE", file_pattern, rank, error, error_size);
+    if (fd < 0)
         return -1;
-    }
-    int fd = runtime_sysio.open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        snprintf(error, error_size, "ADAPTDL_LOG_FILE: cannot open \"%s\": %s", path,
-                 strerror(errno));
-        return -1;
-    }
     log_close();
     log_fd = fd;
     log_fd_owned = 1;

@@ -48,6 +48,12 @@ void log_signal_safe(enum log_level level, const char *message);
 int log_expand_pattern(const char *pattern, uint32_t rank, long pid, char *out,
                        size_t out_size);
 
+/* Opens the file `pattern` names for `rank` and this process (%r, %p),
+ * for appending, created 0644 when missing.  The descriptor, or -1 with a
+ * one-line message that names the variable the pattern came from. */
+int log_open_pattern_file(const char *variable, const char *pattern, uint32_t rank,
+                          char *error, size_t error_size);
+
 /* Seconds since the library started, from CLOCK_MONOTONIC. */
 double log_monotonic_seconds(void);
 

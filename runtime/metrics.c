@@ -288,16 +288,8 @@ int metrics_writer_open(struct metrics_writer *writer, const char *pattern, uint
     writer->lines_dropped = 0;
     atomic_store(&writer->pending_step_slot, 0);
 
-    char path[4096];
-    if (log_expand_pattern(pattern, rank, (long)getpid(), path, sizeof path) != 0) {
-        snprintf(error, error_size, "ADAPTDL_METRICS_FILE: \"%s\" is too long once expanded",
-                 pattern);
-        return -1;
-    }
-    int fd = runtime_sysio.open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int fd = log_open_pattern_file("ADAPTDL_METRICS_FILE", pattern, rank, error, error_size);
     if (fd < 0) {
-        snprintf(error, error_size, "ADAPTDL_METRICS_FILE: cannot open \"%s\": %s", path,
-                 strerror(errno));
         errno = saved_errno;
         return -1;
     }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -62,6 +63,40 @@ Test(log, an_unwritable_destination_is_an_error_and_stderr_stays)
     cr_expect_eq(log_configure(LOG_LEVEL_WARN, "/nonexistent-dir/log.%r", 0, error,
                                sizeof error), -1);
     cr_expect_neq(error[0], '\0');
+}
+
+Test(log, a_pattern_file_opens_for_appending_and_errors_name_the_variable)
+{
+    char directory[] = "/tmp/adaptshim-test-log-XXXXXX";
+    cr_assert_not_null(mkdtemp(directory));
+    char pattern[256], path[256];
+    snprintf(pattern, sizeof pattern, "%s/out.%%r", directory);
+    snprintf(path, sizeof path, "%s/out.5", directory);
+    char error[256] = "";
+    for (int round = 0; round < 2; round++) {
+        int fd = log_open_pattern_file("ADAPTDL_X_FILE", pattern, 5, error, sizeof error);
+        cr_assert_geq(fd, 0, "%s", error);
+        cr_expect_eq(write(fd, "ab", 2), 2);
+        close(fd);
+    }
+    struct stat status;
+    cr_assert_eq(stat(path, &status), 0);
+    cr_expect_eq(status.st_size, 4, "the second open appended");
+    cr_expect_eq(status.st_mode & 0777, 0644 & ~umask(022));
+
+    cr_expect_eq(log_open_pattern_file("ADAPTDL_X_FILE", "/nonexistent-dir/out.%r", 0, error,
+                                       sizeof error), -1);
+    cr_expect(strncmp(error, "ADAPTDL_X_FILE: cannot open \"/nonexistent-dir/out.0\"", 49) == 0,
+              "%s", error);
+    char long_pattern[5000];
+    memset(long_pattern, 'x', sizeof long_pattern - 1);
+    long_pattern[sizeof long_pattern - 1] = '\0';
+    cr_expect_eq(log_open_pattern_file("ADAPTDL_X_FILE", long_pattern, 0, error, sizeof error),
+                 -1);
+    cr_expect(strstr(error, "ADAPTDL_X_FILE: ") == error && strstr(error, "too long") != NULL,
+              "%s", error);
+    unlink(path);
+    rmdir(directory);
 }
 
 Test(log, the_clock_is_monotonic)
