@@ -74,37 +74,26 @@ enum inspect_verdict inspect_verdict_of(const struct inspect_elf_file *file,
 
 const char *inspect_verdict_name(enum inspect_verdict verdict)
 {
-    switch (verdict) {
-    case INSPECT_OK:
-        return "OK";
-    case INSPECT_WARNINGS:
-        return "WARNINGS";
-    case INSPECT_REFUSED:
-        return "REFUSED";
-    case INSPECT_ERROR:
-        return "ERROR";
-    }
-    return "ERROR";
+    static const char *const names[] = {
+        [INSPECT_OK] = "OK",
+        [INSPECT_WARNINGS] = "WARNINGS",
+        [INSPECT_REFUSED] = "REFUSED",
+        [INSPECT_ERROR] = "ERROR",
+    };
+    return (unsigned)verdict < sizeof names / sizeof names[0] ? names[verdict] : "ERROR";
 }
 
 const char *inspect_category_name(enum inspect_category category)
 {
-    switch (category) {
-    case INSPECT_CATEGORY_INTERCEPTED:
-        return "intercepted";
-    case INSPECT_CATEGORY_THROUGH_STREAM:
-        return "through streams";
-    case INSPECT_CATEGORY_PASSED_THROUGH:
-        return "passed through";
-    case INSPECT_CATEGORY_LIMITED:
-        return "limited";
-    case INSPECT_CATEGORY_NOT_INTERCEPTED:
-        return "not intercepted";
-    case INSPECT_CATEGORY_OTHER:
-    case INSPECT_CATEGORY_COUNT:
-        break;
-    }
-    return "other";
+    static const char *const names[INSPECT_CATEGORY_COUNT] = {
+        [INSPECT_CATEGORY_INTERCEPTED] = "intercepted",
+        [INSPECT_CATEGORY_THROUGH_STREAM] = "through streams",
+        [INSPECT_CATEGORY_PASSED_THROUGH] = "passed through",
+        [INSPECT_CATEGORY_LIMITED] = "limited",
+        [INSPECT_CATEGORY_NOT_INTERCEPTED] = "not intercepted",
+        [INSPECT_CATEGORY_OTHER] = "other",
+    };
+    return (unsigned)category < INSPECT_CATEGORY_COUNT ? names[category] : "other";
 }
 
 /* ------------------------------------------------------------------------

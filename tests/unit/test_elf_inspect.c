@@ -602,3 +602,21 @@ Test(elf_inspect, commands_resolve_through_path_like_execvp)
     cr_assert_eq(inspect_resolve_command("no-such-command-anywhere", resolved, sizeof resolved),
                  -1);
 }
+
+/* ---- names ---------------------------------------------------------------- */
+
+Test(elf_inspect_names, every_verdict_and_category_has_its_report_name)
+{
+    cr_assert_str_eq(inspect_verdict_name(INSPECT_OK), "OK");
+    cr_assert_str_eq(inspect_verdict_name(INSPECT_WARNINGS), "WARNINGS");
+    cr_assert_str_eq(inspect_verdict_name(INSPECT_REFUSED), "REFUSED");
+    cr_assert_str_eq(inspect_verdict_name(INSPECT_ERROR), "ERROR");
+    cr_assert_str_eq(inspect_verdict_name((enum inspect_verdict)99), "ERROR");
+    cr_assert_str_eq(inspect_category_name(INSPECT_CATEGORY_INTERCEPTED), "intercepted");
+    cr_assert_str_eq(inspect_category_name(INSPECT_CATEGORY_THROUGH_STREAM), "through streams");
+    cr_assert_str_eq(inspect_category_name(INSPECT_CATEGORY_PASSED_THROUGH), "passed through");
+    cr_assert_str_eq(inspect_category_name(INSPECT_CATEGORY_LIMITED), "limited");
+    cr_assert_str_eq(inspect_category_name(INSPECT_CATEGORY_NOT_INTERCEPTED), "not intercepted");
+    cr_assert_str_eq(inspect_category_name(INSPECT_CATEGORY_OTHER), "other");
+    cr_assert_str_eq(inspect_category_name(INSPECT_CATEGORY_COUNT), "other");
+}
