@@ -438,6 +438,25 @@ static void fill_inserted_argv(const char *flag, int argc, char *const argv[],
         new_argv[index + 2] = argv[index];
 }
 
+/* A rewrite needs a named target of `kind` (written with `prefix`) and a
+ * value; fills `description` (TARGET_DESCRIPTION_SIZE bytes) for the
+ * rewrite's own messages.  0, or -1 with a message. */
+static int check_rewrite_request(const struct injection_target *target,
+                                 enum injection_kind kind, const char *prefix,
+                                 enum injection_quantity quantity, const char *new_value,
+                                 char *description, char *error, size_t error_size)
+{
+    if (target == NULL || target->kind != kind || !target_has_name(target)) {
+        static const struct injection_target none = {INJECT_NONE, NULL};
+        return report_wrong_kind(target != NULL ? target : &none, quantity, prefix, error,
+                                 error_size);
+    }
+    describe_target(description, TARGET_DESCRIPTION_SIZE, target, quantity);
+    if (new_value == NULL)
+        return error_message(error, error_size, "%s: no value to inject", description);
+    return 0;
+}
+
 int injection_rewrite_argv(const struct injection_target *target,
                            enum injection_quantity quantity, int argc, char *const argv[],
                            const char *new_value, int *new_argc, char ***new_argv, char *error,
@@ -452,14 +471,9 @@ int injection_rewrite_argv(const struct injection_target *target,
 
     *new_argv = NULL;
     *new_argc = 0;
-    if (target == NULL || target->kind != INJECT_ARGV || !target_has_name(target)) {
-        static const struct injection_target none = {INJECT_NONE, NULL};
-        return report_wrong_kind(target != NULL ? target : &none, quantity, "argv:", error,
-                                 error_size);
-    }
-    describe_target(description, sizeof description, target, quantity);
-    if (new_value == NULL)
-        return error_message(error, error_size, "%s: no value to inject", description);
+    if (check_rewrite_request(target, INJECT_ARGV, "argv:", quantity, new_value, description,
+                              error, error_size) != 0)
+        return -1;
     if (argc < 1 || argv == NULL || argv[0] == NULL)
         return error_message(error, error_size,
                             "%s: argv has no program name to insert the flag after",
@@ -512,14 +526,9 @@ int injection_rewrite_environment(const struct injection_target *target,
     char *entry;
 
     *new_envp = NULL;
-    if (target == NULL || target->kind != INJECT_ENV || !target_has_name(target)) {
-        static const struct injection_target none = {INJECT_NONE, NULL};
-        return report_wrong_kind(target != NULL ? target : &none, quantity, "env:", error,
-                                 error_size);
-    }
-    describe_target(description, sizeof description, target, quantity);
-    if (new_value == NULL)
-        return error_message(error, error_size, "%s: no value to inject", description);
+    if (check_rewrite_request(target, INJECT_ENV, "env:", quantity, new_value, description,
+                              error, error_size) != 0)
+        return -1;
 
     name_length = strlen(target->name);
     for (; envp != NULL && envp[entry_count] != NULL; entry_count++) {
