@@ -463,12 +463,6 @@ int injection_rewrite_argv(const struct injection_target *target,
                            size_t error_size)
 {
     char description[TARGET_DESCRIPTION_SIZE];
-    int occurrence_count;
-    size_t string_bytes;
-    int count;
-    char **array;
-    char *storage;
-
     *new_argv = NULL;
     *new_argc = 0;
     if (check_rewrite_request(target, INJECT_ARGV, "argv:", quantity, new_value, description,
@@ -480,17 +474,19 @@ int injection_rewrite_argv(const struct injection_target *target,
                             description);
     if (argc > INT_MAX - 3)
         return error_message(error, error_size, "%s: argv is too long", description);
+    int occurrence_count;
+    size_t string_bytes;
     if (measure_argv_rewrite(target, quantity, argc, argv, new_value, &occurrence_count,
                              &string_bytes, error, error_size) != 0)
         return -1;
     if (occurrence_count == 0)
         string_bytes = strlen(target->name) + 1 + strlen(new_value) + 1;
-    count = occurrence_count > 0 ? argc : argc + 2;
+    int count = occurrence_count > 0 ? argc : argc + 2;
 
-    array = malloc((size_t)(count + 1) * sizeof *array + string_bytes);
+    char **array = malloc((size_t)(count + 1) * sizeof *array + string_bytes);
     if (array == NULL)
         return error_message(error, error_size, "%s: out of memory rewriting argv", description);
-    storage = (char *)(array + count + 1);
+    char *storage = (char *)(array + count + 1);
     if (occurrence_count > 0)
         fill_replaced_argv(target->name, argc, argv, new_value, array, storage);
     else
@@ -518,30 +514,25 @@ int injection_rewrite_environment(const struct injection_target *target,
                                   size_t error_size)
 {
     char description[TARGET_DESCRIPTION_SIZE];
-    size_t entry_count = 0;
-    size_t match_count = 0;
-    size_t name_length;
-    size_t count;
-    char **array;
-    char *entry;
-
     *new_envp = NULL;
     if (check_rewrite_request(target, INJECT_ENV, "env:", quantity, new_value, description,
                               error, error_size) != 0)
         return -1;
 
-    name_length = strlen(target->name);
+    size_t name_length = strlen(target->name);
+    size_t entry_count = 0;
+    size_t match_count = 0;
     for (; envp != NULL && envp[entry_count] != NULL; entry_count++) {
         if (is_environment_entry_for(envp[entry_count], target->name, name_length))
             match_count++;
     }
-    count = match_count > 0 ? entry_count : entry_count + 1;
+    size_t count = match_count > 0 ? entry_count : entry_count + 1;
 
-    array = malloc((count + 1) * sizeof *array + name_length + 1 + strlen(new_value) + 1);
+    char **array = malloc((count + 1) * sizeof *array + name_length + 1 + strlen(new_value) + 1);
     if (array == NULL)
         return error_message(error, error_size, "%s: out of memory rewriting the environment",
                             description);
-    entry = (char *)(array + count + 1);
+    char *entry = (char *)(array + count + 1);
     memcpy(entry, target->name, name_length);
     entry[name_length] = '=';
     memcpy(entry + name_length + 1, new_value, strlen(new_value) + 1);

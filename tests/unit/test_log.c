@@ -25,13 +25,21 @@ Test(log, the_pattern_expands_rank_and_pid)
     cr_expect_eq(log_expand_pattern("%r%r%r%r%r", 12345, 1, out, 8), -1, "does not fit");
 }
 
+/* A new directory (removed by the test) with `pattern`, the file name
+ * `name` with %r in place of the rank, and `path`, that file for `rank`. */
+static void make_pattern_directory(char *directory, const char *name, unsigned rank,
+                                   char pattern[256], char path[256])
+{
+    cr_assert_not_null(mkdtemp(directory));
+    snprintf(pattern, 256, "%s/%s.%%r", directory, name);
+    snprintf(path, 256, "%s/%s.%u", directory, name, rank);
+}
+
 Test(log, lines_go_to_the_file_with_rank_and_level_and_the_threshold_holds)
 {
     char directory[] = "/tmp/adaptshim-test-log-XXXXXX";
-    cr_assert_not_null(mkdtemp(directory));
     char pattern[256], path[256];
-    snprintf(pattern, sizeof pattern, "%s/log.%%r", directory);
-    snprintf(path, sizeof path, "%s/log.7", directory);
+    make_pattern_directory(directory, "log", 7, pattern, path);
     char error[256];
     cr_assert_eq(log_configure(LOG_LEVEL_INFO, pattern, 7, error, sizeof error), 0, "%s",
                  error);
@@ -68,10 +76,8 @@ Test(log, an_unwritable_destination_is_an_error_and_stderr_stays)
 Test(log, a_pattern_file_opens_for_appending_and_errors_name_the_variable)
 {
     char directory[] = "/tmp/adaptshim-test-log-XXXXXX";
-    cr_assert_not_null(mkdtemp(directory));
     char pattern[256], path[256];
-    snprintf(pattern, sizeof pattern, "%s/out.%%r", directory);
-    snprintf(path, sizeof path, "%s/out.5", directory);
+    make_pattern_directory(directory, "out", 5, pattern, path);
     char error[256] = "";
     for (int round = 0; round < 2; round++) {
         int fd = log_open_pattern_file("ADAPTDL_X_FILE", pattern, 5, error, sizeof error);
