@@ -36,3 +36,14 @@ Test(content_hash, a_file_hashes_as_its_bytes)
     cr_expect_eq(identity.hash, content_hash_bytes(bytes, size, CONTENT_IDENTITY_SEED));
     free(bytes);
 }
+
+Test(content_hash, identities_are_equal_only_in_size_and_hash)
+{
+    struct content_identity a = {.size = 10, .hash = 99};
+    struct content_identity same = {.size = 10, .hash = 99};
+    struct content_identity other_size = {.size = 11, .hash = 99};
+    struct content_identity other_hash = {.size = 10, .hash = 98};
+    cr_expect(content_identity_equal(&a, &same));
+    cr_expect_not(content_identity_equal(&a, &other_size));
+    cr_expect_not(content_identity_equal(&a, &other_hash));
+}

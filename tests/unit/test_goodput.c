@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "goodput.h"
+#include "goodput_network.h"
 
 /* --- fixtures ---------------------------------------------------------------- */
 
@@ -887,4 +888,22 @@ Test(perf_fit, result_is_a_stationary_point)
                           (unsigned long long)seed, i, slope);
         }
     }
+}
+
+/* --- the network terms shared by prediction and the fit ----------------------- */
+
+Test(goodput, the_link_is_inter_node_beyond_one_node_and_none_for_one_replica)
+{
+    cr_expect_eq(network_link_of(1, 1), NETWORK_LINK_NONE);
+    cr_expect_eq(network_link_of(1, 4), NETWORK_LINK_INTRA_NODE);
+    cr_expect_eq(network_link_of(2, 4), NETWORK_LINK_INTER_NODE);
+    cr_expect_eq(network_link_of(2, 1), NETWORK_LINK_INTER_NODE);
+}
+
+Test(goodput, retrogression_grows_beyond_two_replicas_and_never_reaches_zero)
+{
+    cr_expect_eq(network_retrogression_multiplier(1), NETWORK_TINY);
+    cr_expect_eq(network_retrogression_multiplier(2), NETWORK_TINY);
+    cr_expect_eq(network_retrogression_multiplier(3), 1.0);
+    cr_expect_eq(network_retrogression_multiplier(10), 8.0);
 }

@@ -650,3 +650,26 @@ Test(pass_tracker, no_pass_is_longer_than_the_sweep_limit)
     cr_expect_eq(bound.pass_length, pass_tracker_longest_pass(10), "restored length");
     pass_tracker_length_planner = NULL;
 }
+
+/* --- the counters read without the lock ------------------------------------- */
+
+Test(pass_tracker, the_lock_free_counters_follow_deliveries_and_pass_ends)
+{
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 10, 2, 0);
+    cr_expect_eq(pass_tracker_current_pass(&tracker), 0);
+    cr_expect_not(pass_tracker_started(&tracker));
+    pass_tracker_note_delivered(&tracker, 0, true);   /* a header byte's read */
+    cr_expect(pass_tracker_started(&tracker));
+    cr_expect_eq(pass_tracker_records_served(&tracker), 0);
+    pass_tracker_note_delivered(&tracker, 3, true);
+    pass_tracker_note_delivered(&tracker, 2, true);   /* never counted backwards */
+    cr_expect_eq(pass_tracker_records_served(&tracker), 3);
+    pass_tracker_note_delivered(&tracker, 5, true);
+    pass_tracker_end_pass(&tracker);
+    cr_expect_eq(pass_tracker_current_pass(&tracker), 1);
+    cr_expect_eq(pass_tracker_passes_completed(&tracker), 1);
+    cr_expect_not(pass_tracker_started(&tracker), "a fresh pass has not started");
+    pass_tracker_note_delivered(&tracker, 2, true);
+    cr_expect_eq(pass_tracker_records_served(&tracker), 7, "served counts across passes");
+}
