@@ -18,45 +18,25 @@ and after each epoch, "checkpoint step S" printed just before the replace.
 On start a checkpoint at PATH is loaded ("resumed at step S epoch E") and
 training continues with its epoch; otherwise "starting fresh".
 """
-import argparse
-import json
 import os
 import struct
 import sys
 import time
 
+from trainer_common import argument_parser, load_json_checkpoint, save_json_checkpoint
+
 HEADER = struct.Struct("<4sIQ")
 
 
 def parse_arguments():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", required=True)
-    parser.add_argument("--epochs", type=int, required=True)
-    parser.add_argument("--batch", type=int, required=True)
-    parser.add_argument("--checkpoint", required=True)
-    parser.add_argument("--checkpoint-every", type=int, default=4)
+    parser = argument_parser(__doc__.splitlines()[0])
     parser.add_argument("--lr", type=float, default=0.05)
-    parser.add_argument("--sleep-us", type=int, default=0)
     return parser.parse_args()
 
 
 def load_checkpoint(path):
-    try:
-        with open(path) as f:
-            state = json.load(f)
-    except FileNotFoundError:
-        print("starting fresh", flush=True)
-        return {"epoch": 0, "step": 0, "epoch_records": 0, "weights": None}
-    print(f"resumed at step {state['step']} epoch {state['epoch']}", flush=True)
-    return state
-
-
-def save_checkpoint(path, state):
-    temp = path + ".tmp"
-    with open(temp, "w") as f:
-        json.dump(state, f)
-    print(f"checkpoint step {state['step']}", flush=True)
-    os.replace(temp, path)
+    return load_json_checkpoint(path, {"epoch": 0, "step": 0, "epoch_records": 0,
+                                       "weights": None})
 
 
 def train_step(weights, batch, lr):
@@ -108,7 +88,7 @@ def run_epoch(state, arguments):
                 loss += train_step(state["weights"], batch, arguments.lr)
                 finish_step(state, batch, arguments)
                 if state["step"] % arguments.checkpoint_every == 0:
-                    save_checkpoint(arguments.checkpoint, state)
+                    save_json_checkpoint(arguments.checkpoint, state)
         if batch:
             loss += train_step(state["weights"], batch, arguments.lr)
             finish_step(state, batch, arguments)
@@ -123,7 +103,7 @@ def main():
         print(f"epoch {state['epoch']} loss {loss:.6f}", flush=True)
         state["epoch"] += 1
         state["epoch_records"] = 0
-        save_checkpoint(arguments.checkpoint, state)
+        save_json_checkpoint(arguments.checkpoint, state)
     print(f"done at step {state['step']}", flush=True)
 
 

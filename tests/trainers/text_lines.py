@@ -16,42 +16,20 @@ PATH.tmp and os.replace'd onto PATH every STEPS steps and after each epoch,
 at PATH is loaded ("resumed at step S epoch E") and training continues with
 its epoch, read from the file as any epoch is; otherwise "starting fresh".
 """
-import argparse
-import json
 import math
-import os
 import sys
 import time
 
+from trainer_common import argument_parser, load_json_checkpoint, save_json_checkpoint
+
 
 def parse_arguments():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", required=True)
-    parser.add_argument("--epochs", type=int, required=True)
-    parser.add_argument("--batch", type=int, required=True)
-    parser.add_argument("--checkpoint", required=True)
-    parser.add_argument("--checkpoint-every", type=int, default=4)
-    parser.add_argument("--sleep-us", type=int, default=0)
-    return parser.parse_args()
+    return argument_parser(__doc__.splitlines()[0]).parse_args()
 
 
 def load_checkpoint(path):
-    try:
-        with open(path) as f:
-            state = json.load(f)
-    except FileNotFoundError:
-        print("starting fresh", flush=True)
-        return {"epoch": 0, "step": 0, "epoch_lines": 0, "counts": [1] * 27}
-    print(f"resumed at step {state['step']} epoch {state['epoch']}", flush=True)
-    return state
-
-
-def save_checkpoint(path, state):
-    temp = path + ".tmp"
-    with open(temp, "w") as f:
-        json.dump(state, f)
-    print(f"checkpoint step {state['step']}", flush=True)
-    os.replace(temp, path)
+    return load_json_checkpoint(path, {"epoch": 0, "step": 0, "epoch_lines": 0,
+                                       "counts": [1] * 27})
 
 
 def letter_class(character):
@@ -93,7 +71,7 @@ def run_epoch(state, arguments):
             loss += train_step(state, [text for _, text in batch])
             finish_step(state, batch, arguments)
             if state["step"] % arguments.checkpoint_every == 0:
-                save_checkpoint(arguments.checkpoint, state)
+                save_json_checkpoint(arguments.checkpoint, state)
     if batch:
         loss += train_step(state, [text for _, text in batch])
         finish_step(state, batch, arguments)
@@ -108,7 +86,7 @@ def main():
         print(f"epoch {state['epoch']} loss {loss:.6f}", flush=True)
         state["epoch"] += 1
         state["epoch_lines"] = 0
-        save_checkpoint(arguments.checkpoint, state)
+        save_json_checkpoint(arguments.checkpoint, state)
     print(f"done at step {state['step']}", flush=True)
 
 

@@ -23,7 +23,6 @@ each epoch; "checkpoint step S" printed just before the replace.  On start a
 checkpoint at PATH is loaded ("resumed at step S epoch E") and training
 continues with its epoch; otherwise "starting fresh".
 """
-import argparse
 import os
 import struct
 import sys
@@ -31,6 +30,9 @@ import time
 
 import torch
 from torch.utils.data import DataLoader, Dataset
+
+from trainer_common import argument_parser, print_resumed, print_starting_fresh, \
+    replace_checkpoint
 
 HEADER = struct.Struct("<4sIQ")
 
@@ -72,17 +74,11 @@ class RecordFile(Dataset):
 
 
 def parse_arguments():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", required=True)
-    parser.add_argument("--epochs", type=int, required=True)
-    parser.add_argument("--batch", type=int, required=True)
-    parser.add_argument("--checkpoint", required=True)
+    parser = argument_parser(__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=0)
     parser.add_argument("--shuffle", type=int, choices=(0, 1), default=1)
-    parser.add_argument("--checkpoint-every", type=int, default=4)
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--sleep-us", type=int, default=0)
     return parser.parse_args()
 
 
@@ -90,8 +86,7 @@ def save_checkpoint(path, model, optimizer, epoch, step, batches_done):
     temp = path + ".tmp"
     torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                 "epoch": epoch, "step": step, "batches_done": batches_done}, temp)
-    print(f"checkpoint step {step}", flush=True)
-    os.replace(temp, path)
+    replace_checkpoint(temp, path, step)
 
 
 def main():
@@ -107,9 +102,9 @@ def main():
         model.load_state_dict(checkpoint["model"])
         optimizer.load_state_dict(checkpoint["optimizer"])
         epoch, step = checkpoint["epoch"], checkpoint["step"]
-        print(f"resumed at step {step} epoch {epoch}", flush=True)
+        print_resumed(step, epoch)
     else:
-        print("starting fresh", flush=True)
+        print_starting_fresh()
 
     while epoch < arguments.epochs:
         dataset = RecordFile(arguments.data)
