@@ -21,9 +21,9 @@ training continues with its epoch; otherwise "starting fresh".
 import os
 import struct
 import sys
-import time
 
-from trainer_common import argument_parser, load_json_checkpoint, save_json_checkpoint
+from trainer_common import argument_parser, record_step, save_json_checkpoint_if_due, \
+    train_epochs_with_json_checkpoints
 
 HEADER = struct.Struct("<4sIQ")
 
@@ -32,11 +32,6 @@ def parse_arguments():
     parser = argument_parser(__doc__.splitlines()[0])
     parser.add_argument("--lr", type=float, default=0.05)
     return parser.parse_args()
-
-
-def load_checkpoint(path):
-    return load_json_checkpoint(path, {"epoch": 0, "step": 0, "epoch_records": 0,
-                                       "weights": None})
 
 
 def train_step(weights, batch, lr):
@@ -54,13 +49,8 @@ def train_step(weights, batch, lr):
 
 
 def finish_step(state, batch, arguments):
-    if arguments.sleep_us:
-        time.sleep(arguments.sleep_us / 1e6)
-    for record_id, _, _ in batch:
-        print(f"epoch {state['epoch']} record {record_id}")
-    sys.stdout.flush()
-    state["step"] += 1
-    state["epoch_records"] += len(batch)
+    record_step(state, [record_id for record_id, _, _ in batch], "epoch_records",
+                arguments.sleep_us)
     batch.clear()
 
 
@@ -87,8 +77,8 @@ def run_epoch(state, arguments):
             if len(batch) == arguments.batch:
                 loss += train_step(state["weights"], batch, arguments.lr)
                 finish_step(state, batch, arguments)
-                if state["step"] % arguments.checkpoint_every == 0:
-                    save_json_checkpoint(arguments.checkpoint, state)
+                save_json_checkpoint_if_due(arguments.checkpoint, state,
+                                            arguments.checkpoint_every)
         if batch:
             loss += train_step(state["weights"], batch, arguments.lr)
             finish_step(state, batch, arguments)
@@ -96,15 +86,9 @@ def run_epoch(state, arguments):
 
 
 def main():
-    arguments = parse_arguments()
-    state = load_checkpoint(arguments.checkpoint)
-    while state["epoch"] < arguments.epochs:
-        loss = run_epoch(state, arguments)
-        print(f"epoch {state['epoch']} loss {loss:.6f}", flush=True)
-        state["epoch"] += 1
-        state["epoch_records"] = 0
-        save_json_checkpoint(arguments.checkpoint, state)
-    print(f"done at step {state['step']}", flush=True)
+    fresh_state = {"epoch": 0, "step": 0, "epoch_records": 0,
+                   "weights": None}
+    train_epochs_with_json_checkpoints(parse_arguments(), fresh_state, "epoch_records", run_epoch)
 
 
 if __name__ == "__main__":

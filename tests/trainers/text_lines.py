@@ -17,19 +17,13 @@ at PATH is loaded ("resumed at step S epoch E") and training continues with
 its epoch, read from the file as any epoch is; otherwise "starting fresh".
 """
 import math
-import sys
-import time
 
-from trainer_common import argument_parser, load_json_checkpoint, save_json_checkpoint
+from trainer_common import argument_parser, record_step, save_json_checkpoint_if_due, \
+    train_epochs_with_json_checkpoints
 
 
 def parse_arguments():
     return argument_parser(__doc__.splitlines()[0]).parse_args()
-
-
-def load_checkpoint(path):
-    return load_json_checkpoint(path, {"epoch": 0, "step": 0, "epoch_lines": 0,
-                                       "counts": [1] * 27})
 
 
 def letter_class(character):
@@ -50,13 +44,7 @@ def train_step(state, texts):
 
 
 def finish_step(state, batch, arguments):
-    if arguments.sleep_us:
-        time.sleep(arguments.sleep_us / 1e6)
-    for record_id, _ in batch:
-        print(f"epoch {state['epoch']} record {record_id}")
-    sys.stdout.flush()
-    state["step"] += 1
-    state["epoch_lines"] += len(batch)
+    record_step(state, [record_id for record_id, _ in batch], "epoch_lines", arguments.sleep_us)
     batch.clear()
 
 
@@ -70,8 +58,7 @@ def run_epoch(state, arguments):
         if len(batch) == arguments.batch:
             loss += train_step(state, [text for _, text in batch])
             finish_step(state, batch, arguments)
-            if state["step"] % arguments.checkpoint_every == 0:
-                save_json_checkpoint(arguments.checkpoint, state)
+            save_json_checkpoint_if_due(arguments.checkpoint, state, arguments.checkpoint_every)
     if batch:
         loss += train_step(state, [text for _, text in batch])
         finish_step(state, batch, arguments)
@@ -79,15 +66,9 @@ def run_epoch(state, arguments):
 
 
 def main():
-    arguments = parse_arguments()
-    state = load_checkpoint(arguments.checkpoint)
-    while state["epoch"] < arguments.epochs:
-        loss = run_epoch(state, arguments)
-        print(f"epoch {state['epoch']} loss {loss:.6f}", flush=True)
-        state["epoch"] += 1
-        state["epoch_lines"] = 0
-        save_json_checkpoint(arguments.checkpoint, state)
-    print(f"done at step {state['step']}", flush=True)
+    fresh_state = {"epoch": 0, "step": 0, "epoch_lines": 0,
+                   "counts": [1] * 27}
+    train_epochs_with_json_checkpoints(parse_arguments(), fresh_state, "epoch_lines", run_epoch)
 
 
 if __name__ == "__main__":

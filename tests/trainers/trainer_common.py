@@ -8,6 +8,8 @@ reading.
 import argparse
 import json
 import os
+import sys
+import time
 
 
 def argument_parser(description):
@@ -54,3 +56,37 @@ def save_json_checkpoint(path, state):
     with open(temp, "w") as f:
         json.dump(state, f)
     replace_checkpoint(temp, path, state["step"])
+
+
+def record_step(state, record_ids, epoch_progress_key, sleep_us):
+    """After a step's update: the --sleep-us pause (the compute time of a
+    real model's step), "epoch E record ID" for each record of the step, and
+    the step and epoch-progress counters."""
+    if sleep_us:
+        time.sleep(sleep_us / 1e6)
+    for record_id in record_ids:
+        print(f"epoch {state['epoch']} record {record_id}")
+    sys.stdout.flush()
+    state["step"] += 1
+    state[epoch_progress_key] += len(record_ids)
+
+
+def save_json_checkpoint_if_due(path, state, every):
+    """After a step: a checkpoint every `every` steps."""
+    if state["step"] % every == 0:
+        save_json_checkpoint(path, state)
+
+
+def train_epochs_with_json_checkpoints(arguments, fresh_state, epoch_progress_key, run_epoch):
+    """The epoch loop of a trainer whose state is JSON: resumes from the
+    checkpoint, runs run_epoch(state, arguments) (its mean loss) until
+    --epochs, and checkpoints after each epoch with the epoch's progress
+    counter (epoch_progress_key) back at 0."""
+    state = load_json_checkpoint(arguments.checkpoint, fresh_state)
+    while state["epoch"] < arguments.epochs:
+        loss = run_epoch(state, arguments)
+        print(f"epoch {state['epoch']} loss {loss:.6f}", flush=True)
+        state["epoch"] += 1
+        state[epoch_progress_key] = 0
+        save_json_checkpoint(arguments.checkpoint, state)
+    print(f"done at step {state['step']}", flush=True)
