@@ -66,6 +66,20 @@ static int probe_finish(struct probe *probe)
     return harness_wait(probe->pid, PATIENCE);
 }
 
+/* Lets the probe end and expects its status to be `expected_status` and its
+ * stdout to hold `needle` (the message is `note` then the stdout), then
+ * removes the probe's directory. */
+static void probe_finish_expecting_output(struct probe *probe, int expected_status,
+                                          const char *needle, const char *note)
+{
+    int status = probe_finish(probe);
+    char *out = harness_read_output(probe->out);
+    cr_expect_eq(status, expected_status, "%s", harness_describe_status(status));
+    cr_expect(strstr(out, needle) != NULL, "%s%s", note, out);
+    free(out);
+    harness_remove_temp_dir(probe->directory);
+}
+
 /* Waits for a line in the probe's stdout or stderr; on failure the probe
  * is ended first, so that a failing test leaves nothing running. */
 static void probe_expect_line(struct probe *probe, const char *path, const char *needle)
@@ -76,6 +90,21 @@ static void probe_expect_line(struct probe *probe, const char *path, const char 
     char *text = harness_read_output(path);
     cr_assert_fail("\"%s\" never appeared (the probe ended with %s): %s", needle,
                    harness_describe_status(status), text);
+}
+
+/* Starts the probe (no options of its own) on a fresh dataset job with
+ * ADAPTDL_STOP_SECONDS=600, and once it is ready sends it `signal_number`
+ * and waits until the shim says it took the signal as a stop request. */
+static void probe_start_and_request_stop(struct dataset_job *job, struct probe *probe,
+                                         int signal_number)
+{
+    dataset_job_init(job, 100, DIM, 1);
+    probe_start(probe, job->directory, NULL, NULL,
+                (char *[]){job->data_setting, "ADAPTDL_STOP_SECONDS=600", "ADAPTDL_LOG=info",
+                           NULL});
+    probe_expect_line(probe, probe->out, "ready");
+    kill(probe->pid, signal_number);
+    probe_expect_line(probe, probe->err, "stop requested by a signal");
 }
 
 /* True while `signal_number` is pending for `pid` (the SigPnd and ShdPnd
@@ -135,12 +164,7 @@ Test(stops, nothing_to_synchronize_runs_the_trainers_handler_only, .timeout = 12
     probe_expect_line(&probe, probe.out, "ready");
     kill(probe.pid, SIGTERM);
     probe_expect_line(&probe, probe.out, "caught SIGTERM");
-    int status = probe_finish(&probe);
-    char *out = harness_read_output(probe.out);
-    cr_expect_eq(status, 0, "%s", harness_describe_status(status));
-    cr_expect(strstr(out, "finished") != NULL, "%s", out);
-    free(out);
-    harness_remove_temp_dir(probe.directory);
+    probe_finish_expecting_output(&probe, 0, "finished", "");
 }
 
 /* SIGINT ignored by inheritance (a background job of a script) stays
@@ -212,12 +236,7 @@ Test(stops, the_deadline_leaves_a_trainers_own_handler_in_charge, .timeout = 120
     kill(probe.pid, SIGTERM);
     probe_expect_line(&probe, probe.out, "caught SIGTERM");
     probe_expect_line(&probe, probe.err, "the trainer's own handling of the signal stands");
-    int status = probe_finish(&probe);
-    char *out = harness_read_output(probe.out);
-    cr_expect_eq(status, 143, "%s", harness_describe_status(status));
-    cr_expect(strstr(out, "finished") != NULL, "it ran on to its own end: %s", out);
-    free(out);
-    harness_remove_temp_dir(job.directory);
+    probe_finish_expecting_output(&probe, 143, "finished", "it ran on to its own end: ");
 }
 
 /* The fastText case: the signal came after the last batch read, the
@@ -226,20 +245,9 @@ Test(stops, the_deadline_leaves_a_trainers_own_handler_in_charge, .timeout = 120
 Test(stops, a_trainer_that_ends_by_itself_keeps_its_status, .timeout = 120)
 {
     struct dataset_job job;
-    dataset_job_init(&job, 100, DIM, 1);
     struct probe probe;
-    probe_start(&probe, job.directory, NULL, NULL,
-                (char *[]){job.data_setting, "ADAPTDL_STOP_SECONDS=600", "ADAPTDL_LOG=info",
-                           NULL});
-    probe_expect_line(&probe, probe.out, "ready");
-    kill(probe.pid, SIGTERM);
-    probe_expect_line(&probe, probe.err, "stop requested by a signal");
-    int status = probe_finish(&probe);
-    char *out = harness_read_output(probe.out);
-    cr_expect_eq(status, 0, "%s", harness_describe_status(status));
-    cr_expect(strstr(out, "finished") != NULL, "%s", out);
-    free(out);
-    harness_remove_temp_dir(job.directory);
+    probe_start_and_request_stop(&job, &probe, SIGTERM);
+    probe_finish_expecting_output(&probe, 0, "finished", "");
 }
 
 /* A trainer with a handler whose main has returned (it is in its exit
@@ -254,12 +262,7 @@ Test(stops, a_signal_after_main_returned_keeps_the_status, .timeout = 120)
     probe_expect_line(&probe, probe.out, "exiting");
     kill(probe.pid, SIGTERM);
     probe_expect_line(&probe, probe.out, "caught SIGTERM");
-    int status = probe_finish(&probe);
-    char *out = harness_read_output(probe.out);
-    cr_expect_eq(status, 0, "%s", harness_describe_status(status));
-    cr_expect(strstr(out, "exit finished") != NULL, "%s", out);
-    free(out);
-    harness_remove_temp_dir(job.directory);
+    probe_finish_expecting_output(&probe, 0, "exit finished", "");
 }
 
 /* Two SIGINTs (the second once the first was taken): the second exits at
@@ -267,14 +270,8 @@ Test(stops, a_signal_after_main_returned_keeps_the_status, .timeout = 120)
 Test(stops, a_second_sigint_exits_at_once_with_130, .timeout = 120)
 {
     struct dataset_job job;
-    dataset_job_init(&job, 100, DIM, 1);
     struct probe probe;
-    probe_start(&probe, job.directory, NULL, NULL,
-                (char *[]){job.data_setting, "ADAPTDL_STOP_SECONDS=600", "ADAPTDL_LOG=info",
-                           NULL});
-    probe_expect_line(&probe, probe.out, "ready");
-    kill(probe.pid, SIGINT);
-    probe_expect_line(&probe, probe.err, "stop requested by a signal");
+    probe_start_and_request_stop(&job, &probe, SIGINT);
     kill(probe.pid, SIGINT);
     int status = harness_wait(probe.pid, PATIENCE);
     probe_release(&probe);
