@@ -174,8 +174,9 @@ $(BUILD)/trainers/%.py: tests/trainers/%.py
 # into each one with a section per function and linked with --gc-sections: a
 # trainer keeps only the helpers it calls, so it imports no libc function
 # that its own code does not use.
-TRAINER_COMMON_SRC   := tests/trainers/common/trainer_common.c
-TRAINER_COMMON       := $(TRAINER_COMMON_SRC) tests/trainers/common/trainer_common.h
+TRAINER_COMMON_SRC   := tests/trainers/common/trainer_common.c tests/trainers/common/adsd_records.c
+TRAINER_COMMON       := $(TRAINER_COMMON_SRC) tests/trainers/common/trainer_common.h \
+                        tests/trainers/common/adsd_records.h
 TRAINER_COMMON_FLAGS := -Itests/trainers/common -ffunction-sections -fdata-sections -Wl,--gc-sections
 
 # Cooperative example trainers use the API of shim/adaptdl.h, linked as a

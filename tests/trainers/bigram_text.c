@@ -199,9 +199,7 @@ int main(int argc, char **argv)
             printf("no checkpoint at %s, starting fresh\n", o.checkpoint);
         fflush(stdout);  /* a supervisor reads this even if the run is killed */
     }
-    int log_fd = -1;
-    if (o.ids_log && (log_fd = open(o.ids_log, O_WRONLY | O_CREAT | O_APPEND, 0644)) < 0)
-        trainer_die(1, "cannot open ids log %s: %s", o.ids_log, strerror(errno));
+    int log_fd = trainer_open_ids_log(o.ids_log);
     for (uint64_t epoch = 0; epoch < o.epochs; epoch++) {
         uint64_t seen = run_epoch(&model, epoch, &o, log_fd);
         trainer_log_line(log_fd, "epoch_end %" PRIu64 "\n", epoch);

@@ -409,17 +409,6 @@ static bool target_agreed(double loss, double target)
     return any != 0;
 }
 
-/* Rank 0's line for a validation or the target, as sgd_mpi prints it. */
-static void print_validation(const char *what, uint64_t records, double loss)
-{
-    if (mpi_rank != 0)
-        return;
-    printf("%s records %" PRIu64 " loss %.6g seconds %.3f unix %.3f\n", what, records, loss,
-           trainer_clock_seconds(CLOCK_MONOTONIC) - process_start,
-           trainer_clock_seconds(CLOCK_REALTIME));
-    fflush(stdout); /* a supervisor measures the time to target from these lines */
-}
-
 int main(int argc, char **argv)
 {
     process_start = trainer_clock_seconds(CLOCK_MONOTONIC);
@@ -499,9 +488,11 @@ int main(int argc, char **argv)
             if (o.valid && model.records >= next_valid) {
                 next_valid = (model.records / o.valid_every + 1) * o.valid_every;
                 double loss = validation_loss(o.valid, &model);
-                print_validation("valid", model.records, loss);
+                trainer_print_validation_line(mpi_rank, "valid", model.records, loss,
+                                          process_start);
                 if (o.have_target && target_agreed(loss, o.target)) {
-                    print_validation("target reached", model.records, loss);
+                    trainer_print_validation_line(mpi_rank, "target reached", model.records, loss,
+                                                  process_start);
                     reached = true;
                     adaptdl_loop_break(train);
                     break;

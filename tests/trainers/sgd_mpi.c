@@ -101,6 +101,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "adsd_records.h"
 #include "trainer_common.h"
 
 #define CKPT_MAGIC "SGDM"
@@ -109,19 +110,13 @@
 #define PER_LAYER_BIAS 16 /* floats in the small last layer of --per-layer */
 
 struct options {
-    const char *data, *checkpoint, *ids_log, *final, *valid;
-    uint64_t epochs, batch, every, sleep_us, pad, cost_per_record_ns, valid_every;
-    float lr;
+    struct trainer_sgd_options sgd; /* data, checkpoint, ids_log, final, epochs, batch, every,
+                                     * sleep_us, lr, resume (pread unused) */
+    const char *valid;
+    uint64_t pad, cost_per_record_ns, valid_every;
     double target;
     bool have_target;
-    bool resume, per_layer, iallreduce, loss_allreduce, divide_before, own_sigterm;
-};
-
-struct dataset {
-    int fd;
-    uint32_t dim;
-    uint64_t count;
-    size_t record_size;
+    bool per_layer, iallreduce, loss_allreduce, divide_before, own_sigterm;
 };
 
 /* Checkpoint file: this header followed by float w[dim].  Version 1 had no
@@ -165,10 +160,10 @@ static const char usage[] =
 
 static void parse_options(int argc, char **argv, struct options *o)
 {
-    *o = (struct options){.every = 10, .pad = 1024, .lr = -1, .valid_every = 8192};
+    *o = (struct options){.sgd = {.every = 10, .lr = -1}, .pad = 1024, .valid_every = 8192};
     bool have_epochs = false, have_batch = false, have_valid_every = false;
     static const struct { const char *name; size_t offset; } switches[] = {
-        {"--resume", offsetof(struct options, resume)},
+        {"--resume", offsetof(struct options, sgd.resume)},
         {"--per-layer", offsetof(struct options, per_layer)},
         {"--iallreduce", offsetof(struct options, iallreduce)},
         {"--loss-allreduce", offsetof(struct options, loss_allreduce)},
@@ -188,15 +183,10 @@ static void parse_options(int argc, char **argv, struct options *o)
         /* --name VALUE or --name=VALUE */
         char flag[TRAINER_OPTION_NAME_SIZE];
         const char *value = trainer_split_option(argc, argv, &i, flag);
-        if (strcmp(flag, "--data") == 0) o->data = value;
-        else if (strcmp(flag, "--checkpoint") == 0) o->checkpoint = value;
-        else if (strcmp(flag, "--ids-log") == 0) o->ids_log = value;
-        else if (strcmp(flag, "--final") == 0) o->final = value;
-        else if (strcmp(flag, "--epochs") == 0) o->epochs = trainer_parse_count(flag, value, 0, 1000000), have_epochs = true;
-        else if (strcmp(flag, "--batch-size") == 0) o->batch = trainer_parse_count(flag, value, 1, 1 << 20), have_batch = true;
-        else if (strcmp(flag, "--sleep-us") == 0) o->sleep_us = trainer_parse_count(flag, value, 0, 10000000);
-        else if (strcmp(flag, "--checkpoint-every") == 0) o->every = trainer_parse_count(flag, value, 1, UINT32_MAX);
-        else if (strcmp(flag, "--pad") == 0) o->pad = trainer_parse_count(flag, value, 0, 1 << 24);
+        if (trainer_parse_sgd_value_option(&o->sgd, "--batch-size", flag, value, &have_epochs,
+                                           &have_batch))
+            continue;
+        if (strcmp(flag, "--pad") == 0) o->pad = trainer_parse_count(flag, value, 0, 1 << 24);
         else if (strcmp(flag, "--cost-per-record-ns") == 0)
             o->cost_per_record_ns = trainer_parse_count(flag, value, 0, 1000000000);
         else if (strcmp(flag, "--valid") == 0) o->valid = value;
@@ -209,84 +199,18 @@ static void parse_options(int argc, char **argv, struct options *o)
                 trainer_die(2, "--target expects a loss >= 0, got '%s'", value);
             o->have_target = true;
         }
-        else if (strcmp(flag, "--lr") == 0) {
-            char *end;
-            o->lr = strtof(value, &end);
-            if (end == value || *end || !(o->lr > 0))
-                trainer_die(2, "--lr expects a positive number, got '%s'", value);
-        } else
+        else
             trainer_die(2, "unknown option: %s", arg);
     }
     const char *env_batch = getenv("BATCH_SIZE");
     if (!have_batch && env_batch != NULL) {
-        o->batch = trainer_parse_count("BATCH_SIZE", env_batch, 1, 1 << 20);
+        o->sgd.batch = trainer_parse_count("BATCH_SIZE", env_batch, 1, 1 << 20);
         have_batch = true;
     }
-    if (!o->data || !o->checkpoint || !have_epochs || !have_batch || o->lr < 0)
+    if (!o->sgd.data || !o->sgd.checkpoint || !have_epochs || !have_batch || o->sgd.lr < 0)
         trainer_die(2, "%s", usage);
     if (!o->valid && (have_valid_every || o->have_target))
         trainer_die(2, "--valid-every and --target need --valid PATH (the validation set)");
-}
-
-/* Rewinds to the start, reads and checks the header against fstat(). */
-static void begin_epoch(struct dataset *data, const char *path)
-{
-    if (lseek(data->fd, 0, SEEK_SET) != 0)
-        trainer_die(1, "lseek on %s: %s", path, strerror(errno));
-    unsigned char header[16];
-    bool at_end;
-    if (trainer_read_full(data->fd, header, sizeof header, &at_end, path) != sizeof header)
-        trainer_die(3, "%s: file shorter than its 16-byte header", path);
-    if (memcmp(header, "ADSD", 4) != 0)
-        trainer_die(3, "%s: bad magic (not an ADSD dataset)", path);
-    uint32_t dim = trainer_get_u32_little_endian(header + 4);
-    if (dim == 0 || dim > 65536 || (data->dim != 0 && dim != data->dim))
-        trainer_die(3, "%s: bad or changed dimension %" PRIu32, path, dim);
-    data->dim = dim;
-    data->count = trainer_get_u64_little_endian(header + 8);
-    data->record_size = 8 + 4 * (size_t)dim + 4;
-    struct stat st;
-    if (fstat(data->fd, &st) != 0)
-        trainer_die(1, "fstat on %s: %s", path, strerror(errno));
-    uint64_t size = (uint64_t)st.st_size;
-    if (size < 16 || (size - 16) % data->record_size != 0 ||
-        (size - 16) / data->record_size != data->count)
-        trainer_die(3, "%s: header says %" PRIu64 " records of %zu bytes (+16 header) but the file has "
-                       "%lld bytes", path, data->count, data->record_size, (long long)st.st_size);
-}
-
-/* Reads up to batch records; *at_end is set when a read returned 0. */
-static size_t read_batch(struct dataset *data, unsigned char *buffer, uint64_t batch,
-                         bool *at_end, const char *path)
-{
-    size_t got = trainer_read_full(data->fd, buffer, batch * data->record_size, at_end, path);
-    if (got % data->record_size != 0)
-        trainer_die(3, "%s: truncated record at end of file", path);
-    return got / data->record_size;
-}
-
-/* Local gradient of the mean squared error of n records into grad[0..dim);
- * returns the summed squared error.  Fixed order, float only: reproducible
- * (the same arithmetic as sgd_read's sgd_step). */
-static float local_gradient(const float *w, float *grad, uint32_t dim,
-                            const unsigned char *records, size_t n, size_t record_size)
-{
-    float loss = 0.0f;
-    memset(grad, 0, dim * sizeof *grad);
-    for (size_t r = 0; r < n; r++) {
-        const unsigned char *x = records + r * record_size + 8;
-        float prediction = 0.0f;
-        for (uint32_t j = 0; j < dim; j++)
-            prediction += w[j] * trainer_get_f32_little_endian(x + 4 * (size_t)j);
-        float error = prediction - trainer_get_f32_little_endian(x + 4 * (size_t)dim);
-        loss += error * error;
-        for (uint32_t j = 0; j < dim; j++)
-            grad[j] += error * trainer_get_f32_little_endian(x + 4 * (size_t)j);
-    }
-    float scale = 2.0f / (float)n;
-    for (uint32_t j = 0; j < dim; j++)
-        grad[j] = grad[j] * scale;
-    return loss;
 }
 
 static void check_mpi(int status, const char *what)
@@ -342,7 +266,7 @@ static float sgd_step(const struct options *o, float *w, float *grad, float *glo
                       size_t record_size)
 {
     memset(grad, 0, length * sizeof *grad);
-    float loss = local_gradient(w, grad, dim, records, n, record_size);
+    float loss = adsd_mean_squared_error_gradient(w, grad, dim, records, n, record_size);
     /* --cost-per-record-ns: the batch-proportional compute of a real model */
     if (o->cost_per_record_ns > 0)
         trainer_sleep_nanoseconds(o->cost_per_record_ns * n);
@@ -355,30 +279,8 @@ static float sgd_step(const struct options *o, float *w, float *grad, float *glo
         for (uint32_t j = 0; j < dim; j++)
             global[j] = global[j] / ranks;
     for (uint32_t j = 0; j < dim; j++)
-        w[j] -= o->lr * global[j];
+        w[j] -= o->sgd.lr * global[j];
     return loss;
-}
-
-/* --sleep-us: stands in for the compute time of a real model's step. */
-static void pause_between_steps(uint64_t microseconds)
-{
-    if (microseconds > 0)
-        usleep((useconds_t)microseconds);
-}
-
-static void log_batch_ids(int log_fd, const unsigned char *records, size_t n,
-                          size_t record_size, uint64_t epoch, uint64_t step)
-{
-    if (log_fd < 0)
-        return;
-    char *text = trainer_allocate_zeroed(n * 64 + 32);
-    size_t length = 0;
-    for (size_t r = 0; r < n; r++)
-        length += (size_t)sprintf(text + length, "id %" PRIu64 " epoch %" PRIu64 "\n",
-                                  trainer_get_u64_little_endian(records + r * record_size), epoch);
-    length += (size_t)sprintf(text + length, "step %" PRIu64 "\n", step);
-    trainer_write_all(log_fd, text, length, "ids log");
-    free(text);
 }
 
 /* Rank 0 only. */
@@ -391,18 +293,7 @@ static void save_checkpoint(const char *path, const float *w, uint32_t dim,
     struct ckpt_header header = {.version = CKPT_VERSION, .dim = dim, .step = step,
                                  .epoch = epoch, .records = progress->records};
     memcpy(header.magic, CKPT_MAGIC, 4);
-    char temp[4096];
-    if ((size_t)snprintf(temp, sizeof temp, "%s.tmp", path) >= sizeof temp)
-        trainer_die(2, "checkpoint path too long: %s", path);
-    int fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0)
-        trainer_die(1, "cannot create %s: %s", temp, strerror(errno));
-    trainer_write_all(fd, &header, sizeof header, temp);
-    trainer_write_all(fd, w, dim * sizeof *w, temp);
-    if (fsync(fd) != 0 || close(fd) != 0)
-        trainer_die(1, "flushing %s: %s", temp, strerror(errno));
-    if (rename(temp, path) != 0)
-        trainer_die(1, "renaming %s to %s: %s", temp, path, strerror(errno));
+    trainer_replace_file_by_rename(path, &header, sizeof header, w, dim * sizeof *w);
     trainer_log_line(log_fd, "ckpt %" PRIu64 "\n", step);
 }
 
@@ -425,24 +316,10 @@ static float *load_checkpoint(const char *path, uint32_t *dim, struct progress *
     if (header.version >= 2 &&
         trainer_read_full(fd, (char *)&header + CKPT_V1_HEADER, rest, &at_end, path) != rest)
         trainer_die(3, "%s: checkpoint header cut short", path);
-    float *w = trainer_allocate_zeroed(header.dim * sizeof *w);
-    char extra;
-    if (trainer_read_full(fd, w, header.dim * sizeof *w, &at_end, path) != header.dim * sizeof *w ||
-        trainer_read_full(fd, &extra, 1, &at_end, path) != 0)
-        trainer_die(3, "%s: checkpoint has the wrong size for dimension %" PRIu32, path, header.dim);
-    close(fd);
+    float *w = trainer_read_checkpoint_weights(fd, header.dim, path);
     *dim = header.dim;
     *progress = (struct progress){.step = header.step, .records = header.records};
     return w;
-}
-
-static void write_final(const char *path, const float *w, uint32_t dim)
-{
-    FILE *file = fopen(path, "wb");
-    if (file == NULL)
-        trainer_die(1, "cannot create %s: %s", path, strerror(errno));
-    if (fwrite(w, sizeof *w, dim, file) != dim || fclose(file) != 0)
-        trainer_die(1, "writing %s: %s", path, strerror(errno));
 }
 
 /* Length of the padded gradient vector that is all-reduced. */
@@ -453,19 +330,15 @@ static size_t gradient_length(const struct options *o, uint32_t dim)
 
 /* Allocates the weights (unless loaded), gradient and batch buffers once the
  * first header has told the dimension. */
-static void prepare_buffers(const struct dataset *data, const struct options *o, float **w,
+static void prepare_buffers(const struct adsd_dataset *data, const struct options *o, float **w,
                             uint32_t saved_dim, float **grad, float **global,
                             unsigned char **batch)
 {
-    if (*w != NULL && saved_dim != data->dim)
-        trainer_die(3, "checkpoint dimension %" PRIu32 " does not match data dimension %" PRIu32,
-                    saved_dim, data->dim);
-    if (*w == NULL)
-        *w = trainer_allocate_zeroed(data->dim * sizeof **w);
+    *w = adsd_weights_for_dimension(*w, saved_dim, data->dim);
     size_t length = gradient_length(o, data->dim);
     *grad = trainer_allocate_zeroed(length * sizeof **grad);
     *global = trainer_allocate_zeroed(length * sizeof **global);
-    *batch = trainer_allocate_zeroed(o->batch * data->record_size);
+    *batch = trainer_allocate_zeroed(o->sgd.batch * data->record_size);
 }
 
 static double process_start; /* CLOCK_MONOTONIC at the start of main */
@@ -477,10 +350,10 @@ static double process_start; /* CLOCK_MONOTONIC at the start of main */
  * file or its share of it. */
 static double validation_loss(const char *path, const float *w, uint32_t dim)
 {
-    struct dataset valid = {.fd = open(path, O_RDONLY)};
+    struct adsd_dataset valid = {.fd = open(path, O_RDONLY)};
     if (valid.fd < 0)
         trainer_die(1, "cannot open validation file %s: %s", path, strerror(errno));
-    begin_epoch(&valid, path);
+    adsd_rewind_and_check_header_with_read(&valid, path);
     if (valid.dim != dim)
         trainer_die(3, "%s: validation dimension %" PRIu32 " differs from the train data's %" PRIu32,
                     path, valid.dim, dim);
@@ -488,7 +361,7 @@ static double validation_loss(const char *path, const float *w, uint32_t dim)
     double sums[2] = {0.0, 0.0}; /* squared error, records */
     bool at_end = false;
     while (!at_end) {
-        size_t n = read_batch(&valid, records, VALID_CHUNK, &at_end, path);
+        size_t n = adsd_read_batch_with_read(&valid, records, VALID_CHUNK, &at_end, path);
         for (size_t r = 0; r < n; r++) {
             const unsigned char *x = records + r * valid.record_size + 8;
             float prediction = 0.0f;
@@ -517,17 +390,6 @@ static bool target_agreed(double loss, double target)
     int local = loss <= target ? 1 : 0, any = 0;
     check_mpi(MPI_Allreduce(&local, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
     return any != 0;
-}
-
-/* Rank 0's line for a validation or the target: records, loss and times. */
-static void print_validation(const char *what, uint64_t records, double loss)
-{
-    if (mpi_rank != 0)
-        return;
-    printf("%s records %" PRIu64 " loss %.6g seconds %.3f unix %.3f\n", what, records, loss,
-           trainer_clock_seconds(CLOCK_MONOTONIC) - process_start,
-           trainer_clock_seconds(CLOCK_REALTIME));
-    fflush(stdout); /* a supervisor measures the time to target from these lines */
 }
 
 static void on_sigterm(int signal_number)
@@ -574,24 +436,23 @@ int main(int argc, char **argv)
     struct progress progress = {0};
     uint32_t saved_dim = 0;
     float *w = NULL;
-    if (o.resume) {
-        w = load_checkpoint(o.checkpoint, &saved_dim, &progress);
+    if (o.sgd.resume) {
+        w = load_checkpoint(o.sgd.checkpoint, &saved_dim, &progress);
         if (w)
             printf("rank %d resumed at step %" PRIu64 "\n", mpi_rank, progress.step);
         else
-            printf("rank %d no checkpoint at %s, starting fresh\n", mpi_rank, o.checkpoint);
+            printf("rank %d no checkpoint at %s, starting fresh\n", mpi_rank, o.sgd.checkpoint);
         fflush(stdout);  /* a supervisor reads this even if the run is killed */
     }
     int log_fd = -1;
-    if (o.ids_log) {
-        char *path = trainer_rank_path(o.ids_log, mpi_rank);
-        if ((log_fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644)) < 0)
-            trainer_die(1, "cannot open ids log %s: %s", path, strerror(errno));
+    if (o.sgd.ids_log) {
+        char *path = trainer_rank_path(o.sgd.ids_log, mpi_rank);
+        log_fd = trainer_open_ids_log(path);
         free(path);
     }
-    struct dataset data = {.fd = open(o.data, O_RDONLY)};
+    struct adsd_dataset data = {.fd = open(o.sgd.data, O_RDONLY)};
     if (data.fd < 0)
-        trainer_die(1, "cannot open %s: %s", o.data, strerror(errno));
+        trainer_die(1, "cannot open %s: %s", o.sgd.data, strerror(errno));
 
     unsigned char *batch = NULL;
     float *grad = NULL, *global = NULL;
@@ -599,8 +460,8 @@ int main(int argc, char **argv)
     /* the next validation: at the first multiple of --valid-every past the
      * records already trained (a resumed run keeps the schedule) */
     uint64_t next_valid = (progress.records / o.valid_every + 1) * o.valid_every;
-    for (uint64_t epoch = 0; epoch < o.epochs && !stopped && !reached; epoch++) {
-        begin_epoch(&data, o.data);
+    for (uint64_t epoch = 0; epoch < o.sgd.epochs && !stopped && !reached; epoch++) {
+        adsd_rewind_and_check_header_with_read(&data, o.sgd.data);
         if (batch == NULL)
             prepare_buffers(&data, &o, &w, saved_dim, &grad, &global, &batch);
         size_t length = gradient_length(&o, data.dim);
@@ -609,7 +470,7 @@ int main(int argc, char **argv)
         double global_loss = 0.0;
         bool at_end = false;
         while (!at_end) {
-            size_t n = read_batch(&data, batch, o.batch, &at_end, o.data);
+            size_t n = adsd_read_batch_with_read(&data, batch, o.sgd.batch, &at_end, o.sgd.data);
             if (n == 0)
                 break;
             float batch_loss = sgd_step(&o, w, grad, global, length, data.dim, batch, n,
@@ -624,12 +485,12 @@ int main(int argc, char **argv)
             progress.step++;
             progress.records += n * (uint64_t)mpi_size;
             seen += n;
-            log_batch_ids(log_fd, batch, n, data.record_size, epoch, progress.step);
-            pause_between_steps(o.sleep_us);
-            if (progress.step % o.every == 0)
-                save_checkpoint(o.checkpoint, w, data.dim, &progress, epoch, log_fd);
+            adsd_log_batch_ids(log_fd, batch, n, data.record_size, epoch, progress.step);
+            trainer_pause_between_steps(o.sgd.sleep_us);
+            if (progress.step % o.sgd.every == 0)
+                save_checkpoint(o.sgd.checkpoint, w, data.dim, &progress, epoch, log_fd);
             if (o.own_sigterm && sigterm_agreed()) {
-                save_checkpoint(o.checkpoint, w, data.dim, &progress, epoch, log_fd);
+                save_checkpoint(o.sgd.checkpoint, w, data.dim, &progress, epoch, log_fd);
                 printf("rank %d caught SIGTERM\n", mpi_rank);
                 stopped = true;
                 break;
@@ -637,10 +498,12 @@ int main(int argc, char **argv)
             if (o.valid && progress.records >= next_valid) {
                 next_valid = (progress.records / o.valid_every + 1) * o.valid_every;
                 double valid_loss = validation_loss(o.valid, w, data.dim);
-                print_validation("valid", progress.records, valid_loss);
+                trainer_print_validation_line(mpi_rank, "valid", progress.records, valid_loss,
+                                              process_start);
                 if (o.have_target && target_agreed(valid_loss, o.target)) {
-                    print_validation("target reached", progress.records, valid_loss);
-                    save_checkpoint(o.checkpoint, w, data.dim, &progress, epoch, log_fd);
+                    trainer_print_validation_line(mpi_rank, "target reached", progress.records,
+                                                  valid_loss, process_start);
+                    save_checkpoint(o.sgd.checkpoint, w, data.dim, &progress, epoch, log_fd);
                     reached = true;
                     break;
                 }
@@ -649,7 +512,7 @@ int main(int argc, char **argv)
         if (stopped || reached)
             break;
         trainer_log_line(log_fd, "epoch_end %" PRIu64 "\n", epoch);
-        save_checkpoint(o.checkpoint, w, data.dim, &progress, epoch, log_fd);
+        save_checkpoint(o.sgd.checkpoint, w, data.dim, &progress, epoch, log_fd);
         if (mpi_rank == 0) {
             double mean = seen == 0 ? 0.0
                           : o.loss_allreduce ? global_loss / ((double)seen * mpi_size)
@@ -666,12 +529,7 @@ int main(int argc, char **argv)
         trainer_die(3, "no epoch was run and no checkpoint was loaded: no weights to report");
     uint32_t dim = data.dim ? data.dim : saved_dim;
     if (mpi_rank == 0 && !stopped) {
-        printf("final weights");
-        for (uint32_t j = 0; j < dim; j++)
-            printf(" %.9g", (double)w[j]);
-        printf("\n");
-        if (o.final)
-            write_final(o.final, w, dim);
+        trainer_report_final_weights(w, dim, o.sgd.final);
     }
     printf("rank %d steps %" PRIu64 "\n", mpi_rank, progress.step);
     if (fflush(stdout) != 0)

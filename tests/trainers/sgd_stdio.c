@@ -33,17 +33,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "adsd_records.h"
 #include "trainer_common.h"
 
 #define CKPT_MAGIC "SGDS"
 #define CKPT_VERSION 1u
-
-struct options {
-    const char *data, *checkpoint, *ids_log, *final;
-    uint64_t epochs, batch, every, sleep_us;
-    float lr;
-    bool resume;
-};
 
 /* Checkpoint file: this header followed by float w[dim]. */
 struct ckpt_header {
@@ -59,39 +53,6 @@ struct trainer {
     uint64_t step, epoch;
 };
 
-static void parse_options(int argc, char **argv, struct options *o)
-{
-    *o = (struct options){.every = 10, .lr = -1};
-    bool have_epochs = false, have_batch = false;
-    for (int i = 1; i < argc; i++) {
-        const char *flag = argv[i];
-        if (strcmp(flag, "--resume") == 0) {
-            o->resume = true;
-            continue;
-        }
-        const char *value = trainer_next_option_value(argc, argv, &i);
-        if (strcmp(flag, "--data") == 0) o->data = value;
-        else if (strcmp(flag, "--checkpoint") == 0) o->checkpoint = value;
-        else if (strcmp(flag, "--ids-log") == 0) o->ids_log = value;
-        else if (strcmp(flag, "--final") == 0) o->final = value;
-        else if (strcmp(flag, "--epochs") == 0) o->epochs = trainer_parse_count(flag, value, 0, 1000000), have_epochs = true;
-        else if (strcmp(flag, "--batch") == 0) o->batch = trainer_parse_count(flag, value, 1, 1 << 20), have_batch = true;
-        else if (strcmp(flag, "--sleep-us") == 0) o->sleep_us = trainer_parse_count(flag, value, 0, 10000000);
-        else if (strcmp(flag, "--checkpoint-every") == 0) o->every = trainer_parse_count(flag, value, 1, UINT32_MAX);
-        else if (strcmp(flag, "--lr") == 0) {
-            char *end;
-            o->lr = strtof(value, &end);
-            if (end == value || *end || !(o->lr > 0))
-                trainer_die(2, "--lr expects a positive number, got '%s'", value);
-        } else
-            trainer_die(2, "unknown option: %s", flag);
-    }
-    if (!o->data || !o->checkpoint || !have_epochs || !have_batch || o->lr < 0)
-        trainer_die(2, "usage: sgd_stdio --data PATH --epochs E --batch B --lr LR --checkpoint PATH "
-                       "[--checkpoint-every STEPS] [--sleep-us US] [--resume] [--ids-log PATH] "
-                       "[--final PATH]");
-}
-
 /* Rewinds (two ways, alternating), reads and checks the header; returns dim. */
 static uint32_t begin_epoch(FILE *f, uint64_t epoch, const char *path, size_t *record_size)
 {
@@ -102,65 +63,11 @@ static uint32_t begin_epoch(FILE *f, uint64_t epoch, const char *path, size_t *r
     unsigned char header[16];
     if (fread(header, 1, sizeof header, f) != sizeof header)
         trainer_die(ferror(f) ? 1 : 3, "%s: cannot read the 16-byte header", path);
-    if (memcmp(header, "ADSD", 4) != 0)
-        trainer_die(3, "%s: bad magic (not an ADSD dataset)", path);
-    uint32_t dim = trainer_get_u32_little_endian(header + 4);
-    uint64_t count = trainer_get_u64_little_endian(header + 8);
-    if (dim == 0 || dim > 65536)
-        trainer_die(3, "%s: bad dimension %" PRIu32, path, dim);
-    *record_size = 8 + 4 * (size_t)dim + 4;
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0)
-        trainer_die(1, "fstat on %s: %s", path, strerror(errno));
-    uint64_t size = (uint64_t)st.st_size;
-    if (size < 16 || (size - 16) % *record_size != 0 || (size - 16) / *record_size != count)
-        trainer_die(3, "%s: header says %" PRIu64 " records of %zu bytes (+16 header) but the file has "
-                       "%" PRIu64 " bytes", path, count, *record_size, size);
-    return dim;
-}
-
-/* One SGD step on the mean squared error of n records; returns the summed
- * squared error before the update.  Fixed order, float only: reproducible. */
-static float sgd_step(struct trainer *t, const unsigned char *records, size_t n, float lr)
-{
-    float loss = 0.0f;
-    memset(t->grad, 0, t->dim * sizeof *t->grad);
-    for (size_t r = 0; r < n; r++) {
-        const unsigned char *x = records + r * t->record_size + 8;
-        float prediction = 0.0f;
-        for (uint32_t j = 0; j < t->dim; j++)
-            prediction += t->w[j] * trainer_get_f32_little_endian(x + 4 * (size_t)j);
-        float error = prediction - trainer_get_f32_little_endian(x + 4 * (size_t)t->dim);
-        loss += error * error;
-        for (uint32_t j = 0; j < t->dim; j++)
-            t->grad[j] += error * trainer_get_f32_little_endian(x + 4 * (size_t)j);
-    }
-    float scale = 2.0f / (float)n;
-    for (uint32_t j = 0; j < t->dim; j++)
-        t->w[j] -= lr * (t->grad[j] * scale);
-    return loss;
-}
-
-/* --sleep-us: stands in for the compute time of a real model's step. */
-static void pause_between_steps(uint64_t microseconds)
-{
-    if (microseconds > 0)
-        usleep((useconds_t)microseconds);
-}
-
-static void log_batch_ids(int log_fd, const unsigned char *records, size_t n,
-                          size_t record_size, uint64_t epoch, uint64_t step)
-{
-    if (log_fd < 0)
-        return;
-    char *text = trainer_allocate_zeroed(n * 64 + 32);
-    size_t length = 0;
-    for (size_t r = 0; r < n; r++)
-        length += (size_t)sprintf(text + length, "id %" PRIu64 " epoch %" PRIu64 "\n",
-                                  trainer_get_u64_little_endian(records + r * record_size), epoch);
-    length += (size_t)sprintf(text + length, "step %" PRIu64 "\n", step);
-    trainer_write_all(log_fd, text, length, "ids log");
-    free(text);
+    struct adsd_dataset layout = {.fd = -1}; /* dim 0: any dimension, checked against the checkpoint's */
+    adsd_accept_header(&layout, header, "bad dimension", path);
+    *record_size = layout.record_size;
+    adsd_check_header_against_file_size(&layout, fileno(f), path);
+    return layout.dim;
 }
 
 static void save_checkpoint(const char *path, const struct trainer *t, bool completed, int log_fd)
@@ -219,18 +126,9 @@ static bool load_checkpoint(const char *path, struct trainer *t)
     return true;
 }
 
-static void write_final(const char *path, const float *w, uint32_t dim)
-{
-    FILE *file = fopen(path, "wb");
-    if (file == NULL)
-        trainer_die(1, "cannot create %s: %s", path, strerror(errno));
-    if (fwrite(w, sizeof *w, dim, file) != dim || fclose(file) != 0)
-        trainer_die(1, "writing %s: %s", path, strerror(errno));
-}
-
 /* Runs one epoch (t->epoch) from the current header on; returns records seen. */
 static uint64_t run_epoch(FILE *f, struct trainer *t, unsigned char *batch,
-                          const struct options *o, int log_fd, float *loss)
+                          const struct trainer_sgd_options *o, int log_fd, float *loss)
 {
     uint64_t seen = 0;
     *loss = 0.0f;
@@ -239,11 +137,12 @@ static uint64_t run_epoch(FILE *f, struct trainer *t, unsigned char *batch,
         if (n < o->batch && ferror(f))
             trainer_die(1, "reading %s: %s", o->data, strerror(errno));
         if (n > 0) {
-            *loss += sgd_step(t, batch, n, o->lr);
+            *loss += adsd_linear_regression_sgd_step(t->w, t->grad, t->dim, batch, n, t->record_size,
+                                                     o->lr);
             t->step++;
             seen += n;
-            log_batch_ids(log_fd, batch, n, t->record_size, t->epoch, t->step);
-            pause_between_steps(o->sleep_us);
+            adsd_log_batch_ids(log_fd, batch, n, t->record_size, t->epoch, t->step);
+            trainer_pause_between_steps(o->sleep_us);
             /* A short batch hit the end of file: the end-of-epoch checkpoint
              * follows at once and, unlike a mid-epoch one, says "finished". */
             if (t->step % o->every == 0 && n == o->batch)
@@ -257,16 +156,14 @@ static uint64_t run_epoch(FILE *f, struct trainer *t, unsigned char *batch,
 int main(int argc, char **argv)
 {
     trainer_set_program_name("sgd_stdio");
-    struct options o;
-    parse_options(argc, argv, &o);
+    struct trainer_sgd_options o;
+    trainer_parse_sgd_options(argc, argv, "sgd_stdio", false, &o);
     struct trainer t = {0};
     bool resumed = o.resume && load_checkpoint(o.checkpoint, &t);
     if (resumed)
         printf("resumed at step %" PRIu64 " epoch %" PRIu64 "\n", t.step, t.epoch);
     fflush(stdout);  /* a supervisor reads this even if the run is killed */
-    int log_fd = -1;
-    if (o.ids_log && (log_fd = open(o.ids_log, O_WRONLY | O_CREAT | O_APPEND, 0644)) < 0)
-        trainer_die(1, "cannot open ids log %s: %s", o.ids_log, strerror(errno));
+    int log_fd = trainer_open_ids_log(o.ids_log);
     FILE *f = fopen(o.data, "rb");
     if (f == NULL)
         trainer_die(1, "cannot open %s: %s", o.data, strerror(errno));
@@ -274,12 +171,8 @@ int main(int argc, char **argv)
     unsigned char *batch = NULL;
     for (; t.epoch < o.epochs; t.epoch++) {
         uint32_t dim = begin_epoch(f, t.epoch, o.data, &t.record_size);
-        if (t.w != NULL && dim != t.dim)
-            trainer_die(3, "checkpoint dimension %" PRIu32 " does not match data dimension %" PRIu32,
-                        t.dim, dim);
+        t.w = adsd_weights_for_dimension(t.w, t.dim, dim);
         t.dim = dim;
-        if (t.w == NULL)
-            t.w = trainer_allocate_zeroed(dim * sizeof *t.w);
         if (batch == NULL) {
             t.grad = trainer_allocate_zeroed(dim * sizeof *t.grad);
             batch = trainer_allocate_zeroed(o.batch * t.record_size);
@@ -295,12 +188,7 @@ int main(int argc, char **argv)
     fclose(f);
     if (t.w == NULL)
         trainer_die(3, "no epoch was run and no checkpoint was loaded: no weights to report");
-    printf("final weights");
-    for (uint32_t j = 0; j < t.dim; j++)
-        printf(" %.9g", (double)t.w[j]);
-    printf("\n");
-    if (o.final)
-        write_final(o.final, t.w, t.dim);
+    trainer_report_final_weights(t.w, t.dim, o.final);
     free(t.w);
     free(t.grad);
     free(batch);
