@@ -455,6 +455,42 @@ void id_log_count_committed(const struct id_log *log, uint64_t last_step, unsign
     }
 }
 
+unsigned *harness_count_committed_records(const struct harness_killed_run *killed_runs,
+                                          unsigned runs, uint64_t records, uint64_t epochs)
+{
+    unsigned *counts = calloc(epochs * records, sizeof *counts);
+    /* A run killed before it printed where it resumed changed nothing: the
+     * cut of run i is the step the first later run that did print resumed at. */
+    uint64_t *cuts = calloc(runs, sizeof *cuts);
+    uint64_t cut = UINT64_MAX;
+    for (unsigned run = runs; run-- > 0;) {
+        cuts[run] = cut;
+        char *output = harness_read_output(killed_runs[run].outputs[0]);
+        if (strstr(output, "resumed at step ") || strstr(output, "starting fresh"))
+            cut = harness_resumed_step(output);
+        free(output);
+    }
+    /* A run that started fresh (no checkpoint, or one cut short by a kill
+     * inside an in-place write) restarted the whole history. */
+    unsigned first_counted = 0;
+    for (unsigned run = 0; run < runs; run++) {
+        char *output = harness_read_output(killed_runs[run].outputs[0]);
+        if (strstr(output, "starting fresh"))
+            first_counted = run;
+        free(output);
+    }
+    for (unsigned run = first_counted; run < runs; run++) {
+        for (unsigned rank = 0; rank < killed_runs[run].replicas; rank++) {
+            struct id_log log;
+            harness_read_id_log(killed_runs[run].logs[rank], &log);
+            id_log_count_committed(&log, cuts[run], counts, records, epochs);
+            id_log_free(&log);
+        }
+    }
+    free(cuts);
+    return counts;
+}
+
 uint64_t harness_resumed_step(const char *output)
 {
     const char *found = output ? strstr(output, "resumed at step ") : NULL;

@@ -97,6 +97,20 @@ void id_log_free(struct id_log *log);
  * at most `last_step` (what the next run resumed from); UINT64_MAX keeps all. */
 void id_log_count_committed(const struct id_log *log, uint64_t last_step, unsigned *counts,
                             uint64_t records, uint64_t epochs);
+/* One run of a job that is killed and resumed again and again: how many
+ * replicas it had, and each rank's id log and stdout. */
+#define HARNESS_MAX_REPLICAS 8
+struct harness_killed_run {
+    unsigned replicas;
+    char *logs[HARNESS_MAX_REPLICAS];
+    char *outputs[HARNESS_MAX_REPLICAS];
+};
+/* Counts (a new array, counts[epoch * records + id]) every record each of
+ * `runs` runs consumed up to the step the next run resumed at: a run
+ * killed before it printed where it resumed changed nothing, and the last
+ * run that started fresh restarted the whole history. */
+unsigned *harness_count_committed_records(const struct harness_killed_run *killed_runs,
+                                          unsigned runs, uint64_t records, uint64_t epochs);
 /* The step a trainer printed it resumed at ("resumed at step S"), 0 if fresh. */
 uint64_t harness_resumed_step(const char *output);
 /* Reads the whole stdout file of a started process. */

@@ -20,7 +20,6 @@
 #define CHAOS_RECORDS 800
 #define CHAOS_DIM 4
 #define CHAOS_EPOCHS 3
-#define CHAOS_MAX_RUNS 16
 #define CHAOS_MAX_REPLICAS 4
 
 /* One example trainer and how it may be killed. */
@@ -114,12 +113,6 @@ static void chaos_start(struct chaos_process *process, const struct dataset_job 
     free(checkpoint);
 }
 
-struct chaos_run {
-    unsigned replicas;
-    char *logs[CHAOS_MAX_REPLICAS];
-    char *outputs[CHAOS_MAX_REPLICAS];
-};
-
 /* Waits for a process to die without reaping it (harness_wait does). */
 static void chaos_wait_dead(pid_t pid)
 {
@@ -151,7 +144,7 @@ static void chaos_kill_others(struct chaos_process *processes, unsigned replicas
 /* Runs the plan; returns how many of the asked-for faults fired. */
 static unsigned chaos_run_plan(const struct dataset_job *job, const struct chaos_trainer *trainer,
                                const unsigned *plan, unsigned runs, uint64_t seed,
-                               struct chaos_run *records)
+                               struct harness_killed_run *records)
 {
     uint64_t random_state = seed;
     unsigned fired = 0, fault_index = (unsigned)(chaos_random(&random_state) % 4);
@@ -223,42 +216,6 @@ static unsigned chaos_run_plan(const struct dataset_job *job, const struct chaos
     return fired;
 }
 
-/* Counts, per epoch and record, the records each run consumed up to the
- * step the next run resumed at (test_resume.c does the same). */
-static unsigned *chaos_count_committed(struct chaos_run *records, unsigned runs)
-{
-    unsigned *counts = calloc(CHAOS_EPOCHS * CHAOS_RECORDS, sizeof *counts);
-    /* A run killed before it printed where it resumed changed nothing: the
-     * cut of run i is the step the first later run that did print resumed at. */
-    uint64_t cuts[CHAOS_MAX_RUNS];
-    uint64_t cut = UINT64_MAX;
-    for (unsigned run = runs; run-- > 0;) {
-        cuts[run] = cut;
-        char *output = harness_read_output(records[run].outputs[0]);
-        if (strstr(output, "resumed at step ") || strstr(output, "starting fresh"))
-            cut = harness_resumed_step(output);
-        free(output);
-    }
-    /* A run that started fresh (no checkpoint, or one cut short by a kill
-     * inside an in-place write) restarted the whole history. */
-    unsigned first_counted = 0;
-    for (unsigned run = 0; run < runs; run++) {
-        char *output = harness_read_output(records[run].outputs[0]);
-        if (strstr(output, "starting fresh"))
-            first_counted = run;
-        free(output);
-    }
-    for (unsigned run = first_counted; run < runs; run++) {
-        for (unsigned rank = 0; rank < records[run].replicas; rank++) {
-            struct id_log log;
-            harness_read_id_log(records[run].logs[rank], &log);
-            id_log_count_committed(&log, cuts[run], counts, CHAOS_RECORDS, CHAOS_EPOCHS);
-            id_log_free(&log);
-        }
-    }
-    return counts;
-}
-
 static void chaos_check_trainer(const struct chaos_trainer *trainer, uint64_t fixed_seed)
 {
     uint64_t seed = chaos_seed(fixed_seed);
@@ -266,7 +223,7 @@ static void chaos_check_trainer(const struct chaos_trainer *trainer, uint64_t fi
     dataset_job_init(&job, CHAOS_RECORDS, CHAOS_DIM, 7);
     static const unsigned plan[] = {1, 3, 2, 1, 2, 4, 1, 3, 1, 2, 4, 1};
     enum { RUNS = sizeof plan / sizeof plan[0] };
-    struct chaos_run records[RUNS];
+    struct harness_killed_run records[RUNS];
     unsigned fired = chaos_run_plan(&job, trainer, plan, RUNS, seed, records);
     /* a knob that never fires would pass every other check */
     cr_expect_geq(fired, 1, "seed %llu: no injected fault fired", (unsigned long long)seed);
@@ -279,7 +236,8 @@ static void chaos_check_trainer(const struct chaos_trainer *trainer, uint64_t fi
     }
     cr_log_info("%s%s seed %llu: %u faults fired, resumed at steps%s", trainer->program,
                 trainer->mode_flag ? " --pread" : "", (unsigned long long)seed, fired, resumes);
-    unsigned *counts = chaos_count_committed(records, RUNS);
+    unsigned *counts =
+        harness_count_committed_records(records, RUNS, CHAOS_RECORDS, CHAOS_EPOCHS);
     unsigned padding_allowance = 0;
     for (unsigned run = 0; run < RUNS; run++)
         padding_allowance += plan[run] - 1;

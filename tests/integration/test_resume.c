@@ -94,18 +94,13 @@ static void start_trainer(struct trainer_process *process, const struct resume_s
     free(final_path);
 }
 
-struct run_record {
-    unsigned replicas;
-    char *logs[8];
-    char *outputs[8];
-};
-
 /* Runs the trainer `runs` times with the given replica counts, killing
  * each run after a random delay (the last one runs to completion); all
  * ranks of a run resume from rank 0's checkpoint of the previous run. */
 static void run_kill_sequence(const struct resume_setup *setup, const char *trainer,
                               const unsigned *replica_plan, unsigned runs, uint64_t seed,
-                              struct run_record *records, char *const extra_environment[])
+                              struct harness_killed_run *records,
+                              char *const extra_environment[])
 {
     uint64_t random_state = seed;
     for (unsigned run = 0; run < runs; run++) {
@@ -169,41 +164,17 @@ static void run_kill_sequence(const struct resume_setup *setup, const char *trai
     }
 }
 
-/* Counts, per epoch and record, the records each run consumed up to the
- * step the next run resumed at. */
-static unsigned *count_committed_records(struct run_record *records, unsigned runs)
+/* Expects the killed runs, counted up to where each next one resumed, to
+ * have consumed every record of every epoch exactly once. */
+static void expect_every_record_committed_once(const struct harness_killed_run *records,
+                                               unsigned runs)
 {
-    unsigned *counts = calloc(EPOCHS * RECORDS, sizeof *counts);
-    /* A run killed before it printed where it resumed changed nothing: the
-     * cut of run i is the step the first later run that did print resumed at. */
-    uint64_t cuts[64];
-    uint64_t cut = UINT64_MAX;
-    for (unsigned run = runs; run-- > 0;) {
-        cuts[run] = cut;
-        char *output = harness_read_output(records[run].outputs[0]);
-        if (strstr(output, "resumed at step ") || strstr(output, "starting fresh"))
-            cut = harness_resumed_step(output);
-        free(output);
-    }
-    /* A run that started fresh (no checkpoint, or one cut short by the kill:
-     * sgd_stdio writes in place) restarted the whole history. */
-    unsigned first_counted = 0;
-    for (unsigned run = 0; run < runs; run++) {
-        char *output = harness_read_output(records[run].outputs[0]);
-        if (strstr(output, "starting fresh"))
-            first_counted = run;
-        free(output);
-    }
-    for (unsigned run = first_counted; run < runs; run++) {
-        uint64_t last_step = cuts[run];
-        for (unsigned rank = 0; rank < records[run].replicas; rank++) {
-            struct id_log log;
-            harness_read_id_log(records[run].logs[rank], &log);
-            id_log_count_committed(&log, last_step, counts, RECORDS, EPOCHS);
-            id_log_free(&log);
-        }
-    }
-    return counts;
+    unsigned *counts = harness_count_committed_records(records, runs, RECORDS, EPOCHS);
+    for (unsigned epoch = 0; epoch < EPOCHS; epoch++)
+        for (unsigned id = 0; id < RECORDS; id++)
+            cr_expect_eq(counts[epoch * RECORDS + id], 1, "epoch %u record %u seen %u times",
+                         epoch, id, counts[epoch * RECORDS + id]);
+    free(counts);
 }
 
 /* The interrupted run ends with exactly the uninterrupted run's weights. */
@@ -230,7 +201,7 @@ Test(resume, killed_k1_run_equals_uninterrupted_run_bit_for_bit, .timeout = 240)
     struct resume_setup reference;
     resume_setup_init(&reference, "read");
     unsigned one_run[] = {1};
-    struct run_record reference_records[1];
+    struct harness_killed_run reference_records[1];
     run_kill_sequence(&reference, "trainers/sgd_read", one_run, 1, 1, reference_records, NULL);
 
     struct resume_setup setup;
@@ -239,15 +210,10 @@ Test(resume, killed_k1_run_equals_uninterrupted_run_bit_for_bit, .timeout = 240)
     unsigned plan[RUNS];
     for (unsigned i = 0; i < RUNS; i++)
         plan[i] = 1;
-    struct run_record records[RUNS];
+    struct harness_killed_run records[RUNS];
     run_kill_sequence(&setup, "trainers/sgd_read", plan, RUNS, 20261202, records, NULL);
 
-    unsigned *counts = count_committed_records(records, RUNS);
-    for (unsigned epoch = 0; epoch < EPOCHS; epoch++)
-        for (unsigned id = 0; id < RECORDS; id++)
-            cr_expect_eq(counts[epoch * RECORDS + id], 1, "epoch %u record %u seen %u times",
-                         epoch, id, counts[epoch * RECORDS + id]);
-    free(counts);
+    expect_every_record_committed_once(records, RUNS);
 
     expect_same_final_weights(&reference, &setup);
 }
@@ -258,9 +224,9 @@ Test(resume, replica_count_changes_between_killed_runs, .timeout = 240)
     resume_setup_init(&setup, "read");
     unsigned plan[] = {1, 4, 2, 3, 1, 4, 2, 2};
     enum { RUNS = sizeof plan / sizeof plan[0] };
-    struct run_record records[RUNS];
+    struct harness_killed_run records[RUNS];
     run_kill_sequence(&setup, "trainers/sgd_read", plan, RUNS, 77, records, NULL);
-    unsigned *counts = count_committed_records(records, RUNS);
+    unsigned *counts = harness_count_committed_records(records, RUNS, RECORDS, EPOCHS);
     unsigned padding_allowance = 0;
     for (unsigned run = 0; run < RUNS; run++)
         padding_allowance += plan[run] - 1;
@@ -306,7 +272,7 @@ Test(resume, continue_mode_stdio_trainer_equals_uninterrupted_run, .timeout = 24
     struct resume_setup reference;
     resume_setup_init(&reference, "stdio");
     unsigned one_run[] = {1};
-    struct run_record reference_records[1];
+    struct harness_killed_run reference_records[1];
     run_kill_sequence(&reference, "trainers/sgd_stdio", one_run, 1, 1, reference_records,
                       continue_setting);
 
@@ -314,7 +280,7 @@ Test(resume, continue_mode_stdio_trainer_equals_uninterrupted_run, .timeout = 24
     resume_setup_init(&setup, "stdio");
     trainer_batch = "7";
     enum { RUNS = 12 };
-    struct run_record records[RUNS];
+    struct harness_killed_run records[RUNS];
     uint64_t random_state = 4242;
     unsigned runs = 0;
     for (; runs < RUNS; runs++) {
@@ -335,12 +301,7 @@ Test(resume, continue_mode_stdio_trainer_equals_uninterrupted_run, .timeout = 24
         }
         cr_assert(!last, "final run exited %d", status);
     }
-    unsigned *counts = count_committed_records(records, runs);
-    for (unsigned epoch = 0; epoch < EPOCHS; epoch++)
-        for (unsigned id = 0; id < RECORDS; id++)
-            cr_expect_eq(counts[epoch * RECORDS + id], 1, "epoch %u record %u seen %u times",
-                         epoch, id, counts[epoch * RECORDS + id]);
-    free(counts);
+    expect_every_record_committed_once(records, runs);
     expect_same_final_weights(&reference, &setup);
 }
 
@@ -396,7 +357,7 @@ Test(resume, killed_text_trainer_sees_every_line_once_and_same_counts, .timeout 
     harness_generate_text(data, 400, 5);
     char *state = harness_path_in(directory, "state");
     enum { RUNS = 10 };
-    struct run_record records[RUNS];
+    struct harness_killed_run records[RUNS];
     uint64_t random_state = 99;
     for (unsigned run = 0; run < RUNS; run++) {
         char name[32];
