@@ -370,34 +370,19 @@ void harness_generate_text(const char *path, uint64_t records, uint64_t seed)
     free(generator);
 }
 
-int harness_read_id_log(const char *path, struct id_log *log)
+void id_log_parse_lines(struct id_log *log, char *text,
+                        bool (*parse_line)(const char *line, struct id_event *event))
 {
     memset(log, 0, sizeof *log);
-    char *text = harness_read_file(path, NULL);
     if (text == NULL)
-        return 0;  /* a run killed before logging anything */
+        return;
     size_t capacity = 1024;
     log->events = malloc(capacity * sizeof *log->events);
     char *save = NULL;
     for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         struct id_event event = {0};
-        unsigned long long value, epoch;
-        if (sscanf(line, "id %llu epoch %llu", &value, &epoch) == 2) {
-            event.kind = ID_EVENT_RECORD;
-            event.value = value;
-            event.epoch = epoch;
-        } else if (sscanf(line, "ckpt %llu", &value) == 1) {
-            event.kind = ID_EVENT_CHECKPOINT;
-            event.value = value;
-        } else if (sscanf(line, "step %llu", &value) == 1) {
-            event.kind = ID_EVENT_STEP;
-            event.value = value;
-        } else if (sscanf(line, "epoch_end %llu", &value) == 1) {
-            event.kind = ID_EVENT_EPOCH_END;
-            event.value = value;
-        } else {
-            continue;  /* a line cut by SIGKILL */
-        }
+        if (!parse_line(line, &event))
+            continue;
         if (log->count == capacity) {
             capacity *= 2;
             log->events = realloc(log->events, capacity * sizeof *log->events);
@@ -405,6 +390,35 @@ int harness_read_id_log(const char *path, struct id_log *log)
         log->events[log->count++] = event;
     }
     free(text);
+}
+
+/* One line of an ids-log as an event; false for a line cut by SIGKILL. */
+static bool id_log_parse_line(const char *line, struct id_event *event)
+{
+    unsigned long long value, epoch;
+    if (sscanf(line, "id %llu epoch %llu", &value, &epoch) == 2) {
+        event->kind = ID_EVENT_RECORD;
+        event->value = value;
+        event->epoch = epoch;
+    } else if (sscanf(line, "ckpt %llu", &value) == 1) {
+        event->kind = ID_EVENT_CHECKPOINT;
+        event->value = value;
+    } else if (sscanf(line, "step %llu", &value) == 1) {
+        event->kind = ID_EVENT_STEP;
+        event->value = value;
+    } else if (sscanf(line, "epoch_end %llu", &value) == 1) {
+        event->kind = ID_EVENT_EPOCH_END;
+        event->value = value;
+    } else {
+        return false;
+    }
+    return true;
+}
+
+int harness_read_id_log(const char *path, struct id_log *log)
+{
+    /* no file: a run killed before logging anything */
+    id_log_parse_lines(log, harness_read_file(path, NULL), id_log_parse_line);
     return 0;
 }
 

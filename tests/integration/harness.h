@@ -88,6 +88,11 @@ struct id_log {
     struct id_event *events;
     size_t count;
 };
+/* Fills `log` with the events `parse_line` makes of the lines of `text`
+ * (it returns false for a line to pass over), then frees `text`; a NULL
+ * text is an empty log. */
+void id_log_parse_lines(struct id_log *log, char *text,
+                        bool (*parse_line)(const char *line, struct id_event *event));
 int harness_read_id_log(const char *path, struct id_log *log);
 /* Drops everything after the last checkpoint line (what a crash loses). */
 void id_log_truncate_to_last_checkpoint(struct id_log *log);

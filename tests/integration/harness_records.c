@@ -31,40 +31,34 @@ void harness_generate_tokens(const char *path, uint64_t records, unsigned tokens
     free(generator);
 }
 
+/* One line of a record stream as an event; false for any other line. */
+static bool record_stream_parse_line(const char *line, struct id_event *event)
+{
+    unsigned long long first, second;
+    char end;  /* a record line ends where its number ends */
+    if (sscanf(line, "epoch %llu record %llu%c", &first, &second, &end) == 2) {
+        event->kind = ID_EVENT_RECORD;
+        event->epoch = first;
+        event->value = second;
+    } else if (sscanf(line, "checkpoint step %llu%c", &first, &end) == 1) {
+        event->kind = ID_EVENT_CHECKPOINT;
+        event->value = first;
+    } else {
+        return false;
+    }
+    return true;
+}
+
 int harness_read_record_stream(const char *path, struct id_log *log)
 {
-    memset(log, 0, sizeof *log);
     char *text = harness_read_file(path, NULL);
-    if (text == NULL)
-        return 0;
-    /* a last line without its newline was cut short by SIGKILL ("record 1"
-     * of "record 12"): it was never completely printed */
-    char *last_newline = strrchr(text, '\n');
-    *(last_newline ? last_newline + 1 : text) = '\0';
-    size_t capacity = 1024;
-    log->events = malloc(capacity * sizeof *log->events);
-    char *save = NULL;
-    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        struct id_event event = {0};
-        unsigned long long first, second;
-        char end;  /* a record line ends where its number ends */
-        if (sscanf(line, "epoch %llu record %llu%c", &first, &second, &end) == 2) {
-            event.kind = ID_EVENT_RECORD;
-            event.epoch = first;
-            event.value = second;
-        } else if (sscanf(line, "checkpoint step %llu%c", &first, &end) == 1) {
-            event.kind = ID_EVENT_CHECKPOINT;
-            event.value = first;
-        } else {
-            continue;
-        }
-        if (log->count == capacity) {
-            capacity *= 2;
-            log->events = realloc(log->events, capacity * sizeof *log->events);
-        }
-        log->events[log->count++] = event;
+    if (text != NULL) {
+        /* a last line without its newline was cut short by SIGKILL ("record 1"
+         * of "record 12"): it was never completely printed */
+        char *last_newline = strrchr(text, '\n');
+        *(last_newline ? last_newline + 1 : text) = '\0';
     }
-    free(text);
+    id_log_parse_lines(log, text, record_stream_parse_line);
     return 0;
 }
 
