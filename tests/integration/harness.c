@@ -469,6 +469,31 @@ void id_log_count_committed(const struct id_log *log, uint64_t last_step, unsign
     }
 }
 
+const char *harness_source_tree(void)
+{
+    const char *source = getenv("ADAPTSHIM_SOURCE");
+    cr_assert_not_null(source, "ADAPTSHIM_SOURCE (the source tree) is not set; run the "
+                               "integration tests through make integration");
+    return source;
+}
+
+void harness_run_after_install(struct run_result *result, const char *directory,
+                               const char *commands)
+{
+    char *script = NULL;
+    if (asprintf(&script,
+                 "set -e\n"
+                 "make -s -C '%s' BUILD='%s' PREFIX='%s/prefix' install >/dev/null\n"
+                 "%s",
+                 harness_source_tree(), harness_build_path("."), directory, commands) < 0)
+        abort();
+    char *argv[] = {"/bin/sh", "-c", script, NULL};
+    harness_run(result, argv, NULL, false, 240);
+    cr_expect_eq(result->status, 0, "status %d\nstdout %s\nstderr %s", result->status,
+                 result->out, result->err);
+    free(script);
+}
+
 unsigned *harness_count_committed_records(const struct harness_killed_run *killed_runs,
                                           unsigned runs, uint64_t records, uint64_t epochs)
 {

@@ -133,6 +133,13 @@ void harness_expect_intercepted_imports(const char *program, const char *const s
 double harness_monotonic_seconds(void);
 /* The last "step S" a trainer logged in its id log (0 when none). */
 uint64_t harness_last_logged_step(const char *log_path);
+/* The source tree the tests run for (ADAPTSHIM_SOURCE); asserts it is set. */
+const char *harness_source_tree(void);
+/* Runs `make install` of the source tree into DIRECTORY/prefix, then the
+ * shell `commands` (under set -e, within 240 s), and expects it all to
+ * exit with 0 (the message shows stdout and stderr). */
+void harness_run_after_install(struct run_result *result, const char *directory,
+                               const char *commands);
 
 /* A job's files between runs (harness_state.c). */
 

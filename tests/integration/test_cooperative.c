@@ -333,9 +333,7 @@ Test(cooperative, a_declared_batch_counts_for_steps_without_reads, .timeout = 30
  * leaves no file behind. */
 Test(cooperative, installed_pkg_config_builds_a_cooperative_program, .timeout = 300)
 {
-    const char *source = getenv("ADAPTSHIM_SOURCE");
-    cr_assert_not_null(source, "ADAPTSHIM_SOURCE (the source tree) is not set; run the "
-                               "integration tests through make integration");
+    const char *source = harness_source_tree();
     const char *directory = harness_temp_dir();
     char *program = harness_path_in(directory, "program.c");
     const char *text =
@@ -351,10 +349,8 @@ Test(cooperative, installed_pkg_config_builds_a_cooperative_program, .timeout = 
         "    return x == 3 ? 0 : 1;\n"
         "}\n";
     cr_assert_eq(harness_write_file(program, text, strlen(text)), 0);
-    char *script = NULL;
-    if (asprintf(&script,
-                 "set -e\n"
-                 "make -s -C '%s' BUILD='%s' PREFIX='%s/prefix' install >/dev/null\n"
+    char *commands = NULL;
+    if (asprintf(&commands,
                  "export PKG_CONFIG_PATH='%s/prefix/lib/pkgconfig'\n"
                  "cc -o '%s/program' '%s' $(pkg-config --cflags --libs adaptshim) "
                  "-Wl,-rpath,'%s/prefix/lib'\n"
@@ -363,20 +359,16 @@ Test(cooperative, installed_pkg_config_builds_a_cooperative_program, .timeout = 
                  "'%s/program'\n"
                  "make -s -C '%s' BUILD='%s' PREFIX='%s/prefix' uninstall >/dev/null\n"
                  "test -z \"$(find '%s/prefix' -type f)\" && echo uninstalled\n",
-                 source, harness_build_path("."), directory, directory, directory, program,
-                 directory, directory, directory, source, harness_build_path("."), directory,
-                 directory) < 0)
+                 directory, directory, program, directory, directory, directory, source,
+                 harness_build_path("."), directory, directory) < 0)
         abort();
-    char *argv[] = {"/bin/sh", "-c", script, NULL};
     struct run_result result;
-    harness_run(&result, argv, NULL, false, 240);
-    cr_expect_eq(result.status, 0, "status %d\nstdout %s\nstderr %s", result.status, result.out,
-                 result.err);
+    harness_run_after_install(&result, directory, commands);
     cr_expect_eq(harness_count_occurrences(result.out, "replicas 1 x 3\n"), 2, "%s", result.out);
     cr_expect_eq(harness_count_occurrences(result.out, "uninstalled\n"), 1,
                  "make uninstall removes every file make install put there: %s", result.out);
     run_result_free(&result);
-    free(script);
+    free(commands);
     free(program);
     harness_remove_temp_dir(directory);
 }
