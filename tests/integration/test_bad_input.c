@@ -64,7 +64,10 @@ static char *make_dataset(const char **directory)
     return path;
 }
 
-static void check_bad_record_size(const char *mode)
+/* Runs plain_reader in `mode` on a fresh dataset declared with a record
+ * size (BAD_RECORD_SIZE) that does not divide its payload; returns the
+ * dataset's path. */
+static char *run_reader_with_bad_record_size(struct run_result *result, const char *mode)
 {
     const char *directory;
     char *path = make_dataset(&directory);
@@ -73,8 +76,14 @@ static void check_bad_record_size(const char *mode)
              HEADER_SIZE);
     char *environment[] = {entry, NULL};
     char *arguments[] = {(char *)mode, path, NULL};
+    run_program(result, "trainers/plain_reader", arguments, environment, true);
+    return path;
+}
+
+static void check_bad_record_size(const char *mode)
+{
     struct run_result result;
-    run_program(&result, "trainers/plain_reader", arguments, environment, true);
+    char *path = run_reader_with_bad_record_size(&result, mode);
     cr_expect_eq(result.status, 1, "%s: status %d, stdout %s", mode, result.status, result.out);
     cr_expect_str_eq(result.out, "");
     char expected_error[700];
@@ -105,15 +114,8 @@ Test(bad_input, record_size_not_dividing_payload_is_einval_with_one_error_line)
 {
     check_bad_record_size("read");
     /* open(2) path: exactly the shim's error line and the trainer's own */
-    const char *directory;
-    char *path = make_dataset(&directory);
-    char entry[600];
-    snprintf(entry, sizeof entry, "ADAPTDL_DATA=%s:record=%d:header=%d", path, BAD_RECORD_SIZE,
-             HEADER_SIZE);
-    char *environment[] = {entry, NULL};
-    char *arguments[] = {"read", path, NULL};
     struct run_result result;
-    run_program(&result, "trainers/plain_reader", arguments, environment, true);
+    char *path = run_reader_with_bad_record_size(&result, "read");
     cr_expect_eq(harness_count_occurrences(result.err, "error:"), 1, "one error line: %s", result.err);
     cr_expect_eq(count_lines(result.err), 2, "the shim's line and plain_reader's: %s",
                  result.err);
@@ -131,15 +133,8 @@ Test(bad_input, record_size_not_dividing_payload_fails_fopen_too)
  * (regression: it used to be logged by the stat and again by the fopen). */
 Test(bad_input, record_size_error_is_logged_once_with_stat_then_fopen)
 {
-    const char *directory;
-    char *path = make_dataset(&directory);
-    char entry[600];
-    snprintf(entry, sizeof entry, "ADAPTDL_DATA=%s:record=%d:header=%d", path, BAD_RECORD_SIZE,
-             HEADER_SIZE);
-    char *environment[] = {entry, NULL};
-    char *arguments[] = {"stdio-fread", path, NULL};
     struct run_result result;
-    run_program(&result, "trainers/plain_reader", arguments, environment, true);
+    char *path = run_reader_with_bad_record_size(&result, "stdio-fread");
     cr_expect_eq(result.status, 1);
     cr_expect_eq(harness_count_occurrences(result.err, "error:"), 1, "one error line: %s", result.err);
     run_result_free(&result);
@@ -769,6 +764,16 @@ Test(bad_input, leftovers_of_killed_snapshot_writes_are_removed, .timeout = 120)
     free(young_path);
 }
 
+/* A fresh training that has run one epoch, which must end with status 0. */
+static void training_run_one_epoch(struct training *t)
+{
+    training_init(t);
+    struct run_result result;
+    train_with(t, "1", false, NULL, NULL, false, &result);
+    cr_assert_eq(result.status, 0, "%s", result.err);
+    run_result_free(&result);
+}
+
 static void past_its_pass(struct adaptdl_snapshot *snapshot)
 {
     for (size_t i = 0; i < snapshot->file_count; i++)
@@ -780,11 +785,8 @@ static void past_its_pass(struct adaptdl_snapshot *snapshot)
 Test(bad_input, sealed_snapshot_with_an_index_past_its_pass_is_refused_and_data_starts_fresh)
 {
     struct training t;
-    training_init(&t);
+    training_run_one_epoch(&t);
     struct run_result result;
-    train_with(&t, "1", false, NULL, NULL, false, &result);
-    cr_assert_eq(result.status, 0, "%s", result.err);
-    run_result_free(&result);
     cr_assert_gt(harness_edit_snapshots(t.state, past_its_pass), 0);
     train_with(&t, "2", true, NULL, NULL, false, &result);
     cr_expect_eq(result.status, 0, "%s", result.err);
@@ -843,11 +845,8 @@ Test(bad_input, sealed_snapshot_with_an_endless_pass_on_a_lines_file_is_refused,
 Test(bad_input, renamed_dataset_warns_and_starts_fresh)
 {
     struct training t;
-    training_init(&t);
+    training_run_one_epoch(&t);
     struct run_result result;
-    train_with(&t, "1", false, NULL, NULL, false, &result);
-    cr_assert_eq(result.status, 0, "%s", result.err);
-    run_result_free(&result);
     char *renamed = harness_path_in(t.directory, "renamed.bin");
     cr_assert_eq(rename(t.data, renamed), 0);
     struct training moved = t;
