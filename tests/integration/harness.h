@@ -146,6 +146,10 @@ void harness_run_after_install(struct run_result *result, const char *directory,
 /* Copies `from` to `to` (false, `to` untouched, when `from` does not
  * exist), as a launcher hands rank 0's checkpoint to another replica. */
 bool harness_copy_file(const char *from, const char *to);
+/* Hands rank 0's checkpoint DIR/ck0 to ranks 1 to replicas - 1 as DIR/ckR,
+ * as a launcher does before every run: an old ckR is removed first, so
+ * that without a ck0 there is none. */
+void harness_hand_out_first_checkpoint(const char *directory, unsigned replicas);
 struct adaptdl_snapshot;
 /* Rewrites every snapshot of a state directory through `edit`, sealed with
  * a valid checksum again (a hand edit, an old or a hostile file); returns

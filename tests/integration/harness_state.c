@@ -3,8 +3,10 @@
  * rewriting the snapshots of a state directory. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "state_store.h"
@@ -18,6 +20,20 @@ bool harness_copy_file(const char *from, const char *to)
     cr_assert_eq(harness_write_file(to, data, size), 0, "cannot write %s", to);
     free(data);
     return true;
+}
+
+void harness_hand_out_first_checkpoint(const char *directory, unsigned replicas)
+{
+    char *checkpoint0 = harness_path_in(directory, "ck0");
+    for (unsigned rank = 1; rank < replicas; rank++) {
+        char name[16];
+        snprintf(name, sizeof name, "ck%u", rank);
+        char *checkpoint = harness_path_in(directory, name);
+        unlink(checkpoint);
+        harness_copy_file(checkpoint0, checkpoint);
+        free(checkpoint);
+    }
+    free(checkpoint0);
 }
 
 size_t harness_edit_snapshots(const char *state, void (*edit)(struct adaptdl_snapshot *snapshot))

@@ -151,16 +151,7 @@ static unsigned chaos_run_plan(const struct dataset_job *job, const struct chaos
     for (unsigned run = 0; run < runs; run++) {
         unsigned replicas = plan[run];
         records[run].replicas = replicas;
-        char *checkpoint0 = harness_path_in(job->directory, "ck0");
-        for (unsigned rank = 1; rank < replicas; rank++) {
-            char name[16];
-            snprintf(name, sizeof name, "ck%u", rank);
-            char *checkpoint = harness_path_in(job->directory, name);
-            unlink(checkpoint);
-            harness_copy_file(checkpoint0, checkpoint);
-            free(checkpoint);
-        }
-        free(checkpoint0);
+        harness_hand_out_first_checkpoint(job->directory, replicas);
         bool last = run + 1 == runs;
         /* odd runs die inside a commit, even ones at a random moment */
         char fault[96] = "";

@@ -106,16 +106,7 @@ static void run_kill_sequence(const struct resume_setup *setup, const char *trai
     for (unsigned run = 0; run < runs; run++) {
         unsigned replicas = replica_plan[run];
         records[run].replicas = replicas;
-        char *checkpoint0 = harness_path_in(setup->files.directory, "ck0");
-        for (unsigned rank = 1; rank < replicas; rank++) {
-            char name[16];
-            snprintf(name, sizeof name, "ck%u", rank);
-            char *checkpoint = harness_path_in(setup->files.directory, name);
-            unlink(checkpoint);
-            harness_copy_file(checkpoint0, checkpoint);
-            free(checkpoint);
-        }
-        free(checkpoint0);
+        harness_hand_out_first_checkpoint(setup->files.directory, replicas);
         struct trainer_process processes[8];
         for (unsigned rank = 0; rank < replicas; rank++)
             /* rank 0 is the slowest, so the others are never behind the
