@@ -469,6 +469,43 @@ void id_log_count_committed(const struct id_log *log, uint64_t last_step, unsign
     }
 }
 
+void harness_wrapped_job_init(struct harness_wrapped_job *wrapped, uint64_t records,
+                              unsigned dim)
+{
+    dataset_job_init(&wrapped->job, records, dim, 3);
+    wrapped->checkpoint = harness_path_in(wrapped->job.directory, "ck");
+    wrapped->out = harness_path_in(wrapped->job.directory, "out");
+    wrapped->err = harness_path_in(wrapped->job.directory, "err");
+}
+
+pid_t harness_start_wrapped_sgd_mpi(const struct harness_wrapped_job *wrapped,
+                                    const char *replicas, const char *epochs,
+                                    const char *sleep_us, char *const trainer_options[],
+                                    char *const environment[])
+{
+    char *wrapper = strdup(harness_build_path("adaptdl-wrap"));
+    char *trainer = strdup(harness_build_path("trainers/sgd_mpi"));
+    char *argv[40] = {wrapper, "-n", (char *)replicas, "--mpirun-arg", "--oversubscribe", "--",
+                      trainer, "--data", wrapped->job.data, "--epochs", (char *)epochs,
+                      "--batch-size", "16", "--lr", "0.01", "--checkpoint",
+                      wrapped->checkpoint, "--resume", "--sleep-us", (char *)sleep_us};
+    size_t used = 20;
+    for (size_t i = 0; trainer_options != NULL && trainer_options[i] != NULL; i++)
+        argv[used++] = trainer_options[i];
+    argv[used] = NULL;
+    char *settings[40] = {harness_mpirun_as_root[0], harness_mpirun_as_root[1],
+                          (char *)wrapped->job.data_setting, (char *)wrapped->job.state_setting,
+                          (char *)wrapped->job.save_setting};
+    used = 5;
+    for (size_t i = 0; environment != NULL && environment[i] != NULL; i++)
+        settings[used++] = environment[i];
+    settings[used] = NULL;
+    pid_t pid = harness_start(argv, settings, false, wrapped->out, wrapped->err);
+    free(trainer);
+    free(wrapper);
+    return pid;
+}
+
 const char *harness_source_tree(void)
 {
     const char *source = getenv("ADAPTSHIM_SOURCE");

@@ -133,6 +133,25 @@ void harness_expect_intercepted_imports(const char *program, const char *const s
 double harness_monotonic_seconds(void);
 /* The last "step S" a trainer logged in its id log (0 when none). */
 uint64_t harness_last_logged_step(const char *log_path);
+/* An adaptive job of trainers/sgd_mpi under adaptdl-wrap: a fresh dataset
+ * job (seed 3) with the trainer's checkpoint in DIR/ck, the wrapper's
+ * stdout in DIR/out and its stderr in DIR/err. */
+struct harness_wrapped_job {
+    struct dataset_job job;
+    char *checkpoint;
+    char *out, *err;
+};
+void harness_wrapped_job_init(struct harness_wrapped_job *wrapped, uint64_t records,
+                              unsigned dim);
+/* Starts `adaptdl-wrap -n REPLICAS --mpirun-arg --oversubscribe -- sgd_mpi
+ * --data DATA --epochs EPOCHS --batch-size 16 --lr 0.01 --checkpoint CK
+ * --resume --sleep-us SLEEP_US trainer_options...` (NULL-terminated, may be
+ * NULL) with mpirun's consent to run as root, the job's data, state and
+ * save settings, and `environment` (likewise). */
+pid_t harness_start_wrapped_sgd_mpi(const struct harness_wrapped_job *wrapped,
+                                    const char *replicas, const char *epochs,
+                                    const char *sleep_us, char *const trainer_options[],
+                                    char *const environment[]);
 /* The source tree the tests run for (ADAPTSHIM_SOURCE); asserts it is set. */
 const char *harness_source_tree(void);
 /* Runs `make install` of the source tree into DIRECTORY/prefix, then the

@@ -55,24 +55,15 @@ static char *const mpi_root[] = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_
  * the job ends. */
 Test(launcher, an_adaptive_job_is_restarted_until_it_ends, .timeout = 300)
 {
-    struct dataset_job job;
-    dataset_job_init(&job, 4000, DIM, 3);
-    char *checkpoint = harness_path_in(job.directory, "ck");
-    char *out = harness_path_in(job.directory, "out");
-    char *err = harness_path_in(job.directory, "err");
-    char *argv[] = {wrapper_path(), "-n", "2", "--mpirun-arg", "--oversubscribe", "--",
-                    strdup(harness_build_path("trainers/sgd_mpi")), "--data", job.data,
-                    "--epochs", "6", "--batch-size", "16", "--lr", "0.01", "--checkpoint",
-                    checkpoint, "--resume", "--sleep-us", "200", NULL};
-    char *environment[] = {mpi_root[0], mpi_root[1], job.data_setting, job.state_setting,
-                           job.save_setting, "ADAPTDL_BSZ_ARG=argv:--batch-size",
-                           "ADAPTDL_BATCH_SIZE=8", "ADAPTDL_MAX_BATCH_SIZE=256",
-                           "ADAPTDL_DECIDE_SECONDS=0.3", "ADAPTDL_PAYBACK_SECONDS=100000",
-                           "ADAPTDL_LR_ARG=argv:--lr", "ADAPTDL_LR_RULE=linear",
-                           "ADAPTDL_LOG=info", NULL};
-    pid_t pid = harness_start(argv, environment, false, out, err);
+    struct harness_wrapped_job wrapped;
+    harness_wrapped_job_init(&wrapped, 4000, DIM);
+    char *environment[] = {"ADAPTDL_BSZ_ARG=argv:--batch-size", "ADAPTDL_BATCH_SIZE=8",
+                           "ADAPTDL_MAX_BATCH_SIZE=256", "ADAPTDL_DECIDE_SECONDS=0.3",
+                           "ADAPTDL_PAYBACK_SECONDS=100000", "ADAPTDL_LR_ARG=argv:--lr",
+                           "ADAPTDL_LR_RULE=linear", "ADAPTDL_LOG=info", NULL};
+    pid_t pid = harness_start_wrapped_sgd_mpi(&wrapped, "2", "6", "200", NULL, environment);
     int status = harness_wait(pid, 280);
-    char *log = harness_read_output(err);
+    char *log = harness_read_output(wrapped.err);
     cr_assert_eq(status, 0, "the job runs to its end: %s", log);
     cr_expect(strstr(log, "adaptdl-wrap: the trainer asked for a restart: restart 1") != NULL,
               "%s", log);
@@ -89,7 +80,7 @@ Test(launcher, an_adaptive_job_is_restarted_until_it_ends, .timeout = 300)
     cr_expect(strstr(log, " 1 restarts, ") != NULL, "the relaunch saw ADAPTDL_NUM_RESTARTS=1");
     cr_expect(strstr(log, "batch size: --batch-size 8 on each of 1 replicas") == NULL,
               "the preload reached nothing but the trainer's ranks: %s", log);
-    char *output = harness_read_output(out);
+    char *output = harness_read_output(wrapped.out);
     cr_expect(strstr(output, "rank 0 steps ") != NULL, "%s", output);
     free(output);
     free(log);
@@ -100,36 +91,28 @@ Test(launcher, an_adaptive_job_is_restarted_until_it_ends, .timeout = 300)
  * and runs to its end. */
 Test(launcher, sigterm_stops_every_rank_and_the_job_resumes, .timeout = 300)
 {
-    struct dataset_job job;
-    dataset_job_init(&job, 2000, DIM, 3);
-    char *checkpoint = harness_path_in(job.directory, "ck");
-    char *ids = harness_path_in(job.directory, "ids.%r");
-    char *ids0 = harness_path_in(job.directory, "ids.0");
-    char *out = harness_path_in(job.directory, "out");
-    char *err = harness_path_in(job.directory, "err");
-    char *argv[] = {wrapper_path(), "-n", "2", "--mpirun-arg", "--oversubscribe", "--",
-                    strdup(harness_build_path("trainers/sgd_mpi")), "--data", job.data,
-                    "--epochs", "8", "--batch-size", "16", "--lr", "0.01", "--checkpoint",
-                    checkpoint, "--resume", "--sleep-us", "2000", "--ids-log", ids, NULL};
-    char *environment[] = {mpi_root[0], mpi_root[1], job.data_setting, job.state_setting,
-                           job.save_setting, "ADAPTDL_LOG=info", NULL};
-    pid_t pid = harness_start(argv, environment, false, out, err);
+    struct harness_wrapped_job wrapped;
+    harness_wrapped_job_init(&wrapped, 2000, DIM);
+    char *ids = harness_path_in(wrapped.job.directory, "ids.%r");
+    char *ids0 = harness_path_in(wrapped.job.directory, "ids.0");
+    char *ids_log[] = {"--ids-log", ids, NULL};
+    pid_t pid = harness_start_wrapped_sgd_mpi(&wrapped, "2", "8", "2000", ids_log,
+                                              (char *[]){"ADAPTDL_LOG=info", NULL});
     wait_for_text(ids0, "step 30\n");
     kill(pid, SIGTERM);
     int status = harness_wait(pid, 120);
-    char *log = harness_read_output(err);
+    char *log = harness_read_output(wrapped.err);
     cr_assert_eq(status, 143, "%s", log);
     cr_expect_eq(harness_count_occurrences(log, "every replica agreed to stop at this step; "
                                                 "exit status 143"),
                  2, "both ranks stopped at the agreed step: %s", log);
     free(log);
 
-    char *again_environment[] = {mpi_root[0], mpi_root[1], job.data_setting,
-                                 job.state_setting, job.save_setting, "ADAPTDL_LOG=info",
-                                 "ADAPTDL_NUM_RESTARTS=1", NULL};
-    pid = harness_start(argv, again_environment, false, out, err);
+    pid = harness_start_wrapped_sgd_mpi(&wrapped, "2", "8", "2000", ids_log,
+                                        (char *[]){"ADAPTDL_LOG=info",
+                                                   "ADAPTDL_NUM_RESTARTS=1", NULL});
     cr_assert_eq(harness_wait(pid, 200), 0);
-    char *output = harness_read_output(out);
+    char *output = harness_read_output(wrapped.out);
     cr_expect_gt(harness_resumed_step(output), 0, "resumed from the checkpoint: %s", output);
     free(output);
 }

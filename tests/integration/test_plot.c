@@ -15,8 +15,6 @@
 
 #define DIM 4
 
-static char *const mpi_root[] = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
-
 /* harness_build_path returns a buffer the next call overwrites: a copy. */
 static char *plot_path(void)
 {
@@ -67,35 +65,27 @@ static void expect_png(const char *path)
  * the wrapper relaunches it at each exit with status 143 until it ends. */
 Test(plot, a_restarted_adaptive_job_is_drawn_into_one_png, .timeout = 300)
 {
-    struct dataset_job job;
-    dataset_job_init(&job, 4000, DIM, 3);
-    char *checkpoint = harness_path_in(job.directory, "ck");
-    char *out = harness_path_in(job.directory, "out");
-    char *err = harness_path_in(job.directory, "err");
+    struct harness_wrapped_job wrapped;
+    harness_wrapped_job_init(&wrapped, 4000, DIM);
     char metrics_setting[700];
     snprintf(metrics_setting, sizeof metrics_setting, "ADAPTDL_METRICS_FILE=%s/metrics.%%r",
-             job.directory);
-    char *argv[] = {strdup(harness_build_path("adaptdl-wrap")), "-n", "2", "--mpirun-arg",
-                    "--oversubscribe", "--", strdup(harness_build_path("trainers/sgd_mpi")),
-                    "--data", job.data, "--epochs", "6", "--batch-size", "16", "--lr", "0.01",
-                    "--checkpoint", checkpoint, "--resume", "--sleep-us", "200", NULL};
-    char *environment[] = {mpi_root[0], mpi_root[1], job.data_setting, job.state_setting,
-                           job.save_setting, metrics_setting,
-                           "ADAPTDL_BSZ_ARG=argv:--batch-size", "ADAPTDL_BATCH_SIZE=8",
-                           "ADAPTDL_MAX_BATCH_SIZE=256", "ADAPTDL_DECIDE_SECONDS=0.3",
-                           "ADAPTDL_PAYBACK_SECONDS=100000", "ADAPTDL_LR_ARG=argv:--lr",
-                           "ADAPTDL_LR_RULE=linear", "ADAPTDL_LOG=info", NULL};
-    pid_t pid = harness_start(argv, environment, false, out, err);
+             wrapped.job.directory);
+    char *environment[] = {metrics_setting, "ADAPTDL_BSZ_ARG=argv:--batch-size",
+                           "ADAPTDL_BATCH_SIZE=8", "ADAPTDL_MAX_BATCH_SIZE=256",
+                           "ADAPTDL_DECIDE_SECONDS=0.3", "ADAPTDL_PAYBACK_SECONDS=100000",
+                           "ADAPTDL_LR_ARG=argv:--lr", "ADAPTDL_LR_RULE=linear",
+                           "ADAPTDL_LOG=info", NULL};
+    pid_t pid = harness_start_wrapped_sgd_mpi(&wrapped, "2", "6", "200", NULL, environment);
     int status = harness_wait(pid, 280);
-    char *log = harness_read_output(err);
+    char *log = harness_read_output(wrapped.err);
     cr_assert_eq(status, 0, "the job runs to its end: %s", log);
     size_t restarts = harness_count_occurrences(log, "adaptdl-wrap: the trainer asked for a "
                                                      "restart");
     cr_assert_gt(restarts, 0, "the job changed its batch size through a restart: %s", log);
 
     /* every run of every rank starts with what it was given */
-    char *rank0 = harness_path_in(job.directory, "metrics.0");
-    char *rank1 = harness_path_in(job.directory, "metrics.1");
+    char *rank0 = harness_path_in(wrapped.job.directory, "metrics.0");
+    char *rank1 = harness_path_in(wrapped.job.directory, "metrics.1");
     char *text = harness_read_output(rank0);
     cr_expect_eq(harness_count_occurrences(text, "{\"type\": \"start\", "), restarts + 1,
                  "one start event per run: %s", text);
@@ -113,10 +103,10 @@ Test(plot, a_restarted_adaptive_job_is_drawn_into_one_png, .timeout = 300)
               "the relaunch's larger batch came with a rescaled learning rate: %s", second);
 
     /* the plot of both ranks' files */
-    char *png = harness_path_in(job.directory, "job.png");
-    char *script = harness_path_in(job.directory, "job.gp");
+    char *png = harness_path_in(wrapped.job.directory, "job.png");
+    char *script = harness_path_in(wrapped.job.directory, "job.gp");
     char tmpdir_setting[700];
-    snprintf(tmpdir_setting, sizeof tmpdir_setting, "TMPDIR=%s", job.directory);
+    snprintf(tmpdir_setting, sizeof tmpdir_setting, "TMPDIR=%s", wrapped.job.directory);
     char *plot_argv[] = {plot_path(), "-o", png, "--script", script, rank0, rank1, NULL};
     char *plot_environment[] = {tmpdir_setting, NULL};
     struct run_result result;
@@ -127,7 +117,7 @@ Test(plot, a_restarted_adaptive_job_is_drawn_into_one_png, .timeout = 300)
     cr_expect_str_eq(result.out, expected_out, "it prints the PNG's path");
     cr_expect_str_eq(result.err, "", "nothing on stderr");
     expect_png(png);
-    cr_expect(!has_entry_starting_with(job.directory, "adaptdl-plot."),
+    cr_expect(!has_entry_starting_with(wrapped.job.directory, "adaptdl-plot."),
               "its temporary directory is gone");
 
     /* what it drew: a dashed line for each restart, the learning rate of
@@ -151,7 +141,7 @@ Test(plot, a_restarted_adaptive_job_is_drawn_into_one_png, .timeout = 300)
     free(first);
     free(text);
     free(log);
-    harness_remove_temp_dir(job.directory);
+    harness_remove_temp_dir(wrapped.job.directory);
 }
 
 /* One bad input: the plotter exits with `status`, one line on stderr that

@@ -485,24 +485,17 @@ Test(replicas, a_resize_request_relaunches_the_job_with_the_new_count, .timeout 
  * on the measured 2-replica steps: the job may move back; it ends.) */
 Test(replicas, a_job_grows_from_one_replica_when_the_shim_predicts_it_pays, .timeout = 300)
 {
-    struct dataset_job job;
-    dataset_job_init(&job, 2000, DIM, 3);
-    char *checkpoint = harness_path_in(job.directory, "ck");
-    char *out = harness_path_in(job.directory, "out");
-    char *err = harness_path_in(job.directory, "err");
+    struct harness_wrapped_job wrapped;
+    harness_wrapped_job_init(&wrapped, 2000, DIM);
     char metrics[700];
-    snprintf(metrics, sizeof metrics, "ADAPTDL_METRICS_FILE=%s/metrics.%%r", job.directory);
-    char *argv[] = {wrapper_path(), "-n", "1:2", "--mpirun-arg", "--oversubscribe", "--",
-                    strdup(harness_build_path("trainers/sgd_mpi")), "--data", job.data,
-                    "--epochs", "4", "--batch-size", "16", "--lr", "0.01", "--checkpoint",
-                    checkpoint, "--resume", "--sleep-us", "2000", NULL};
-    char *environment[] = {mpi_root[0], mpi_root[1], job.data_setting, job.state_setting,
-                           job.save_setting, metrics, "ADAPTDL_BSZ_ARG=argv:--batch-size",
-                           "ADAPTDL_BATCH_SIZE=8", "ADAPTDL_MAX_BATCH_SIZE=256",
-                           "ADAPTDL_DECIDE_SECONDS=0.3", "ADAPTDL_LOG=info", NULL};
-    pid_t pid = harness_start(argv, environment, false, out, err);
+    snprintf(metrics, sizeof metrics, "ADAPTDL_METRICS_FILE=%s/metrics.%%r",
+             wrapped.job.directory);
+    char *environment[] = {metrics, "ADAPTDL_BSZ_ARG=argv:--batch-size", "ADAPTDL_BATCH_SIZE=8",
+                           "ADAPTDL_MAX_BATCH_SIZE=256", "ADAPTDL_DECIDE_SECONDS=0.3",
+                           "ADAPTDL_LOG=info", NULL};
+    pid_t pid = harness_start_wrapped_sgd_mpi(&wrapped, "1:2", "4", "2000", NULL, environment);
     int status = harness_wait(pid, 280);
-    char *log = harness_read_output(err);
+    char *log = harness_read_output(wrapped.err);
     cr_assert_eq(status, 0, "the job runs to its end: %s", log);
     const char *first = strstr(log, "batch size: --batch-size 8 on each of 1 replicas");
     const char *grown = strstr(log, "relaunching with 2 replica(s) instead of 1");
@@ -515,9 +508,9 @@ Test(replicas, a_job_grows_from_one_replica_when_the_shim_predicts_it_pays, .tim
     cr_expect(strstr(log, "replica count from the hints: 2 replicas: predicted goodput") != NULL,
               "%s", log);
     cr_expect(strstr(log, "on each of 2 replicas (global ") != NULL, "a run with 2: %s", log);
-    char *hints = harness_path_in(job.directory, "state/hints.json");
+    char *hints = harness_path_in(wrapped.job.directory, "state/hints.json");
     cr_expect_eq(access(hints, F_OK), 0, "the hints file in the state directory");
-    char *metrics0 = harness_path_in(job.directory, "metrics.0");
+    char *metrics0 = harness_path_in(wrapped.job.directory, "metrics.0");
     char *events = harness_read_output(metrics0);
     const char *decision = strstr(events, "\"type\": \"replica_decision\", ");
     cr_expect(decision != NULL && strstr(decision, "\"restart\": true, \"replicas\": 1, "
