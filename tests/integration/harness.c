@@ -449,6 +449,19 @@ uint64_t harness_last_logged_step(const char *log_path)
     return last;
 }
 
+void harness_kill_once_past_step(pid_t pid, const char *log_path, uint64_t step, int attempts)
+{
+    for (int attempt = 0; attempt < attempts; attempt++) {
+        siginfo_t information;
+        memset(&information, 0, sizeof information);
+        waitid(P_PID, (id_t)pid, &information, WEXITED | WNOHANG | WNOWAIT);
+        if (harness_last_logged_step(log_path) >= step || information.si_pid != 0)
+            break;
+        usleep(500);
+    }
+    kill(pid, SIGKILL);
+}
+
 void id_log_count_committed(const struct id_log *log, uint64_t last_step, unsigned *counts,
                             uint64_t records, uint64_t epochs)
 {

@@ -133,6 +133,10 @@ void harness_expect_intercepted_imports(const char *program, const char *const s
 double harness_monotonic_seconds(void);
 /* The last "step S" a trainer logged in its id log (0 when none). */
 uint64_t harness_last_logged_step(const char *log_path);
+/* Polls (every 0.5 ms, at most `attempts` times) until the process has
+ * logged a step at least `step` in its id log or has ended, then kills it
+ * with SIGKILL; the process is not reaped. */
+void harness_kill_once_past_step(pid_t pid, const char *log_path, uint64_t step, int attempts);
 /* An adaptive job of trainers/sgd_mpi under adaptdl-wrap: a fresh dataset
  * job (seed 3) with the trainer's checkpoint in DIR/ck, the wrapper's
  * stdout in DIR/out and its stderr in DIR/err. */

@@ -126,19 +126,9 @@ static void chaos_wait_dead(pid_t pid)
 static void chaos_kill_others(struct chaos_process *processes, unsigned replicas)
 {
     uint64_t reached = harness_last_logged_step(processes[0].log_path);
-    for (unsigned rank = 1; rank < replicas; rank++) {
-        for (int attempt = 0; attempt < 40000; attempt++) {
-            siginfo_t information;
-            memset(&information, 0, sizeof information);
-            waitid(P_PID, (id_t)processes[rank].pid, &information,
-                   WEXITED | WNOHANG | WNOWAIT);
-            if (harness_last_logged_step(processes[rank].log_path) >= reached ||
-                information.si_pid != 0)
-                break;
-            usleep(500);
-        }
-        kill(processes[rank].pid, SIGKILL);
-    }
+    for (unsigned rank = 1; rank < replicas; rank++)
+        harness_kill_once_past_step(processes[rank].pid, processes[rank].log_path, reached,
+                                    40000);
 }
 
 /* Runs the plan; returns how many of the asked-for faults fired. */

@@ -125,18 +125,9 @@ static void run_kill_sequence(const struct resume_setup *setup, const char *trai
             /* WNOWAIT: wait for its death without reaping it (harness_wait does) */
             waitid(P_PID, (id_t)processes[0].pid, &information, WEXITED | WNOWAIT);
             uint64_t reached = harness_last_logged_step(processes[0].log_path);
-            for (unsigned rank = 1; rank < replicas; rank++) {
-                for (int attempt = 0; attempt < 20000; attempt++) {
-                    memset(&information, 0, sizeof information);
-                    waitid(P_PID, (id_t)processes[rank].pid, &information,
-                           WEXITED | WNOHANG | WNOWAIT);
-                    if (harness_last_logged_step(processes[rank].log_path) >= reached ||
-                        information.si_pid != 0)
-                        break;
-                    usleep(500);
-                }
-                kill(processes[rank].pid, SIGKILL);
-            }
+            for (unsigned rank = 1; rank < replicas; rank++)
+                harness_kill_once_past_step(processes[rank].pid, processes[rank].log_path,
+                                            reached, 20000);
         }
         for (unsigned rank = 0; rank < replicas; rank++) {
             int status = harness_wait(processes[rank].pid, 120);
