@@ -482,6 +482,14 @@ void id_log_count_committed(const struct id_log *log, uint64_t last_step, unsign
     }
 }
 
+char *harness_write_script(const char *directory, const char *name, const char *body)
+{
+    char *path = harness_path_in(directory, name);
+    cr_assert_eq(harness_write_file(path, body, strlen(body)), 0);
+    cr_assert_eq(chmod(path, 0755), 0);
+    return path;
+}
+
 void harness_wrapped_job_init(struct harness_wrapped_job *wrapped, uint64_t records,
                               unsigned dim)
 {

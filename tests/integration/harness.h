@@ -137,6 +137,8 @@ uint64_t harness_last_logged_step(const char *log_path);
  * logged a step at least `step` in its id log or has ended, then kills it
  * with SIGKILL; the process is not reaped. */
 void harness_kill_once_past_step(pid_t pid, const char *log_path, uint64_t step, int attempts);
+/* Writes an executable shell script DIRECTORY/NAME; returns its path. */
+char *harness_write_script(const char *directory, const char *name, const char *body);
 /* An adaptive job of trainers/sgd_mpi under adaptdl-wrap: a fresh dataset
  * job (seed 3) with the trainer's checkpoint in DIR/ck, the wrapper's
  * stdout in DIR/out and its stderr in DIR/err. */

@@ -25,15 +25,6 @@ static char *wrapper_path(void)
     return strdup(harness_build_path("adaptdl-wrap"));
 }
 
-/* Writes an executable shell script into the job's directory. */
-static char *write_script(const char *directory, const char *name, const char *body)
-{
-    char *path = harness_path_in(directory, name);
-    cr_assert_eq(harness_write_file(path, body, strlen(body)), 0);
-    cr_assert_eq(chmod(path, 0755), 0);
-    return path;
-}
-
 /* Waits until `path` holds `needle` (a running job's progress). */
 static void wait_for_text(const char *path, const char *needle)
 {
@@ -149,7 +140,7 @@ Test(launcher, one_replica_runs_directly_and_a_second_signal_stops_at_once, .tim
     char body[512];
     snprintf(body, sizeof body, "#!/bin/sh\ntrap '' TERM\ntouch %s\nexec sleep 1000\n",
              started);
-    char *stubborn = write_script(job.directory, "stubborn", body);
+    char *stubborn = harness_write_script(job.directory, "stubborn", body);
     char *stubborn_argv[] = {wrapper_path(), "--", stubborn, NULL};
     pid = harness_start(stubborn_argv, (char *[]){NULL}, false, out, err);
     wait_for_text(started, "");
@@ -284,7 +275,7 @@ Test(launcher, a_job_still_running_after_the_second_signal_is_killed, .timeout =
     char body[512];
     snprintf(body, sizeof body, "#!/bin/sh\ntrap '' TERM INT\necho \"pid $$\" > %s\n"
              "exec sleep 1000\n", pid_file);
-    char *deaf = write_script(directory, "deaf", body);
+    char *deaf = harness_write_script(directory, "deaf", body);
     char *argv[] = {wrapper_path(), "--kill-after", "0.2", "--", deaf, NULL};
     pid_t pid = harness_start(argv, (char *[]){NULL}, false, NULL, err);
     bool started = harness_wait_for_lines(pid_file, "pid ", 1, pid, 60);
@@ -322,7 +313,7 @@ static void expect_a_killed_wrapper_leaves_nothing(char *const options[], unsign
              "#!/bin/sh\necho \"pid $$ parent $PPID\" > %s/pid.${OMPI_COMM_WORLD_RANK:-0}\n"
              "exec sleep 1000\n",
              directory);
-    char *job = write_script(directory, "job", body);
+    char *job = harness_write_script(directory, "job", body);
     char *argv[16];
     size_t used = 0;
     argv[used++] = wrapper_path();
@@ -390,7 +381,7 @@ Test(launcher, crashes_are_retried_then_given_up_and_status_2_is_not_retried, .t
     char body[1024];
     snprintf(body, sizeof body,
              "#!/bin/sh\necho \"restart $ADAPTDL_NUM_RESTARTS\" >> %s\nexit 7\n", runs);
-    char *crash = write_script(directory, "crash", body);
+    char *crash = harness_write_script(directory, "crash", body);
     char *argv[] = {wrapper_path(), "--max-retries", "2", "--backoff", "0.05", "--",
                     crash, NULL};
     struct run_result result;
@@ -436,7 +427,7 @@ Test(launcher, the_replica_count_is_read_again_at_each_restart, .timeout = 120)
              "fi\n"
              "exit 0\n",
              seen, replicas);
-    char *job = write_script(directory, "job", body);
+    char *job = harness_write_script(directory, "job", body);
     char *argv[] = {wrapper_path(), "--replicas-file", replicas, "--mpirun-arg",
                     "--oversubscribe", "--", job, NULL};
     struct run_result result;
@@ -459,7 +450,7 @@ Test(launcher, dry_run_prints_the_command_and_runs_nothing)
     char *marker = harness_path_in(directory, "ran");
     char body[512];
     snprintf(body, sizeof body, "#!/bin/sh\ntouch %s\n", marker);
-    char *job = write_script(directory, "job", body);
+    char *job = harness_write_script(directory, "job", body);
     char *argv[] = {wrapper_path(), "-n", "3", "--dry-run", "--", job, "--name",
                     "two words", NULL};
     struct run_result result;

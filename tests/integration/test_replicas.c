@@ -32,14 +32,6 @@ static char *wrapper_path(void)
     return strdup(harness_build_path("adaptdl-wrap"));
 }
 
-static char *write_script(const char *directory, const char *name, const char *body)
-{
-    char *path = harness_path_in(directory, name);
-    cr_assert_eq(harness_write_file(path, body, strlen(body)), 0);
-    cr_assert_eq(chmod(path, 0755), 0);
-    return path;
-}
-
 /* Polls until `path` exists (true), or `pid` has ended or 60 s passed. */
 static bool wait_for_file(const char *path, pid_t pid)
 {
@@ -73,7 +65,7 @@ static char *restarting_job(const char *directory, const char *seen)
              "[ \"$ADAPTDL_NUM_RESTARTS\" = 0 ] && exit 143\n"
              "exit 0\n",
              seen);
-    return write_script(directory, "job", body);
+    return harness_write_script(directory, "job", body);
 }
 
 struct growth {
@@ -230,7 +222,7 @@ Test(replicas, dry_run_shows_the_chosen_count)
     char *marker = harness_path_in(directory, "ran");
     char body[512];
     snprintf(body, sizeof body, "#!/bin/sh\ntouch %s\n", marker);
-    char *job = write_script(directory, "job", body);
+    char *job = harness_write_script(directory, "job", body);
     struct run_result result;
     harness_run(&result, (char *[]){wrapper_path(), "-n", "2:4", "--dry-run", "--", job, NULL},
                 (char *[]){hints_setting, NULL}, false, 30);
@@ -323,7 +315,7 @@ static char *stoppable_job(const char *directory, const char *seen)
              "touch %s/started\n"
              "wait $sleeper\n",
              seen, directory);
-    return write_script(directory, "job", body);
+    return harness_write_script(directory, "job", body);
 }
 
 /* SIGUSR2 reads the resize file at once (here the only way: no polling);
@@ -377,7 +369,7 @@ Test(replicas, sigusr2_without_a_resize_file_changes_nothing, .timeout = 60)
     char body[1024];
     snprintf(body, sizeof body,
              "#!/bin/sh\ntouch %s\nwhile [ ! -e %s ]; do sleep 0.02; done\nexit 0\n", ready, go);
-    char *job = write_script(directory, "job", body);
+    char *job = harness_write_script(directory, "job", body);
     pid_t pid = harness_start((char *[]){wrapper_path(), "--", job, NULL}, (char *[]){NULL},
                               false, NULL, err);
     bool started = wait_for_file(ready, pid);
@@ -448,7 +440,7 @@ Test(replicas, a_resize_request_relaunches_the_job_with_the_new_count, .timeout 
              "--checkpoint %s/ck --resume --sleep-us 15000 --ids-log %s/ids.$ADAPTDL_NUM_RESTARTS.%%r\n",
              harness_build_path("trainers/sgd_mpi"), job.data, EPOCHS, job.directory,
              job.directory);
-    char *script = write_script(job.directory, "train", body);
+    char *script = harness_write_script(job.directory, "train", body);
     char *argv[] = {wrapper_path(), "-n", "2", "--resize-file", resize, "--mpirun-arg",
                     "--oversubscribe", "--", script, NULL};
     char *environment[] = {mpi_root[0], mpi_root[1], job.data_setting, job.state_setting,
