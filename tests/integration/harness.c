@@ -490,6 +490,17 @@ char *harness_write_script(const char *directory, const char *name, const char *
     return path;
 }
 
+void harness_expect_refused_command(char *const argv[], char *const environment[],
+                                    size_t index, const char *expected)
+{
+    struct run_result result;
+    harness_run(&result, argv, environment, false, 30);
+    cr_expect_eq(result.status, 2, "case %zu: %s", index, result.err);
+    cr_expect(strstr(result.err, expected) != NULL, "case %zu: %s", index, result.err);
+    cr_expect_eq(harness_count_occurrences(result.err, "\n"), 1, "one line: %s", result.err);
+    run_result_free(&result);
+}
+
 void harness_wrapped_job_init(struct harness_wrapped_job *wrapped, uint64_t records,
                               unsigned dim)
 {

@@ -139,6 +139,11 @@ uint64_t harness_last_logged_step(const char *log_path);
 void harness_kill_once_past_step(pid_t pid, const char *log_path, uint64_t step, int attempts);
 /* Writes an executable shell script DIRECTORY/NAME; returns its path. */
 char *harness_write_script(const char *directory, const char *name, const char *body);
+/* Runs a command line (not preloaded, within 30 s) that must be refused:
+ * it exits with 2 and writes one line, holding `expected`, on stderr;
+ * `index` names the case in the messages. */
+void harness_expect_refused_command(char *const argv[], char *const environment[],
+                                    size_t index, const char *expected);
 /* An adaptive job of trainers/sgd_mpi under adaptdl-wrap: a fresh dataset
  * job (seed 3) with the trainer's checkpoint in DIR/ck, the wrapper's
  * stdout in DIR/out and its stderr in DIR/err. */
