@@ -218,9 +218,15 @@ int data_loop_begin(struct data_loop_registry *registry, struct data_loop *loop,
     int64_t position = (int64_t)epoch_counters_get(&registry->positions, epoch);
     loop->skip = position <= data_loop_last_position(loop, epoch);
     if (loop->skip) {
+        /* The skipped iteration is over at once: it takes its position
+         * (AdaptDL's context exit, which runs around skipdone's return) and
+         * is no longer current, so the next loop of the epoch gets the next
+         * position.  Its finished position stays what it was, the later of
+         * the two.  A batch asked of it afterwards is none. */
         uint64_t ignored;
+        registry->current = NULL;
         if (epoch_counters_take(&registry->positions, epoch, &ignored) != 0) {
-            registry->current = NULL;
+            loop->skip = false;
             snprintf(error, error_size, "out of memory beginning %s", loop->name);
             return -1;
         }
@@ -283,14 +289,12 @@ static void data_loop_round_up_to_sweep(struct data_loop *loop)
 long data_loop_next_batch(struct data_loop_registry *registry, struct data_loop *loop,
                           uint64_t *indices, size_t capacity, char *error, size_t error_size)
 {
+    if (loop->skip)
+        return 0;   /* its iteration was skipped, and is over */
     if (registry->current != loop) {
         snprintf(error, error_size, "%s: a batch was asked for outside its iteration; begin "
                  "the loop first", loop->name);
         return -1;
-    }
-    if (loop->skip) {
-        data_loop_end_iteration(registry, loop);
-        return 0;
     }
     bool done = false;
     if (loop->batch_in_hand) {

@@ -112,8 +112,9 @@ int data_loop_autoscale(struct data_loop *loop, uint64_t max_batch_size, char *e
 
 /* Enters an iteration in `epoch` with `replicas`/`rank` (refused while
  * another loop is iterated: overlapping iterations).  *skipped is true when
- * the iteration's position was already finished: it ends at its first
- * batch request.  0, or -1 with a message. */
+ * the iteration's position was already finished: the iteration is then
+ * over at once (it took its position; batch requests return 0 until the
+ * loop is begun again).  0, or -1 with a message. */
 int data_loop_begin(struct data_loop_registry *registry, struct data_loop *loop, int64_t epoch,
                     uint32_t replicas, uint32_t rank, bool *skipped, char *error,
                     size_t error_size);

@@ -190,6 +190,60 @@ Test(data_loop, skipdone_after_a_restart_in_the_second_loop_of_an_epoch)
     data_loop_registry_free(&registry);
 }
 
+/* A checkpoint after both loops of epoch 0 finished: after the restart
+ * both are skipped.  Each skipped iteration takes one position, as
+ * AdaptDL's context does, so the second loop finds its own finished
+ * position; and a skipped iteration is over at once, so the next loop may
+ * begin without a batch request in between. */
+Test(data_loop, every_loop_finished_before_the_restart_is_skipped)
+{
+    struct data_loop_registry registry;
+    data_loop_registry_init(&registry);
+    struct data_loop train, valid;
+    char error[256];
+    uint64_t indices[10];
+    bool skipped;
+    data_loop_create(&registry, &train, -1, 20, 10, true, 1, error, sizeof error);
+    data_loop_create(&registry, &valid, -1, 20, 10, false, 1, error, sizeof error);
+    struct data_loop *loops[] = {&train, &valid};
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(data_loop_begin(&registry, loops[i], 0, 1, 0, &skipped, error,
+                                     sizeof error), 0, "%s", error);
+        while (data_loop_next_batch(&registry, loops[i], indices, 10, error, sizeof error) > 0)
+            continue;
+    }
+    struct saved_loop saved_train, saved_valid;
+    save(&train, &saved_train);
+    save(&valid, &saved_valid);
+    data_loop_free(&train);
+    data_loop_free(&valid);
+    data_loop_registry_free(&registry);
+
+    data_loop_registry_init(&registry);
+    data_loop_create(&registry, &train, -1, 20, 10, true, 1, error, sizeof error);
+    data_loop_create(&registry, &valid, -1, 20, 10, false, 1, error, sizeof error);
+    restore(&train, &saved_train);
+    restore(&valid, &saved_valid);
+    cr_assert_eq(data_loop_begin(&registry, &train, 0, 1, 0, &skipped, error, sizeof error), 0,
+                 "%s", error);
+    cr_expect(skipped, "the train loop finished position 0 of epoch 0");
+    /* no batch request: the skipped iteration is already over */
+    cr_assert_eq(data_loop_begin(&registry, &valid, 0, 1, 0, &skipped, error, sizeof error), 0,
+                 "%s", error);
+    cr_expect(skipped, "the validation loop finished position 1 of epoch 0");
+    cr_expect_eq(data_loop_next_batch(&registry, &valid, indices, 10, error, sizeof error), 0,
+                 "a skipped iteration hands out nothing");
+    cr_expect_eq(data_loop_next_batch(&registry, &train, indices, 10, error, sizeof error), 0);
+    cr_assert_eq(data_loop_begin(&registry, &train, 1, 1, 0, &skipped, error, sizeof error), 0,
+                 "%s", error);
+    cr_expect(!skipped, "epoch 1 runs");
+    cr_expect_eq(data_loop_next_batch(&registry, &train, indices, 10, error, sizeof error), 10);
+    data_loop_leave(&registry, &train);
+    data_loop_free(&train);
+    data_loop_free(&valid);
+    data_loop_registry_free(&registry);
+}
+
 /* 10 records over 3 replicas: ceil(10/3) = 4 each; rank 1 and 2 are short
  * by one and pad with permutation[rank], as ElasticSampler does. */
 Test(data_loop, short_replicas_pad_with_their_rank_s_record)
