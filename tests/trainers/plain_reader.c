@@ -95,60 +95,66 @@ static void close_stream(FILE *file, const char *path)
         fail("closing", path);
 }
 
-static void read_with_read(const char *path, off_t *size, struct digest *d)
+/* One call of a descriptor mode's read function: reads (into its own
+ * buffers) what call number `call` reads at offset (read and readv ignore
+ * it), digests it and returns the bytes read, 0 at end of file or -1 with
+ * errno set. */
+typedef ssize_t descriptor_read_call(int fd, size_t call, off_t offset, struct digest *d);
+
+/* read: chunks of the sizes in chunk_sizes. */
+static ssize_t call_read(int fd, size_t call, off_t offset, struct digest *d)
 {
     static char buffer[MAX_CHUNK];
-    int fd = open_or_die(path, size);
-    for (size_t i = 0;; i++) {
-        ssize_t n = read(fd, buffer, chunk_sizes[i % CHUNK_COUNT]);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            fail("read on", path);
-        if (n == 0)
-            break;
+    (void)offset;
+    ssize_t n = read(fd, buffer, chunk_sizes[call % CHUNK_COUNT]);
+    if (n > 0)
         digest_add(d, buffer, (size_t)n);
-    }
-    close(fd);
+    return n;
 }
 
-static void read_with_pread(const char *path, off_t *size, struct digest *d)
+/* pread: the same chunks, each at the offset after the bytes read so far. */
+static ssize_t call_pread(int fd, size_t call, off_t offset, struct digest *d)
 {
     static char buffer[MAX_CHUNK];
-    int fd = open_or_die(path, size);
-    off_t offset = 0;
-    for (size_t i = 0;; i++) {
-        ssize_t n = pread(fd, buffer, chunk_sizes[i % CHUNK_COUNT], offset);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            fail("pread on", path);
-        if (n == 0)
-            break;
+    ssize_t n = pread(fd, buffer, chunk_sizes[call % CHUNK_COUNT], offset);
+    if (n > 0)
         digest_add(d, buffer, (size_t)n);
-        offset += n;
-    }
-    close(fd);
+    return n;
 }
 
-static void read_with_readv(const char *path, off_t *size, struct digest *d)
+/* readv: three odd-sized buffers at a time. */
+static ssize_t call_readv(int fd, size_t call, off_t offset, struct digest *d)
 {
     static char first[1], second[7], third[4093];
     struct iovec parts[] = {{first, sizeof first}, {second, sizeof second}, {third, sizeof third}};
+    (void)call;
+    (void)offset;
+    ssize_t n = readv(fd, parts, 3);
+    ssize_t left = n;
+    for (int k = 0; k < 3 && left > 0; k++) {
+        size_t used = (size_t)left < parts[k].iov_len ? (size_t)left : parts[k].iov_len;
+        digest_add(d, parts[k].iov_base, used);
+        left -= (ssize_t)used;
+    }
+    return n;
+}
+
+/* open, fstat, read_call until it returns 0 (again after EINTR), close;
+ * an error is "plain_reader: WHAT PATH: ..." and exit status 1. */
+static void read_with_descriptor(const char *path, off_t *size, struct digest *d,
+                                 descriptor_read_call *read_call, const char *what)
+{
     int fd = open_or_die(path, size);
-    for (;;) {
-        ssize_t n = readv(fd, parts, 3);
+    off_t offset = 0;
+    for (size_t i = 0;; i++) {
+        ssize_t n = read_call(fd, i, offset, d);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
-            fail("readv on", path);
+            fail(what, path);
         if (n == 0)
             break;
-        for (int k = 0; k < 3 && n > 0; k++) {
-            size_t used = (size_t)n < parts[k].iov_len ? (size_t)n : parts[k].iov_len;
-            digest_add(d, parts[k].iov_base, used);
-            n -= (ssize_t)used;
-        }
+        offset += n;
     }
     close(fd);
 }
@@ -254,9 +260,9 @@ int main(int argc, char **argv)
     const char *mode = argv[1], *path = argv[2];
     struct digest d = {0, 0xcbf29ce484222325ULL};
     off_t size = 0;
-    if (strcmp(mode, "read") == 0) read_with_read(path, &size, &d);
-    else if (strcmp(mode, "pread") == 0) read_with_pread(path, &size, &d);
-    else if (strcmp(mode, "readv") == 0) read_with_readv(path, &size, &d);
+    if (strcmp(mode, "read") == 0) read_with_descriptor(path, &size, &d, call_read, "read on");
+    else if (strcmp(mode, "pread") == 0) read_with_descriptor(path, &size, &d, call_pread, "pread on");
+    else if (strcmp(mode, "readv") == 0) read_with_descriptor(path, &size, &d, call_readv, "readv on");
     else if (strcmp(mode, "stdio-fread") == 0) read_with_fread(path, &size, &d);
     else if (strcmp(mode, "stdio-fgets") == 0) read_with_fgets(path, &size, &d);
     else if (strcmp(mode, "stdio-getc") == 0) read_with_getc(path, &size, &d, 0);
