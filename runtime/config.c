@@ -6,8 +6,9 @@
  *
  *     VARIABLE: what is wrong with "value"; accepted: what would have worked
  *
- * Each variable has its own small parser in config_variables[] (the
- * ADAPTDL_DATA grammar is data_entry.c's); rules that involve several
+ * config_variables[] says how each variable is read: its kind (text,
+ * integer, word...), its field and its bounds; a few have a parser of their
+ * own (the ADAPTDL_DATA grammar is data_entry.c's); rules that involve several
  * variables (replica layout, batch-size limits) run once all are read.
  *
  * Numbers are plain unsigned decimals: no sign, no blanks, no hex, no
@@ -241,177 +242,51 @@ static int parse_data_variable(struct config_parse_state *state, const char *nam
                              state->error, state->error_size);
 }
 
-static int parse_checkpoint_path_variable(struct config_parse_state *state, const char *name,
-                                          const char *value)
+/* "MIN:MAX" with 1 <= MIN <= MAX <= limit; limit_text is the limit as a
+ * reader would write it, what names what the numbers count. */
+static int parse_range_variable(struct config_parse_state *state, const char *name,
+                                const char *value, uint64_t limit, const char *limit_text,
+                                const char *what, uint64_t *minimum, uint64_t *maximum)
 {
-    return copy_nonempty_variable(state, name, value, "a directory path",
-                                  &state->config->checkpoint_path);
-}
+    char quoted[QUOTED_SIZE];
+    char accepted[96];
+    const char *colon = strchr(value, ':');
 
-static int parse_save_variable(struct config_parse_state *state, const char *name,
-                               const char *value)
-{
-    return copy_nonempty_variable(state, name, value,
-                                  "a non-empty fnmatch(3) glob of the trainer's checkpoint files",
-                                  &state->config->save_glob);
-}
-
-static int parse_resume_variable(struct config_parse_state *state, const char *name,
-                                 const char *value)
-{
-    int resume = 0;
-    if (parse_word_variable(state, name, "mode", resume_choices, COUNT_OF(resume_choices), value,
-                            &resume) < 0)
-        return -1;
-    state->config->resume = (enum resume_mode)resume;
+    snprintf(accepted, sizeof accepted, "MIN:MAX with 1 <= MIN <= MAX <= %s", limit_text);
+    config_quote_for_message(quoted, sizeof quoted, value, strlen(value));
+    if (colon == NULL ||
+        config_parse_decimal_span(value, (size_t)(colon - value), 1, limit, minimum) !=
+            NUMBER_OK ||
+        config_parse_decimal(colon + 1, 1, limit, maximum) != NUMBER_OK)
+        return error_message(state->error, state->error_size,
+                             "%s: \"%s\" is not MIN:MAX of two %s; accepted: %s", name, quoted,
+                             what, accepted);
+    if (*minimum > *maximum)
+        return error_message(state->error, state->error_size,
+                             "%s: \"%s\" has MIN above MAX; accepted: %s", name, quoted, accepted);
     return 0;
-}
-
-static int parse_seed_variable(struct config_parse_state *state, const char *name,
-                               const char *value)
-{
-    return parse_integer_variable(state, name, value, 0, UINT64_MAX, &state->config->seed);
-}
-
-static int parse_num_nodes_variable(struct config_parse_state *state, const char *name,
-                                    const char *value)
-{
-    return parse_u32_variable(state, name, value, 1, REPLICA_LIMIT, &state->config->num_nodes);
-}
-
-static int parse_num_restarts_variable(struct config_parse_state *state, const char *name,
-                                       const char *value)
-{
-    return parse_u32_variable(state, name, value, 0, UINT32_MAX, &state->config->num_restarts);
-}
-
-static int parse_log_variable(struct config_parse_state *state, const char *name,
-                              const char *value)
-{
-    int level = 0;
-    if (parse_word_variable(state, name, "level", log_level_choices,
-                            COUNT_OF(log_level_choices), value, &level) < 0)
-        return -1;
-    state->config->log_level = (enum log_level)level;
-    return 0;
-}
-
-static int parse_log_file_variable(struct config_parse_state *state, const char *name,
-                                   const char *value)
-{
-    return copy_nonempty_variable(state, name, value,
-                                  "a file path, where %r stands for the rank and %p for the pid",
-                                  &state->config->log_file);
-}
-
-static int parse_target_variable(struct config_parse_state *state, const char *name,
-                                 const char *value)
-{
-    return copy_nonempty_variable(state, name, value,
-                                  "a non-empty fnmatch(3) glob of program basenames",
-                                  &state->config->target);
-}
-
-static int parse_grad_min_variable(struct config_parse_state *state, const char *name,
-                                   const char *value)
-{
-    return parse_integer_variable(state, name, value, 0, UINT64_MAX, &state->config->grad_min);
-}
-
-static int parse_drain_variable(struct config_parse_state *state, const char *name,
-                                const char *value)
-{
-    return parse_real_variable(state, name, value, 0, true, &state->config->drain_seconds);
-}
-
-static int parse_stop_seconds_variable(struct config_parse_state *state, const char *name,
-                                       const char *value)
-{
-    return parse_real_variable(state, name, value, 0, true, &state->config->stop_seconds);
-}
-
-static int parse_metrics_file_variable(struct config_parse_state *state, const char *name,
-                                       const char *value)
-{
-    return copy_nonempty_variable(state, name, value,
-                                  "a file path, where %r stands for the rank and %p for the pid",
-                                  &state->config->metrics_file);
-}
-
-static int parse_hints_file_variable(struct config_parse_state *state, const char *name,
-                                     const char *value)
-{
-    return copy_nonempty_variable(state, name, value, "a file path",
-                                  &state->config->hints_file);
-}
-
-static int parse_batch_size_variable(struct config_parse_state *state, const char *name,
-                                     const char *value)
-{
-    return parse_integer_variable(state, name, value, 1, BATCH_SIZE_LIMIT,
-                                  &state->config->batch_size);
-}
-
-static int parse_max_batch_size_variable(struct config_parse_state *state, const char *name,
-                                         const char *value)
-{
-    return parse_integer_variable(state, name, value, 1, BATCH_SIZE_LIMIT,
-                                  &state->config->max_batch_size);
 }
 
 static int parse_local_bsz_bounds_variable(struct config_parse_state *state, const char *name,
                                            const char *value)
 {
-    static const char accepted[] = "MIN:MAX with 1 <= MIN <= MAX <= 2^40";
-    char quoted[QUOTED_SIZE];
-    const char *colon = strchr(value, ':');
+    return parse_range_variable(state, name, value, BATCH_SIZE_LIMIT, "2^40", "positive integers",
+                                &state->config->local_bsz_min, &state->config->local_bsz_max);
+}
+
+static int parse_replicas_range_variable(struct config_parse_state *state, const char *name,
+                                         const char *value)
+{
     uint64_t minimum, maximum;
-
-    config_quote_for_message(quoted, sizeof quoted, value, strlen(value));
-    if (colon == NULL ||
-        config_parse_decimal_span(value, (size_t)(colon - value), 1, BATCH_SIZE_LIMIT, &minimum) !=
-            NUMBER_OK ||
-        config_parse_decimal(colon + 1, 1, BATCH_SIZE_LIMIT, &maximum) != NUMBER_OK)
-        return error_message(state->error, state->error_size,
-                            "%s: \"%s\" is not MIN:MAX of two positive integers; accepted: %s",
-                            name, quoted, accepted);
-    if (minimum > maximum)
-        return error_message(state->error, state->error_size,
-                            "%s: \"%s\" has MIN above MAX; accepted: %s", name, quoted, accepted);
-    state->config->local_bsz_min = minimum;
-    state->config->local_bsz_max = maximum;
-    return 0;
-}
-
-static int parse_bsz_arg_variable(struct config_parse_state *state, const char *name,
-                                  const char *value)
-{
-    return parse_injection_variable(state, name, value, &state->config->bsz_arg);
-}
-
-static int parse_lr_arg_variable(struct config_parse_state *state, const char *name,
-                                 const char *value)
-{
-    return parse_injection_variable(state, name, value, &state->config->lr_arg);
-}
-
-static int parse_lr_rule_variable(struct config_parse_state *state, const char *name,
-                                  const char *value)
-{
-    int rule = 0;
-    if (parse_word_variable(state, name, "rule", lr_rule_choices, COUNT_OF(lr_rule_choices),
-                            value, &rule) < 0)
+    if (parse_range_variable(state, name, value, REPLICA_LIMIT, "1048576", "replica counts",
+                             &minimum, &maximum) < 0)
         return -1;
-    state->config->lr_rule = (enum lr_rule)rule;
+    state->config->replicas_min = (uint32_t)minimum;
+    state->config->replicas_max = (uint32_t)maximum;
     return 0;
 }
 
-static int parse_speedup_variable(struct config_parse_state *state, const char *name,
-                                  const char *value)
-{
-    return parse_real_variable(state, name, value, 1, true, &state->config->speedup_threshold);
-}
-
+/* An explicit period decides from the start (see decide_seconds_given). */
 static int parse_decide_seconds_variable(struct config_parse_state *state, const char *name,
                                          const char *value)
 {
@@ -419,37 +294,62 @@ static int parse_decide_seconds_variable(struct config_parse_state *state, const
     return parse_real_variable(state, name, value, 0, false, &state->config->decide_seconds);
 }
 
-static int parse_payback_seconds_variable(struct config_parse_state *state, const char *name,
-                                          const char *value)
-{
-    return parse_real_variable(state, name, value, 0, false, &state->config->payback_seconds);
-}
+/* ------------------------------------------------------------------------
+ * The variable table
+ * ---------------------------------------------------------------------- */
 
-static int parse_replicas_range_variable(struct config_parse_state *state, const char *name,
-                                         const char *value)
-{
-    char quoted[QUOTED_SIZE];
-    char accepted[96];
-    const char *colon = strchr(value, ':');
+/* How a variable's value is read, and into what type of field. */
+enum variable_kind {
+    VARIABLE_TEXT,      /* non-empty text, strdup'ed into a char * */
+    VARIABLE_INTEGER,   /* decimal in [minimum, maximum], into a uint64_t */
+    VARIABLE_COUNT,     /* the same into a uint32_t (maximum fits) */
+    VARIABLE_REAL,      /* finite number >= (or >) real_minimum, into a double */
+    VARIABLE_WORD,      /* one word of choices, into an enum */
+    VARIABLE_INJECTION, /* argv:FLAG or env:NAME, into a struct injection_target */
+    VARIABLE_OWN,       /* parse() reads it: grammars and several fields */
+};
+
+/* The WORD kind stores an int through the enum field's address, which is
+ * sound only while the project's enums are int-sized (no -fshort-enums). */
+_Static_assert(sizeof(enum log_level) == sizeof(int) &&
+                   sizeof(enum resume_mode) == sizeof(int) && sizeof(enum lr_rule) == sizeof(int),
+               "VARIABLE_WORD fields must be int-sized");
+
+struct config_variable {
+    const char *name;
+    enum variable_kind kind;
+    size_t offset;          /* of the field in struct adaptdl_config */
+    const char *accepted;   /* TEXT: what a value must be; WORD: the noun */
     uint64_t minimum, maximum;
+    double real_minimum;
+    bool real_minimum_included;
+    const struct word_choice *choices;
+    size_t choice_count;
+    int (*parse)(struct config_parse_state *state, const char *name, const char *value);
+};
 
-    snprintf(accepted, sizeof accepted, "MIN:MAX with 1 <= MIN <= MAX <= %" PRIu64,
-             (uint64_t)REPLICA_LIMIT);
-    config_quote_for_message(quoted, sizeof quoted, value, strlen(value));
-    if (colon == NULL ||
-        config_parse_decimal_span(value, (size_t)(colon - value), 1, REPLICA_LIMIT, &minimum) !=
-            NUMBER_OK ||
-        config_parse_decimal(colon + 1, 1, REPLICA_LIMIT, &maximum) != NUMBER_OK)
-        return error_message(state->error, state->error_size,
-                            "%s: \"%s\" is not MIN:MAX of two replica counts; accepted: %s",
-                            name, quoted, accepted);
-    if (minimum > maximum)
-        return error_message(state->error, state->error_size,
-                            "%s: \"%s\" has MIN above MAX; accepted: %s", name, quoted, accepted);
-    state->config->replicas_min = (uint32_t)minimum;
-    state->config->replicas_max = (uint32_t)maximum;
-    return 0;
-}
+#define FIELD_OFFSET(field) offsetof(struct adaptdl_config, field)
+#define TEXT(variable, field, accepted_text)                                                  \
+    { .name = variable, .kind = VARIABLE_TEXT, .offset = FIELD_OFFSET(field),                 \
+      .accepted = accepted_text }
+#define INTEGER(variable, field, low, high)                                                   \
+    { .name = variable, .kind = VARIABLE_INTEGER, .offset = FIELD_OFFSET(field),              \
+      .minimum = low, .maximum = high }
+#define COUNT(variable, field, low, high)                                                     \
+    { .name = variable, .kind = VARIABLE_COUNT, .offset = FIELD_OFFSET(field),                \
+      .minimum = low, .maximum = high }
+#define REAL(variable, field, low, low_included)                                              \
+    { .name = variable, .kind = VARIABLE_REAL, .offset = FIELD_OFFSET(field),                 \
+      .real_minimum = low, .real_minimum_included = low_included }
+#define WORD(variable, field, noun, table)                                                    \
+    { .name = variable, .kind = VARIABLE_WORD, .offset = FIELD_OFFSET(field),                 \
+      .accepted = noun, .choices = table, .choice_count = COUNT_OF(table) }
+#define INJECTION(variable, field)                                                            \
+    { .name = variable, .kind = VARIABLE_INJECTION, .offset = FIELD_OFFSET(field) }
+#define OWN(variable, parser) { .name = variable, .kind = VARIABLE_OWN, .parse = parser }
+
+static const char file_path_with_rank[] =
+    "a file path, where %r stands for the rank and %p for the pid";
 
 /* Variables read one by one, in this order (the first error is reported).
  * ADAPTDL_DISABLE is read before all of them, and the replica layout
@@ -457,36 +357,62 @@ static int parse_replicas_range_variable(struct config_parse_state *state, const
  * fallbacks, and the node count torchrun implies when ADAPTDL_NUM_NODES is
  * not set) after them, by parse_replica_layout() and
  * parse_torchrun_node_count(). */
-static const struct config_variable {
-    const char *name;
-    int (*parse)(struct config_parse_state *state, const char *name, const char *value);
-} config_variables[] = {
-    {"ADAPTDL_LOG", parse_log_variable},
-    {"ADAPTDL_LOG_FILE", parse_log_file_variable},
-    {"ADAPTDL_TARGET", parse_target_variable},
-    {"ADAPTDL_DATA", parse_data_variable},
-    {"ADAPTDL_CHECKPOINT_PATH", parse_checkpoint_path_variable},
-    {"ADAPTDL_SAVE", parse_save_variable},
-    {"ADAPTDL_RESUME", parse_resume_variable},
-    {"ADAPTDL_SEED", parse_seed_variable},
-    {"ADAPTDL_NUM_NODES", parse_num_nodes_variable},
-    {"ADAPTDL_NUM_RESTARTS", parse_num_restarts_variable},
-    {"ADAPTDL_GRAD_MIN", parse_grad_min_variable},
-    {"ADAPTDL_DRAIN", parse_drain_variable},
-    {"ADAPTDL_STOP_SECONDS", parse_stop_seconds_variable},
-    {"ADAPTDL_METRICS_FILE", parse_metrics_file_variable},
-    {"ADAPTDL_HINTS_FILE", parse_hints_file_variable},
-    {"ADAPTDL_BATCH_SIZE", parse_batch_size_variable},
-    {"ADAPTDL_MAX_BATCH_SIZE", parse_max_batch_size_variable},
-    {"ADAPTDL_LOCAL_BSZ_BOUNDS", parse_local_bsz_bounds_variable},
-    {"ADAPTDL_BSZ_ARG", parse_bsz_arg_variable},
-    {"ADAPTDL_LR_ARG", parse_lr_arg_variable},
-    {"ADAPTDL_LR_RULE", parse_lr_rule_variable},
-    {"ADAPTDL_SPEEDUP", parse_speedup_variable},
-    {"ADAPTDL_DECIDE_SECONDS", parse_decide_seconds_variable},
-    {"ADAPTDL_PAYBACK_SECONDS", parse_payback_seconds_variable},
-    {"ADAPTDL_REPLICAS_RANGE", parse_replicas_range_variable},
+static const struct config_variable config_variables[] = {
+    WORD("ADAPTDL_LOG", log_level, "level", log_level_choices),
+    TEXT("ADAPTDL_LOG_FILE", log_file, file_path_with_rank),
+    TEXT("ADAPTDL_TARGET", target, "a non-empty fnmatch(3) glob of program basenames"),
+    OWN("ADAPTDL_DATA", parse_data_variable),
+    TEXT("ADAPTDL_CHECKPOINT_PATH", checkpoint_path, "a directory path"),
+    TEXT("ADAPTDL_SAVE", save_glob,
+         "a non-empty fnmatch(3) glob of the trainer's checkpoint files"),
+    WORD("ADAPTDL_RESUME", resume, "mode", resume_choices),
+    INTEGER("ADAPTDL_SEED", seed, 0, UINT64_MAX),
+    COUNT("ADAPTDL_NUM_NODES", num_nodes, 1, REPLICA_LIMIT),
+    COUNT("ADAPTDL_NUM_RESTARTS", num_restarts, 0, UINT32_MAX),
+    INTEGER("ADAPTDL_GRAD_MIN", grad_min, 0, UINT64_MAX),
+    REAL("ADAPTDL_DRAIN", drain_seconds, 0, true),
+    REAL("ADAPTDL_STOP_SECONDS", stop_seconds, 0, true),
+    TEXT("ADAPTDL_METRICS_FILE", metrics_file, file_path_with_rank),
+    TEXT("ADAPTDL_HINTS_FILE", hints_file, "a file path"),
+    INTEGER("ADAPTDL_BATCH_SIZE", batch_size, 1, BATCH_SIZE_LIMIT),
+    INTEGER("ADAPTDL_MAX_BATCH_SIZE", max_batch_size, 1, BATCH_SIZE_LIMIT),
+    OWN("ADAPTDL_LOCAL_BSZ_BOUNDS", parse_local_bsz_bounds_variable),
+    INJECTION("ADAPTDL_BSZ_ARG", bsz_arg),
+    INJECTION("ADAPTDL_LR_ARG", lr_arg),
+    WORD("ADAPTDL_LR_RULE", lr_rule, "rule", lr_rule_choices),
+    REAL("ADAPTDL_SPEEDUP", speedup_threshold, 1, true),
+    OWN("ADAPTDL_DECIDE_SECONDS", parse_decide_seconds_variable),
+    REAL("ADAPTDL_PAYBACK_SECONDS", payback_seconds, 0, false),
+    OWN("ADAPTDL_REPLICAS_RANGE", parse_replicas_range_variable),
 };
+
+static int parse_table_variable(struct config_parse_state *state,
+                                const struct config_variable *variable, const char *value)
+{
+    void *field = (char *)state->config + variable->offset;
+
+    switch (variable->kind) {
+    case VARIABLE_TEXT:
+        return copy_nonempty_variable(state, variable->name, value, variable->accepted, field);
+    case VARIABLE_INTEGER:
+        return parse_integer_variable(state, variable->name, value, variable->minimum,
+                                      variable->maximum, field);
+    case VARIABLE_COUNT:
+        return parse_u32_variable(state, variable->name, value, variable->minimum,
+                                  variable->maximum, field);
+    case VARIABLE_REAL:
+        return parse_real_variable(state, variable->name, value, variable->real_minimum,
+                                   variable->real_minimum_included, field);
+    case VARIABLE_WORD:
+        return parse_word_variable(state, variable->name, variable->accepted, variable->choices,
+                                   variable->choice_count, value, field);
+    case VARIABLE_INJECTION:
+        return parse_injection_variable(state, variable->name, value, field);
+    case VARIABLE_OWN:
+        return variable->parse(state, variable->name, value);
+    }
+    return error_message(state->error, state->error_size, "%s: no parser", variable->name);
+}
 
 /* ------------------------------------------------------------------------
  * Rules across variables
@@ -670,7 +596,7 @@ static int parse_all_variables(struct config_parse_state *state)
         return 0;
     for (size_t i = 0; i < COUNT_OF(config_variables); i++) {
         const char *value = config_lookup(state->envp, config_variables[i].name);
-        if (value != NULL && config_variables[i].parse(state, config_variables[i].name, value) < 0)
+        if (value != NULL && parse_table_variable(state, &config_variables[i], value) < 0)
             return -1;
     }
     if (parse_replica_layout(state) < 0 || parse_torchrun_node_count(state) < 0)
