@@ -17,19 +17,20 @@
  * What imported symbols mean
  * ------------------------------------------------------------------------ */
 
-/* One known symbol.  category is what the symbol is when libadaptshim.so
- * does NOT export it, except for two values that describe an expected
- * export: INTERCEPTED (the shim exports it in this source tree) and LIMITED
- * (exported, but a data file used through it is not virtualized).  An
- * expected export that the library lacks is reported as not intercepted. */
+/* Known symbols that mean the same under the shim.  category is what they
+ * are when libadaptshim.so does NOT export them, except for two values that
+ * describe an expected export: INTERCEPTED (the shim exports them in this
+ * source tree) and LIMITED (exported, but a data file used through them is
+ * not virtualized).  An expected export that the library lacks is reported
+ * as not intercepted. */
 struct inspect_symbol_rule {
-    const char *name;
     enum inspect_category category;
     const char *note;
-    /* If not NULL, the symbol matters only when the program imports this
-     * one too; otherwise it is merely passed through. */
-    const char *matters_with;
+    const char *const *names; /* NULL-terminated */
 };
+
+/* A rule's names: a NULL-terminated array of static storage. */
+#define SYMBOLS(...) ((const char *const[]){__VA_ARGS__, NULL})
 
 /* Names starting with a prefix, tried after the exact names. */
 struct inspect_prefix_rule {
@@ -38,118 +39,13 @@ struct inspect_prefix_rule {
     const char *note;
 };
 
-static const char note_start[] =
-    "start-up: the shim reads its configuration before main";
-static const char note_open[] =
-    "opens by path: a data file opened read-only gets this replica's view";
-static const char note_create[] =
-    "opens for writing: a checkpoint written through it is tracked";
-static const char note_read[] =
-    "reads at the descriptor's position: served from the view";
-static const char note_pread[] =
-    "reads at an offset: served from the view";
-static const char note_seek[] =
-    "moves in the view (SEEK_END is the view's size)";
-static const char note_stat[] =
-    "reports the view's size for a data file";
-static const char note_close[] =
-    "closes a descriptor (a checkpoint written through it is committed)";
-static const char note_close_many[] =
-    "closes descriptors: the shim's descriptor table follows";
-static const char note_dup[] =
-    "duplicates a descriptor: the copies share the view's offset";
-static const char note_mmap[] =
-    "a read-only mapping of a data file shows the view (memory filled with its "
-    "bytes, or the file itself when the view is the file); a writable one fails "
-    "with EACCES";
-static const char note_munmap[] =
-    "unmaps; the shim forgets its own memory holding a view";
-static const char note_copy[] =
-    "kernel-side copy: emulated through the view when the source is a data file";
-static const char note_rename[] =
-    "a rename onto a checkpoint name commits the checkpoint";
-static const char note_fopen[] =
-    "a data file opened read-only becomes a stream over the view";
-static const char note_fdopen[] =
-    "a stream on a data file's descriptor reads the view";
-static const char note_freopen[] =
-    "a data file reopened with it is not virtualized: the stream reads the "
-    "physical file (the shim logs a warning)";
-static const char note_fclose[] =
-    "closes a stream (a checkpoint written through it is committed)";
-static const char note_fileno[] =
-    "gives the tracked descriptor behind a view stream";
-static const char note_fseek[] =
-    "repositions a stream: pass rules apply to the trainer's own target";
-static const char note_signal[] =
-    "stop signals (SIGTERM, SIGINT, SIGUSR1): the trainer's handler runs after the shim's";
-static const char note_mpi_init[] =
-    "MPI start: the shim sets up its own communicator";
-static const char note_mpi_finalize[] =
-    "MPI end";
-static const char note_allreduce[] =
-    "gradient all-reduce (float or double sum): measured for the gradient noise "
-    "scale and the step time";
-static const char note_iallreduce[] =
-    "non-blocking gradient all-reduce: measured when a call completes its request "
-    "(MPI_Wait, MPI_Waitany, MPI_Testsome...), counted unmeasured when it is freed";
-static const char note_mpi_complete[] =
-    "completes requests: a pending gradient all-reduce is measured here";
-static const char note_mpi_collective[] =
-    "a collective that may end a step";
-static const char note_mpi_free[] =
-    "frees a request: a pending gradient all-reduce counts here, unmeasured";
-static const char note_pmpi_wrapped[] =
-    "profiling entry point called directly (as Fortran's bindings do): wrapped as "
-    "its MPI_ twin is";
-
-static const char note_stream_read[] =
-    "reads a stream";
-static const char note_stream_line[] =
-    "reads a line from a stream";
-static const char note_stream_char[] =
-    "reads a character from a stream";
-static const char note_stream_refill[] =
-    "refills a stream's buffer (behind inlined getc/getc_unlocked)";
-static const char note_stream_scan[] =
-    "formatted input from a stream";
-static const char note_stream_unget[] =
-    "pushes a character back onto a stream";
-static const char note_stream_position[] =
-    "a stream's position";
-static const char note_stream_state[] =
-    "a stream's state (end of file, error, reading or writing)";
-static const char note_stream_buffer[] =
-    "a stream's buffering";
-static const char note_stream_lock[] =
-    "locks a stream";
-static const char note_stream_wide[] =
-    "wide-character input from a stream";
 static const char note_cxx_stream[] =
     "C++ file stream: libstdc++ opens the file with fopen and reads its "
     "descriptor, both intercepted (C++ streams are not covered by this "
     "project's tests)";
 
-static const char note_hint[] =
-    "a page-cache hint: reads nothing";
-static const char note_dlopen[] =
-    "libraries it loads are reached by the preload too, except those opened "
-    "with RTLD_DEEPBIND (GOT patching is not written)";
-
-static const char note_syscall[] =
-    "raw system call: bypasses any preload (a read or open made through it "
-    "sees the physical file)";
 static const char note_io_uring[] =
     "io_uring (liburing): the kernel performs the reads, the shim never sees them";
-static const char note_posix_aio[] =
-    "POSIX asynchronous I/O: glibc's helper threads read with internal calls "
-    "no preload can reach";
-static const char note_linux_aio[] =
-    "Linux native asynchronous I/O (libaio): the kernel performs the reads";
-static const char note_open_by_handle[] =
-    "opens by file handle, not by path: never matched against the data files";
-static const char note_dlmopen[] =
-    "objects loaded into a new link-map namespace do not see LD_PRELOAD";
 
 static const char note_mpi_not_needed[] =
     "MPI C function the shim does not need";
@@ -169,181 +65,174 @@ static const char note_mpi_exported[] =
 
 static const struct inspect_symbol_rule inspect_symbol_rules[] = {
     /* Exported by the shim in this source tree (shim/exports.map). */
-    {"__libc_start_main", INSPECT_CATEGORY_INTERCEPTED, note_start, NULL},
-    {"open", INSPECT_CATEGORY_INTERCEPTED, note_open, NULL},
-    {"open64", INSPECT_CATEGORY_INTERCEPTED, note_open, NULL},
-    {"openat", INSPECT_CATEGORY_INTERCEPTED, note_open, NULL},
-    {"openat64", INSPECT_CATEGORY_INTERCEPTED, note_open, NULL},
-    {"__open_2", INSPECT_CATEGORY_INTERCEPTED, note_open, NULL},
-    {"__open64_2", INSPECT_CATEGORY_INTERCEPTED, note_open, NULL},
-    {"__openat_2", INSPECT_CATEGORY_INTERCEPTED, note_open, NULL},
-    {"__openat64_2", INSPECT_CATEGORY_INTERCEPTED, note_open, NULL},
-    {"creat", INSPECT_CATEGORY_INTERCEPTED, note_create, NULL},
-    {"creat64", INSPECT_CATEGORY_INTERCEPTED, note_create, NULL},
-    {"read", INSPECT_CATEGORY_INTERCEPTED, note_read, NULL},
-    {"__read_chk", INSPECT_CATEGORY_INTERCEPTED, note_read, NULL},
-    {"readv", INSPECT_CATEGORY_INTERCEPTED, note_read, NULL},
-    {"pread", INSPECT_CATEGORY_INTERCEPTED, note_pread, NULL},
-    {"pread64", INSPECT_CATEGORY_INTERCEPTED, note_pread, NULL},
-    {"__pread_chk", INSPECT_CATEGORY_INTERCEPTED, note_pread, NULL},
-    {"__pread64_chk", INSPECT_CATEGORY_INTERCEPTED, note_pread, NULL},
-    {"preadv", INSPECT_CATEGORY_INTERCEPTED, note_pread, NULL},
-    {"preadv64", INSPECT_CATEGORY_INTERCEPTED, note_pread, NULL},
-    {"preadv2", INSPECT_CATEGORY_INTERCEPTED, note_pread, NULL},
-    {"preadv64v2", INSPECT_CATEGORY_INTERCEPTED, note_pread, NULL},
-    {"lseek", INSPECT_CATEGORY_INTERCEPTED, note_seek, NULL},
-    {"lseek64", INSPECT_CATEGORY_INTERCEPTED, note_seek, NULL},
-    {"stat", INSPECT_CATEGORY_INTERCEPTED, note_stat, NULL},
-    {"stat64", INSPECT_CATEGORY_INTERCEPTED, note_stat, NULL},
-    {"lstat", INSPECT_CATEGORY_INTERCEPTED, note_stat, NULL},
-    {"lstat64", INSPECT_CATEGORY_INTERCEPTED, note_stat, NULL},
-    {"fstat", INSPECT_CATEGORY_INTERCEPTED, note_stat, NULL},
-    {"fstat64", INSPECT_CATEGORY_INTERCEPTED, note_stat, NULL},
-    {"fstatat", INSPECT_CATEGORY_INTERCEPTED, note_stat, NULL},
-    {"fstatat64", INSPECT_CATEGORY_INTERCEPTED, note_stat, NULL},
-    {"statx", INSPECT_CATEGORY_INTERCEPTED, note_stat, NULL},
-    {"__xstat", INSPECT_CATEGORY_INTERCEPTED, note_stat, NULL},
-    {"__xstat64", INSPECT_CATEGORY_INTERCEPTED, note_stat, NULL},
-    {"__lxstat", INSPECT_CATEGORY_INTERCEPTED, note_stat, NULL},
-    {"__lxstat64", INSPECT_CATEGORY_INTERCEPTED, note_stat, NULL},
-    {"__fxstat", INSPECT_CATEGORY_INTERCEPTED, note_stat, NULL},
-    {"__fxstat64", INSPECT_CATEGORY_INTERCEPTED, note_stat, NULL},
-    {"__fxstatat", INSPECT_CATEGORY_INTERCEPTED, note_stat, NULL},
-    {"__fxstatat64", INSPECT_CATEGORY_INTERCEPTED, note_stat, NULL},
-    {"close", INSPECT_CATEGORY_INTERCEPTED, note_close, NULL},
-    {"close_range", INSPECT_CATEGORY_INTERCEPTED, note_close_many, NULL},
-    {"closefrom", INSPECT_CATEGORY_INTERCEPTED, note_close_many, NULL},
-    {"dup", INSPECT_CATEGORY_INTERCEPTED, note_dup, NULL},
-    {"dup2", INSPECT_CATEGORY_INTERCEPTED, note_dup, NULL},
-    {"dup3", INSPECT_CATEGORY_INTERCEPTED, note_dup, NULL},
-    {"fcntl", INSPECT_CATEGORY_INTERCEPTED, note_dup, NULL},
-    {"fcntl64", INSPECT_CATEGORY_INTERCEPTED, note_dup, NULL},
-    {"mmap", INSPECT_CATEGORY_INTERCEPTED, note_mmap, NULL},
-    {"mmap64", INSPECT_CATEGORY_INTERCEPTED, note_mmap, NULL},
-    {"munmap", INSPECT_CATEGORY_INTERCEPTED, note_munmap, NULL},
-    {"mremap", INSPECT_CATEGORY_INTERCEPTED, note_munmap, NULL},
-    {"copy_file_range", INSPECT_CATEGORY_INTERCEPTED, note_copy, NULL},
-    {"sendfile", INSPECT_CATEGORY_INTERCEPTED, note_copy, NULL},
-    {"sendfile64", INSPECT_CATEGORY_INTERCEPTED, note_copy, NULL},
-    {"splice", INSPECT_CATEGORY_INTERCEPTED, note_copy, NULL},
-    {"rename", INSPECT_CATEGORY_INTERCEPTED, note_rename, NULL},
-    {"renameat", INSPECT_CATEGORY_INTERCEPTED, note_rename, NULL},
-    {"renameat2", INSPECT_CATEGORY_INTERCEPTED, note_rename, NULL},
-    {"fopen", INSPECT_CATEGORY_INTERCEPTED, note_fopen, NULL},
-    {"fopen64", INSPECT_CATEGORY_INTERCEPTED, note_fopen, NULL},
-    {"fdopen", INSPECT_CATEGORY_INTERCEPTED, note_fdopen, NULL},
-    {"freopen", INSPECT_CATEGORY_LIMITED, note_freopen, NULL},
-    {"freopen64", INSPECT_CATEGORY_LIMITED, note_freopen, NULL},
-    {"fclose", INSPECT_CATEGORY_INTERCEPTED, note_fclose, NULL},
-    {"fileno", INSPECT_CATEGORY_INTERCEPTED, note_fileno, NULL},
-    {"fseek", INSPECT_CATEGORY_INTERCEPTED, note_fseek, NULL},
-    {"fseeko", INSPECT_CATEGORY_INTERCEPTED, note_fseek, NULL},
-    {"fseeko64", INSPECT_CATEGORY_INTERCEPTED, note_fseek, NULL},
-    {"rewind", INSPECT_CATEGORY_INTERCEPTED, note_fseek, NULL},
-    {"fsetpos", INSPECT_CATEGORY_INTERCEPTED, note_fseek, NULL},
-    {"fsetpos64", INSPECT_CATEGORY_INTERCEPTED, note_fseek, NULL},
-    {"sigaction", INSPECT_CATEGORY_INTERCEPTED, note_signal, NULL},
-    {"signal", INSPECT_CATEGORY_INTERCEPTED, note_signal, NULL},
-    {"MPI_Init", INSPECT_CATEGORY_INTERCEPTED, note_mpi_init, NULL},
-    {"MPI_Init_thread", INSPECT_CATEGORY_INTERCEPTED, note_mpi_init, NULL},
-    {"MPI_Finalize", INSPECT_CATEGORY_INTERCEPTED, note_mpi_finalize, NULL},
-    {"MPI_Allreduce", INSPECT_CATEGORY_INTERCEPTED, note_allreduce, NULL},
-    {"MPI_Iallreduce", INSPECT_CATEGORY_INTERCEPTED, note_iallreduce, NULL},
-    {"MPI_Wait", INSPECT_CATEGORY_INTERCEPTED, note_mpi_complete, NULL},
-    {"MPI_Waitall", INSPECT_CATEGORY_INTERCEPTED, note_mpi_complete, NULL},
-    {"MPI_Waitany", INSPECT_CATEGORY_INTERCEPTED, note_mpi_complete, NULL},
-    {"MPI_Waitsome", INSPECT_CATEGORY_INTERCEPTED, note_mpi_complete, NULL},
-    {"MPI_Test", INSPECT_CATEGORY_INTERCEPTED, note_mpi_complete, NULL},
-    {"MPI_Testall", INSPECT_CATEGORY_INTERCEPTED, note_mpi_complete, NULL},
-    {"MPI_Testany", INSPECT_CATEGORY_INTERCEPTED, note_mpi_complete, NULL},
-    {"MPI_Testsome", INSPECT_CATEGORY_INTERCEPTED, note_mpi_complete, NULL},
-    {"MPI_Request_free", INSPECT_CATEGORY_INTERCEPTED, note_mpi_free, NULL},
-    {"PMPI_Allreduce", INSPECT_CATEGORY_INTERCEPTED, note_pmpi_wrapped, NULL},
-    {"PMPI_Iallreduce", INSPECT_CATEGORY_INTERCEPTED, note_pmpi_wrapped, NULL},
-    {"MPI_Barrier", INSPECT_CATEGORY_INTERCEPTED, note_mpi_collective, NULL},
-    {"MPI_Bcast", INSPECT_CATEGORY_INTERCEPTED, note_mpi_collective, NULL},
+    {INSPECT_CATEGORY_INTERCEPTED,
+     "start-up: the shim reads its configuration before main",
+     SYMBOLS("__libc_start_main")},
+    {INSPECT_CATEGORY_INTERCEPTED,
+     "opens by path: a data file opened read-only gets this replica's view",
+     SYMBOLS("open", "open64", "openat", "openat64", "__open_2", "__open64_2", "__openat_2",
+             "__openat64_2")},
+    {INSPECT_CATEGORY_INTERCEPTED,
+     "opens for writing: a checkpoint written through it is tracked",
+     SYMBOLS("creat", "creat64")},
+    {INSPECT_CATEGORY_INTERCEPTED,
+     "reads at the descriptor's position: served from the view",
+     SYMBOLS("read", "__read_chk", "readv")},
+    {INSPECT_CATEGORY_INTERCEPTED,
+     "reads at an offset: served from the view",
+     SYMBOLS("pread", "pread64", "__pread_chk", "__pread64_chk", "preadv", "preadv64", "preadv2",
+             "preadv64v2")},
+    {INSPECT_CATEGORY_INTERCEPTED,
+     "moves in the view (SEEK_END is the view's size)",
+     SYMBOLS("lseek", "lseek64")},
+    {INSPECT_CATEGORY_INTERCEPTED,
+     "reports the view's size for a data file",
+     SYMBOLS("stat", "stat64", "lstat", "lstat64", "fstat", "fstat64", "fstatat", "fstatat64",
+             "statx", "__xstat", "__xstat64", "__lxstat", "__lxstat64", "__fxstat", "__fxstat64",
+             "__fxstatat", "__fxstatat64")},
+    {INSPECT_CATEGORY_INTERCEPTED,
+     "closes a descriptor (a checkpoint written through it is committed)",
+     SYMBOLS("close")},
+    {INSPECT_CATEGORY_INTERCEPTED,
+     "closes descriptors: the shim's descriptor table follows",
+     SYMBOLS("close_range", "closefrom")},
+    {INSPECT_CATEGORY_INTERCEPTED,
+     "duplicates a descriptor: the copies share the view's offset",
+     SYMBOLS("dup", "dup2", "dup3", "fcntl", "fcntl64")},
+    {INSPECT_CATEGORY_INTERCEPTED,
+     "a read-only mapping of a data file shows the view (memory filled with its "
+     "bytes, or the file itself when the view is the file); a writable one fails "
+     "with EACCES",
+     SYMBOLS("mmap", "mmap64")},
+    {INSPECT_CATEGORY_INTERCEPTED,
+     "unmaps; the shim forgets its own memory holding a view",
+     SYMBOLS("munmap", "mremap")},
+    {INSPECT_CATEGORY_INTERCEPTED,
+     "kernel-side copy: emulated through the view when the source is a data file",
+     SYMBOLS("copy_file_range", "sendfile", "sendfile64", "splice")},
+    {INSPECT_CATEGORY_INTERCEPTED,
+     "a rename onto a checkpoint name commits the checkpoint",
+     SYMBOLS("rename", "renameat", "renameat2")},
+    {INSPECT_CATEGORY_INTERCEPTED,
+     "a data file opened read-only becomes a stream over the view",
+     SYMBOLS("fopen", "fopen64")},
+    {INSPECT_CATEGORY_INTERCEPTED,
+     "a stream on a data file's descriptor reads the view",
+     SYMBOLS("fdopen")},
+    {INSPECT_CATEGORY_LIMITED,
+     "a data file reopened with it is not virtualized: the stream reads the "
+     "physical file (the shim logs a warning)",
+     SYMBOLS("freopen", "freopen64")},
+    {INSPECT_CATEGORY_INTERCEPTED,
+     "closes a stream (a checkpoint written through it is committed)",
+     SYMBOLS("fclose")},
+    {INSPECT_CATEGORY_INTERCEPTED,
+     "gives the tracked descriptor behind a view stream",
+     SYMBOLS("fileno")},
+    {INSPECT_CATEGORY_INTERCEPTED,
+     "repositions a stream: pass rules apply to the trainer's own target",
+     SYMBOLS("fseek", "fseeko", "fseeko64", "rewind", "fsetpos", "fsetpos64")},
+    {INSPECT_CATEGORY_INTERCEPTED,
+     "stop signals (SIGTERM, SIGINT, SIGUSR1): the trainer's handler runs after the shim's",
+     SYMBOLS("sigaction", "signal")},
+    {INSPECT_CATEGORY_INTERCEPTED,
+     "MPI start: the shim sets up its own communicator",
+     SYMBOLS("MPI_Init", "MPI_Init_thread")},
+    {INSPECT_CATEGORY_INTERCEPTED,
+     "MPI end",
+     SYMBOLS("MPI_Finalize")},
+    {INSPECT_CATEGORY_INTERCEPTED,
+     "gradient all-reduce (float or double sum): measured for the gradient noise "
+     "scale and the step time",
+     SYMBOLS("MPI_Allreduce")},
+    {INSPECT_CATEGORY_INTERCEPTED,
+     "non-blocking gradient all-reduce: measured when a call completes its request "
+     "(MPI_Wait, MPI_Waitany, MPI_Testsome...), counted unmeasured when it is freed",
+     SYMBOLS("MPI_Iallreduce")},
+    {INSPECT_CATEGORY_INTERCEPTED,
+     "completes requests: a pending gradient all-reduce is measured here",
+     SYMBOLS("MPI_Wait", "MPI_Waitall", "MPI_Waitany", "MPI_Waitsome", "MPI_Test", "MPI_Testall",
+             "MPI_Testany", "MPI_Testsome")},
+    {INSPECT_CATEGORY_INTERCEPTED,
+     "frees a request: a pending gradient all-reduce counts here, unmeasured",
+     SYMBOLS("MPI_Request_free")},
+    {INSPECT_CATEGORY_INTERCEPTED,
+     "profiling entry point called directly (as Fortran's bindings do): wrapped as "
+     "its MPI_ twin is",
+     SYMBOLS("PMPI_Allreduce", "PMPI_Iallreduce")},
+    {INSPECT_CATEGORY_INTERCEPTED,
+     "a collective that may end a step",
+     SYMBOLS("MPI_Barrier", "MPI_Bcast")},
 
     /* stdio: glibc's stdio never calls the interposed POSIX functions, but
      * a stream the shim's fopen/fopen64/fdopen returned for a data file is a
      * cookie stream over the view, so all of these read the view on it. */
-    {"fread", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_read, NULL},
-    {"fread_unlocked", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_read, NULL},
-    {"__fread_chk", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_read, NULL},
-    {"__fread_unlocked_chk", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_read, NULL},
-    {"fgets", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_line, NULL},
-    {"fgets_unlocked", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_line, NULL},
-    {"__fgets_chk", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_line, NULL},
-    {"__fgets_unlocked_chk", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_line, NULL},
-    {"getline", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_line, NULL},
-    {"getdelim", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_line, NULL},
-    {"__getdelim", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_line, NULL},
-    {"fgetc", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_char, NULL},
-    {"fgetc_unlocked", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_char, NULL},
-    {"getc", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_char, NULL},
-    {"getc_unlocked", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_char, NULL},
-    {"_IO_getc", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_char, NULL},
-    {"getw", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_char, NULL},
-    {"__uflow", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_refill, NULL},
-    {"__underflow", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_refill, NULL},
-    {"fscanf", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_scan, NULL},
-    {"vfscanf", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_scan, NULL},
-    {"__isoc99_fscanf", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_scan, NULL},
-    {"__isoc99_vfscanf", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_scan, NULL},
-    {"__isoc23_fscanf", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_scan, NULL},
-    {"__isoc23_vfscanf", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_scan, NULL},
-    {"ungetc", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_unget, NULL},
-    {"_IO_ungetc", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_unget, NULL},
-    {"ftell", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_position, NULL},
-    {"ftello", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_position, NULL},
-    {"ftello64", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_position, NULL},
-    {"fgetpos", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_position, NULL},
-    {"fgetpos64", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_position, NULL},
-    {"feof", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_state, NULL},
-    {"feof_unlocked", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_state, NULL},
-    {"_IO_feof", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_state, NULL},
-    {"ferror", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_state, NULL},
-    {"ferror_unlocked", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_state, NULL},
-    {"clearerr", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_state, NULL},
-    {"clearerr_unlocked", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_state, NULL},
-    {"__freading", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_state, NULL},
-    {"setvbuf", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_buffer, NULL},
-    {"setbuf", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_buffer, NULL},
-    {"setbuffer", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_buffer, NULL},
-    {"__fpurge", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_buffer, NULL},
-    {"flockfile", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_lock, NULL},
-    {"funlockfile", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_lock, NULL},
-    {"ftrylockfile", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_lock, NULL},
-    {"__fsetlocking", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_lock, NULL},
-    {"fgetwc", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_wide, NULL},
-    {"fgetwc_unlocked", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_wide, NULL},
-    {"getwc", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_wide, NULL},
-    {"getwc_unlocked", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_wide, NULL},
-    {"fgetws", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_wide, NULL},
-    {"fgetws_unlocked", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_wide, NULL},
-    {"__fgetws_chk", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_wide, NULL},
-    {"ungetwc", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_wide, NULL},
-    {"__wuflow", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_wide, NULL},
-    {"__wunderflow", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_wide, NULL},
-    {"fwscanf", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_wide, NULL},
-    {"vfwscanf", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_wide, NULL},
-    {"__isoc99_fwscanf", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_wide, NULL},
-    {"__isoc99_vfwscanf", INSPECT_CATEGORY_THROUGH_STREAM, note_stream_wide, NULL},
+    {INSPECT_CATEGORY_THROUGH_STREAM,
+     "reads a stream",
+     SYMBOLS("fread", "fread_unlocked", "__fread_chk", "__fread_unlocked_chk")},
+    {INSPECT_CATEGORY_THROUGH_STREAM,
+     "reads a line from a stream",
+     SYMBOLS("fgets", "fgets_unlocked", "__fgets_chk", "__fgets_unlocked_chk", "getline",
+             "getdelim", "__getdelim")},
+    {INSPECT_CATEGORY_THROUGH_STREAM,
+     "reads a character from a stream",
+     SYMBOLS("fgetc", "fgetc_unlocked", "getc", "getc_unlocked", "_IO_getc", "getw")},
+    {INSPECT_CATEGORY_THROUGH_STREAM,
+     "refills a stream's buffer (behind inlined getc/getc_unlocked)",
+     SYMBOLS("__uflow", "__underflow")},
+    {INSPECT_CATEGORY_THROUGH_STREAM,
+     "formatted input from a stream",
+     SYMBOLS("fscanf", "vfscanf", "__isoc99_fscanf", "__isoc99_vfscanf", "__isoc23_fscanf",
+             "__isoc23_vfscanf")},
+    {INSPECT_CATEGORY_THROUGH_STREAM,
+     "pushes a character back onto a stream",
+     SYMBOLS("ungetc", "_IO_ungetc")},
+    {INSPECT_CATEGORY_THROUGH_STREAM,
+     "a stream's position",
+     SYMBOLS("ftell", "ftello", "ftello64", "fgetpos", "fgetpos64")},
+    {INSPECT_CATEGORY_THROUGH_STREAM,
+     "a stream's state (end of file, error, reading or writing)",
+     SYMBOLS("feof", "feof_unlocked", "_IO_feof", "ferror", "ferror_unlocked", "clearerr",
+             "clearerr_unlocked", "__freading")},
+    {INSPECT_CATEGORY_THROUGH_STREAM,
+     "a stream's buffering",
+     SYMBOLS("setvbuf", "setbuf", "setbuffer", "__fpurge")},
+    {INSPECT_CATEGORY_THROUGH_STREAM,
+     "locks a stream",
+     SYMBOLS("flockfile", "funlockfile", "ftrylockfile", "__fsetlocking")},
+    {INSPECT_CATEGORY_THROUGH_STREAM,
+     "wide-character input from a stream",
+     SYMBOLS("fgetwc", "fgetwc_unlocked", "getwc", "getwc_unlocked", "fgetws", "fgetws_unlocked",
+             "__fgetws_chk", "ungetwc", "__wuflow", "__wunderflow", "fwscanf", "vfwscanf",
+             "__isoc99_fwscanf", "__isoc99_vfwscanf")},
 
     /* Harmless without the shim. */
-    {"posix_fadvise", INSPECT_CATEGORY_PASSED_THROUGH, note_hint, NULL},
-    {"posix_fadvise64", INSPECT_CATEGORY_PASSED_THROUGH, note_hint, NULL},
-    {"readahead", INSPECT_CATEGORY_PASSED_THROUGH, note_hint, NULL},
-    {"dlopen", INSPECT_CATEGORY_PASSED_THROUGH, note_dlopen, NULL},
+    {INSPECT_CATEGORY_PASSED_THROUGH,
+     "a page-cache hint: reads nothing",
+     SYMBOLS("posix_fadvise", "posix_fadvise64", "readahead")},
+    {INSPECT_CATEGORY_PASSED_THROUGH,
+     "libraries it loads are reached by the preload too, except those opened "
+     "with RTLD_DEEPBIND (GOT patching is not written)",
+     SYMBOLS("dlopen")},
 
     /* File input that no preload sees. */
-    {"syscall", INSPECT_CATEGORY_NOT_INTERCEPTED, note_syscall, NULL},
-    {"aio_read", INSPECT_CATEGORY_NOT_INTERCEPTED, note_posix_aio, NULL},
-    {"aio_read64", INSPECT_CATEGORY_NOT_INTERCEPTED, note_posix_aio, NULL},
-    {"lio_listio", INSPECT_CATEGORY_NOT_INTERCEPTED, note_posix_aio, NULL},
-    {"lio_listio64", INSPECT_CATEGORY_NOT_INTERCEPTED, note_posix_aio, NULL},
-    {"io_submit", INSPECT_CATEGORY_NOT_INTERCEPTED, note_linux_aio, NULL},
-    {"open_by_handle_at", INSPECT_CATEGORY_NOT_INTERCEPTED, note_open_by_handle, NULL},
-    {"dlmopen", INSPECT_CATEGORY_NOT_INTERCEPTED, note_dlmopen, NULL},
+    {INSPECT_CATEGORY_NOT_INTERCEPTED,
+     "raw system call: bypasses any preload (a read or open made through it "
+     "sees the physical file)",
+     SYMBOLS("syscall")},
+    {INSPECT_CATEGORY_NOT_INTERCEPTED,
+     "POSIX asynchronous I/O: glibc's helper threads read with internal calls "
+     "no preload can reach",
+     SYMBOLS("aio_read", "aio_read64", "lio_listio", "lio_listio64")},
+    {INSPECT_CATEGORY_NOT_INTERCEPTED,
+     "Linux native asynchronous I/O (libaio): the kernel performs the reads",
+     SYMBOLS("io_submit")},
+    {INSPECT_CATEGORY_NOT_INTERCEPTED,
+     "opens by file handle, not by path: never matched against the data files",
+     SYMBOLS("open_by_handle_at")},
+    {INSPECT_CATEGORY_NOT_INTERCEPTED,
+     "objects loaded into a new link-map namespace do not see LD_PRELOAD",
+     SYMBOLS("dlmopen")},
 };
 
 static const struct inspect_prefix_rule inspect_prefix_rules[] = {
@@ -423,8 +312,9 @@ static bool inspect_fortran_is_allreduce(const char *profiling_name)
 static const struct inspect_symbol_rule *inspect_find_exact_rule(const char *name)
 {
     for (size_t i = 0; i < INSPECT_ARRAY_LENGTH(inspect_symbol_rules); i++)
-        if (strcmp(inspect_symbol_rules[i].name, name) == 0)
-            return &inspect_symbol_rules[i];
+        for (const char *const *known = inspect_symbol_rules[i].names; *known != NULL; known++)
+            if (strcmp(*known, name) == 0)
+                return &inspect_symbol_rules[i];
     return NULL;
 }
 
@@ -467,9 +357,6 @@ enum inspect_category inspect_classify_symbol(const char *name,
             *missing_from_shim = true;
             return INSPECT_CATEGORY_NOT_INTERCEPTED;
         }
-        if (rule->matters_with != NULL &&
-            inspect_elf_file_find_import(importer, rule->matters_with) == NULL)
-            return INSPECT_CATEGORY_PASSED_THROUGH;
         return rule->category;
     }
 
