@@ -242,17 +242,15 @@ static int parse_data_variable(struct config_parse_state *state, const char *nam
                              state->error, state->error_size);
 }
 
-/* "MIN:MAX" with 1 <= MIN <= MAX <= limit; limit_text is the limit as a
- * reader would write it, what names what the numbers count. */
+/* "MIN:MAX" with 1 <= MIN <= MAX <= limit; what names what the numbers
+ * count and accepted is the whole "accepted:" text, for the messages. */
 static int parse_range_variable(struct config_parse_state *state, const char *name,
-                                const char *value, uint64_t limit, const char *limit_text,
-                                const char *what, uint64_t *minimum, uint64_t *maximum)
+                                const char *value, uint64_t limit, const char *what,
+                                const char *accepted, uint64_t *minimum, uint64_t *maximum)
 {
     char quoted[QUOTED_SIZE];
-    char accepted[96];
     const char *colon = strchr(value, ':');
 
-    snprintf(accepted, sizeof accepted, "MIN:MAX with 1 <= MIN <= MAX <= %s", limit_text);
     config_quote_for_message(quoted, sizeof quoted, value, strlen(value));
     if (colon == NULL ||
         config_parse_decimal_span(value, (size_t)(colon - value), 1, limit, minimum) !=
@@ -270,15 +268,20 @@ static int parse_range_variable(struct config_parse_state *state, const char *na
 static int parse_local_bsz_bounds_variable(struct config_parse_state *state, const char *name,
                                            const char *value)
 {
-    return parse_range_variable(state, name, value, BATCH_SIZE_LIMIT, "2^40", "positive integers",
+    return parse_range_variable(state, name, value, BATCH_SIZE_LIMIT, "positive integers",
+                                "MIN:MAX with 1 <= MIN <= MAX <= 2^40",
                                 &state->config->local_bsz_min, &state->config->local_bsz_max);
 }
 
 static int parse_replicas_range_variable(struct config_parse_state *state, const char *name,
                                          const char *value)
 {
+    char accepted[96];
     uint64_t minimum, maximum;
-    if (parse_range_variable(state, name, value, REPLICA_LIMIT, "1048576", "replica counts",
+
+    snprintf(accepted, sizeof accepted, "MIN:MAX with 1 <= MIN <= MAX <= %" PRIu64,
+             (uint64_t)REPLICA_LIMIT);
+    if (parse_range_variable(state, name, value, REPLICA_LIMIT, "replica counts", accepted,
                              &minimum, &maximum) < 0)
         return -1;
     state->config->replicas_min = (uint32_t)minimum;

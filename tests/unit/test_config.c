@@ -613,6 +613,21 @@ Test(config, malformed_replicas_range)
     expect_error(ENV("ADAPTDL_REPLICAS_RANGE=4:2"), "ADAPTDL_REPLICAS_RANGE", "MIN above MAX");
 }
 
+/* The two MIN:MAX variables share one parser: each keeps its own words and
+ * its own limit in the message. */
+Test(config, range_messages_name_their_counts_and_limits)
+{
+    expect_error(ENV("ADAPTDL_LOCAL_BSZ_BOUNDS=8"), "ADAPTDL_LOCAL_BSZ_BOUNDS", NULL);
+    cr_assert_str_eq(error, "ADAPTDL_LOCAL_BSZ_BOUNDS: \"8\" is not MIN:MAX of two positive "
+                            "integers; accepted: MIN:MAX with 1 <= MIN <= MAX <= 2^40");
+    expect_error(ENV("ADAPTDL_REPLICAS_RANGE=4:2"), "ADAPTDL_REPLICAS_RANGE", NULL);
+    cr_assert_str_eq(error, "ADAPTDL_REPLICAS_RANGE: \"4:2\" has MIN above MAX; accepted: "
+                            "MIN:MAX with 1 <= MIN <= MAX <= 1048576");
+    expect_error(ENV("ADAPTDL_REPLICAS_RANGE=1:x"), "ADAPTDL_REPLICAS_RANGE", NULL);
+    cr_assert_str_eq(error, "ADAPTDL_REPLICAS_RANGE: \"1:x\" is not MIN:MAX of two replica "
+                            "counts; accepted: MIN:MAX with 1 <= MIN <= MAX <= 1048576");
+}
+
 Test(config, injection_forms)
 {
     expect_ok(ENV("ADAPTDL_BSZ_ARG=argv:-b", "ADAPTDL_LR_ARG=argv:--lr"));
