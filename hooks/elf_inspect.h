@@ -107,12 +107,10 @@ const struct inspect_import *inspect_elf_file_find_import(const struct inspect_e
 bool inspect_symbol_set_contains(const struct inspect_symbol_set *set, const char *name);
 
 /* The category of one imported name, and a note saying why (static text).
- * importer, if not NULL, is the file importing it: a rule may say a call
- * matters only together with another import.  A Fortran MPI binding is
- * intercepted when the library wraps the PMPI_ function it calls. */
+ * A Fortran MPI binding is intercepted when the library wraps the PMPI_
+ * function it calls. */
 enum inspect_category inspect_classify_symbol(const char *name,
                                               const struct inspect_symbol_set *shim_exports,
-                                              const struct inspect_elf_file *importer,
                                               const char **note, bool *missing_from_shim);
 /* Classifies every import of file against the library's exports. */
 void inspect_classify_imports(struct inspect_elf_file *file,

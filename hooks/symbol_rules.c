@@ -341,7 +341,6 @@ static const struct inspect_prefix_rule *inspect_find_prefix_rule(const char *na
 
 enum inspect_category inspect_classify_symbol(const char *name,
                                               const struct inspect_symbol_set *shim_exports,
-                                              const struct inspect_elf_file *importer,
                                               const char **note, bool *missing_from_shim)
 {
     const struct inspect_symbol_rule *rule = inspect_find_exact_rule(name);
@@ -415,7 +414,7 @@ void inspect_classify_imports(struct inspect_elf_file *file,
 {
     for (size_t i = 0; i < file->import_count; i++) {
         struct inspect_import *import = &file->imports[i];
-        import->category = inspect_classify_symbol(import->name, &shim_library->exports, file,
+        import->category = inspect_classify_symbol(import->name, &shim_library->exports,
                                                    &import->note, &import->missing_from_shim);
     }
 }

@@ -485,13 +485,11 @@ Test(elf_inspect, a_truncated_elf_file_is_an_error)
 
 /* ---- classification tables ---------------------------------------------- */
 
-static enum inspect_category classify(const char *name, const struct inspect_symbol_set *exports,
-                                      const struct inspect_elf_file *importer)
+static enum inspect_category classify(const char *name, const struct inspect_symbol_set *exports)
 {
     const char *note = NULL;
     bool missing = false;
-    enum inspect_category category = inspect_classify_symbol(name, exports, importer, &note,
-                                                             &missing);
+    enum inspect_category category = inspect_classify_symbol(name, exports, &note, &missing);
     cr_assert_not_null(note, "%s has no note", name);
     return category;
 }
@@ -499,18 +497,18 @@ static enum inspect_category classify(const char *name, const struct inspect_sym
 Test(elf_inspect, calls_that_bypass_the_preload_are_not_intercepted)
 {
     const struct inspect_symbol_set *exports = &library.exports;
-    cr_assert_eq(classify("syscall", exports, NULL), INSPECT_CATEGORY_NOT_INTERCEPTED);
-    cr_assert_eq(classify("io_uring_submit", exports, NULL), INSPECT_CATEGORY_NOT_INTERCEPTED);
-    cr_assert_eq(classify("io_uring_queue_init", exports, NULL),
+    cr_assert_eq(classify("syscall", exports), INSPECT_CATEGORY_NOT_INTERCEPTED);
+    cr_assert_eq(classify("io_uring_submit", exports), INSPECT_CATEGORY_NOT_INTERCEPTED);
+    cr_assert_eq(classify("io_uring_queue_init", exports),
                  INSPECT_CATEGORY_NOT_INTERCEPTED);
-    cr_assert_eq(classify("aio_read", exports, NULL), INSPECT_CATEGORY_NOT_INTERCEPTED);
-    cr_assert_eq(classify("aio_read64", exports, NULL), INSPECT_CATEGORY_NOT_INTERCEPTED);
-    cr_assert_eq(classify("lio_listio", exports, NULL), INSPECT_CATEGORY_NOT_INTERCEPTED);
-    cr_assert_eq(classify("readahead", exports, NULL), INSPECT_CATEGORY_PASSED_THROUGH);
-    cr_assert_eq(classify("posix_fadvise64", exports, NULL), INSPECT_CATEGORY_PASSED_THROUGH);
-    cr_assert_eq(classify("mmap64", exports, NULL), INSPECT_CATEGORY_INTERCEPTED);
-    cr_assert_eq(classify("freopen", exports, NULL), INSPECT_CATEGORY_LIMITED);
-    cr_assert_eq(classify("memcpy", exports, NULL), INSPECT_CATEGORY_OTHER);
+    cr_assert_eq(classify("aio_read", exports), INSPECT_CATEGORY_NOT_INTERCEPTED);
+    cr_assert_eq(classify("aio_read64", exports), INSPECT_CATEGORY_NOT_INTERCEPTED);
+    cr_assert_eq(classify("lio_listio", exports), INSPECT_CATEGORY_NOT_INTERCEPTED);
+    cr_assert_eq(classify("readahead", exports), INSPECT_CATEGORY_PASSED_THROUGH);
+    cr_assert_eq(classify("posix_fadvise64", exports), INSPECT_CATEGORY_PASSED_THROUGH);
+    cr_assert_eq(classify("mmap64", exports), INSPECT_CATEGORY_INTERCEPTED);
+    cr_assert_eq(classify("freopen", exports), INSPECT_CATEGORY_LIMITED);
+    cr_assert_eq(classify("memcpy", exports), INSPECT_CATEGORY_OTHER);
 }
 
 /* Fortran's bindings call the PMPI_ functions, which the shim wraps too. */
@@ -521,31 +519,31 @@ Test(elf_inspect, fortran_mpi_goes_through_the_wrapped_pmpi_names)
                              "pmpi_allreduce_", "mpi_init_", "mpi_iallreduce_f08_",
                              "mpi_waitany_", "MPI_REQUEST_FREE"};
     for (size_t i = 0; i < sizeof fortran / sizeof fortran[0]; i++)
-        cr_assert_eq(classify(fortran[i], exports, NULL), INSPECT_CATEGORY_INTERCEPTED,
+        cr_assert_eq(classify(fortran[i], exports), INSPECT_CATEGORY_INTERCEPTED,
                      "%s", fortran[i]);
-    cr_assert_eq(classify("mpi_comm_rank_", exports, NULL), INSPECT_CATEGORY_PASSED_THROUGH);
-    cr_assert_eq(classify("mpi_fortran_in_place_", exports, NULL), INSPECT_CATEGORY_OTHER);
+    cr_assert_eq(classify("mpi_comm_rank_", exports), INSPECT_CATEGORY_PASSED_THROUGH);
+    cr_assert_eq(classify("mpi_fortran_in_place_", exports), INSPECT_CATEGORY_OTHER);
     /* a library without the PMPI_ names does not see Fortran's gradients */
     char *names[] = {(char *)"MPI_Allreduce"};
     struct inspect_symbol_set c_only = {.names = names, .count = 1};
     const char *note = NULL;
     bool missing = false;
-    cr_assert_eq(inspect_classify_symbol("mpi_allreduce_", &c_only, NULL, &note, &missing),
+    cr_assert_eq(inspect_classify_symbol("mpi_allreduce_", &c_only, &note, &missing),
                  INSPECT_CATEGORY_NOT_INTERCEPTED);
     cr_assert_not_null(strstr(note, "gradient all-reduces"), "%s", note);
-    cr_assert_eq(inspect_classify_symbol("mpi_init_", &c_only, NULL, &note, &missing),
+    cr_assert_eq(inspect_classify_symbol("mpi_init_", &c_only, &note, &missing),
                  INSPECT_CATEGORY_PASSED_THROUGH);
 }
 
 Test(elf_inspect, other_mpi_c_is_not_needed)
 {
     const struct inspect_symbol_set *exports = &library.exports;
-    cr_assert_eq(classify("MPI_Reduce", exports, NULL), INSPECT_CATEGORY_PASSED_THROUGH);
-    cr_assert_eq(classify("MPI_Allgather", exports, NULL), INSPECT_CATEGORY_PASSED_THROUGH);
-    cr_assert_eq(classify("MPI_Ireduce", exports, NULL), INSPECT_CATEGORY_PASSED_THROUGH);
-    cr_assert_eq(classify("MPI_Allreduce", exports, NULL), INSPECT_CATEGORY_INTERCEPTED);
-    cr_assert_eq(classify("PMPI_Allreduce", exports, NULL), INSPECT_CATEGORY_INTERCEPTED);
-    cr_assert_eq(classify("PMPI_Comm_rank", exports, NULL), INSPECT_CATEGORY_PASSED_THROUGH);
+    cr_assert_eq(classify("MPI_Reduce", exports), INSPECT_CATEGORY_PASSED_THROUGH);
+    cr_assert_eq(classify("MPI_Allgather", exports), INSPECT_CATEGORY_PASSED_THROUGH);
+    cr_assert_eq(classify("MPI_Ireduce", exports), INSPECT_CATEGORY_PASSED_THROUGH);
+    cr_assert_eq(classify("MPI_Allreduce", exports), INSPECT_CATEGORY_INTERCEPTED);
+    cr_assert_eq(classify("PMPI_Allreduce", exports), INSPECT_CATEGORY_INTERCEPTED);
+    cr_assert_eq(classify("PMPI_Comm_rank", exports), INSPECT_CATEGORY_PASSED_THROUGH);
 }
 
 /* Every call that completes or frees a request is wrapped; a library that
@@ -556,13 +554,13 @@ Test(elf_inspect, request_completions_are_intercepted)
                            "MPI_Test", "MPI_Testall", "MPI_Testany", "MPI_Testsome",
                            "MPI_Request_free", "PMPI_Testany"};
     for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++)
-        cr_assert_eq(classify(calls[i], &library.exports, NULL), INSPECT_CATEGORY_INTERCEPTED,
+        cr_assert_eq(classify(calls[i], &library.exports), INSPECT_CATEGORY_INTERCEPTED,
                      "%s", calls[i]);
     char *names[] = {(char *)"MPI_Wait"};
     struct inspect_symbol_set wait_only = {.names = names, .count = 1};
     const char *note = NULL;
     bool missing = false;
-    cr_assert_eq(inspect_classify_symbol("MPI_Waitany", &wait_only, NULL, &note, &missing),
+    cr_assert_eq(inspect_classify_symbol("MPI_Waitany", &wait_only, &note, &missing),
                  INSPECT_CATEGORY_NOT_INTERCEPTED);
     cr_assert(missing);
 }
@@ -575,16 +573,16 @@ Test(elf_inspect, the_library_not_the_tables_decides_what_is_intercepted)
     struct inspect_symbol_set open_only = {.names = names, .count = 1};
     const char *note = NULL;
     bool missing = false;
-    cr_assert_eq(inspect_classify_symbol("read", &open_only, NULL, &note, &missing),
+    cr_assert_eq(inspect_classify_symbol("read", &open_only, &note, &missing),
                  INSPECT_CATEGORY_NOT_INTERCEPTED);
     cr_assert(missing);
-    cr_assert_eq(inspect_classify_symbol("open", &open_only, NULL, &note, &missing),
+    cr_assert_eq(inspect_classify_symbol("open", &open_only, &note, &missing),
                  INSPECT_CATEGORY_INTERCEPTED);
     cr_assert_not(missing);
     /* And a name it exports is intercepted even if the tables say otherwise. */
     char *syscall_names[] = {(char *)"syscall"};
     struct inspect_symbol_set with_syscall = {.names = syscall_names, .count = 1};
-    cr_assert_eq(inspect_classify_symbol("syscall", &with_syscall, NULL, &note, &missing),
+    cr_assert_eq(inspect_classify_symbol("syscall", &with_syscall, &note, &missing),
                  INSPECT_CATEGORY_INTERCEPTED);
 }
 
