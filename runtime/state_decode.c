@@ -119,8 +119,27 @@ static int expect_type(struct decode_context *context, const msgpack_object *obj
     return decode_fail(context, "expected %s, found %s", wanted, msgpack_type_name(object->type));
 }
 
-typedef int (*field_decoder)(const msgpack_object *object, const struct record_schema *schema,
-                             const struct field_spec *field, void *structure,
+/* Where a field's value goes: the structure being decoded, the field's entry
+ * in its schema, and the schema itself (for the magic text and the label). */
+struct field_target {
+    const struct record_schema *schema;
+    const struct field_spec *field;
+    void *structure;
+};
+
+static void *target_member(const struct field_target *target)
+{
+    return member_of(target->structure, target->field->offset);
+}
+
+static size_t *target_count(const struct field_target *target)
+{
+    return member_of(target->structure, target->field->count_offset);
+}
+
+/* Stores `object` into the target.  The object's type has already been
+ * checked against the kind's accepted types (field_decodings below). */
+typedef int (*field_decoder)(const msgpack_object *object, const struct field_target *target,
                              struct decode_context *context);
 
 static int record_unpack(const msgpack_object *object, const struct record_schema *schema,
@@ -133,115 +152,80 @@ static bool string_object_equals(const msgpack_object *object, const char *text)
            memcmp(object->via.str.ptr, text, length) == 0;
 }
 
-static int decode_magic(const msgpack_object *object, const struct record_schema *schema MAYBE_UNUSED,
-                        const struct field_spec *field MAYBE_UNUSED, void *structure MAYBE_UNUSED,
+static int decode_magic(const msgpack_object *object, const struct field_target *target,
                         struct decode_context *context)
 {
-    if (string_object_equals(object, schema->magic))
+    if (string_object_equals(object, target->schema->magic))
         return 0;
-    return decode_fail(context, "not an adaptshim %s", schema->label);
+    return decode_fail(context, "not an adaptshim %s", target->schema->label);
 }
 
-static int decode_version(const msgpack_object *object, const struct record_schema *schema MAYBE_UNUSED,
-                          const struct field_spec *field MAYBE_UNUSED, void *structure MAYBE_UNUSED,
+static int decode_u32(const msgpack_object *object, const struct field_target *target,
+                      struct decode_context *context)
+{
+    if (object->via.u64 > UINT32_MAX)
+        return decode_fail(context, "%" PRIu64 " does not fit in 32 bits", object->via.u64);
+    *(uint32_t *)target_member(target) = (uint32_t)object->via.u64;
+    return 0;
+}
+
+static int decode_version(const msgpack_object *object, const struct field_target *target,
                           struct decode_context *context)
 {
-    if (expect_type(context, object, MSGPACK_OBJECT_POSITIVE_INTEGER, "an unsigned integer") != 0)
-        return -1;
     if (object->via.u64 != STATE_FORMAT_VERSION)
         return decode_fail(context, "unsupported version %" PRIu64, object->via.u64);
-    *(uint32_t *)member_of(structure, field->offset) = STATE_FORMAT_VERSION;
+    return decode_u32(object, target, context);
+}
+
+static int decode_u64(const msgpack_object *object, const struct field_target *target,
+                      struct decode_context *context MAYBE_UNUSED)
+{
+    *(uint64_t *)target_member(target) = object->via.u64;
     return 0;
 }
 
-static int decode_u64(const msgpack_object *object, const struct record_schema *schema MAYBE_UNUSED,
-                      const struct field_spec *field MAYBE_UNUSED, void *structure MAYBE_UNUSED,
+static int decode_i64(const msgpack_object *object, const struct field_target *target,
                       struct decode_context *context)
 {
-    if (expect_type(context, object, MSGPACK_OBJECT_POSITIVE_INTEGER, "an unsigned integer") != 0)
-        return -1;
-    *(uint64_t *)member_of(structure, field->offset) = object->via.u64;
-    return 0;
-}
-
-static int decode_i64(const msgpack_object *object, const struct record_schema *schema MAYBE_UNUSED,
-                      const struct field_spec *field MAYBE_UNUSED, void *structure MAYBE_UNUSED,
-                      struct decode_context *context)
-{
-    int64_t *value = member_of(structure, field->offset);
-    if (object->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
-        *value = object->via.i64;
-        return 0;
-    }
-    if (expect_type(context, object, MSGPACK_OBJECT_POSITIVE_INTEGER, "an integer") != 0)
-        return -1;
-    if (object->via.u64 > INT64_MAX)
+    if (object->type == MSGPACK_OBJECT_POSITIVE_INTEGER && object->via.u64 > INT64_MAX)
         return decode_fail(context, "%" PRIu64 " does not fit in a signed 64-bit integer",
                            object->via.u64);
-    *value = (int64_t)object->via.u64;
+    /* A positive integer up to INT64_MAX reads the same through via.i64. */
+    *(int64_t *)target_member(target) = object->via.i64;
     return 0;
 }
 
-static int decode_bytes(const msgpack_object *object, const struct record_schema *schema MAYBE_UNUSED,
-                        const struct field_spec *field MAYBE_UNUSED, void *structure MAYBE_UNUSED,
+/* msgpack-c holds both float widths in via.f64. */
+static int decode_double(const msgpack_object *object, const struct field_target *target,
+                         struct decode_context *context MAYBE_UNUSED)
+{
+    *(double *)target_member(target) = object->via.f64;
+    return 0;
+}
+
+static int decode_bool(const msgpack_object *object, const struct field_target *target,
+                       struct decode_context *context MAYBE_UNUSED)
+{
+    *(bool *)target_member(target) = object->via.boolean;
+    return 0;
+}
+
+static int decode_bytes(const msgpack_object *object, const struct field_target *target,
                         struct decode_context *context)
 {
-    if (expect_type(context, object, MSGPACK_OBJECT_BIN, "binary data") != 0)
-        return -1;
     size_t size = object->via.bin.size;
     unsigned char *copy = malloc(size ? size : 1);
     if (copy == NULL)
         return decode_fail(context, "out of memory for %zu bytes", size);
     memcpy(copy, object->via.bin.ptr, size);
-    *(unsigned char **)member_of(structure, field->offset) = copy;
-    *(size_t *)member_of(structure, field->count_offset) = size;
+    *(unsigned char **)target_member(target) = copy;
+    *target_count(target) = size;
     return 0;
 }
 
-static int decode_u32(const msgpack_object *object, const struct record_schema *schema MAYBE_UNUSED,
-                      const struct field_spec *field MAYBE_UNUSED, void *structure MAYBE_UNUSED,
-                      struct decode_context *context)
-{
-    if (expect_type(context, object, MSGPACK_OBJECT_POSITIVE_INTEGER, "an unsigned integer") != 0)
-        return -1;
-    if (object->via.u64 > UINT32_MAX)
-        return decode_fail(context, "%" PRIu64 " does not fit in 32 bits", object->via.u64);
-    *(uint32_t *)member_of(structure, field->offset) = (uint32_t)object->via.u64;
-    return 0;
-}
-
-static int double_of_object(const msgpack_object *object, double *value,
-                            struct decode_context *context)
-{
-    if (object->type != MSGPACK_OBJECT_FLOAT64 && object->type != MSGPACK_OBJECT_FLOAT32)
-        return decode_fail(context, "expected a float, found %s", msgpack_type_name(object->type));
-    *value = object->via.f64;
-    return 0;
-}
-
-static int decode_double(const msgpack_object *object, const struct record_schema *schema MAYBE_UNUSED,
-                         const struct field_spec *field MAYBE_UNUSED, void *structure MAYBE_UNUSED,
+static int decode_string(const msgpack_object *object, const struct field_target *target,
                          struct decode_context *context)
 {
-    return double_of_object(object, member_of(structure, field->offset), context);
-}
-
-static int decode_bool(const msgpack_object *object, const struct record_schema *schema MAYBE_UNUSED,
-                       const struct field_spec *field MAYBE_UNUSED, void *structure MAYBE_UNUSED,
-                       struct decode_context *context)
-{
-    if (expect_type(context, object, MSGPACK_OBJECT_BOOLEAN, "a boolean") != 0)
-        return -1;
-    *(bool *)member_of(structure, field->offset) = object->via.boolean;
-    return 0;
-}
-
-static int decode_string(const msgpack_object *object, const struct record_schema *schema MAYBE_UNUSED,
-                         const struct field_spec *field MAYBE_UNUSED, void *structure MAYBE_UNUSED,
-                         struct decode_context *context)
-{
-    if (expect_type(context, object, MSGPACK_OBJECT_STR, "a string") != 0)
-        return -1;
     size_t length = object->via.str.size;
     /* C strings end at the first NUL; one inside would silently cut the name. */
     if (memchr(object->via.str.ptr, '\0', length) != NULL)
@@ -251,54 +235,49 @@ static int decode_string(const msgpack_object *object, const struct record_schem
         return decode_fail(context, "out of memory");
     memcpy(copy, object->via.str.ptr, length);
     copy[length] = '\0';
-    *(char **)member_of(structure, field->offset) = copy;
+    *(char **)target_member(target) = copy;
     return 0;
 }
 
-static int decode_double_vector(const msgpack_object *object, const struct record_schema *schema MAYBE_UNUSED,
-                                const struct field_spec *field MAYBE_UNUSED, void *structure MAYBE_UNUSED,
+static int decode_double_vector(const msgpack_object *object, const struct field_target *target,
                                 struct decode_context *context)
 {
-    if (expect_type(context, object, MSGPACK_OBJECT_ARRAY, "an array") != 0)
-        return -1;
-    if (object->via.array.size != field->length)
-        return decode_fail(context, "expected %zu elements, found %" PRIu32, field->length,
+    size_t length = target->field->length;
+    if (object->via.array.size != length)
+        return decode_fail(context, "expected %zu elements, found %" PRIu32, length,
                            object->via.array.size);
-    double *values = member_of(structure, field->offset);
-    for (size_t index = 0; index < field->length; index++) {
-        size_t saved = context_mark(context);
-        context_push(context, "[%zu]", index);
-        int status = double_of_object(&object->via.array.ptr[index], &values[index], context);
-        context_pop(context, saved);
-        if (status != 0)
-            return -1;
+    double *values = target_member(target);
+    for (size_t index = 0; index < length; index++) {
+        const msgpack_object *element = &object->via.array.ptr[index];
+        if (element->type != MSGPACK_OBJECT_FLOAT64 && element->type != MSGPACK_OBJECT_FLOAT32) {
+            context_push(context, "[%zu]", index);
+            return decode_fail(context, "expected a float, found %s",
+                               msgpack_type_name(element->type));
+        }
+        values[index] = element->via.f64;
     }
     return 0;
 }
 
-static int decode_record(const msgpack_object *object, const struct record_schema *schema MAYBE_UNUSED,
-                         const struct field_spec *field MAYBE_UNUSED, void *structure MAYBE_UNUSED,
+static int decode_record(const msgpack_object *object, const struct field_target *target,
                          struct decode_context *context)
 {
-    return record_unpack(object, field->element, member_of(structure, field->offset), context);
+    return record_unpack(object, target->field->element, target_member(target), context);
 }
 
-static int decode_record_array(const msgpack_object *object, const struct record_schema *schema MAYBE_UNUSED,
-                               const struct field_spec *field MAYBE_UNUSED, void *structure MAYBE_UNUSED,
+static int decode_record_array(const msgpack_object *object, const struct field_target *target,
                                struct decode_context *context)
 {
-    if (expect_type(context, object, MSGPACK_OBJECT_ARRAY, "an array") != 0)
-        return -1;
     size_t count = object->via.array.size;
-    const struct record_schema *element = field->element;
+    const struct record_schema *element = target->field->element;
     /* The count is bounded by the buffer size (msgpack_structure_check). */
     char *elements = count == 0 ? NULL : calloc(count, element->structure_size);
     if (count > 0 && elements == NULL)
         return decode_fail(context, "out of memory for %zu elements", count);
     /* Store array and count first: on a failure half-way, the caller's
      * record_free sees every element decoded so far (and zeroed ones). */
-    *(void **)member_of(structure, field->offset) = elements;
-    *(size_t *)member_of(structure, field->count_offset) = count;
+    *(void **)target_member(target) = elements;
+    *target_count(target) = count;
     for (size_t index = 0; index < count; index++) {
         size_t saved = context_mark(context);
         context_push(context, "[%zu]", index);
@@ -311,21 +290,48 @@ static int decode_record_array(const msgpack_object *object, const struct record
     return 0;
 }
 
-static const field_decoder field_decoders[FIELD_KIND_COUNT] = {
-    [FIELD_MAGIC] = decode_magic,
-    [FIELD_VERSION] = decode_version,
-    [FIELD_U32] = decode_u32,
-    [FIELD_U64] = decode_u64,
-    [FIELD_I64] = decode_i64,
-    [FIELD_DOUBLE] = decode_double,
-    [FIELD_BOOL] = decode_bool,
-    [FIELD_STRING] = decode_string,
-    [FIELD_DOUBLE_VECTOR] = decode_double_vector,
-    [FIELD_RECORD] = decode_record,
-    [FIELD_RECORD_ARRAY] = decode_record_array,
-    [FIELD_BYTES] = decode_bytes,
+/* How each field kind is read: the msgpack types it accepts (a bit per
+ * msgpack_object_type; none means the decoder judges the object itself),
+ * what the message calls them, and the decoder. */
+#define TYPE_BIT(type) (UINT32_C(1) << (type))
+#define UNSIGNED_INTEGER TYPE_BIT(MSGPACK_OBJECT_POSITIVE_INTEGER)
+#define ANY_INTEGER (UNSIGNED_INTEGER | TYPE_BIT(MSGPACK_OBJECT_NEGATIVE_INTEGER))
+#define ANY_FLOAT (TYPE_BIT(MSGPACK_OBJECT_FLOAT32) | TYPE_BIT(MSGPACK_OBJECT_FLOAT64))
+
+struct field_decoding {
+    uint32_t accepted_types;
+    const char *accepted_text;
+    field_decoder decode;
 };
 
+static const struct field_decoding field_decodings[FIELD_KIND_COUNT] = {
+    [FIELD_MAGIC] = {0, NULL, decode_magic},
+    [FIELD_VERSION] = {UNSIGNED_INTEGER, "an unsigned integer", decode_version},
+    [FIELD_U32] = {UNSIGNED_INTEGER, "an unsigned integer", decode_u32},
+    [FIELD_U64] = {UNSIGNED_INTEGER, "an unsigned integer", decode_u64},
+    [FIELD_I64] = {ANY_INTEGER, "an integer", decode_i64},
+    [FIELD_DOUBLE] = {ANY_FLOAT, "a float", decode_double},
+    [FIELD_BOOL] = {TYPE_BIT(MSGPACK_OBJECT_BOOLEAN), "a boolean", decode_bool},
+    [FIELD_STRING] = {TYPE_BIT(MSGPACK_OBJECT_STR), "a string", decode_string},
+    [FIELD_DOUBLE_VECTOR] = {TYPE_BIT(MSGPACK_OBJECT_ARRAY), "an array", decode_double_vector},
+    [FIELD_RECORD] = {TYPE_BIT(MSGPACK_OBJECT_MAP), "a map", decode_record},
+    [FIELD_RECORD_ARRAY] = {TYPE_BIT(MSGPACK_OBJECT_ARRAY), "an array", decode_record_array},
+    [FIELD_BYTES] = {TYPE_BIT(MSGPACK_OBJECT_BIN), "binary data", decode_bytes},
+};
+
+/* Checks the object's type against the field kind, then decodes it. */
+static int decode_field(const msgpack_object *object, const struct field_target *target,
+                        struct decode_context *context)
+{
+    const struct field_decoding *decoding = &field_decodings[target->field->kind];
+    bool accepted = decoding->accepted_types == 0 ||
+                    ((unsigned)object->type < 32 &&
+                     (decoding->accepted_types & TYPE_BIT(object->type)) != 0);
+    if (!accepted)
+        return decode_fail(context, "expected %s, found %s", decoding->accepted_text,
+                           msgpack_type_name(object->type));
+    return decoding->decode(object, target, context);
+}
 static const struct field_spec *schema_find_field(const struct record_schema *schema,
                                                   const msgpack_object *key, size_t *index)
 {
@@ -361,8 +367,8 @@ static int record_unpack(const msgpack_object *object, const struct record_schem
         if (seen_fields & (UINT64_C(1) << field_index))
             status = decode_fail(context, "field appears twice");
         else
-            status = field_decoders[field->kind](&map->ptr[entry].val, schema, field, structure,
-                                                 context);
+            status = decode_field(&map->ptr[entry].val,
+                                  &(struct field_target){schema, field, structure}, context);
         context_pop(context, saved);
         if (status != 0)
             return -1;

@@ -2180,6 +2180,130 @@ Test(state_schema, state_encode_and_decode_round_trip_every_field_kind)
     record_free_members(&probe_schema, &decoded);
 }
 
+static void pack_signed_seven(msgpack_packer *packer) { msgpack_pack_uint64(packer, 7); }
+static void pack_two_to_the_63(msgpack_packer *packer) { msgpack_pack_uint64(packer, UINT64_C(1) << 63); }
+static void pack_word(msgpack_packer *packer) { pack_text(packer, "x"); }
+static void pack_float_string_float(msgpack_packer *packer)
+{
+    msgpack_pack_array(packer, 3);
+    msgpack_pack_double(packer, 1.0);
+    pack_text(packer, "x");
+    msgpack_pack_double(packer, 2.0);
+}
+static void pack_two_floats(msgpack_packer *packer)
+{
+    msgpack_pack_array(packer, 2);
+    msgpack_pack_double(packer, 1.0);
+    msgpack_pack_double(packer, 2.0);
+}
+static void pack_three_float32(msgpack_packer *packer)
+{
+    msgpack_pack_array(packer, 3);
+    for (int index = 0; index < 3; index++)
+        msgpack_pack_float(packer, 0.5f);
+}
+
+/* The probe, encoded, with the value under `key` replaced by what `pack`
+ * writes, resealed: what a hostile or mistaken writer would leave. */
+static void *probe_with_entry(const char *key, entry_packer pack, size_t *size)
+{
+    struct probe probe;
+    make_probe(&probe);
+    void *encoded = NULL;
+    size_t encoded_size = 0;
+    cr_assert_eq(state_encode(&probe_schema, &probe, &encoded, &encoded_size), 0);
+    record_free_members(&probe_schema, &probe);
+    msgpack_unpacked unpacked;
+    msgpack_unpacked_init(&unpacked);
+    size_t offset = 0;
+    cr_assert_eq(msgpack_unpack_next(&unpacked, encoded, encoded_size, &offset),
+                 MSGPACK_UNPACK_SUCCESS);
+    const msgpack_object_map *map = &unpacked.data.via.map;
+    msgpack_sbuffer buffer;
+    msgpack_sbuffer_init(&buffer);
+    msgpack_packer packer;
+    msgpack_packer_init(&packer, &buffer, msgpack_sbuffer_write);
+    msgpack_pack_map(&packer, map->size);
+    for (uint32_t entry = 0; entry + 1 < map->size; entry++) { /* the last is the checksum */
+        const msgpack_object *entry_key = &map->ptr[entry].key;
+        msgpack_pack_object(&packer, *entry_key);
+        if (entry_key->via.str.size == strlen(key) &&
+            memcmp(entry_key->via.str.ptr, key, strlen(key)) == 0)
+            pack(&packer);
+        else
+            msgpack_pack_object(&packer, map->ptr[entry].val);
+    }
+    msgpack_sbuffer_write(&buffer, "\xa8" "checksum" "\xcf" "\0\0\0\0\0\0\0\0", 18);
+    msgpack_unpacked_destroy(&unpacked);
+    free(encoded);
+    *size = buffer.size;
+    unsigned char *data = (unsigned char *)msgpack_sbuffer_release(&buffer);
+    reseal(data, *size);
+    return data;
+}
+
+Test(state_schema, every_field_kind_names_the_types_it_accepts_and_the_field_it_refused)
+{
+    static const struct {
+        const char *key;
+        entry_packer pack;
+        const char *message; /* NULL: accepted */
+    } cases[] = {
+        {"small", pack_nil, "probe field small: expected an unsigned integer, found nil"},
+        {"big", pack_negative, "probe field big: expected an unsigned integer, found negative integer"},
+        {"signed_value", pack_signed_seven, NULL},
+        {"signed_value", pack_two_to_the_63,
+         "probe field signed_value: 9223372036854775808 does not fit in a signed 64-bit integer"},
+        {"signed_value", pack_word, "probe field signed_value: expected an integer, found string"},
+        {"ratio", pack_float32, NULL},
+        {"ratio", pack_one, "probe field ratio: expected a float, found unsigned integer"},
+        {"flag", pack_one, "probe field flag: expected a boolean, found unsigned integer"},
+        {"name", pack_false, "probe field name: expected a string, found boolean"},
+        {"vector", pack_three_float32, NULL},
+        {"vector", pack_float_string_float, "probe field vector[1]: expected a float, found string"},
+        {"vector", pack_two_floats, "probe field vector: expected 3 elements, found 2"},
+        {"vector", pack_word, "probe field vector: expected an array, found string"},
+        {"inner", pack_empty_array, "probe field inner: expected a map, found array"},
+        {"items", pack_binding, "probe field items: expected an array, found map"},
+        {"blob", pack_word, "probe field blob: expected binary data, found string"},
+    };
+    for (size_t index = 0; index < sizeof cases / sizeof cases[0]; index++) {
+        size_t size = 0;
+        void *data = probe_with_entry(cases[index].key, cases[index].pack, &size);
+        struct probe decoded;
+        char error[256] = "";
+        int status = state_decode(data, size, &probe_schema, &decoded, error, sizeof error);
+        free(data);
+        if (cases[index].message == NULL) {
+            cr_expect_eq(status, 0, "case %zu: %s", index, error);
+            if (status == 0)
+                record_free_members(&probe_schema, &decoded);
+        } else {
+            cr_expect_eq(status, -1, "case %zu accepted", index);
+            cr_expect_str_eq(error, cases[index].message, "case %zu", index);
+        }
+    }
+}
+
+Test(state_schema, a_signed_field_reads_positive_and_negative_integers)
+{
+    size_t size = 0;
+    void *data = probe_with_entry("signed_value", pack_signed_seven, &size);
+    struct probe decoded;
+    char error[256] = "";
+    cr_assert_eq(state_decode(data, size, &probe_schema, &decoded, error, sizeof error), 0,
+                 "%s", error);
+    cr_expect_eq(decoded.signed_value, 7);
+    record_free_members(&probe_schema, &decoded);
+    free(data);
+    data = probe_with_entry("signed_value", pack_negative, &size);
+    cr_assert_eq(state_decode(data, size, &probe_schema, &decoded, error, sizeof error), 0,
+                 "%s", error);
+    cr_expect_eq(decoded.signed_value, -3);
+    record_free_members(&probe_schema, &decoded);
+    free(data);
+}
+
 Test(state_schema, state_encode_refuses_a_count_without_its_memory)
 {
     struct probe probe;
