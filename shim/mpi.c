@@ -27,6 +27,7 @@
 
 #include "log.h"
 #include "mpi_collective.h"
+#include "pending_gradients.h"
 #include "previous_gradients.h"
 #include "real_functions.h"
 #include "shim.h"
@@ -375,66 +376,14 @@ static int shim_mpi_allreduce(const void *send, void *receive, int count, MPI_Da
 /* --- non-blocking gradients --------------------------------------------------- */
 
 /* Outstanding gradient Iallreduces, until a call completes (Wait*, Test*)
- * or frees (Request_free) their request.  A request is known by its
- * handle, which MPI may hand out again once it is done with it. */
-struct shim_pending_gradient {
-    MPI_Request request;
-    MPI_Comm communicator;
-    void *receive;
-    int count;
-    MPI_Datatype type;
-    double local_sqr;
-    double started;
-    bool measuring;
-    double norm_seconds;
-};
-#define SHIM_PENDING_MAX 256
-static struct shim_pending_gradient shim_pending[SHIM_PENDING_MAX];
-static int shim_pending_count;
-static pthread_mutex_t shim_pending_lock = PTHREAD_MUTEX_INITIALIZER;
+ * or frees (Request_free) their request (runtime/pending_gradients.c). */
+static struct pending_gradients shim_pending = PENDING_GRADIENTS_INITIALIZER;
 static int shim_pending_warned;
 
-/* Caller holds shim_pending_lock. */
-static bool shim_pending_take_locked(MPI_Request request, struct shim_pending_gradient *taken)
+static bool shim_pending_take(MPI_Request request, struct pending_gradient *taken)
 {
-    for (int i = 0; i < shim_pending_count; i++) {
-        if (shim_pending[i].request != request)
-            continue;
-        if (taken != NULL)
-            *taken = shim_pending[i];
-        shim_pending[i] = shim_pending[shim_pending_count - 1];
-        __atomic_store_n(&shim_pending_count, shim_pending_count - 1, __ATOMIC_RELAXED);
-        return true;
-    }
-    return false;
-}
-
-/* Remembers a posted gradient until its request completes.  False when
- * the table is full: the caller counts the piece at once, unmeasured. */
-static bool shim_pending_add(const struct shim_pending_gradient *gradient)
-{
-    pthread_mutex_lock(&shim_pending_lock);
-    /* MPI handed this handle out again: whatever had it was completed
-     * somewhere the shim does not see, and is no gradient of this one */
-    shim_pending_take_locked(gradient->request, NULL);
-    bool added = shim_pending_count < SHIM_PENDING_MAX;
-    if (added) {
-        shim_pending[shim_pending_count] = *gradient;
-        __atomic_store_n(&shim_pending_count, shim_pending_count + 1, __ATOMIC_RELAXED);
-    }
-    pthread_mutex_unlock(&shim_pending_lock);
-    return added;
-}
-
-static bool shim_pending_take(MPI_Request request, struct shim_pending_gradient *taken)
-{
-    if (__atomic_load_n(&shim_pending_count, __ATOMIC_RELAXED) == 0 ||
-        request == handles.request_null)
-        return false;
-    pthread_mutex_lock(&shim_pending_lock);
-    bool found = shim_pending_take_locked(request, taken);
-    pthread_mutex_unlock(&shim_pending_lock);
-    return found;
+    return request != handles.request_null &&
+           pending_gradients_take(&shim_pending, request, taken);
 }
 
 static int shim_mpi_iallreduce(const void *send, void *receive, int count, MPI_Datatype type,
@@ -460,15 +409,15 @@ static int shim_mpi_iallreduce(const void *send, void *receive, int count, MPI_D
     int result = real_iallreduce(send, receive, count, type, op, communicator, request);
     if (result != MPI_SUCCESS)
         return result;
-    struct shim_pending_gradient pending = {
+    struct pending_gradient pending = {
         .request = *request, .communicator = communicator, .receive = receive,
         .count = count, .type = type, .local_sqr = local_sqr, .started = started,
         .measuring = measuring, .norm_seconds = started - before};
-    if (!shim_pending_add(&pending)) {
+    if (!pending_gradients_add(&shim_pending, &pending)) {
         if (!__atomic_exchange_n(&shim_pending_warned, 1, __ATOMIC_ACQ_REL))
             log_warn("more than %d gradient MPI_Iallreduce requests are outstanding: the "
                      "shim counts the others as they are posted, and the steps that hold "
-                     "them give no gradient statistics", SHIM_PENDING_MAX);
+                     "them give no gradient statistics", PENDING_GRADIENTS_MAX);
         step_monitor_gradient_unmeasured(&shim_monitor, communicator, 0);
     }
     return result;
@@ -477,18 +426,20 @@ static int shim_mpi_iallreduce(const void *send, void *receive, int count, MPI_D
 /* A request completed: if it was a gradient, account for it. */
 static void shim_request_completed(MPI_Request request)
 {
-    struct shim_pending_gradient done;
+    struct pending_gradient done;
     if (!shim_pending_take(request, &done))
         return;
-    double replicas = (double)shim_communicator_size(done.communicator);
+    MPI_Comm communicator = (MPI_Comm)done.communicator;
+    MPI_Datatype type = (MPI_Datatype)done.type;
+    double replicas = (double)shim_communicator_size(communicator);
     double completed = log_monotonic_seconds();
-    double total_sqr = done.measuring ? shim_squared_norm(done.receive, done.count, done.type) /
+    double total_sqr = done.measuring ? shim_squared_norm(done.receive, done.count, type) /
                                             (replicas * replicas)
                                       : 0;
     if (done.measuring && replicas == 1)
-        shim_single_replica_pair(done.receive, done.count, done.type);
+        shim_single_replica_pair(done.receive, done.count, type);
     double norm_seconds = done.norm_seconds + (log_monotonic_seconds() - completed);
-    step_monitor_gradient(&shim_monitor, done.communicator, done.local_sqr, total_sqr,
+    step_monitor_gradient(&shim_monitor, communicator, done.local_sqr, total_sqr,
                           completed - done.started, norm_seconds);
 }
 
@@ -496,10 +447,10 @@ static void shim_request_completed(MPI_Request request)
  * result arrives when nobody looks; reading it now would race MPI). */
 static void shim_request_freed(MPI_Request request)
 {
-    struct shim_pending_gradient freed;
+    struct pending_gradient freed;
     if (!shim_pending_take(request, &freed))
         return;
-    step_monitor_gradient_unmeasured(&shim_monitor, freed.communicator,
+    step_monitor_gradient_unmeasured(&shim_monitor, (MPI_Comm)freed.communicator,
                                      log_monotonic_seconds() - freed.started);
 }
 
@@ -526,7 +477,7 @@ static void shim_requests_before(struct shim_request_array *saved, int count,
     saved->handles = NULL;
     saved->count = 0;
     if (count <= 0 || requests == NULL ||
-        __atomic_load_n(&shim_pending_count, __ATOMIC_RELAXED) == 0 || !shim_mpi_watching())
+        pending_gradients_is_empty(&shim_pending) || !shim_mpi_watching())
         return;
     MPI_Request *copy = count <= SHIM_REQUESTS_INLINE ? saved->inline_handles
                                                       : malloc((size_t)count * sizeof *copy);
