@@ -111,10 +111,18 @@ static int decode_fail(struct decode_context *context, const char *format, ...)
     return -1;
 }
 
+/* Accepted msgpack types as a bit per msgpack_object_type. */
+#define TYPE_BIT(type) (UINT32_C(1) << (type))
+#define UNSIGNED_INTEGER TYPE_BIT(MSGPACK_OBJECT_POSITIVE_INTEGER)
+#define ANY_INTEGER (UNSIGNED_INTEGER | TYPE_BIT(MSGPACK_OBJECT_NEGATIVE_INTEGER))
+#define ANY_FLOAT (TYPE_BIT(MSGPACK_OBJECT_FLOAT32) | TYPE_BIT(MSGPACK_OBJECT_FLOAT64))
+
+/* 0 when the object has one of the `accepted` types, else a message that
+ * names `wanted` and the type found. */
 static int expect_type(struct decode_context *context, const msgpack_object *object,
-                       msgpack_object_type type, const char *wanted)
+                       uint32_t accepted, const char *wanted)
 {
-    if (object->type == type)
+    if ((unsigned)object->type < 32 && (accepted & TYPE_BIT(object->type)) != 0)
         return 0;
     return decode_fail(context, "expected %s, found %s", wanted, msgpack_type_name(object->type));
 }
@@ -247,13 +255,13 @@ static int decode_double_vector(const msgpack_object *object, const struct field
         return decode_fail(context, "expected %zu elements, found %" PRIu32, length,
                            object->via.array.size);
     double *values = target_member(target);
+    size_t saved = context_mark(context);
     for (size_t index = 0; index < length; index++) {
         const msgpack_object *element = &object->via.array.ptr[index];
-        if (element->type != MSGPACK_OBJECT_FLOAT64 && element->type != MSGPACK_OBJECT_FLOAT32) {
-            context_push(context, "[%zu]", index);
-            return decode_fail(context, "expected a float, found %s",
-                               msgpack_type_name(element->type));
-        }
+        context_push(context, "[%zu]", index);
+        if (expect_type(context, element, ANY_FLOAT, "a float") != 0)
+            return -1;
+        context_pop(context, saved);
         values[index] = element->via.f64;
     }
     return 0;
@@ -290,14 +298,9 @@ static int decode_record_array(const msgpack_object *object, const struct field_
     return 0;
 }
 
-/* How each field kind is read: the msgpack types it accepts (a bit per
- * msgpack_object_type; none means the decoder judges the object itself),
+/* How each field kind is read: the msgpack types it accepts (none means
+ * the decoder judges the object itself),
  * what the message calls them, and the decoder. */
-#define TYPE_BIT(type) (UINT32_C(1) << (type))
-#define UNSIGNED_INTEGER TYPE_BIT(MSGPACK_OBJECT_POSITIVE_INTEGER)
-#define ANY_INTEGER (UNSIGNED_INTEGER | TYPE_BIT(MSGPACK_OBJECT_NEGATIVE_INTEGER))
-#define ANY_FLOAT (TYPE_BIT(MSGPACK_OBJECT_FLOAT32) | TYPE_BIT(MSGPACK_OBJECT_FLOAT64))
-
 struct field_decoding {
     uint32_t accepted_types;
     const char *accepted_text;
@@ -324,12 +327,9 @@ static int decode_field(const msgpack_object *object, const struct field_target 
                         struct decode_context *context)
 {
     const struct field_decoding *decoding = &field_decodings[target->field->kind];
-    bool accepted = decoding->accepted_types == 0 ||
-                    ((unsigned)object->type < 32 &&
-                     (decoding->accepted_types & TYPE_BIT(object->type)) != 0);
-    if (!accepted)
-        return decode_fail(context, "expected %s, found %s", decoding->accepted_text,
-                           msgpack_type_name(object->type));
+    if (decoding->accepted_types != 0 &&
+        expect_type(context, object, decoding->accepted_types, decoding->accepted_text) != 0)
+        return -1;
     return decoding->decode(object, target, context);
 }
 static const struct field_spec *schema_find_field(const struct record_schema *schema,
@@ -349,7 +349,7 @@ static const struct field_spec *schema_find_field(const struct record_schema *sc
 static int record_unpack(const msgpack_object *object, const struct record_schema *schema,
                          void *structure, struct decode_context *context)
 {
-    if (expect_type(context, object, MSGPACK_OBJECT_MAP, "a map") != 0)
+    if (expect_type(context, object, TYPE_BIT(MSGPACK_OBJECT_MAP), "a map") != 0)
         return -1;
     uint64_t seen_fields = 0;
     const msgpack_object_map *map = &object->via.map;
