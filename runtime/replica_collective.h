@@ -5,7 +5,7 @@
  * (AdaptDL's allreduce of dicts), and loops take rank 0's batch-size
  * decision: both are an all-gather of serialized values followed by the
  * same deterministic merge on every replica.  The shim installs an MPI
- * transport on its own duplicated communicator once MPI is up (shim/mpi.c);
+ * transport on its own duplicated communicator once MPI is up (shim/mpi_collective.c);
  * until then, and in processes without MPI, the transport is a single
  * replica that receives its own bytes back. */
 #ifndef ADAPTSHIM_REPLICA_COLLECTIVE_H

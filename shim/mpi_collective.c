@@ -2,27 +2,19 @@
  * (replica_collective.h): on a duplicate of MPI_COMM_WORLD of its own, so
  * that it never mixes with the trainer's traffic or with the piggy-backed
  * reduction of the step statistics.  Installed when MPI comes up, removed
- * before MPI_Finalize.  Like mpi.c, it resolves the PMPI_ functions with
- * dlsym(RTLD_NEXT) and the predefined handles with dlsym(RTLD_DEFAULT). */
-#include <dlfcn.h>
+ * before MPI_Finalize.  Its PMPI_ functions and handles are the ones
+ * mpi_library.c found. */
 #include <limits.h>
-#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "log.h"
 #include "mpi_collective.h"
+#include "mpi_library.h"
 #include "replica_collective.h"
 
 struct shim_collective_mpi {
-    int (*comm_dup)(MPI_Comm, MPI_Comm *);
-    int (*comm_size)(MPI_Comm, int *);
-    int (*allgather)(const void *, int, MPI_Datatype, void *, int, MPI_Datatype, MPI_Comm);
-    int (*allgatherv)(const void *, int, MPI_Datatype, void *, const int *, const int *,
-                      MPI_Datatype, MPI_Comm);
-    MPI_Datatype int_type;
-    MPI_Datatype byte_type;
     MPI_Comm communicator;
     int size;
 };
@@ -52,7 +44,7 @@ static int shim_collective_allgather(void *context, const void *bytes, size_t si
         snprintf(error, error_size, "out of memory gathering over MPI");
         goto done;
     }
-    if (collective.allgather(&own, 1, collective.int_type, sizes, 1, collective.int_type,
+    if (pmpi.allgather(&own, 1, predefined.int_type, sizes, 1, predefined.int_type,
                              collective.communicator) != MPI_SUCCESS) {
         snprintf(error, error_size, "MPI_Allgather of the sizes failed");
         goto done;
@@ -71,8 +63,8 @@ static int shim_collective_allgather(void *context, const void *bytes, size_t si
         snprintf(error, error_size, "out of memory gathering %lld bytes over MPI", total);
         goto done;
     }
-    if (collective.allgatherv(bytes, own, collective.byte_type, all, sizes, offsets,
-                              collective.byte_type, collective.communicator) != MPI_SUCCESS) {
+    if (pmpi.allgatherv(bytes, own, predefined.byte_type, all, sizes, offsets,
+                        predefined.byte_type, collective.communicator) != MPI_SUCCESS) {
         snprintf(error, error_size, "MPI_Allgatherv failed");
         goto done;
     }
@@ -97,18 +89,11 @@ done:
 
 void shim_mpi_collective_install(void)
 {
-    collective.comm_dup = (__typeof__(collective.comm_dup))dlsym(RTLD_NEXT, "PMPI_Comm_dup");
-    collective.comm_size = (__typeof__(collective.comm_size))dlsym(RTLD_NEXT, "PMPI_Comm_size");
-    collective.allgather = (__typeof__(collective.allgather))dlsym(RTLD_NEXT, "PMPI_Allgather");
-    collective.allgatherv =
-        (__typeof__(collective.allgatherv))dlsym(RTLD_NEXT, "PMPI_Allgatherv");
-    collective.int_type = (MPI_Datatype)dlsym(RTLD_DEFAULT, "ompi_mpi_int");
-    collective.byte_type = (MPI_Datatype)dlsym(RTLD_DEFAULT, "ompi_mpi_byte");
-    MPI_Comm world = (MPI_Comm)dlsym(RTLD_DEFAULT, "ompi_mpi_comm_world");
-    if (!collective.comm_dup || !collective.comm_size || !collective.allgather ||
-        !collective.allgatherv || !collective.int_type || !collective.byte_type || !world ||
-        collective.comm_dup(world, &collective.communicator) != MPI_SUCCESS ||
-        collective.comm_size(collective.communicator, &collective.size) != MPI_SUCCESS) {
+    shim_mpi_resolve();
+    if (!pmpi.comm_dup || !pmpi.comm_size || !pmpi.allgather || !pmpi.allgatherv ||
+        !predefined.int_type || !predefined.byte_type || !predefined.world ||
+        pmpi.comm_dup(predefined.world, &collective.communicator) != MPI_SUCCESS ||
+        pmpi.comm_size(collective.communicator, &collective.size) != MPI_SUCCESS) {
         log_error("the cooperative API cannot reach the other replicas over MPI (PMPI "
                   "functions or handles missing, or MPI_Comm_dup failed): its collectives "
                   "answer as one replica");

@@ -1,0 +1,111 @@
+/* mpi_library.h - the MPI library behind the shim's MPI wrappers: its
+ * PMPI_ functions and predefined handles, found at the first MPI call
+ * (mpi_library.c), and what the wrapper files (mpi.c, mpi_requests.c,
+ * mpi_collective.c) share.  mpi.h is included for its types only. */
+#ifndef ADAPTSHIM_MPI_LIBRARY_H
+#define ADAPTSHIM_MPI_LIBRARY_H
+
+#include <mpi.h>
+#include <stdbool.h>
+
+#include "shim.h"
+
+struct shim_pmpi {
+    int (*init)(int *, char ***);
+    int (*init_thread)(int *, char ***, int, int *);
+    int (*finalize)(void);
+    int (*allreduce)(const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Comm);
+    int (*iallreduce)(const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Comm,
+                      MPI_Request *);
+    int (*wait)(MPI_Request *, MPI_Status *);
+    int (*waitall)(int, MPI_Request *, MPI_Status *);
+    int (*waitany)(int, MPI_Request *, int *, MPI_Status *);
+    int (*waitsome)(int, MPI_Request *, int *, int *, MPI_Status *);
+    int (*test)(MPI_Request *, int *, MPI_Status *);
+    int (*testall)(int, MPI_Request *, int *, MPI_Status *);
+    int (*testany)(int, MPI_Request *, int *, int *, MPI_Status *);
+    int (*testsome)(int, MPI_Request *, int *, int *, MPI_Status *);
+    int (*request_free)(MPI_Request *);
+    int (*barrier)(MPI_Comm);
+    int (*bcast)(void *, int, MPI_Datatype, int, MPI_Comm);
+    int (*allgather)(const void *, int, MPI_Datatype, void *, int, MPI_Datatype, MPI_Comm);
+    int (*allgatherv)(const void *, int, MPI_Datatype, void *, const int *, const int *,
+                      MPI_Datatype, MPI_Comm);
+    int (*comm_dup)(MPI_Comm, MPI_Comm *);
+    int (*comm_size)(MPI_Comm, int *);
+    int (*comm_rank)(MPI_Comm, int *);
+};
+
+/* Open MPI's predefined objects, as the trainer sees them.  The element
+ * types a gradient may have: C's float and double, and Fortran's REAL,
+ * REAL*4, DOUBLE PRECISION and REAL*8. */
+#define SHIM_MPI_GRADIENT_TYPE_NAMES 3
+struct shim_mpi_predefined {
+    MPI_Comm world;
+    MPI_Datatype float_types[SHIM_MPI_GRADIENT_TYPE_NAMES];
+    MPI_Datatype double_types[SHIM_MPI_GRADIENT_TYPE_NAMES];
+    MPI_Datatype int_type;
+    MPI_Datatype byte_type;
+    MPI_Op sum;
+    MPI_Request request_null;
+};
+
+/* Filled by shim_mpi_resolve(); a field is NULL when the process has
+ * neither the PMPI_ nor the MPI_ function (or the handle). */
+extern struct shim_pmpi pmpi;
+extern struct shim_mpi_predefined predefined;
+
+/* Finds the functions and handles, once, whichever thread asks first. */
+void shim_mpi_resolve(void);
+
+/* Stops the process with a message naming the MPI function it called and
+ * no library defines: calling on would jump to address 0. */
+void shim_mpi_missing_function(const char *name) __attribute__((noreturn));
+
+/* The next definition of an MPI function, never NULL. */
+#define PMPI(field, name)                                 \
+    (SHIM_LIKELY(pmpi.field != NULL)                      \
+         ? pmpi.field                                     \
+         : (shim_mpi_missing_function(name), pmpi.field))
+
+/* What the shim's own traffic needs of the library: the name of the first
+ * function or handle missing, or NULL. */
+const char *shim_mpi_missing_for_statistics(void);
+
+/* An interposed MPI function under both of its names: Fortran's bindings
+ * (libmpi_mpifh) call the PMPI_ functions directly. */
+#define SHIM_MPI_ENTRY(name, function, parameters, arguments)              \
+    SHIM_EXPORT int MPI_##name parameters { return function arguments; }   \
+    SHIM_EXPORT int PMPI_##name parameters { return function arguments; }
+
+/* --- defined in mpi.c, shared with mpi_requests.c ------------------------ */
+
+/* The shim watches MPI only in a configured process, once MPI is up. */
+bool shim_mpi_watching(void);
+
+/* A sum all-reduce of float or double elements, at least ADAPTDL_GRAD_MIN
+ * of them. */
+bool shim_mpi_is_gradient(int count, MPI_Datatype type, MPI_Op op);
+
+/* A collective that is not a gradient all-reduce: the step may end here. */
+void shim_mpi_other_collective(MPI_Comm communicator);
+
+/* What is measured of a gradient before its reduction starts. */
+struct shim_gradient_start {
+    bool measuring;       /* this step measures the gradient noise */
+    double local_sqr;     /* |local gradient|^2, when measuring */
+    double started;       /* monotonic seconds when the reduction started */
+    double norm_seconds;  /* time spent on the norm so far */
+};
+
+/* Measures the input of a gradient reduction about to start. */
+struct shim_gradient_start shim_mpi_gradient_starting(const void *input, int count,
+                                                      MPI_Datatype type);
+
+/* Accounts for a gradient reduction that finished at `finished` (monotonic
+ * seconds) with its mean times the replica count in `reduced`. */
+void shim_mpi_gradient_reduced(const struct shim_gradient_start *start, MPI_Comm communicator,
+                               const void *reduced, int count, MPI_Datatype type,
+                               double finished);
+
+#endif
