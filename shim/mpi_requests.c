@@ -99,8 +99,9 @@ struct shim_request_array {
     const MPI_Request *requests; /* the trainer's array */
 };
 
-/* Every completing wrapper is shim_requests_before, the real call, then
- * shim_requests_after with the call's result, which it returns. */
+/* Every completing wrapper (SHIM_MPI_COMPLETING_ENTRY, below) is
+ * shim_requests_before, the real call, then shim_requests_after with the
+ * call's result, which it returns. */
 static void shim_requests_before(struct shim_request_array *saved, int count,
                                  const MPI_Request requests[])
 {
@@ -136,70 +137,6 @@ static int shim_requests_after(struct shim_request_array *saved, int result)
     return result;
 }
 
-static int shim_mpi_wait(MPI_Request *request, MPI_Status *status)
-{
-    struct shim_request_array saved;
-    shim_requests_before(&saved, request != NULL ? 1 : 0, request);
-    return shim_requests_after(&saved, PMPI(wait, "Wait")(request, status));
-}
-
-static int shim_mpi_waitall(int count, MPI_Request requests[], MPI_Status statuses[])
-{
-    struct shim_request_array saved;
-    shim_requests_before(&saved, count, requests);
-    return shim_requests_after(&saved, PMPI(waitall, "Waitall")(count, requests, statuses));
-}
-
-static int shim_mpi_waitany(int count, MPI_Request requests[], int *index, MPI_Status *status)
-{
-    struct shim_request_array saved;
-    shim_requests_before(&saved, count, requests);
-    return shim_requests_after(&saved, PMPI(waitany, "Waitany")(count, requests, index, status));
-}
-
-static int shim_mpi_waitsome(int count, MPI_Request requests[], int *completed, int indices[],
-                             MPI_Status statuses[])
-{
-    struct shim_request_array saved;
-    shim_requests_before(&saved, count, requests);
-    int result = PMPI(waitsome, "Waitsome")(count, requests, completed, indices, statuses);
-    return shim_requests_after(&saved, result);
-}
-
-static int shim_mpi_test(MPI_Request *request, int *flag, MPI_Status *status)
-{
-    struct shim_request_array saved;
-    shim_requests_before(&saved, request != NULL ? 1 : 0, request);
-    return shim_requests_after(&saved, PMPI(test, "Test")(request, flag, status));
-}
-
-static int shim_mpi_testall(int count, MPI_Request requests[], int *flag,
-                            MPI_Status statuses[])
-{
-    struct shim_request_array saved;
-    shim_requests_before(&saved, count, requests);
-    int result = PMPI(testall, "Testall")(count, requests, flag, statuses);
-    return shim_requests_after(&saved, result);
-}
-
-static int shim_mpi_testany(int count, MPI_Request requests[], int *index, int *flag,
-                            MPI_Status *status)
-{
-    struct shim_request_array saved;
-    shim_requests_before(&saved, count, requests);
-    int result = PMPI(testany, "Testany")(count, requests, index, flag, status);
-    return shim_requests_after(&saved, result);
-}
-
-static int shim_mpi_testsome(int count, MPI_Request requests[], int *completed, int indices[],
-                             MPI_Status statuses[])
-{
-    struct shim_request_array saved;
-    shim_requests_before(&saved, count, requests);
-    int result = PMPI(testsome, "Testsome")(count, requests, completed, indices, statuses);
-    return shim_requests_after(&saved, result);
-}
-
 static int shim_mpi_request_free(MPI_Request *request)
 {
     shim_mpi_resolve();
@@ -212,32 +149,56 @@ static int shim_mpi_request_free(MPI_Request *request)
 
 /* --- the entry points, under both names ----------------------------------------- */
 
+/* A call that may complete requests: follow them, make the call, account
+ * for the ones it completed and return its result.  `count` and `requests`
+ * say which of the call's arguments is its request array. */
+#define SHIM_MPI_COMPLETING_ENTRY(name, field, parameters, arguments, count, requests) \
+    static int shim_mpi_##field parameters                                            \
+    {                                                                                 \
+        struct shim_request_array saved;                                              \
+        shim_requests_before(&saved, count, requests);                                \
+        return shim_requests_after(&saved, PMPI(field, #name) arguments);             \
+    }                                                                                 \
+    SHIM_MPI_ENTRY(name, shim_mpi_##field, parameters, arguments)
+
+SHIM_MPI_COMPLETING_ENTRY(Wait, wait,
+                          (MPI_Request *request, MPI_Status *status),
+                          (request, status),
+                          request != NULL ? 1 : 0, request)
+SHIM_MPI_COMPLETING_ENTRY(Waitall, waitall,
+                          (int count, MPI_Request requests[], MPI_Status statuses[]),
+                          (count, requests, statuses),
+                          count, requests)
+SHIM_MPI_COMPLETING_ENTRY(Waitany, waitany,
+                          (int count, MPI_Request requests[], int *index, MPI_Status *status),
+                          (count, requests, index, status),
+                          count, requests)
+SHIM_MPI_COMPLETING_ENTRY(Waitsome, waitsome,
+                          (int count, MPI_Request requests[], int *completed, int indices[],
+                           MPI_Status statuses[]),
+                          (count, requests, completed, indices, statuses),
+                          count, requests)
+SHIM_MPI_COMPLETING_ENTRY(Test, test,
+                          (MPI_Request *request, int *flag, MPI_Status *status),
+                          (request, flag, status),
+                          request != NULL ? 1 : 0, request)
+SHIM_MPI_COMPLETING_ENTRY(Testall, testall,
+                          (int count, MPI_Request requests[], int *flag, MPI_Status statuses[]),
+                          (count, requests, flag, statuses),
+                          count, requests)
+SHIM_MPI_COMPLETING_ENTRY(Testany, testany,
+                          (int count, MPI_Request requests[], int *index, int *flag,
+                           MPI_Status *status),
+                          (count, requests, index, flag, status),
+                          count, requests)
+SHIM_MPI_COMPLETING_ENTRY(Testsome, testsome,
+                          (int count, MPI_Request requests[], int *completed, int indices[],
+                           MPI_Status statuses[]),
+                          (count, requests, completed, indices, statuses),
+                          count, requests)
+
 SHIM_MPI_ENTRY(Iallreduce, shim_mpi_iallreduce,
                (const void *send, void *receive, int count, MPI_Datatype type, MPI_Op op,
                 MPI_Comm communicator, MPI_Request *request),
                (send, receive, count, type, op, communicator, request))
-SHIM_MPI_ENTRY(Wait, shim_mpi_wait, (MPI_Request *request, MPI_Status *status),
-               (request, status))
-SHIM_MPI_ENTRY(Waitall, shim_mpi_waitall,
-               (int count, MPI_Request requests[], MPI_Status statuses[]),
-               (count, requests, statuses))
-SHIM_MPI_ENTRY(Waitany, shim_mpi_waitany,
-               (int count, MPI_Request requests[], int *index, MPI_Status *status),
-               (count, requests, index, status))
-SHIM_MPI_ENTRY(Waitsome, shim_mpi_waitsome,
-               (int count, MPI_Request requests[], int *completed, int indices[],
-                MPI_Status statuses[]),
-               (count, requests, completed, indices, statuses))
-SHIM_MPI_ENTRY(Test, shim_mpi_test, (MPI_Request *request, int *flag, MPI_Status *status),
-               (request, flag, status))
-SHIM_MPI_ENTRY(Testall, shim_mpi_testall,
-               (int count, MPI_Request requests[], int *flag, MPI_Status statuses[]),
-               (count, requests, flag, statuses))
-SHIM_MPI_ENTRY(Testany, shim_mpi_testany,
-               (int count, MPI_Request requests[], int *index, int *flag, MPI_Status *status),
-               (count, requests, index, flag, status))
-SHIM_MPI_ENTRY(Testsome, shim_mpi_testsome,
-               (int count, MPI_Request requests[], int *completed, int indices[],
-                MPI_Status statuses[]),
-               (count, requests, completed, indices, statuses))
 SHIM_MPI_ENTRY(Request_free, shim_mpi_request_free, (MPI_Request *request), (request))
