@@ -10,12 +10,15 @@
  * integer, word...), its field and its bounds; a few have a parser of their
  * own (the ADAPTDL_DATA grammar is data_entry.c's); rules that involve several
  * variables (replica layout, batch-size limits) run once all are read.
+ * The replica layout is config_layout.c's; ADAPTDL_* names nobody reads are
+ * config_typos.c's.
  *
  * Numbers are plain unsigned decimals: no sign, no blanks, no hex, no
  * trailing garbage.  A silently misread number in a launch environment is
  * worse than a refusal to start. */
 #include "error_message.h"
 #include "config.h"
+#include "config_parse.h"
 #include "config_text.h"
 
 #include <inttypes.h>
@@ -28,7 +31,6 @@
 #define COUNT_OF CONFIG_COUNT_OF
 
 #define BATCH_SIZE_LIMIT ((uint64_t)1 << 40)
-#define REPLICA_LIMIT ((uint64_t)1 << 20)
 
 /* ------------------------------------------------------------------------
  * Words
@@ -92,13 +94,6 @@ bool config_any_adaptdl_variable(char *const *envp)
  * Variable parsers
  * ---------------------------------------------------------------------- */
 
-struct config_parse_state {
-    struct adaptdl_config *config;
-    char *const *envp;
-    char *error;
-    size_t error_size;
-};
-
 static int parse_word_variable(struct config_parse_state *state, const char *name,
                                const char *noun, const struct word_choice *choices, size_t count,
                                const char *value, int *out)
@@ -113,7 +108,7 @@ static int parse_word_variable(struct config_parse_state *state, const char *nam
                         config_join_word_choices(accepted, sizeof accepted, choices, count));
 }
 
-static int parse_integer_variable(struct config_parse_state *state, const char *name,
+int config_parse_integer_variable(struct config_parse_state *state, const char *name,
                                   const char *value, uint64_t minimum, uint64_t maximum,
                                   uint64_t *out)
 {
@@ -130,13 +125,12 @@ static int parse_integer_variable(struct config_parse_state *state, const char *
                         minimum, maximum);
 }
 
-/* The same for 32-bit fields; maximum must fit in uint32_t. */
-static int parse_u32_variable(struct config_parse_state *state, const char *name,
+int config_parse_u32_variable(struct config_parse_state *state, const char *name,
                               const char *value, uint64_t minimum, uint64_t maximum,
                               uint32_t *out)
 {
     uint64_t wide;
-    if (parse_integer_variable(state, name, value, minimum, maximum, &wide) < 0)
+    if (config_parse_integer_variable(state, name, value, minimum, maximum, &wide) < 0)
         return -1;
     *out = (uint32_t)wide;
     return 0;
@@ -398,11 +392,11 @@ static int parse_table_variable(struct config_parse_state *state,
     case VARIABLE_TEXT:
         return copy_nonempty_variable(state, variable->name, value, variable->accepted, field);
     case VARIABLE_INTEGER:
-        return parse_integer_variable(state, variable->name, value, variable->minimum,
-                                      variable->maximum, field);
+        return config_parse_integer_variable(state, variable->name, value, variable->minimum,
+                                             variable->maximum, field);
     case VARIABLE_COUNT:
-        return parse_u32_variable(state, variable->name, value, variable->minimum,
-                                  variable->maximum, field);
+        return config_parse_u32_variable(state, variable->name, value, variable->minimum,
+                                         variable->maximum, field);
     case VARIABLE_REAL:
         return parse_real_variable(state, variable->name, value, variable->real_minimum,
                                    variable->real_minimum_included, field);
@@ -415,129 +409,6 @@ static int parse_table_variable(struct config_parse_state *state,
         return variable->parse(state, variable->name, value);
     }
     return error_message(state->error, state->error_size, "%s: no parser", variable->name);
-}
-
-/* ------------------------------------------------------------------------
- * Rules across variables
- * ---------------------------------------------------------------------- */
-
-/* Where one number of the replica layout comes from, best source first:
- * our own variables, then the MPI launchers', then torchrun's.  Each number
- * is resolved on its own: the wrapper may export ADAPTDL_NUM_REPLICAS for
- * all ranks while mpirun gives each its rank.  Only Open MPI's and PMI's
- * variables say that MPI started the process: torchrun starts plain
- * processes, and a torchrun job must not be taken for an MPI one. */
-struct layout_source {
-    const char *name;
-    bool set_by_mpi_launcher;
-};
-static const struct layout_source replica_count_sources[] = {
-    {"ADAPTDL_NUM_REPLICAS", false},
-    {"OMPI_COMM_WORLD_SIZE", true},
-    {"PMI_SIZE", true},
-    {"WORLD_SIZE", false},
-};
-static const struct layout_source replica_rank_sources[] = {
-    {"ADAPTDL_REPLICA_RANK", false},
-    {"OMPI_COMM_WORLD_RANK", true},
-    {"PMI_RANK", true},
-    {"RANK", false},
-};
-
-/* Reads the first variable of sources that is set; *source stays NULL (and
- * *out untouched) when none is. */
-static int resolve_layout_number(struct config_parse_state *state,
-                                 const struct layout_source sources[], size_t source_count,
-                                 uint64_t minimum, uint64_t maximum, uint32_t *out,
-                                 const struct layout_source **source)
-{
-    *source = NULL;
-    for (size_t i = 0; i < source_count; i++) {
-        const char *value = config_lookup(state->envp, sources[i].name);
-        if (value == NULL)
-            continue;
-        *source = &sources[i];
-        return parse_u32_variable(state, sources[i].name, value, minimum, maximum, out);
-    }
-    return 0;
-}
-
-static bool layout_source_is_mpi(const struct layout_source *source)
-{
-    return source != NULL && source->set_by_mpi_launcher;
-}
-
-static int check_rank_below_count(struct config_parse_state *state,
-                                  const struct layout_source *count_source,
-                                  const struct layout_source *rank_source)
-{
-    const struct adaptdl_config *config = state->config;
-    char count_text[64];
-
-    if (config->replica_rank < config->num_replicas)
-        return 0;
-    /* The default rank 0 is below any count, so a rank variable is set. */
-    if (count_source != NULL)
-        snprintf(count_text, sizeof count_text, "%s \"%" PRIu32 "\"", count_source->name,
-                 config->num_replicas);
-    else
-        snprintf(count_text, sizeof count_text,
-                 "the default replica count 1 (ADAPTDL_NUM_REPLICAS unset)");
-    return error_message(state->error, state->error_size,
-                        "%s: \"%" PRIu32 "\" is not below %s; accepted: a rank from 0 to %" PRIu32,
-                        rank_source->name, config->replica_rank, count_text,
-                        config->num_replicas - 1);
-}
-
-static int parse_replica_layout(struct config_parse_state *state)
-{
-    struct adaptdl_config *config = state->config;
-    const struct layout_source *count_source, *rank_source;
-
-    if (resolve_layout_number(state, replica_count_sources, COUNT_OF(replica_count_sources), 1,
-                              REPLICA_LIMIT, &config->num_replicas, &count_source) < 0 ||
-        resolve_layout_number(state, replica_rank_sources, COUNT_OF(replica_rank_sources), 0,
-                              REPLICA_LIMIT - 1, &config->replica_rank, &rank_source) < 0)
-        return -1;
-    config->layout_from_mpi =
-        layout_source_is_mpi(count_source) || layout_source_is_mpi(rank_source);
-    return check_rank_below_count(state, count_source, rank_source);
-}
-
-/* torchrun exports WORLD_SIZE (processes in the job) and LOCAL_WORLD_SIZE
- * (processes on this node, the same on every node): their ratio is the node
- * count, used when ADAPTDL_NUM_NODES is not set.  Both must be set; a
- * LOCAL_WORLD_SIZE that does not divide WORLD_SIZE is refused rather than
- * rounded, since the node count feeds the throughput model (§7). */
-static int parse_torchrun_node_count(struct config_parse_state *state)
-{
-    const char *world_text = config_lookup(state->envp, "WORLD_SIZE");
-    const char *local_text = config_lookup(state->envp, "LOCAL_WORLD_SIZE");
-    char world_quoted[QUOTED_SIZE], local_quoted[QUOTED_SIZE];
-    uint64_t world, local;
-
-    if (config_lookup(state->envp, "ADAPTDL_NUM_NODES") != NULL || world_text == NULL ||
-        local_text == NULL)
-        return 0;
-    if (parse_integer_variable(state, "WORLD_SIZE", world_text, 1, REPLICA_LIMIT, &world) < 0)
-        return -1;
-    config_quote_for_message(world_quoted, sizeof world_quoted, world_text, strlen(world_text));
-    config_quote_for_message(local_quoted, sizeof local_quoted, local_text, strlen(local_text));
-    const char *problem =
-        config_describe_number_problem(config_parse_decimal(local_text, 1, REPLICA_LIMIT, &local), 1);
-    if (problem != NULL)
-        return error_message(state->error, state->error_size,
-                            "LOCAL_WORLD_SIZE: \"%s\" %s; accepted: the processes per node, a "
-                            "divisor of WORLD_SIZE \"%s\" (or set ADAPTDL_NUM_NODES)",
-                            local_quoted, problem, world_quoted);
-    if (world % local != 0)
-        return error_message(state->error, state->error_size,
-                            "LOCAL_WORLD_SIZE: \"%s\" does not divide WORLD_SIZE \"%s\"; "
-                            "accepted: the processes per node, a divisor of WORLD_SIZE (or set "
-                            "ADAPTDL_NUM_NODES)",
-                            local_quoted, world_quoted);
-    state->config->num_nodes = (uint32_t)(world / local);
-    return 0;
 }
 
 static int check_batch_size_limits(struct config_parse_state *state)
@@ -602,7 +473,7 @@ static int parse_all_variables(struct config_parse_state *state)
         if (value != NULL && parse_table_variable(state, &config_variables[i], value) < 0)
             return -1;
     }
-    if (parse_replica_layout(state) < 0 || parse_torchrun_node_count(state) < 0)
+    if (config_parse_replica_layout(state) < 0 || config_parse_torchrun_node_count(state) < 0)
         return -1;
     return check_batch_size_limits(state);
 }
@@ -622,112 +493,14 @@ int config_parse(struct adaptdl_config *config, char *const *envp, char *error,
     return -1;
 }
 
-/* ------------------------------------------------------------------------
- * Unknown variables (typos)
- * ---------------------------------------------------------------------- */
-
-/* ADAPTDL_* names that are known but not in config_variables: read by
- * parse_disable_variable and the replica layout, named by the contract
- * (SPEC §2) for the stop deadline, or the launcher's own (ADAPTDL_LIB,
- * which reaches the trainer's environment with the rest). */
-static const char *const other_known_variables[] = {
-    "ADAPTDL_DISABLE",      "ADAPTDL_NUM_REPLICAS", "ADAPTDL_REPLICA_RANK",
-    "ADAPTDL_STOP_SECONDS", "ADAPTDL_LIB",
-};
-
-#define KNOWN_VARIABLE_COUNT (COUNT_OF(config_variables) + COUNT_OF(other_known_variables))
-
-static const char *known_variable(size_t index)
+size_t config_table_variable_count(void)
 {
-    return index < COUNT_OF(config_variables)
-               ? config_variables[index].name
-               : other_known_variables[index - COUNT_OF(config_variables)];
+    return COUNT_OF(config_variables);
 }
 
-/* Names longer than this are compared on their first characters only: a
- * typo is short, and the distance table stays on the stack. */
-#define TYPO_NAME_LIMIT 64
-
-/* Edit distance with adjacent transpositions (optimal string alignment):
- * ADAPTDL_SEDE is one edit from ADAPTDL_SEED, as a reader would count. */
-static size_t typo_distance(const char *a, size_t a_length, const char *b, size_t b_length)
+const char *config_table_variable_name(size_t index)
 {
-    if (a_length > TYPO_NAME_LIMIT)
-        a_length = TYPO_NAME_LIMIT;
-    if (b_length > TYPO_NAME_LIMIT)
-        b_length = TYPO_NAME_LIMIT;
-    size_t rows[3][TYPO_NAME_LIMIT + 1];
-    size_t *before = rows[0], *previous = rows[1], *current = rows[2];
-    for (size_t j = 0; j <= b_length; j++)
-        previous[j] = j;
-    for (size_t i = 1; i <= a_length; i++) {
-        current[0] = i;
-        for (size_t j = 1; j <= b_length; j++) {
-            size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-            size_t best = previous[j - 1] + cost;
-            if (previous[j] + 1 < best)
-                best = previous[j] + 1;
-            if (current[j - 1] + 1 < best)
-                best = current[j - 1] + 1;
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
-                before[j - 2] + 1 < best)
-                best = before[j - 2] + 1;
-            current[j] = best;
-        }
-        size_t *recycled = before;
-        before = previous;
-        previous = current;
-        current = recycled;
-    }
-    return previous[b_length];
-}
-
-bool config_is_known_variable(const char *name, size_t name_length)
-{
-    for (size_t i = 0; i < KNOWN_VARIABLE_COUNT; i++)
-        if (strlen(known_variable(i)) == name_length &&
-            memcmp(known_variable(i), name, name_length) == 0)
-            return true;
-    return false;
-}
-
-const char *config_closest_variable(const char *name, size_t name_length)
-{
-    const char *closest = known_variable(0);
-    size_t closest_distance = SIZE_MAX;
-    for (size_t i = 0; i < KNOWN_VARIABLE_COUNT; i++) {
-        const char *known = known_variable(i);
-        size_t distance = typo_distance(name, name_length, known, strlen(known));
-        if (distance < closest_distance) {
-            closest = known;
-            closest_distance = distance;
-        }
-    }
-    return closest;
-}
-
-bool config_next_unknown_variable(char *const *envp, size_t *cursor, char *message,
-                                  size_t message_size)
-{
-    if (envp == NULL)
-        return false;
-    for (; envp[*cursor] != NULL; (*cursor)++) {
-        const char *entry = envp[*cursor];
-        if (strncmp(entry, "ADAPTDL_", strlen("ADAPTDL_")) != 0)
-            continue;
-        const char *equals = strchr(entry, '=');
-        size_t name_length = equals != NULL ? (size_t)(equals - entry) : strlen(entry);
-        if (config_is_known_variable(entry, name_length))
-            continue;
-        char quoted[QUOTED_SIZE];
-        config_quote_for_message(quoted, sizeof quoted, entry, name_length);
-        snprintf(message, message_size,
-                 "%s is not a variable adaptshim knows, so it is ignored; the closest known "
-                 "one is %s", quoted, config_closest_variable(entry, name_length));
-        (*cursor)++;
-        return true;
-    }
-    return false;
+    return index < COUNT_OF(config_variables) ? config_variables[index].name : NULL;
 }
 
 void config_free(struct adaptdl_config *config)

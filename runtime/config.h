@@ -126,8 +126,9 @@ const char *config_lookup(char *const *envp, const char *name);
  * left exactly as they are. */
 bool config_any_adaptdl_variable(char *const *envp);
 
-/* Whether `name` (name_length bytes, no "=value") is an ADAPTDL_* variable of
- * the contract (SPEC §2) or of the launcher. */
+/* Unknown variables (config_typos.c).  Whether `name` (name_length bytes,
+ * no "=value") is an ADAPTDL_* variable of the contract (SPEC §2) or of the
+ * launcher. */
 bool config_is_known_variable(const char *name, size_t name_length);
 /* The known variable nearest to `name` by edit distance (a transposition
  * counts as one edit); ties go to the one listed first. */

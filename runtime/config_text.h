@@ -1,6 +1,6 @@
 /* config_text.h - the words and numbers of the ADAPTDL_* contract, shared
- * by the variables' parsers (config.c) and the ADAPTDL_DATA grammar
- * (data_entry.c). */
+ * by the variables' parsers (config.c), the ADAPTDL_DATA grammar
+ * (data_entry.c) and the typo warnings (config_typos.c). */
 #ifndef ADAPTSHIM_CONFIG_TEXT_H
 #define ADAPTSHIM_CONFIG_TEXT_H
 
@@ -43,5 +43,10 @@ bool config_find_word_choice(const struct word_choice *choices, size_t count, co
 /* "a, b, c": the words of a table, for an "accepted: ..." list. */
 const char *config_join_word_choices(char *out, size_t out_size,
                                      const struct word_choice *choices, size_t count);
+
+/* The variables of config.c's table, in its order: how many, and the name
+ * of the index-th (NULL past the last). */
+size_t config_table_variable_count(void);
+const char *config_table_variable_name(size_t index);
 
 #endif

@@ -1077,6 +1077,22 @@ Test(config, every_variable_of_the_contract_is_known)
     cr_expect(config_is_known_variable("ADAPTDL_SEEDS", 12), "the length decides");
 }
 
+Test(config, the_table_lists_each_variable_it_reads_once)
+{
+    size_t count = config_table_variable_count();
+    cr_assert_gt(count, 20);
+    for (size_t i = 0; i < count; i++) {
+        const char *name = config_table_variable_name(i);
+        cr_assert_not_null(name, "entry %zu", i);
+        cr_expect_eq(strncmp(name, "ADAPTDL_", 8), 0, "%s", name);
+        cr_expect(config_is_known_variable(name, strlen(name)), "%s", name);
+        for (size_t j = 0; j < i; j++)
+            cr_expect_str_neq(config_table_variable_name(j), name, "listed twice");
+    }
+    cr_expect_null(config_table_variable_name(count));
+    cr_expect_null(config_table_variable_name(SIZE_MAX));
+}
+
 Test(config, a_typo_names_the_closest_known_variable)
 {
     static const struct {

@@ -1,0 +1,133 @@
+/* config_layout.c - where this process stands in the job (SPEC §2): the
+ * replica count and rank, from adaptshim's variables or the launcher's
+ * (Open MPI, PMI, torchrun), and the node count torchrun implies.  Read
+ * after config.c's table, with its readers and messages. */
+#include "config_parse.h"
+#include "config_text.h"
+#include "error_message.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#define COUNT_OF CONFIG_COUNT_OF
+
+/* Where one number of the replica layout comes from, best source first:
+ * our own variables, then the MPI launchers', then torchrun's.  Each number
+ * is resolved on its own: the wrapper may export ADAPTDL_NUM_REPLICAS for
+ * all ranks while mpirun gives each its rank.  Only Open MPI's and PMI's
+ * variables say that MPI started the process: torchrun starts plain
+ * processes, and a torchrun job must not be taken for an MPI one. */
+struct layout_source {
+    const char *name;
+    bool set_by_mpi_launcher;
+};
+static const struct layout_source replica_count_sources[] = {
+    {"ADAPTDL_NUM_REPLICAS", false},
+    {"OMPI_COMM_WORLD_SIZE", true},
+    {"PMI_SIZE", true},
+    {"WORLD_SIZE", false},
+};
+static const struct layout_source replica_rank_sources[] = {
+    {"ADAPTDL_REPLICA_RANK", false},
+    {"OMPI_COMM_WORLD_RANK", true},
+    {"PMI_RANK", true},
+    {"RANK", false},
+};
+
+/* Reads the first variable of sources that is set; *source stays NULL (and
+ * *out untouched) when none is. */
+static int resolve_layout_number(struct config_parse_state *state,
+                                 const struct layout_source sources[], size_t source_count,
+                                 uint64_t minimum, uint64_t maximum, uint32_t *out,
+                                 const struct layout_source **source)
+{
+    *source = NULL;
+    for (size_t i = 0; i < source_count; i++) {
+        const char *value = config_lookup(state->envp, sources[i].name);
+        if (value == NULL)
+            continue;
+        *source = &sources[i];
+        return config_parse_u32_variable(state, sources[i].name, value, minimum, maximum, out);
+    }
+    return 0;
+}
+
+static bool layout_source_is_mpi(const struct layout_source *source)
+{
+    return source != NULL && source->set_by_mpi_launcher;
+}
+
+static int check_rank_below_count(struct config_parse_state *state,
+                                  const struct layout_source *count_source,
+                                  const struct layout_source *rank_source)
+{
+    const struct adaptdl_config *config = state->config;
+    char count_text[64];
+
+    if (config->replica_rank < config->num_replicas)
+        return 0;
+    /* The default rank 0 is below any count, so a rank variable is set. */
+    if (count_source != NULL)
+        snprintf(count_text, sizeof count_text, "%s \"%" PRIu32 "\"", count_source->name,
+                 config->num_replicas);
+    else
+        snprintf(count_text, sizeof count_text,
+                 "the default replica count 1 (ADAPTDL_NUM_REPLICAS unset)");
+    return error_message(state->error, state->error_size,
+                        "%s: \"%" PRIu32 "\" is not below %s; accepted: a rank from 0 to %" PRIu32,
+                        rank_source->name, config->replica_rank, count_text,
+                        config->num_replicas - 1);
+}
+
+int config_parse_replica_layout(struct config_parse_state *state)
+{
+    struct adaptdl_config *config = state->config;
+    const struct layout_source *count_source, *rank_source;
+
+    if (resolve_layout_number(state, replica_count_sources, COUNT_OF(replica_count_sources), 1,
+                              REPLICA_LIMIT, &config->num_replicas, &count_source) < 0 ||
+        resolve_layout_number(state, replica_rank_sources, COUNT_OF(replica_rank_sources), 0,
+                              REPLICA_LIMIT - 1, &config->replica_rank, &rank_source) < 0)
+        return -1;
+    config->layout_from_mpi =
+        layout_source_is_mpi(count_source) || layout_source_is_mpi(rank_source);
+    return check_rank_below_count(state, count_source, rank_source);
+}
+
+/* torchrun exports WORLD_SIZE (processes in the job) and LOCAL_WORLD_SIZE
+ * (processes on this node, the same on every node): their ratio is the node
+ * count, used when ADAPTDL_NUM_NODES is not set.  Both must be set; a
+ * LOCAL_WORLD_SIZE that does not divide WORLD_SIZE is refused rather than
+ * rounded, since the node count feeds the throughput model (§7). */
+int config_parse_torchrun_node_count(struct config_parse_state *state)
+{
+    const char *world_text = config_lookup(state->envp, "WORLD_SIZE");
+    const char *local_text = config_lookup(state->envp, "LOCAL_WORLD_SIZE");
+    char world_quoted[QUOTED_SIZE], local_quoted[QUOTED_SIZE];
+    uint64_t world, local;
+
+    if (config_lookup(state->envp, "ADAPTDL_NUM_NODES") != NULL || world_text == NULL ||
+        local_text == NULL)
+        return 0;
+    if (config_parse_integer_variable(state, "WORLD_SIZE", world_text, 1, REPLICA_LIMIT,
+                                      &world) < 0)
+        return -1;
+    config_quote_for_message(world_quoted, sizeof world_quoted, world_text, strlen(world_text));
+    config_quote_for_message(local_quoted, sizeof local_quoted, local_text, strlen(local_text));
+    const char *problem =
+        config_describe_number_problem(config_parse_decimal(local_text, 1, REPLICA_LIMIT, &local), 1);
+    if (problem != NULL)
+        return error_message(state->error, state->error_size,
+                            "LOCAL_WORLD_SIZE: \"%s\" %s; accepted: the processes per node, a "
+                            "divisor of WORLD_SIZE \"%s\" (or set ADAPTDL_NUM_NODES)",
+                            local_quoted, problem, world_quoted);
+    if (world % local != 0)
+        return error_message(state->error, state->error_size,
+                            "LOCAL_WORLD_SIZE: \"%s\" does not divide WORLD_SIZE \"%s\"; "
+                            "accepted: the processes per node, a divisor of WORLD_SIZE (or set "
+                            "ADAPTDL_NUM_NODES)",
+                            local_quoted, world_quoted);
+    state->config->num_nodes = (uint32_t)(world / local);
+    return 0;
+}
