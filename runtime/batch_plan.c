@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "injection.h"
+#include "learning_rate.h"
 
 static uint64_t batch_plan_ceil_div(uint64_t numerator, uint64_t denominator)
 {
@@ -25,7 +26,7 @@ static double batch_plan_lr_factor(const struct adaptdl_config *config,
                                    uint64_t initial)
 {
     double gain = adascale_gain(record->grad_sqr, record->grad_var, initial, scale);
-    return injection_learning_rate_factor(config->lr_rule, scale, gain);
+    return learning_rate_factor(config->lr_rule, scale, gain);
 }
 
 int batch_plan_decide(const struct adaptdl_config *config,

@@ -27,9 +27,6 @@
 /* Room for "ADAPTDL_BSZ_ARG (argv:--batch-size)". */
 #define TARGET_DESCRIPTION_SIZE (QUOTED_SIZE + 32)
 
-/* AdaptDL's lower bound on the variance (GradientNoiseScale.var_avg). */
-#define ADASCALE_VARIANCE_FLOOR 1e-6
-
 /* ------------------------------------------------------------------------
  * Messages
  * ---------------------------------------------------------------------- */
@@ -555,47 +552,8 @@ void injection_free_environment(char **new_envp)
 }
 
 /* ------------------------------------------------------------------------
- * Learning-rate rules and formatting
+ * Formatting
  * ---------------------------------------------------------------------- */
-
-static bool is_finite_positive(double x)
-{
-    return isfinite(x) && x > 0;
-}
-
-double injection_learning_rate_factor(enum lr_rule rule, double scale,
-                                      double gain_from_adascale)
-{
-    if (!is_finite_positive(scale))
-        return 1.0;
-    switch (rule) {
-    case LR_RULE_NONE:
-        return 1.0;
-    case LR_RULE_LINEAR:
-        return scale;
-    case LR_RULE_SQRT:
-        return sqrt(scale);
-    case LR_RULE_ADASCALE:
-        return is_finite_positive(gain_from_adascale) ? gain_from_adascale : 1.0;
-    }
-    return 1.0;
-}
-
-double adascale_gain(double grad_sqr, double grad_var_per_sample, uint64_t initial_global_bsz,
-                     double scale)
-{
-    double sqr;
-    double var_b;
-    double gain;
-
-    if (!isfinite(grad_sqr) || !isfinite(grad_var_per_sample) || initial_global_bsz == 0 ||
-        !is_finite_positive(scale))
-        return 1.0;
-    sqr = fmax(grad_sqr, 0.0);
-    var_b = fmax(grad_var_per_sample / (double)initial_global_bsz, ADASCALE_VARIANCE_FLOOR);
-    gain = (var_b + sqr) / (var_b / scale + sqr);
-    return is_finite_positive(gain) ? gain : 1.0;
-}
 
 void injection_format_number(double value, bool integer, char *out, size_t out_size)
 {

@@ -1,6 +1,7 @@
 /* injection.h - putting the chosen batch size and learning rate into an
  * unmodified trainer's command line or environment (SPEC §7,
- * ADAPTDL_BSZ_ARG, ADAPTDL_LR_ARG, ADAPTDL_LR_RULE).
+ * ADAPTDL_BSZ_ARG, ADAPTDL_LR_ARG); the factor ADAPTDL_LR_RULE applies
+ * to the learning rate is learning_rate.h's.
  *
  * The shim's __libc_start_main wrapper calls these before the trainer's
  * main runs: it reads the trainer's own value (the initial batch size when
@@ -124,35 +125,6 @@ int injection_rewrite_environment(const struct injection_target *target,
                                   const char *new_value, char ***new_envp, char *error,
                                   size_t error_size);
 void injection_free_environment(char **new_envp);
-
-/* The factor the trainer's learning rate is multiplied by, for
- * scale = (injected local batch x replicas) / initial global batch:
- *   LR_RULE_NONE      1
- *   LR_RULE_LINEAR    scale
- *   LR_RULE_SQRT      sqrt(scale)
- *   LR_RULE_ADASCALE  gain_from_adascale, computed by the caller with
- *                     adascale_gain() below
- * A scale that is not finite and positive gives 1 for every rule (nothing
- * sensible to rescale by), and so does an AdaScale gain that is not finite
- * and positive. */
-double injection_learning_rate_factor(enum lr_rule rule, double scale,
-                                      double gain_from_adascale);
-
-/* AdaScale's gain at `scale` (Johnson et al. 2020, as AdaptDL's
- * GradientNoiseScale.gain):
- *
- *   r = (var_b + sqr) / (var_b / scale + sqr)
- *
- * with sqr = grad_sqr = |G|^2 and var_b = grad_var_per_sample /
- * initial_global_bsz, the variance of a gradient averaged over the initial
- * batch.  r = scale * efficiency (SPEC §7): between 1 (no noise, a bigger
- * batch gains nothing) and scale (pure noise, the linear rule).  As in
- * AdaptDL, sqr is clamped at 0 and var_b at 1e-6 from below, since early
- * unbiased estimates can be negative.  Returns 1 when a statistic is missing
- * or not finite (NAN before the first observation), initial_global_bsz is 0,
- * or scale is not finite and positive; exactly 1 at scale 1. */
-double adascale_gain(double grad_sqr, double grad_var_per_sample, uint64_t initial_global_bsz,
-                     double scale);
 
 /* Writes value as the trainer will read it: with integer set (batch sizes),
  * rounded to the nearest integer, half away from zero, as plain digits
