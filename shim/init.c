@@ -19,6 +19,7 @@
 #include "log.h"
 #include "real_functions.h"
 #include "shim.h"
+#include "stdio_streams.h"
 #include "signals.h"
 #include "pass_planning.h"
 #include "steps.h"

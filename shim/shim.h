@@ -195,22 +195,4 @@ int shim_track_opened(int fd, int dirfd, const char *path, int flags);
  * trainer's rename, close or fclose with that errno (SPEC §5). */
 int shim_commit_checkpoint_path(const char *content_path, const char *checkpoint_path);
 
-/* Records of `file` the trainer has read but not consumed beyond what its
- * streams delivered: the entry's lookahead. */
-uint64_t shim_unconsumed_records(struct dataset_file *file, void *context);
-/* Every stream delivers what its trainer consumed (the bytes before its read
- * pointer), each under its stream's lock; called before a snapshot is taken,
- * with none of the shim's other locks held. */
-void shim_streams_deliver_consumed(void);
-/* In a forked child (one thread): the stream list's lock made usable again. */
-void shim_streams_after_fork_in_child(void);
-
-/* --- stdio streams ------------------------------------------------------------ */
-FILE *shim_open_view_stream(struct dataset_file *file, int fd, const char *mode);
-/* The view slot behind one of the shim's streams, or NULL. */
-struct fd_slot *shim_stream_slot(FILE *stream);
-/* Checkpoint streams (opened for writing): remembered until fclose. */
-void shim_stream_watch_checkpoint(FILE *stream, const char *absolute_path);
-char *shim_stream_take_checkpoint(FILE *stream);
-
 #endif

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "real_functions.h"
 #include "shim.h"
+#include "stdio_streams.h"
 #include "steps.h"
 #include "events.h"
 #include "path_normalize.h"
@@ -260,7 +261,7 @@ int shim_commit_checkpoint_path(const char *content_path, const char *checkpoint
     shim_guard_enter();
     struct content_identity identity;
     /* streams hand over what their trainers consumed, before any lock of
-     * the snapshot's is taken (io_stdio.c) */
+     * the snapshot's is taken (stdio_streams.c) */
     shim_streams_deliver_consumed();
     fault_injection_reach(FAULT_BEFORE_SNAPSHOT);
     int status = session_commit_checkpoint_file(&shim_session, content_path, checkpoint_path,
