@@ -25,17 +25,6 @@
 #include "shim.h"
 #include "stdio_streams.h"
 
-/* The view slot of fd, held until released; NULL when fd is not a view. */
-static struct fd_slot *shim_stdio_view_slot(int fd)
-{
-    struct fd_slot *slot = fd_table_acquire(fd);
-    if (slot != NULL && slot->kind != FD_SLOT_VIEW) {
-        fd_slot_release(slot);
-        return NULL;
-    }
-    return slot;
-}
-
 static bool shim_mode_writes(const char *mode)
 {
     return mode[0] != 'r' || strchr(mode, '+') != NULL;
@@ -90,7 +79,7 @@ static FILE *shim_fopen_common(FILE *(*real_fopen)(const char *, const char *),
         return NULL;
     if (shim_track_opened(fd, AT_FDCWD, path, flags) < 0)
         return NULL;  /* descriptor already closed, errno set */
-    struct fd_slot *slot = shim_stdio_view_slot(fd);
+    struct fd_slot *slot = shim_view_slot_acquire(fd);
     if (slot == NULL) {
         /* matched by glob but not a regular file (a directory, a FIFO...):
          * the real thing, on the descriptor already open -- closing it and
@@ -205,9 +194,7 @@ SHIM_EXPORT FILE *freopen64(const char *path, const char *mode, FILE *stream)
 
 SHIM_EXPORT FILE *fdopen(int fd, const char *mode)
 {
-    if (SHIM_LIKELY(!fd_table_tracked(fd)) || shim_guarded())
-        return REAL(fdopen)(fd, mode);
-    struct fd_slot *slot = shim_stdio_view_slot(fd);
+    struct fd_slot *slot = shim_view_slot_acquire(fd);
     if (slot == NULL)
         return REAL(fdopen)(fd, mode);
     FILE *stream = shim_open_view_stream(slot->cursor.file, fd, mode);
