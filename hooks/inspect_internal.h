@@ -1,8 +1,8 @@
 /* inspect_internal.h - what the files of the ELF preflight share with each
  * other and not with their users (who include elf_inspect.h only): the
  * one-line error message of elf_reader.c, the MPI binding of a symbol name
- * from symbol_rules.c (the report counts MPI imports by it), and an array
- * length. */
+ * from symbol_rules.c (the report counts MPI imports by it), the script
+ * reader elf_reader.c hands #! files to, and an array length. */
 #ifndef ADAPTSHIM_INSPECT_INTERNAL_H
 #define ADAPTSHIM_INSPECT_INTERNAL_H
 
@@ -23,5 +23,16 @@ enum inspect_mpi_binding {
 
 /* Which MPI binding a symbol name belongs to, if any. */
 enum inspect_mpi_binding inspect_mpi_binding_of(const char *name);
+
+/* Linux reads this much of a file to find a #! line (BINPRM_BUF_SIZE). */
+#define INSPECT_HEAD_SIZE 256
+
+/* Fills `file` from the first `length` bytes of a file that starts with
+ * "#!" (script_reader.c): its kind, interpreter, interpreter argument and
+ * the program that runs.  -1 with a message when the line names no
+ * interpreter or memory runs out. */
+struct inspect_elf_file;
+int inspect_read_script(struct inspect_elf_file *file, const char *head, size_t length,
+                        char *error, size_t error_size);
 
 #endif
