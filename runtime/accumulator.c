@@ -2,6 +2,7 @@
  * exchange their updates as msgpack maps through replica_collective and
  * sum them in rank order, so every replica computes bit-identical results. */
 #include "accumulator.h"
+#include "error_message.h"
 
 #include <msgpack.h>
 #include <stdio.h>
@@ -157,8 +158,10 @@ static int accumulator_dict_add_packed(struct accumulator_dict *sum, const unsig
     }
     msgpack_unpacked_destroy(&unpacked);
     if (status != 0)
-        snprintf(error, error_size, "accumulator: the updates replica %u sent are not a map of "
-                 "names to numbers (or memory ran out summing them)", rank);
+        error_message(error, error_size,
+                      "accumulator: the updates replica %u sent are not a map of "
+                      "names to numbers (or memory ran out summing them)",
+                      rank);
     return status;
 }
 
@@ -168,9 +171,8 @@ int accumulator_sum_updates(struct accumulator *accumulator, char *error, size_t
     msgpack_sbuffer_init(&buffer);
     if (accumulator_dict_pack(&accumulator->updates, &buffer) != 0) {
         msgpack_sbuffer_destroy(&buffer);
-        snprintf(error, error_size, "accumulator %s: out of memory packing its updates",
-                 accumulator->name);
-        return -1;
+        return error_message(error, error_size, "accumulator %s: out of memory packing its updates",
+                             accumulator->name);
     }
     struct replica_gathered gathered;
     int status = replica_collective_allgather(buffer.data, buffer.size, &gathered, error,
@@ -222,16 +224,15 @@ static int accumulator_check_key(const struct accumulator *accumulator, const ch
 {
     if (key != NULL && key[0] != '\0' && strlen(key) <= ACCUMULATOR_KEY_MAX)
         return 0;
-    snprintf(error, error_size, "accumulator %s: a key must be a string of 1 to %d bytes",
-             accumulator->name, ACCUMULATOR_KEY_MAX);
-    return -1;
+    return error_message(error, error_size,
+                         "accumulator %s: a key must be a string of 1 to %d bytes",
+                         accumulator->name, ACCUMULATOR_KEY_MAX);
 }
 
 static int accumulator_out_of_memory(const struct accumulator *accumulator, char *error,
                                      size_t error_size)
 {
-    snprintf(error, error_size, "accumulator %s: out of memory", accumulator->name);
-    return -1;
+    return error_message(error, error_size, "accumulator %s: out of memory", accumulator->name);
 }
 
 int accumulator_add(struct accumulator *accumulator, const char *key, double delta,
@@ -251,9 +252,10 @@ static int accumulator_require_synchronized(const struct accumulator *accumulato
 {
     if (accumulator->synchronized != NULL)
         return 0;
-    snprintf(error, error_size, "accumulator %s: %s is only allowed in synchronized mode; "
-             "outside it, use add or subtract", accumulator->name, what);
-    return -1;
+    return error_message(error, error_size,
+                         "accumulator %s: %s is only allowed in synchronized mode; "
+                         "outside it, use add or subtract",
+                         accumulator->name, what);
 }
 
 int accumulator_set(struct accumulator *accumulator, const char *key, double value,
@@ -280,9 +282,8 @@ int accumulator_remove(struct accumulator *accumulator, const char *key, char *e
         return -1;
     long index = key ? accumulator_dict_find(accumulator->synchronized, key) : -1;
     if (index < 0) {
-        snprintf(error, error_size, "accumulator %s: no key \"%s\" to remove",
-                 accumulator->name, key ? key : "(null)");
-        return -1;
+        return error_message(error, error_size, "accumulator %s: no key \"%s\" to remove",
+                             accumulator->name, key ? key : "(null)");
     }
     accumulator_dict_remove_at(accumulator->synchronized, (size_t)index);
     return 0;

@@ -1,5 +1,6 @@
 /* batch_decision.c - one batch-size decision (see batch_decision.h). */
 #include "batch_decision.h"
+#include "error_message.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -56,8 +57,7 @@ int batch_decide(const struct batch_decision_inputs *inputs, struct batch_decisi
         return 0;
     char fit_error[256];
     if (perf_params_fit(points, count, &decision->perf, fit_error, sizeof fit_error) != 0) {
-        snprintf(error, error_size, "throughput model fit: %s", fit_error);
-        return -1;
+        return error_message(error, error_size, "throughput model fit: %s", fit_error);
     }
     struct goodput_model model = {
         .perf = decision->perf,
@@ -68,8 +68,7 @@ int batch_decide(const struct batch_decision_inputs *inputs, struct batch_decisi
     if (goodput_optimize_from(&model, inputs->nodes ? inputs->nodes : 1, inputs->replicas,
                               inputs->max_global_bsz, inputs->local_bsz_min,
                               inputs->local_bsz_max, false, &current, &decision->choice) != 0) {
-        snprintf(error, error_size, "goodput optimization refused its inputs");
-        return -1;
+        return error_message(error, error_size, "goodput optimization refused its inputs");
     }
     decision->valid = true;
     decision->model_choice = decision->choice;

@@ -8,6 +8,7 @@
  * initial one; it is split over the replicas, rounded up, within the local
  * bounds (AdaptDL without autoscale_batch_size). */
 #include "batch_plan.h"
+#include "error_message.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -47,12 +48,12 @@ int batch_plan_decide(const struct adaptdl_config *config,
         plan->initial_is_new = true;
     }
     if (initial == 0) {
-        snprintf(error, error_size,
-                 "ADAPTDL_BSZ_ARG: no initial batch size: the trainer's command line has no "
-                 "%s value and ADAPTDL_BATCH_SIZE is unset; accepted: set ADAPTDL_BATCH_SIZE "
-                 "or pass the batch size to the trainer",
-                 config->bsz_arg.name ? config->bsz_arg.name : "batch-size");
-        return -1;
+        return error_message(
+            error, error_size,
+            "ADAPTDL_BSZ_ARG: no initial batch size: the trainer's command line has no "
+            "%s value and ADAPTDL_BATCH_SIZE is unset; accepted: set ADAPTDL_BATCH_SIZE "
+            "or pass the batch size to the trainer",
+            config->bsz_arg.name ? config->bsz_arg.name : "batch-size");
     }
     uint64_t global = initial;
     if (config->max_batch_size > 0 && record->decided_global_bsz > 0) {

@@ -2,6 +2,7 @@
  * cooperative_state.h).  Callers hold state->lock, except around init and
  * free. */
 #include "cooperative_state.h"
+#include "error_message.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,8 +88,7 @@ static void cooperative_list_remove(void **list, size_t *count, const void *item
 
 static int cooperative_out_of_memory(char *error, size_t error_size, const char *what)
 {
-    snprintf(error, error_size, "out of memory %s", what);
-    return -1;
+    return error_message(error, error_size, "out of memory %s", what);
 }
 
 /* --- applying restored state ------------------------------------------------------- */
@@ -127,15 +127,16 @@ static int cooperative_apply_registered(const struct cooperative_state *state,
         if (registered->load != NULL) {
             if (registered->load(registered->context, saved->bytes, saved->size) == 0)
                 return 0;
-            snprintf(error, error_size, "registered state \"%s\": its load callback refused "
-                     "the %zu saved bytes", registered->name, saved->size);
-            return -1;
+            return error_message(error, error_size,
+                                 "registered state \"%s\": its load callback refused "
+                                 "the %zu saved bytes",
+                                 registered->name, saved->size);
         }
         if (saved->size != registered->size) {
-            snprintf(error, error_size, "registered state \"%s\" has %zu bytes but the "
-                     "restored snapshot holds %zu; register a buffer of the saved size",
-                     registered->name, registered->size, saved->size);
-            return -1;
+            return error_message(error, error_size,
+                                 "registered state \"%s\" has %zu bytes but the "
+                                 "restored snapshot holds %zu; register a buffer of the saved size",
+                                 registered->name, registered->size, saved->size);
         }
         memcpy(registered->buffer, saved->bytes, saved->size);
         return 0;
@@ -173,9 +174,10 @@ int cooperative_state_register(struct cooperative_state *state,
     state->used = true;
     for (size_t i = 0; i < state->registered_count; i++) {
         if (strcmp(state->registered[i].name, registered->name) == 0) {
-            snprintf(error, error_size, "state \"%s\" is registered already; names must be "
-                     "unique", registered->name);
-            return -1;
+            return error_message(error, error_size,
+                                 "state \"%s\" is registered already; names must be "
+                                 "unique",
+                                 registered->name);
         }
     }
     if (cooperative_apply_registered(state, registered, error, error_size) != 0)
@@ -288,9 +290,9 @@ static int capture_registered(const struct registered_state *registered,
         void *bytes = NULL;
         size_t size = 0;
         if (registered->save(registered->context, &bytes, &size) != 0) {
-            snprintf(error, error_size, "registered state \"%s\": its save callback failed",
-                     registered->name);
-            return -1;
+            return error_message(error, error_size,
+                                 "registered state \"%s\": its save callback failed",
+                                 registered->name);
         }
         saved->bytes = bytes;
         saved->size = bytes ? size : 0;

@@ -1,6 +1,7 @@
 /* data_loop.c - loops with AdaptiveDataLoaderHelper semantics (see
  * data_loop.h). */
 #include "data_loop.h"
+#include "error_message.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,21 +79,20 @@ int data_loop_create(struct data_loop_registry *registry, struct data_loop *loop
 {
     memset(loop, 0, sizeof *loop);
     if (registry->current != NULL) {
-        snprintf(error, error_size, "a data loop may not be created while %s is being "
-                 "iterated; create loops before the loop that uses them",
-                 registry->current->name);
-        return -1;
+        return error_message(error, error_size,
+                             "a data loop may not be created while %s is being "
+                             "iterated; create loops before the loop that uses them",
+                             registry->current->name);
     }
     if (records == 0 || batch_size == 0) {
-        snprintf(error, error_size, "a data loop needs at least one record and a batch size "
-                 "of at least 1 (got %llu records, batch size %llu)",
-                 (unsigned long long)records, (unsigned long long)batch_size);
-        return -1;
+        return error_message(error, error_size,
+                             "a data loop needs at least one record and a batch size "
+                             "of at least 1 (got %llu records, batch size %llu)",
+                             (unsigned long long)records, (unsigned long long)batch_size);
     }
     uint64_t count;
     if (epoch_counters_take(&registry->loops_created, epoch, &count) != 0) {
-        snprintf(error, error_size, "out of memory creating a data loop");
-        return -1;
+        return error_message(error, error_size, "out of memory creating a data loop");
     }
     char epoch_text[24];
     data_loop_format_epoch(epoch_text, sizeof epoch_text, epoch);
@@ -118,10 +118,11 @@ int data_loop_autoscale(struct data_loop *loop, uint64_t max_batch_size, char *e
                         size_t error_size)
 {
     if (max_batch_size < loop->batch_size) {
-        snprintf(error, error_size, "%s: the largest batch size %llu is below its batch size "
-                 "%llu; accepted: a maximum of at least the batch size", loop->name,
-                 (unsigned long long)max_batch_size, (unsigned long long)loop->batch_size);
-        return -1;
+        return error_message(error, error_size,
+                             "%s: the largest batch size %llu is below its batch size "
+                             "%llu; accepted: a maximum of at least the batch size",
+                             loop->name, (unsigned long long)max_batch_size,
+                             (unsigned long long)loop->batch_size);
     }
     loop->max_batch_size = max_batch_size;
     return 0;
@@ -200,15 +201,14 @@ int data_loop_begin(struct data_loop_registry *registry, struct data_loop *loop,
 {
     *skipped = false;
     if (registry->current != NULL) {
-        snprintf(error, error_size, "overlapping data loop iterations: %s began while %s "
-                 "was being iterated; finish or leave the first one", loop->name,
-                 registry->current->name);
-        return -1;
+        return error_message(error, error_size,
+                             "overlapping data loop iterations: %s began while %s "
+                             "was being iterated; finish or leave the first one",
+                             loop->name, registry->current->name);
     }
     if (replicas == 0 || rank >= replicas) {
-        snprintf(error, error_size, "%s: replica %u of %u does not exist", loop->name, rank,
-                 replicas);
-        return -1;
+        return error_message(error, error_size, "%s: replica %u of %u does not exist", loop->name,
+                             rank, replicas);
     }
     registry->current = loop;
     loop->epoch = epoch;
@@ -227,8 +227,7 @@ int data_loop_begin(struct data_loop_registry *registry, struct data_loop *loop,
         registry->current = NULL;
         if (epoch_counters_take(&registry->positions, epoch, &ignored) != 0) {
             loop->skip = false;
-            snprintf(error, error_size, "out of memory beginning %s", loop->name);
-            return -1;
+            return error_message(error, error_size, "out of memory beginning %s", loop->name);
         }
         log_info("skipping %s at position %lld in epoch %lld: finished before the restart",
                  loop->name, (long long)position, (long long)epoch);
@@ -292,9 +291,10 @@ long data_loop_next_batch(struct data_loop_registry *registry, struct data_loop 
     if (loop->skip)
         return 0;   /* its iteration was skipped, and is over */
     if (registry->current != loop) {
-        snprintf(error, error_size, "%s: a batch was asked for outside its iteration; begin "
-                 "the loop first", loop->name);
-        return -1;
+        return error_message(error, error_size,
+                             "%s: a batch was asked for outside its iteration; begin "
+                             "the loop first",
+                             loop->name);
     }
     bool done = false;
     if (loop->batch_in_hand) {
@@ -322,9 +322,10 @@ long data_loop_next_batch(struct data_loop_registry *registry, struct data_loop 
     }
     uint64_t count = length - first < loop->local_batch ? length - first : loop->local_batch;
     if (count > capacity) {
-        snprintf(error, error_size, "%s: room for %zu indices, the batch has %llu; pass room "
-                 "for the local batch size", loop->name, capacity, (unsigned long long)count);
-        return -1;
+        return error_message(error, error_size,
+                             "%s: room for %zu indices, the batch has %llu; pass room "
+                             "for the local batch size",
+                             loop->name, capacity, (unsigned long long)count);
     }
     uint64_t base = loop->sweep_base % loop->records;
     for (uint64_t j = 0; j < count; j++) {

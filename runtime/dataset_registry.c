@@ -1,6 +1,7 @@
 /* dataset_registry.c - registered data files and snapshot capture/restore
  * (see dataset_registry.h). */
 #include "dataset_registry.h"
+#include "error_message.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -40,13 +41,13 @@ static int dataset_registry_check_same_dataset(const struct dataset_file *file,
 {
     if (position->record_count == file->record_count)
         return 0;
-    snprintf(error, error_size,
-             "data file %s has %llu records but the restored snapshot was taken on %llu "
-             "records of \"%s\": refusing to resume into different data; restore the "
-             "original dataset or remove the trainer checkpoint to start fresh",
-             file->path, (unsigned long long)file->record_count,
-             (unsigned long long)position->record_count, position->name);
-    return -1;
+    return error_message(
+        error, error_size,
+        "data file %s has %llu records but the restored snapshot was taken on %llu "
+        "records of \"%s\": refusing to resume into different data; restore the "
+        "original dataset or remove the trainer checkpoint to start fresh",
+        file->path, (unsigned long long)file->record_count,
+        (unsigned long long)position->record_count, position->name);
 }
 
 /* A loader that checks a count= field (llm.c asserts a positive token
@@ -254,16 +255,14 @@ int dataset_registry_restore(struct dataset_registry *registry,
     registry->pending = calloc(snapshot->file_count ? snapshot->file_count : 1,
                                sizeof *registry->pending);
     if (registry->pending == NULL) {
-        snprintf(error, error_size, "out of memory restoring a snapshot");
-        return -1;
+        return error_message(error, error_size, "out of memory restoring a snapshot");
     }
     for (size_t i = 0; i < snapshot->file_count; i++) {
         struct pending_position *pending = &registry->pending[registry->pending_count];
         pending->position = snapshot->files[i];
         pending->position.name = strdup(snapshot->files[i].name);
         if (pending->position.name == NULL) {
-            snprintf(error, error_size, "out of memory restoring a snapshot");
-            return -1;
+            return error_message(error, error_size, "out of memory restoring a snapshot");
         }
         registry->pending_count++;
     }

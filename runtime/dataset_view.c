@@ -4,6 +4,7 @@
  * view_copy.c.  Everything here works on memory: the shim maps the file
  * and hands the mapping in, tests hand in a buffer. */
 #include "dataset_view.h"
+#include "error_message.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,21 +26,21 @@ static int dataset_file_count_records_fixed(struct dataset_file *file, char *err
                                             size_t error_size)
 {
     if (file->record_size == 0) {
-        snprintf(error, error_size, "data file %s: record size 0; accepted: record=BYTES "
-                 "(at least 1) or lines", file->path);
-        return -1;
+        return error_message(error, error_size,
+                             "data file %s: record size 0; accepted: record=BYTES "
+                             "(at least 1) or lines",
+                             file->path);
     }
     uint64_t payload = file->file_size - file->header_size;
     uint64_t remainder = payload % file->record_size;
     if (remainder != 0 && file->entry->tail == TAIL_ERROR) {
-        snprintf(error, error_size,
-                 "data file %s: size %llu minus header %llu is not a multiple of record "
-                 "size %llu (%llu trailing bytes); fix the file or its entry, or add "
-                 ":tail=drop to ignore them",
-                 file->path, (unsigned long long)file->file_size,
-                 (unsigned long long)file->header_size,
-                 (unsigned long long)file->record_size, (unsigned long long)remainder);
-        return -1;
+        return error_message(
+            error, error_size,
+            "data file %s: size %llu minus header %llu is not a multiple of record "
+            "size %llu (%llu trailing bytes); fix the file or its entry, or add "
+            ":tail=drop to ignore them",
+            file->path, (unsigned long long)file->file_size, (unsigned long long)file->header_size,
+            (unsigned long long)file->record_size, (unsigned long long)remainder);
     }
     file->record_count = payload / file->record_size;
     file->payload_size = file->record_count * file->record_size;
@@ -63,9 +64,8 @@ static int dataset_file_index_lines(struct dataset_file *file, char *error, size
     }
     file->line_offsets = malloc((count + 1) * sizeof *file->line_offsets);
     if (file->line_offsets == NULL) {
-        snprintf(error, error_size, "data file %s: no memory for a %llu-line index",
-                 file->path, (unsigned long long)count);
-        return -1;
+        return error_message(error, error_size, "data file %s: no memory for a %llu-line index",
+                             file->path, (unsigned long long)count);
     }
     uint64_t line = 0;
     uint64_t offset = file->header_size;
@@ -78,11 +78,11 @@ static int dataset_file_index_lines(struct dataset_file *file, char *error, size
     }
     uint64_t trailing = file->file_size - offset;
     if (trailing != 0 && file->entry->tail == TAIL_ERROR) {
-        snprintf(error, error_size,
-                 "data file %s: size %llu, header %llu: the last %llu bytes are not a "
-                 "newline-terminated line; end the file with a newline, or add :tail=drop",
-                 file->path, (unsigned long long)file->file_size,
-                 (unsigned long long)file->header_size, (unsigned long long)trailing);
+        error_message(error, error_size,
+                      "data file %s: size %llu, header %llu: the last %llu bytes are not a "
+                      "newline-terminated line; end the file with a newline, or add :tail=drop",
+                      file->path, (unsigned long long)file->file_size,
+                      (unsigned long long)file->header_size, (unsigned long long)trailing);
         free(file->line_offsets);
         file->line_offsets = NULL;
         return -1;
@@ -158,8 +158,7 @@ int dataset_file_init(struct dataset_file *file, const struct data_entry *entry,
     file->source_fd = -1;
     file->path = strdup(absolute_path);
     if (file->path == NULL) {
-        snprintf(error, error_size, "data file %s: out of memory", absolute_path);
-        return -1;
+        return error_message(error, error_size, "data file %s: out of memory", absolute_path);
     }
     const char *slash = strrchr(file->path, '/');
     file->basename = slash ? slash + 1 : file->path;
@@ -173,10 +172,11 @@ int dataset_file_init(struct dataset_file *file, const struct data_entry *entry,
     file->rank = entry->shard ? rank : 0;
 
     if (file_size < file->header_size) {
-        snprintf(error, error_size, "data file %s: size %llu is smaller than its header "
-                 "of %llu bytes; accepted: files of at least header= bytes",
-                 file->path, (unsigned long long)file_size,
-                 (unsigned long long)file->header_size);
+        error_message(error, error_size,
+                      "data file %s: size %llu is smaller than its header "
+                      "of %llu bytes; accepted: files of at least header= bytes",
+                      file->path, (unsigned long long)file_size,
+                      (unsigned long long)file->header_size);
         dataset_file_release(file);
         return -1;
     }
@@ -185,27 +185,30 @@ int dataset_file_init(struct dataset_file *file, const struct data_entry *entry,
     if (status == 0 && entry->has_count_field) {
         unsigned width = dataset_view_count_width(entry->count_type);
         if (entry->count_unit == 0) {
-            snprintf(error, error_size, "data file %s: count field unit 0; accepted: "
-                     "count=OFFSET,TYPE,UNIT with UNIT at least 1", file->path);
+            error_message(error, error_size,
+                          "data file %s: count field unit 0; accepted: "
+                          "count=OFFSET,TYPE,UNIT with UNIT at least 1",
+                          file->path);
             status = -1;
         } else if (entry->count_offset + width > file->header_size) {
-            snprintf(error, error_size, "data file %s: count field at %llu does not fit "
-                     "in the %llu-byte header", file->path,
-                     (unsigned long long)entry->count_offset,
-                     (unsigned long long)file->header_size);
+            error_message(error, error_size,
+                          "data file %s: count field at %llu does not fit "
+                          "in the %llu-byte header",
+                          file->path, (unsigned long long)entry->count_offset,
+                          (unsigned long long)file->header_size);
             status = -1;
         }
     }
     if (status == 0) {
         file->header = malloc(file->header_size ? file->header_size : 1);
         if (file->header == NULL) {
-            snprintf(error, error_size, "data file %s: out of memory", file->path);
+            error_message(error, error_size, "data file %s: out of memory", file->path);
             status = -1;
         }
     }
     if (status == 0 && dataset_file_map_own_pass_state(file) != 0) {
-        snprintf(error, error_size, "data file %s: cannot map memory for its pass state: %s",
-                 file->path, strerror(errno));
+        error_message(error, error_size, "data file %s: cannot map memory for its pass state: %s",
+                      file->path, strerror(errno));
         status = -1;
     }
     if (status != 0) {
@@ -213,8 +216,8 @@ int dataset_file_init(struct dataset_file *file, const struct data_entry *entry,
         return -1;
     }
     if (dataset_view_fix(file) != 0) {
-        snprintf(error, error_size, "data file %s: out of memory building its view",
-                 file->path);
+        error_message(error, error_size, "data file %s: out of memory building its view",
+                      file->path);
         dataset_file_release(file);
         return -1;
     }

@@ -1,5 +1,6 @@
 /* epoch_loop.c - the loop over epochs (see epoch_loop.h). */
 #include "epoch_loop.h"
+#include "error_message.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -26,9 +27,10 @@ static int64_t epoch_loop_enter_next(struct epoch_loop *loop)
 int64_t epoch_loop_begin(struct epoch_loop *loop, int64_t end, char *error, size_t error_size)
 {
     if (loop->running) {
-        snprintf(error, error_size, "overlapping epoch loops: a loop over epochs began while "
-                 "epoch %lld of another was running; finish or leave it first",
-                 (long long)loop->current);
+        error_message(error, error_size,
+                      "overlapping epoch loops: a loop over epochs began while "
+                      "epoch %lld of another was running; finish or leave it first",
+                      (long long)loop->current);
         return EPOCH_LOOP_ERROR;
     }
     loop->running = true;

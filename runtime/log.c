@@ -1,5 +1,6 @@
 /* log.c - leveled, per-rank logging (see log.h). */
 #include "log.h"
+#include "error_message.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -69,14 +70,14 @@ int log_open_pattern_file(const char *variable, const char *pattern, uint32_t ra
     char path[4096];
     if (log_expand_pattern(pattern, rank, (long)getpid(), path, sizeof path) != 0) {
         /* what is wrong first: a pattern this long would cut the message */
-        snprintf(error, error_size, "%s: too long once expanded (at most %zu bytes): \"%s\"",
-                 variable, sizeof path - 1, pattern);
-        return -1;
+        return error_message(error, error_size,
+                             "%s: too long once expanded (at most %zu bytes): \"%s\"", variable,
+                             sizeof path - 1, pattern);
     }
     int fd = runtime_sysio.open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0)
-        snprintf(error, error_size, "%s: cannot open \"%s\": %s", variable, path,
-                 strerror(errno));
+        error_message(error, error_size, "%s: cannot open \"%s\": %s", variable, path,
+                      strerror(errno));
     return fd;
 }
 

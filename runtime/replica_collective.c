@@ -1,6 +1,7 @@
 /* replica_collective.c - the all-gather transport of the cooperative API
  * (see replica_collective.h), with its single-replica default. */
 #include "replica_collective.h"
+#include "error_message.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,8 +19,7 @@ static int replica_collective_single(void *context, const void *bytes, size_t si
     if (gathered->parts == NULL || gathered->sizes == NULL || copy == NULL) {
         free(copy);
         replica_gathered_free(gathered);
-        snprintf(error, error_size, "out of memory gathering %zu bytes", size);
-        return -1;
+        return error_message(error, error_size, "out of memory gathering %zu bytes", size);
     }
     memcpy(copy, bytes, size);
     gathered->parts[0] = copy;
@@ -62,7 +62,7 @@ int replica_collective_agree_u64(uint64_t value, unsigned root, uint64_t *agreed
         return -1;
     int status = 0;
     if (root >= gathered.replicas || gathered.sizes[root] != sizeof value) {
-        snprintf(error, error_size, "replica %u sent no value to agree on", root);
+        error_message(error, error_size, "replica %u sent no value to agree on", root);
         status = -1;
     } else {
         memcpy(agreed, gathered.parts[root], sizeof value);

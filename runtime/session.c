@@ -1,5 +1,6 @@
 /* session.c - checkpoint binding for one process (see session.h). */
 #include "session.h"
+#include "error_message.h"
 
 #include <errno.h>
 #include <fnmatch.h>
@@ -108,14 +109,14 @@ int session_commit_checkpoint(struct runtime_session *session, const char *check
                                                 cooperative_error, sizeof cooperative_error);
     pthread_mutex_unlock(&session->cooperative.lock);
     if (cooperative != 0) {
-        snprintf(error, error_size, "capturing the cooperative state for %s: %s",
-                 checkpoint_path, cooperative_error);
+        error_message(error, error_size, "capturing the cooperative state for %s: %s",
+                      checkpoint_path, cooperative_error);
         snapshot_free(&snapshot);
         return -1;
     }
     if (captured != 0 || snapshot.checkpoint_path == NULL) {
-        snprintf(error, error_size, "out of memory capturing a snapshot for %s",
-                 checkpoint_path);
+        error_message(error, error_size, "out of memory capturing a snapshot for %s",
+                      checkpoint_path);
         snapshot_free(&snapshot);
         errno = ENOMEM;
         return -1;
@@ -205,9 +206,10 @@ int session_prepare_state_directory(struct runtime_session *session, char *error
     if (state_directory_prepare(directory, problem, sizeof problem) == 0)
         return 0;
     int saved_errno = errno;
-    snprintf(error, error_size,
-             "ADAPTDL_CHECKPOINT_PATH: %s; accepted: a writable directory, or a path whose "
-             "parent directory exists (the directory is then created)", problem);
+    error_message(error, error_size,
+                  "ADAPTDL_CHECKPOINT_PATH: %s; accepted: a writable directory, or a path whose "
+                  "parent directory exists (the directory is then created)",
+                  problem);
     errno = saved_errno;
     return -1;
 }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "error_message.h"
 #include "log.h"
 #include "mpi_collective.h"
 #include "mpi_library.h"
@@ -27,9 +28,8 @@ static int shim_collective_allgather(void *context, const void *bytes, size_t si
 {
     (void)context;
     if (size > INT_MAX) {
-        snprintf(error, error_size, "cannot gather %zu bytes over MPI (at most %d)", size,
-                 INT_MAX);
-        return -1;
+        return error_message(error, error_size, "cannot gather %zu bytes over MPI (at most %d)",
+                             size, INT_MAX);
     }
     int replicas = collective.size;
     int own = (int)size;
@@ -41,12 +41,12 @@ static int shim_collective_allgather(void *context, const void *bytes, size_t si
     unsigned char *all = NULL;
     int status = -1;
     if (sizes == NULL || offsets == NULL || gathered->parts == NULL || gathered->sizes == NULL) {
-        snprintf(error, error_size, "out of memory gathering over MPI");
+        error_message(error, error_size, "out of memory gathering over MPI");
         goto done;
     }
     if (pmpi.allgather(&own, 1, predefined.int_type, sizes, 1, predefined.int_type,
                              collective.communicator) != MPI_SUCCESS) {
-        snprintf(error, error_size, "MPI_Allgather of the sizes failed");
+        error_message(error, error_size, "MPI_Allgather of the sizes failed");
         goto done;
     }
     long long total = 0;
@@ -55,23 +55,23 @@ static int shim_collective_allgather(void *context, const void *bytes, size_t si
         total += sizes[r];
     }
     if (total > INT_MAX) {
-        snprintf(error, error_size, "cannot gather %lld bytes over MPI", total);
+        error_message(error, error_size, "cannot gather %lld bytes over MPI", total);
         goto done;
     }
     all = malloc(total ? (size_t)total : 1);
     if (all == NULL) {
-        snprintf(error, error_size, "out of memory gathering %lld bytes over MPI", total);
+        error_message(error, error_size, "out of memory gathering %lld bytes over MPI", total);
         goto done;
     }
     if (pmpi.allgatherv(bytes, own, predefined.byte_type, all, sizes, offsets,
                         predefined.byte_type, collective.communicator) != MPI_SUCCESS) {
-        snprintf(error, error_size, "MPI_Allgatherv failed");
+        error_message(error, error_size, "MPI_Allgatherv failed");
         goto done;
     }
     for (int r = 0; r < replicas; r++) {
         gathered->parts[r] = malloc(sizes[r] ? (size_t)sizes[r] : 1);
         if (gathered->parts[r] == NULL) {
-            snprintf(error, error_size, "out of memory gathering over MPI");
+            error_message(error, error_size, "out of memory gathering over MPI");
             goto done;
         }
         memcpy(gathered->parts[r], all + offsets[r], (size_t)sizes[r]);

@@ -615,6 +615,22 @@ Test(dataset_view, tail_error_names_file_size_header_and_record)
     free(bytes);
 }
 
+/* A file name may hold a newline; the message stays one line all the same. */
+Test(dataset_view, a_newline_in_the_file_name_keeps_the_message_on_one_line)
+{
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(16, 10, 5, 3, &size);
+    struct data_entry entry = dv_entry(16, 10, true, true);
+    struct dataset_file file;
+    char error[512] = "";
+    cr_assert_eq(dataset_file_init(&file, &entry, "/data/odd\nname.bin", bytes, size, 0, 1, 0,
+                                   error, sizeof error),
+                 -1);
+    cr_expect_not_null(strstr(error, "/data/odd name.bin"), "%s", error);
+    cr_expect_null(strchr(error, '\n'), "one line: %s", error);
+    free(bytes);
+}
+
 Test(dataset_view, tail_drop_drops_the_partial_record)
 {
     uint64_t size;
