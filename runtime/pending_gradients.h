@@ -16,6 +16,15 @@
 
 #define PENDING_GRADIENTS_MAX 256
 
+/* What is measured of a gradient before its reduction starts, blocking or
+ * not. */
+struct gradient_start {
+    bool measuring;             /* the step measures gradient statistics */
+    double local_sqr;           /* |local gradient|^2, when measuring */
+    double started;             /* monotonic seconds when the reduction started */
+    double norm_seconds;        /* spent on the local norm before it started */
+};
+
 /* What the measurement needs once the request completes. */
 struct pending_gradient {
     const void *request;        /* MPI_Request */
@@ -23,10 +32,7 @@ struct pending_gradient {
     const void *type;           /* MPI_Datatype */
     void *receive;              /* the buffer the sum arrives in */
     int count;
-    bool measuring;             /* the step measures gradient statistics */
-    double local_sqr;           /* |local gradient|^2, when measuring */
-    double started;             /* monotonic seconds when it was posted */
-    double norm_seconds;        /* spent on the local norm before posting */
+    struct gradient_start start;
 };
 
 struct pending_gradients {

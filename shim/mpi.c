@@ -129,6 +129,7 @@ static int shim_mpi_finalize(void)
     }
     return PMPI(finalize, "Finalize")();
 }
+
 /* --- gradients ------------------------------------------------------------------ */
 
 /* Bytes per element of a datatype a gradient may have, 0 for any other. */
@@ -176,10 +177,10 @@ static void shim_single_replica_pair(const void *gradient, int count, MPI_Dataty
     step_monitor_gradient_pair(&shim_monitor, mean_sqr, valid);
 }
 
-struct shim_gradient_start shim_mpi_gradient_starting(const void *input, int count,
-                                                      MPI_Datatype type)
+struct gradient_start shim_mpi_gradient_starting(const void *input, int count,
+                                                 MPI_Datatype type)
 {
-    struct shim_gradient_start start = {.measuring = step_monitor_measuring(&shim_monitor)};
+    struct gradient_start start = {.measuring = step_monitor_measuring(&shim_monitor)};
     double before = log_monotonic_seconds();
     start.local_sqr = start.measuring ? shim_squared_norm(input, count, type) : 0;
     start.started = log_monotonic_seconds();
@@ -187,10 +188,10 @@ struct shim_gradient_start shim_mpi_gradient_starting(const void *input, int cou
     return start;
 }
 
-void shim_mpi_gradient_reduced(const struct shim_gradient_start *start, MPI_Comm communicator,
-                               const void *reduced, int count, MPI_Datatype type,
-                               double finished)
+void shim_mpi_gradient_reduced(const struct gradient_start *start, MPI_Comm communicator,
+                               const void *reduced, int count, MPI_Datatype type)
 {
+    double finished = log_monotonic_seconds();
     int size = 1;
     pmpi.comm_size(communicator, &size);
     double replicas = (double)size;
@@ -220,11 +221,10 @@ static int shim_mpi_allreduce(const void *send, void *receive, int count, MPI_Da
     }
     /* with MPI_IN_PLACE the input is in the receive buffer and is overwritten */
     const void *input = send == MPI_IN_PLACE ? receive : send;
-    struct shim_gradient_start start = shim_mpi_gradient_starting(input, count, type);
+    struct gradient_start start = shim_mpi_gradient_starting(input, count, type);
     int result = real_allreduce(send, receive, count, type, op, communicator);
     if (result == MPI_SUCCESS)
-        shim_mpi_gradient_reduced(&start, communicator, receive, count, type,
-                                  log_monotonic_seconds());
+        shim_mpi_gradient_reduced(&start, communicator, receive, count, type);
     return result;
 }
 

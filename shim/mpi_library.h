@@ -8,6 +8,7 @@
 #include <mpi.h>
 #include <stdbool.h>
 
+#include "pending_gradients.h"
 #include "shim.h"
 
 struct shim_pmpi {
@@ -90,22 +91,13 @@ bool shim_mpi_is_gradient(int count, MPI_Datatype type, MPI_Op op);
 /* A collective that is not a gradient all-reduce: the step may end here. */
 void shim_mpi_other_collective(MPI_Comm communicator);
 
-/* What is measured of a gradient before its reduction starts. */
-struct shim_gradient_start {
-    bool measuring;       /* this step measures the gradient noise */
-    double local_sqr;     /* |local gradient|^2, when measuring */
-    double started;       /* monotonic seconds when the reduction started */
-    double norm_seconds;  /* time spent on the norm so far */
-};
-
 /* Measures the input of a gradient reduction about to start. */
-struct shim_gradient_start shim_mpi_gradient_starting(const void *input, int count,
-                                                      MPI_Datatype type);
+struct gradient_start shim_mpi_gradient_starting(const void *input, int count,
+                                                 MPI_Datatype type);
 
-/* Accounts for a gradient reduction that finished at `finished` (monotonic
- * seconds) with its mean times the replica count in `reduced`. */
-void shim_mpi_gradient_reduced(const struct shim_gradient_start *start, MPI_Comm communicator,
-                               const void *reduced, int count, MPI_Datatype type,
-                               double finished);
+/* Accounts for a gradient reduction that has just finished, with its mean
+ * times the replica count in `reduced`. */
+void shim_mpi_gradient_reduced(const struct gradient_start *start, MPI_Comm communicator,
+                               const void *reduced, int count, MPI_Datatype type);
 
 #endif

@@ -42,15 +42,13 @@ static int shim_mpi_iallreduce(const void *send, void *receive, int count, MPI_D
         return result;
     }
     const void *input = send == MPI_IN_PLACE ? receive : send;
-    struct shim_gradient_start start = shim_mpi_gradient_starting(input, count, type);
+    struct gradient_start start = shim_mpi_gradient_starting(input, count, type);
     int result = real_iallreduce(send, receive, count, type, op, communicator, request);
     if (result != MPI_SUCCESS)
         return result;
-    struct pending_gradient pending = {
-        .request = *request, .communicator = communicator, .receive = receive,
-        .count = count, .type = type, .local_sqr = start.local_sqr,
-        .started = start.started, .measuring = start.measuring,
-        .norm_seconds = start.norm_seconds};
+    struct pending_gradient pending = {.request = *request, .communicator = communicator,
+                                       .receive = receive, .count = count, .type = type,
+                                       .start = start};
     if (!pending_gradients_add(&shim_pending, &pending)) {
         if (!__atomic_exchange_n(&shim_pending_warned, 1, __ATOMIC_ACQ_REL))
             log_warn("more than %d gradient MPI_Iallreduce requests are outstanding: the "
@@ -67,12 +65,8 @@ static void shim_request_completed(MPI_Request request)
     struct pending_gradient done;
     if (!shim_pending_take(request, &done))
         return;
-    struct shim_gradient_start start = {.measuring = done.measuring,
-                                        .local_sqr = done.local_sqr,
-                                        .started = done.started,
-                                        .norm_seconds = done.norm_seconds};
-    shim_mpi_gradient_reduced(&start, (MPI_Comm)done.communicator, done.receive, done.count,
-                              (MPI_Datatype)done.type, log_monotonic_seconds());
+    shim_mpi_gradient_reduced(&done.start, (MPI_Comm)done.communicator, done.receive,
+                              done.count, (MPI_Datatype)done.type);
 }
 
 /* A request was freed: a gradient counts toward its step, unmeasured (its
@@ -83,7 +77,7 @@ static void shim_request_freed(MPI_Request request)
     if (!shim_pending_take(request, &freed))
         return;
     step_monitor_gradient_unmeasured(&shim_monitor, (MPI_Comm)freed.communicator,
-                                     log_monotonic_seconds() - freed.started);
+                                     log_monotonic_seconds() - freed.start.started);
 }
 
 /* The handles of a request array before a call that may complete some of

@@ -16,8 +16,8 @@ static const void *handle(uintptr_t number)
 static struct pending_gradient gradient_of(uintptr_t request, double local_sqr)
 {
     return (struct pending_gradient){.request = handle(request), .count = 10,
-                                     .measuring = true, .local_sqr = local_sqr,
-                                     .started = 1.5, .norm_seconds = 0.25};
+                                     .start = {.measuring = true, .local_sqr = local_sqr,
+                                               .started = 1.5, .norm_seconds = 0.25}};
 }
 
 Test(pending_gradients, an_entry_is_taken_once_by_its_handle_and_whole)
@@ -31,11 +31,11 @@ Test(pending_gradients, an_entry_is_taken_once_by_its_handle_and_whole)
     struct pending_gradient taken = {0};
     cr_assert(pending_gradients_take(&table, handle(2), &taken));
     cr_expect_eq(taken.request, handle(2));
-    cr_expect_eq(taken.local_sqr, 9.0);
+    cr_expect_eq(taken.start.local_sqr, 9.0);
     cr_expect_eq(taken.count, 10);
-    cr_expect(taken.measuring);
-    cr_expect_eq(taken.started, 1.5);
-    cr_expect_eq(taken.norm_seconds, 0.25);
+    cr_expect(taken.start.measuring);
+    cr_expect_eq(taken.start.started, 1.5);
+    cr_expect_eq(taken.start.norm_seconds, 0.25);
     cr_expect(!pending_gradients_take(&table, handle(2), &taken), "taken once");
     cr_expect(!pending_gradients_take(&table, handle(3), NULL), "never added");
     cr_assert(pending_gradients_take(&table, handle(1), NULL), "taken without a copy");
@@ -50,7 +50,7 @@ Test(pending_gradients, a_handle_added_again_replaces_its_stale_entry)
     cr_assert(pending_gradients_add(&table, &fresh));
     struct pending_gradient taken = {0};
     cr_assert(pending_gradients_take(&table, handle(7), &taken));
-    cr_expect_eq(taken.local_sqr, 2.0, "the later post");
+    cr_expect_eq(taken.start.local_sqr, 2.0, "the later post");
     cr_expect(pending_gradients_is_empty(&table), "one entry per handle");
 }
 
@@ -71,7 +71,7 @@ Test(pending_gradients, a_full_table_refuses_and_keeps_every_entry_it_holds)
         struct pending_gradient taken = {0};
         cr_assert(pending_gradients_take(&table, handle(request), &taken), "entry %zu",
                   (size_t)request);
-        cr_expect_eq(taken.local_sqr, request == 5 ? 50.0 : (double)request);
+        cr_expect_eq(taken.start.local_sqr, request == 5 ? 50.0 : (double)request);
     }
     cr_expect(pending_gradients_is_empty(&table));
     cr_expect(!pending_gradients_take(&table, handle(PENDING_GRADIENTS_MAX + 1), NULL),
