@@ -11,7 +11,6 @@
 #include "error_message.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "injection.h"

@@ -4,7 +4,6 @@
 #include "cooperative_state.h"
 #include "error_message.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

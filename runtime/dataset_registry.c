@@ -4,7 +4,6 @@
 #include "error_message.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

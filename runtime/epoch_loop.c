@@ -3,7 +3,6 @@
 #include "error_message.h"
 
 #include <stddef.h>
-#include <stdio.h>
 
 void epoch_loop_init(struct epoch_loop *loop)
 {

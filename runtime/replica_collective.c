@@ -3,7 +3,6 @@
 #include "replica_collective.h"
 #include "error_message.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

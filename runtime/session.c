@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <fnmatch.h>
 #include <inttypes.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/time.h>
 

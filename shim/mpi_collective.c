@@ -5,7 +5,6 @@
  * before MPI_Finalize.  Its PMPI_ functions and handles are the ones
  * mpi_library.c found. */
 #include <limits.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,7 +44,7 @@ static int shim_collective_allgather(void *context, const void *bytes, size_t si
         goto done;
     }
     if (pmpi.allgather(&own, 1, predefined.int_type, sizes, 1, predefined.int_type,
-                             collective.communicator) != MPI_SUCCESS) {
+                       collective.communicator) != MPI_SUCCESS) {
         error_message(error, error_size, "MPI_Allgather of the sizes failed");
         goto done;
     }
