@@ -80,23 +80,23 @@ static void make_typical_snapshot(struct adaptdl_snapshot *snapshot)
         {.name = "adaptdl-accumulator-epoch3-0", .value_count = 2, .values = results},
         {.name = "adaptdl-accumulator-epoch3-1", .value_count = 1, .values = results},
     };
-    memset(snapshot, 0, sizeof *snapshot);
-    snapshot->version = STATE_FORMAT_VERSION;
-    snapshot->seed = 42;
-    snapshot->epoch = 3;
-    snapshot->replicas = 4;
-    snapshot->sequence = 17;
-    snapshot->created_unix_time = 1712345678.5;
-    snapshot->checkpoint_path = "/scratch/jobs/resnet50-elastic/checkpoints/model-epoch-003.pt";
-    snapshot->binding.size = UINT64_C(102503713);
-    snapshot->binding.hash = UINT64_C(0x8c1f3a2b9d7e6f10);
-    snapshot->file_count = 3;
-    snapshot->files = files;
-    snapshot->accumulator_count = 2;
-    snapshot->accumulators = accumulators;
-    snapshot->step = 30012;
-    snapshot->progress = 3.4375;
-    snapshot->global_bsz = 512;
+    *snapshot = (struct adaptdl_snapshot){
+        .version = STATE_FORMAT_VERSION,
+        .seed = 42,
+        .epoch = 3,
+        .replicas = 4,
+        .sequence = 17,
+        .created_unix_time = 1712345678.5,
+        .checkpoint_path = "/scratch/jobs/resnet50-elastic/checkpoints/model-epoch-003.pt",
+        .binding = {.size = UINT64_C(102503713), .hash = UINT64_C(0x8c1f3a2b9d7e6f10)},
+        .file_count = 3,
+        .files = files,
+        .accumulator_count = 2,
+        .accumulators = accumulators,
+        .step = 30012,
+        .progress = 3.4375,
+        .global_bsz = 512,
+    };
 }
 
 /* Median microseconds of encoding alone. */
