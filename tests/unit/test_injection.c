@@ -61,15 +61,26 @@ static void expect_read_error(const struct injection_target *target,
     cr_assert_null(strchr(error, '\n'), "message is not one line: %s", error);
 }
 
+/* A NULL-terminated list of what a message must contain. */
+#define FRAGMENTS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/* Expects reading `quantity` after `flag` in argv to fail with a one-line
+ * message that contains every one of `fragments`. */
+static void expect_argv_error(const char *flag, enum injection_quantity quantity, int argc,
+                              char *const argv[], const char *const fragments[])
+{
+    struct injection_target target = argv_target(flag);
+    char error[1024] = "";
+    expect_read_error(&target, quantity, argc, argv, NULL, error, sizeof error);
+    for (const char *const *fragment = fragments; *fragment != NULL; fragment++)
+        cr_assert(strstr(error, *fragment) != NULL, "no %s in: %s", *fragment, error);
+}
+
 static void expect_bad_batch_size(const char *text)
 {
     char *argv[] = {"trainer", "--batch-size", (char *)text, NULL};
-    struct injection_target target = argv_target("--batch-size");
-    char error[512] = "";
-    expect_read_error(&target, INJECTION_BATCH_SIZE, ARGC(argv), argv, NULL, error,
-                      sizeof error);
-    cr_assert(strstr(error, "ADAPTDL_BSZ_ARG") != NULL, "%s", error);
-    cr_assert(strstr(error, "accepted:") != NULL, "%s", error);
+    expect_argv_error("--batch-size", INJECTION_BATCH_SIZE, ARGC(argv), argv,
+                      FRAGMENTS("ADAPTDL_BSZ_ARG", "accepted:"));
 }
 
 static double read_learning_rate(const char *text, int *rc)
@@ -245,11 +256,7 @@ Test(injection_read, last_occurrence_wins_across_short_forms)
 Test(injection_read, every_occurrence_is_checked)
 {
     char *argv[] = {"trainer", "--batch-size", "big", "--batch-size", "64", NULL};
-    struct injection_target target = argv_target("--batch-size");
-    char error[512] = "";
-    expect_read_error(&target, INJECTION_BATCH_SIZE, ARGC(argv), argv, NULL, error,
-                      sizeof error);
-    cr_assert(strstr(error, "\"big\"") != NULL, "%s", error);
+    expect_argv_error("--batch-size", INJECTION_BATCH_SIZE, ARGC(argv), argv, FRAGMENTS("\"big\""));
 }
 
 Test(injection_read, end_of_options_stops_the_scan)
@@ -272,48 +279,30 @@ Test(injection_read, end_of_options_stops_the_scan)
 Test(injection_read, double_dash_as_the_value_is_consumed)
 {
     char *argv[] = {"trainer", "--batch-size", "--", "32", NULL};
-    struct injection_target target = argv_target("--batch-size");
-    char error[512] = "";
-    expect_read_error(&target, INJECTION_BATCH_SIZE, ARGC(argv), argv, NULL, error,
-                      sizeof error);
-    cr_assert(strstr(error, "\"--\"") != NULL, "%s", error);
+    expect_argv_error("--batch-size", INJECTION_BATCH_SIZE, ARGC(argv), argv, FRAGMENTS("\"--\""));
 }
 
 Test(injection_read, flag_without_value)
 {
     char *argv[] = {"trainer", "--epochs", "3", "--batch-size", NULL};
-    struct injection_target target = argv_target("--batch-size");
-    char error[512] = "";
-    expect_read_error(&target, INJECTION_BATCH_SIZE, ARGC(argv), argv, NULL, error,
-                      sizeof error);
-    cr_assert(strstr(error, "ADAPTDL_BSZ_ARG") != NULL, "%s", error);
-    cr_assert(strstr(error, "--batch-size") != NULL, "%s", error);
-    cr_assert(strstr(error, "argv[3]") != NULL, "%s", error);
-    cr_assert(strstr(error, "no value") != NULL, "%s", error);
-    cr_assert(strstr(error, "accepted: --batch-size VALUE or --batch-size=VALUE") != NULL,
-              "%s", error);
+    expect_argv_error("--batch-size", INJECTION_BATCH_SIZE, ARGC(argv), argv,
+                      FRAGMENTS("ADAPTDL_BSZ_ARG", "--batch-size", "argv[3]", "no value",
+                                "accepted: --batch-size VALUE or --batch-size=VALUE"));
 }
 
 Test(injection_read, short_flag_without_value_lists_the_attached_form)
 {
     char *argv[] = {"trainer", "-b", NULL};
-    struct injection_target target = argv_target("-b");
-    char error[512] = "";
-    expect_read_error(&target, INJECTION_LEARNING_RATE, ARGC(argv), argv, NULL, error,
-                      sizeof error);
-    cr_assert(strstr(error, "ADAPTDL_LR_ARG (argv:-b)") != NULL, "%s", error);
-    cr_assert(strstr(error, "-b VALUE, -b=VALUE or -bVALUE") != NULL, "%s", error);
+    expect_argv_error("-b", INJECTION_LEARNING_RATE, ARGC(argv), argv,
+                      FRAGMENTS("ADAPTDL_LR_ARG (argv:-b)", "-b VALUE, -b=VALUE or -bVALUE"));
 }
 
 Test(injection_read, value_of_the_flag_is_not_taken_for_the_flag)
 {
     /* the second "--batch-size" is the first one's value: not a number */
     char *argv[] = {"trainer", "--batch-size", "--batch-size", "32", NULL};
-    struct injection_target target = argv_target("--batch-size");
-    char error[512] = "";
-    expect_read_error(&target, INJECTION_BATCH_SIZE, ARGC(argv), argv, NULL, error,
-                      sizeof error);
-    cr_assert(strstr(error, "\"--batch-size\" in argv[2]") != NULL, "%s", error);
+    expect_argv_error("--batch-size", INJECTION_BATCH_SIZE, ARGC(argv), argv,
+                      FRAGMENTS("\"--batch-size\" in argv[2]"));
 }
 
 /* --- reading: values ------------------------------------------------------- */
@@ -321,41 +310,24 @@ Test(injection_read, value_of_the_flag_is_not_taken_for_the_flag)
 Test(injection_read, non_numeric_batch_size_message)
 {
     char *argv[] = {"trainer", "--batch-size=abc", NULL};
-    struct injection_target target = argv_target("--batch-size");
-    char error[512] = "";
-    expect_read_error(&target, INJECTION_BATCH_SIZE, ARGC(argv), argv, NULL, error,
-                      sizeof error);
-    cr_assert(strstr(error, "ADAPTDL_BSZ_ARG") != NULL, "%s", error);
-    cr_assert(strstr(error, "argv:--batch-size") != NULL, "%s", error);
-    cr_assert(strstr(error, "\"abc\"") != NULL, "%s", error);
-    cr_assert(strstr(error, "argv[1]") != NULL, "%s", error);
-    cr_assert(strstr(error, "is not a batch size") != NULL, "%s", error);
-    cr_assert(strstr(error, "accepted: a positive decimal integer") != NULL, "%s", error);
+    expect_argv_error("--batch-size", INJECTION_BATCH_SIZE, ARGC(argv), argv,
+                      FRAGMENTS("ADAPTDL_BSZ_ARG", "argv:--batch-size", "\"abc\"", "argv[1]",
+                                "is not a batch size", "accepted: a positive decimal integer"));
 }
 
 Test(injection_read, non_numeric_learning_rate_message)
 {
     char *argv[] = {"trainer", "--lr", "fast", NULL};
-    struct injection_target target = argv_target("--lr");
-    char error[512] = "";
-    expect_read_error(&target, INJECTION_LEARNING_RATE, ARGC(argv), argv, NULL, error,
-                      sizeof error);
-    cr_assert(strstr(error, "ADAPTDL_LR_ARG") != NULL, "%s", error);
-    cr_assert(strstr(error, "argv:--lr") != NULL, "%s", error);
-    cr_assert(strstr(error, "\"fast\"") != NULL, "%s", error);
-    cr_assert(strstr(error, "argv[2]") != NULL, "%s", error);
-    cr_assert(strstr(error, "is not a learning rate") != NULL, "%s", error);
-    cr_assert(strstr(error, "accepted: a finite decimal number") != NULL, "%s", error);
+    expect_argv_error("--lr", INJECTION_LEARNING_RATE, ARGC(argv), argv,
+                      FRAGMENTS("ADAPTDL_LR_ARG", "argv:--lr", "\"fast\"", "argv[2]",
+                                "is not a learning rate", "accepted: a finite decimal number"));
 }
 
 Test(injection_read, control_characters_in_a_value_stay_on_one_line)
 {
     char *argv[] = {"trainer", "--batch-size", "3\n2\"", NULL};
-    struct injection_target target = argv_target("--batch-size");
-    char error[512] = "";
-    expect_read_error(&target, INJECTION_BATCH_SIZE, ARGC(argv), argv, NULL, error,
-                      sizeof error);
-    cr_assert(strstr(error, "\"3\\x0a2\\\"\"") != NULL, "%s", error);
+    expect_argv_error("--batch-size", INJECTION_BATCH_SIZE, ARGC(argv), argv,
+                      FRAGMENTS("\"3\\x0a2\\\"\""));
 }
 
 Test(injection_read, long_value_is_cut_in_the_message)
@@ -364,12 +336,8 @@ Test(injection_read, long_value_is_cut_in_the_message)
     memset(value, 'x', sizeof value - 1);
     value[sizeof value - 1] = '\0';
     char *argv[] = {"trainer", "--batch-size", value, NULL};
-    struct injection_target target = argv_target("--batch-size");
-    char error[1024] = "";
-    expect_read_error(&target, INJECTION_BATCH_SIZE, ARGC(argv), argv, NULL, error,
-                      sizeof error);
-    cr_assert(strstr(error, "...\"") != NULL, "%s", error);
-    cr_assert(strstr(error, "accepted:") != NULL, "%s", error);
+    expect_argv_error("--batch-size", INJECTION_BATCH_SIZE, ARGC(argv), argv,
+                      FRAGMENTS("...\"", "accepted:"));
 }
 
 Test(injection_read, batch_size_must_be_a_positive_integer)
@@ -394,22 +362,14 @@ Test(injection_read, batch_size_must_be_a_positive_integer)
 Test(injection_read, negative_batch_size_message)
 {
     char *argv[] = {"trainer", "-b", "-8", NULL};
-    struct injection_target target = argv_target("-b");
-    char error[512] = "";
-    expect_read_error(&target, INJECTION_BATCH_SIZE, ARGC(argv), argv, NULL, error,
-                      sizeof error);
-    cr_assert(strstr(error, "\"-8\"") != NULL, "%s", error);
-    cr_assert(strstr(error, "positive") != NULL, "%s", error);
+    expect_argv_error("-b", INJECTION_BATCH_SIZE, ARGC(argv), argv,
+                      FRAGMENTS("\"-8\"", "positive"));
 }
 
 Test(injection_read, empty_value_after_equals)
 {
     char *argv[] = {"trainer", "--batch-size=", NULL};
-    struct injection_target target = argv_target("--batch-size");
-    char error[512] = "";
-    expect_read_error(&target, INJECTION_BATCH_SIZE, ARGC(argv), argv, NULL, error,
-                      sizeof error);
-    cr_assert(strstr(error, "\"\"") != NULL, "%s", error);
+    expect_argv_error("--batch-size", INJECTION_BATCH_SIZE, ARGC(argv), argv, FRAGMENTS("\"\""));
 }
 
 Test(injection_read, batch_size_limits)
