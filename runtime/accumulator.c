@@ -3,6 +3,7 @@
  * sum them in rank order, so every replica computes bit-identical results. */
 #include "accumulator.h"
 #include "error_message.h"
+#include "growable_array.h"
 
 #include <msgpack.h>
 #include <stdio.h>
@@ -38,18 +39,20 @@ long accumulator_dict_find(const struct accumulator_dict *dict, const char *key)
 static int accumulator_dict_append(struct accumulator_dict *dict, const char *key, size_t length,
                                    double value)
 {
-    if (dict->count == dict->capacity) {
-        size_t capacity = dict->capacity ? dict->capacity * 2 : 8;
-        char **keys = realloc(dict->keys, capacity * sizeof *keys);
-        if (keys == NULL)
-            return -1;
-        dict->keys = keys;
-        double *values = realloc(dict->values, capacity * sizeof *values);
-        if (values == NULL)
-            return -1;
-        dict->values = values;
-        dict->capacity = capacity;
-    }
+    /* two arrays of one capacity: it is raised once both have grown */
+    size_t keys_capacity = dict->capacity;
+    size_t values_capacity = dict->capacity;
+    char **keys =
+        growable_array_make_room(dict->keys, dict->count, &keys_capacity, sizeof *keys, 8);
+    if (keys == NULL)
+        return -1;
+    dict->keys = keys;
+    double *values =
+        growable_array_make_room(dict->values, dict->count, &values_capacity, sizeof *values, 8);
+    if (values == NULL)
+        return -1;
+    dict->values = values;
+    dict->capacity = keys_capacity;
     char *copy = strndup(key, length);
     if (copy == NULL)
         return -1;
@@ -367,15 +370,12 @@ static struct accumulator_dict *accumulator_saved_results(struct accumulator *ac
 
 static int accumulator_keep_results(struct accumulator *accumulator, int64_t epoch)
 {
-    if (accumulator->history_count == accumulator->history_capacity) {
-        size_t capacity = accumulator->history_capacity ? accumulator->history_capacity * 2 : 4;
-        struct accumulator_results *history =
-            realloc(accumulator->history, capacity * sizeof *history);
-        if (history == NULL)
-            return -1;
-        accumulator->history = history;
-        accumulator->history_capacity = capacity;
-    }
+    struct accumulator_results *history =
+        growable_array_make_room(accumulator->history, accumulator->history_count,
+                                 &accumulator->history_capacity, sizeof *history, 4);
+    if (history == NULL)
+        return -1;
+    accumulator->history = history;
     struct accumulator_results *entry = &accumulator->history[accumulator->history_count];
     entry->epoch = epoch;
     if (accumulator_dict_copy(&entry->values, &accumulator->results) != 0)

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "error_message.h"
+#include "growable_array.h"
 #include "state_files.h"
 #include "state_store.h"
 #include "sysio.h"
@@ -65,17 +66,13 @@ static int prune_add_candidate(struct prune_state *state, const char *file_name)
     free(data);
     if (decoded != 0)
         return 0;
-    if (state->candidate_count == state->candidate_capacity) {
-        size_t capacity = state->candidate_capacity ? 2 * state->candidate_capacity : 16;
-        struct prune_candidate *grown =
-            realloc(state->candidates, capacity * sizeof *state->candidates);
-        if (grown == NULL) {
-            snapshot_free(&snapshot);
-            return -1;
-        }
-        state->candidates = grown;
-        state->candidate_capacity = capacity;
+    struct prune_candidate *grown = growable_array_make_room(
+        state->candidates, state->candidate_count, &state->candidate_capacity, sizeof *grown, 16);
+    if (grown == NULL) {
+        snapshot_free(&snapshot);
+        return -1;
     }
+    state->candidates = grown;
     char *name_copy = strdup(file_name);
     if (name_copy == NULL) {
         snapshot_free(&snapshot);
@@ -114,14 +111,11 @@ static int prune_add_probe(struct prune_state *state, const char *path)
     for (size_t probe = 0; probe < state->probe_count; probe++)
         if (strcmp(state->probes[probe].path, path) == 0)
             return 0;
-    if (state->probe_count == state->probe_capacity) {
-        size_t capacity = state->probe_capacity ? 2 * state->probe_capacity : 16;
-        struct checkpoint_probe *grown = realloc(state->probes, capacity * sizeof *grown);
-        if (grown == NULL)
-            return -1;
-        state->probes = grown;
-        state->probe_capacity = capacity;
-    }
+    struct checkpoint_probe *grown = growable_array_make_room(
+        state->probes, state->probe_count, &state->probe_capacity, sizeof *grown, 16);
+    if (grown == NULL)
+        return -1;
+    state->probes = grown;
     char *copy = strdup(path);
     if (copy == NULL)
         return -1;

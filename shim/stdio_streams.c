@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "growable_array.h"
 #include "real_functions.h"
 #include "shim.h"
 #include "stdio_streams.h"
@@ -55,16 +56,13 @@ void shim_streams_after_fork_in_child(void)
 static int shim_stream_register(const struct shim_stream *entry)
 {
     pthread_mutex_lock(&shim_streams_lock);
-    if (shim_stream_count == shim_stream_capacity) {
-        size_t capacity = shim_stream_capacity ? shim_stream_capacity * 2 : 16;
-        struct shim_stream *grown = realloc(shim_streams, capacity * sizeof *grown);
-        if (grown == NULL) {
-            pthread_mutex_unlock(&shim_streams_lock);
-            return -1;
-        }
-        shim_streams = grown;
-        shim_stream_capacity = capacity;
+    struct shim_stream *grown = growable_array_make_room(shim_streams, shim_stream_count,
+                                                         &shim_stream_capacity, sizeof *grown, 16);
+    if (grown == NULL) {
+        pthread_mutex_unlock(&shim_streams_lock);
+        return -1;
     }
+    shim_streams = grown;
     shim_streams[shim_stream_count++] = *entry;
     __atomic_store_n(&shim_streams_in_use, 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&shim_streams_lock);
