@@ -3,6 +3,7 @@
  * free. */
 #include "cooperative_state.h"
 #include "error_message.h"
+#include "growable_array.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -52,34 +53,32 @@ void cooperative_state_free(struct cooperative_state *state)
     for (size_t i = 0; i < state->registered_count; i++)
         free(state->registered[i].name);
     free(state->registered);
-    free(state->loop_list);
-    free(state->accumulator_list);
+    free(state->loop_list.items);
+    free(state->accumulator_list.items);
     data_loop_registry_free(&state->loops);
     pthread_mutex_destroy(&state->lock);
     memset(state, 0, sizeof *state);
 }
 
-/* Appends to a pointer list; -1 on allocation failure. */
-static int cooperative_list_append(void ***list, size_t *count, size_t *capacity, void *item)
+/* Appends to a tracked list; -1 on allocation failure. */
+static int tracked_list_append(struct tracked_list *list, void *item)
 {
-    if (*count == *capacity) {
-        size_t grown = *capacity ? *capacity * 2 : 8;
-        void **items = realloc(*list, grown * sizeof *items);
-        if (items == NULL)
-            return -1;
-        *list = items;
-        *capacity = grown;
-    }
-    (*list)[(*count)++] = item;
+    void **items =
+        growable_array_make_room(list->items, list->count, &list->capacity, sizeof *items, 8);
+    if (items == NULL)
+        return -1;
+    list->items = items;
+    list->items[list->count++] = item;
     return 0;
 }
 
-static void cooperative_list_remove(void **list, size_t *count, const void *item)
+static void tracked_list_remove(struct tracked_list *list, const void *item)
 {
-    for (size_t i = 0; i < *count; i++) {
-        if (list[i] == item) {
-            memmove(list + i, list + i + 1, (*count - i - 1) * sizeof *list);
-            (*count)--;
+    for (size_t i = 0; i < list->count; i++) {
+        if (list->items[i] == item) {
+            memmove(list->items + i, list->items + i + 1,
+                    (list->count - i - 1) * sizeof *list->items);
+            list->count--;
             return;
         }
     }
@@ -147,8 +146,7 @@ int cooperative_state_add_loop(struct cooperative_state *state, struct data_loop
                                char *error, size_t error_size)
 {
     state->used = true;
-    if (cooperative_list_append((void ***)&state->loop_list, &state->loop_count,
-                                &state->loop_capacity, loop) != 0 ||
+    if (tracked_list_append(&state->loop_list, loop) != 0 ||
         cooperative_apply_loop(state, loop) != 0)
         return cooperative_out_of_memory(error, error_size, "creating a data loop");
     return 0;
@@ -159,8 +157,7 @@ int cooperative_state_add_accumulator(struct cooperative_state *state,
                                       size_t error_size)
 {
     state->used = true;
-    if (cooperative_list_append((void ***)&state->accumulator_list, &state->accumulator_count,
-                                &state->accumulator_capacity, accumulator) != 0 ||
+    if (tracked_list_append(&state->accumulator_list, accumulator) != 0 ||
         cooperative_apply_accumulator(state, accumulator) != 0)
         return cooperative_out_of_memory(error, error_size, "creating an accumulator");
     return 0;
@@ -181,14 +178,11 @@ int cooperative_state_register(struct cooperative_state *state,
     }
     if (cooperative_apply_registered(state, registered, error, error_size) != 0)
         return -1;
-    if (state->registered_count == state->registered_capacity) {
-        size_t grown = state->registered_capacity ? state->registered_capacity * 2 : 8;
-        struct registered_state *items = realloc(state->registered, grown * sizeof *items);
-        if (items == NULL)
-            return cooperative_out_of_memory(error, error_size, "registering state");
-        state->registered = items;
-        state->registered_capacity = grown;
-    }
+    struct registered_state *items = growable_array_make_room(
+        state->registered, state->registered_count, &state->registered_capacity, sizeof *items, 8);
+    if (items == NULL)
+        return cooperative_out_of_memory(error, error_size, "registering state");
+    state->registered = items;
     struct registered_state *copy = &state->registered[state->registered_count];
     *copy = *registered;
     copy->name = strdup(registered->name);
@@ -200,21 +194,20 @@ int cooperative_state_register(struct cooperative_state *state,
 
 void cooperative_state_remove_loop(struct cooperative_state *state, struct data_loop *loop)
 {
-    cooperative_list_remove((void **)state->loop_list, &state->loop_count, loop);
+    tracked_list_remove(&state->loop_list, loop);
 }
 
 void cooperative_state_remove_accumulator(struct cooperative_state *state,
                                           struct accumulator *accumulator)
 {
-    cooperative_list_remove((void **)state->accumulator_list, &state->accumulator_count,
-                            accumulator);
+    tracked_list_remove(&state->accumulator_list, accumulator);
 }
 
 int cooperative_state_synchronize(struct cooperative_state *state, char *error,
                                   size_t error_size)
 {
-    for (size_t i = 0; i < state->accumulator_count; i++)
-        if (accumulator_sum_updates(state->accumulator_list[i], error, error_size) != 0)
+    for (size_t i = 0; i < state->accumulator_list.count; i++)
+        if (accumulator_sum_updates(state->accumulator_list.items[i], error, error_size) != 0)
             return -1;
     return 0;
 }
@@ -313,21 +306,23 @@ int cooperative_state_capture(struct cooperative_state *state, struct adaptdl_sn
     snapshot->cooperative_progress = state->used ? state->progress : 0;
     if (!state->used)
         return 0;
-    snapshot->loops = calloc(state->loop_count ? state->loop_count : 1, sizeof *snapshot->loops);
-    snapshot->accumulators = calloc(state->accumulator_count ? state->accumulator_count : 1,
-                                    sizeof *snapshot->accumulators);
+    snapshot->loops =
+        calloc(state->loop_list.count ? state->loop_list.count : 1, sizeof *snapshot->loops);
+    snapshot->accumulators =
+        calloc(state->accumulator_list.count ? state->accumulator_list.count : 1,
+               sizeof *snapshot->accumulators);
     snapshot->registered = calloc(state->registered_count ? state->registered_count : 1,
                                   sizeof *snapshot->registered);
     if (snapshot->loops == NULL || snapshot->accumulators == NULL || snapshot->registered == NULL)
         return cooperative_out_of_memory(error, error_size, "capturing the cooperative state");
-    for (size_t i = 0; i < state->loop_count; i++) {
+    for (size_t i = 0; i < state->loop_list.count; i++) {
         snapshot->loop_count++;
-        if (capture_loop(state->loop_list[i], &snapshot->loops[i]) != 0)
+        if (capture_loop(state->loop_list.items[i], &snapshot->loops[i]) != 0)
             return cooperative_out_of_memory(error, error_size, "capturing a data loop");
     }
-    for (size_t i = 0; i < state->accumulator_count; i++) {
+    for (size_t i = 0; i < state->accumulator_list.count; i++) {
         snapshot->accumulator_count++;
-        if (capture_accumulator(state->accumulator_list[i], &snapshot->accumulators[i]) != 0)
+        if (capture_accumulator(state->accumulator_list.items[i], &snapshot->accumulators[i]) != 0)
             return cooperative_out_of_memory(error, error_size, "capturing an accumulator");
     }
     for (size_t i = 0; i < state->registered_count; i++) {
@@ -424,11 +419,11 @@ int cooperative_state_restore(struct cooperative_state *state,
     else
         state->epochs.finished = (int64_t)snapshot->finished_epochs;
     state->progress = snapshot->cooperative_progress;
-    for (size_t i = 0; i < state->loop_count; i++)
-        if (cooperative_apply_loop(state, state->loop_list[i]) != 0)
+    for (size_t i = 0; i < state->loop_list.count; i++)
+        if (cooperative_apply_loop(state, state->loop_list.items[i]) != 0)
             return cooperative_out_of_memory(error, error_size, "restoring a data loop");
-    for (size_t i = 0; i < state->accumulator_count; i++)
-        if (cooperative_apply_accumulator(state, state->accumulator_list[i]) != 0)
+    for (size_t i = 0; i < state->accumulator_list.count; i++)
+        if (cooperative_apply_accumulator(state, state->accumulator_list.items[i]) != 0)
             return cooperative_out_of_memory(error, error_size, "restoring an accumulator");
     for (size_t i = 0; i < state->registered_count; i++)
         if (cooperative_apply_registered(state, &state->registered[i], error, error_size) != 0)

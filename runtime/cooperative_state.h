@@ -53,16 +53,23 @@ struct restored_bytes {
     size_t size;
 };
 
+/* The loops or accumulators the trainer created, in creation order.  The
+ * items are stored as void * and read back as the type they were added as:
+ * a void * converts to any object pointer without a cast, so no list is
+ * ever accessed through a pointer type it was not written with. */
+struct tracked_list {
+    void **items;
+    size_t count, capacity;
+};
+
 struct cooperative_state {
     pthread_mutex_t lock;          /* every API call holds it */
     bool used;                     /* the trainer called the API */
     struct epoch_loop epochs;
     double progress;               /* statistical progress of adaptive loops (AdaptDL's) */
     struct data_loop_registry loops;
-    struct data_loop **loop_list;
-    size_t loop_count, loop_capacity;
-    struct accumulator **accumulator_list;
-    size_t accumulator_count, accumulator_capacity;
+    struct tracked_list loop_list;        /* struct data_loop * */
+    struct tracked_list accumulator_list; /* struct accumulator * */
     struct registered_state *registered;
     size_t registered_count, registered_capacity;
     /* what the last restore brought, for objects created after it */

@@ -219,16 +219,16 @@ Test(cooperative_state, a_removed_loop_is_no_longer_captured)
         cr_assert_eq(cooperative_state_add_loop(&state, &loops[i], error, sizeof error), 0,
                      "%s", error);
     }
-    cr_assert_eq(state.loop_count, 3);
+    cr_assert_eq(state.loop_list.count, 3);
     cooperative_state_remove_loop(&state, &loops[1]);
-    cr_expect_eq(state.loop_count, 2);
-    cr_expect_eq(state.loop_list[0], &loops[0]);
-    cr_expect_eq(state.loop_list[1], &loops[2], "the others keep their order");
+    cr_expect_eq(state.loop_list.count, 2);
+    cr_expect_eq(state.loop_list.items[0], &loops[0]);
+    cr_expect_eq(state.loop_list.items[1], &loops[2], "the others keep their order");
     cooperative_state_remove_loop(&state, &loops[1]);
     struct data_loop stranger;
     memset(&stranger, 0, sizeof stranger);
     cooperative_state_remove_loop(&state, &stranger);
-    cr_expect_eq(state.loop_count, 2, "removing what is not tracked changes nothing");
+    cr_expect_eq(state.loop_list.count, 2, "removing what is not tracked changes nothing");
 
     struct adaptdl_snapshot snapshot = {0};
     cr_assert_eq(cooperative_state_capture(&state, &snapshot, error, sizeof error), 0, "%s",
@@ -240,7 +240,7 @@ Test(cooperative_state, a_removed_loop_is_no_longer_captured)
 
     cooperative_state_remove_loop(&state, &loops[0]);
     cooperative_state_remove_loop(&state, &loops[2]);
-    cr_expect_eq(state.loop_count, 0);
+    cr_expect_eq(state.loop_list.count, 0);
     for (int i = 0; i < 3; i++)
         data_loop_free(&loops[i]);
     cooperative_state_free(&state);
@@ -257,10 +257,10 @@ Test(cooperative_state, a_removed_accumulator_is_no_longer_captured_or_synchroni
     cr_assert_eq(cooperative_state_add_accumulator(&state, &kept, error, sizeof error), 0);
     cr_assert_eq(cooperative_state_add_accumulator(&state, &removed, error, sizeof error), 0);
     cooperative_state_remove_accumulator(&state, &removed);
-    cr_expect_eq(state.accumulator_count, 1);
-    cr_expect_eq(state.accumulator_list[0], &kept);
+    cr_expect_eq(state.accumulator_list.count, 1);
+    cr_expect_eq(state.accumulator_list.items[0], &kept);
     cooperative_state_remove_accumulator(&state, &removed);
-    cr_expect_eq(state.accumulator_count, 1, "removing twice changes nothing");
+    cr_expect_eq(state.accumulator_list.count, 1, "removing twice changes nothing");
 
     accumulator_add(&kept, "n", 1, error, sizeof error);
     accumulator_add(&removed, "n", 1, error, sizeof error);
