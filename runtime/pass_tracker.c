@@ -102,6 +102,11 @@ void pass_tracker_note_delivered(struct pass_tracker *tracker, uint64_t delivere
 
 void pass_tracker_end_pass(struct pass_tracker *tracker)
 {
+    tracker->has_previous = !tracker->skipped && tracker->delivered > 0;
+    tracker->previous_pass = tracker->pass;
+    tracker->previous_length = tracker->pass_length;
+    tracker->previous_start = tracker->start_index;
+    tracker->previous_delivered = tracker->delivered;
     __atomic_store_n(&tracker->pass, tracker->pass + 1, __ATOMIC_RELAXED);
     __atomic_store_n(&tracker->passes_completed, tracker->passes_completed + 1,
                      __ATOMIC_RELAXED);
@@ -118,6 +123,17 @@ void pass_tracker_position(const struct pass_tracker *tracker, uint64_t unconsum
         *pass_length = tracker->bound_length;
         return;
     }
+    if (unconsumed > tracker->delivered && tracker->has_previous &&
+        tracker->previous_pass + 1 == tracker->pass) {
+        uint64_t excess = unconsumed - tracker->delivered;
+        uint64_t consumed =
+            tracker->previous_delivered > excess ? tracker->previous_delivered - excess : 0;
+        *pass = tracker->previous_pass;
+        *pass_length = tracker->previous_length;
+        *current_index = view_current_index(tracker->previous_length, tracker->replicas,
+                                            tracker->previous_start, consumed);
+        return;
+    }
     uint64_t consumed = tracker->delivered > unconsumed ? tracker->delivered - unconsumed : 0;
     *pass = tracker->pass;
     *pass_length = tracker->pass_length;
@@ -130,6 +146,7 @@ bool pass_tracker_restore(struct pass_tracker *tracker, enum resume_mode resume,
 {
     if (tracker->started)
         return false;
+    tracker->has_previous = false;
     tracker->has_bound = true;
     tracker->resume = resume;
     tracker->bound_pass = bound_pass;

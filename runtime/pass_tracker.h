@@ -44,6 +44,15 @@ struct pass_tracker {
     uint64_t records_served;   /* in this run, for the summary */
     bool statistical;          /* fresh passes take their length from the planner */
 
+    /* The pass before this one, when it ended in this run with records
+     * delivered: a loader that read it to the end may still hold its last
+     * records when the trainer commits (lookahead). */
+    bool has_previous;
+    uint64_t previous_pass;
+    uint64_t previous_length; /* its M */
+    uint64_t previous_start;  /* its s */
+    uint64_t previous_delivered;
+
     bool has_bound;            /* a snapshot position was restored */
     enum resume_mode resume;
     uint64_t bound_pass;
@@ -113,8 +122,12 @@ void pass_tracker_end_pass(struct pass_tracker *tracker);
 
 /* Position a snapshot binds: (pass, current_index, pass length),
  * `unconsumed` records fewer than delivered (stdio buffer and lookahead),
- * never before s.  While replay is still skipping towards a bound position,
- * the bound position itself (the replay consumes nothing new). */
+ * never before s.  When `unconsumed` exceeds what the current pass
+ * delivered and the previous pass ended in this run, the rest is counted
+ * back from the end of that pass, which the position then names: records
+ * a loader read ahead before the end are not lost.  While replay is still
+ * skipping towards a bound position, the bound position itself (the replay
+ * consumes nothing new). */
 void pass_tracker_position(const struct pass_tracker *tracker, uint64_t unconsumed,
                            uint64_t *pass, uint64_t *current_index, uint64_t *pass_length);
 

@@ -144,6 +144,48 @@ Test(pass_tracker, unconsumed_adjustment_never_goes_below_start)
     expect_position(&tracker, 50, 0, 41);
 }
 
+/* A loader that reads ahead reaches the end of a pass (the read returning 0
+ * ends it) while it still holds its last records: a commit then counts the
+ * records in flight back from the end of the pass just ended, not from the
+ * start of the next one, which would lose them. */
+Test(pass_tracker, records_in_flight_past_a_pass_end_count_back_into_that_pass)
+{
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 100, 2, 0);
+    cr_assert(pass_tracker_restore(&tracker, RESUME_REPLAY, 0, 20, 0));
+    pass_tracker_note_delivered(&tracker, 40, true);
+    pass_tracker_end_pass(&tracker);
+    expect_position(&tracker, 0, 1, 0);
+    expect_position(&tracker, 16, 0, 20 + 2 * (40 - 16));
+    expect_position(&tracker, 40, 0, 20);
+    expect_position(&tracker, 1000, 0, 20);
+    pass_tracker_note_delivered(&tracker, 5, true);
+    expect_position(&tracker, 5, 1, 0);
+    expect_position(&tracker, 16, 0, 20 + 2 * (40 - 11));
+    pass_tracker_end_pass(&tracker);
+    pass_tracker_end_pass(&tracker);
+    expect_position(&tracker, 16, 3, 0);
+}
+
+/* Only a pass that delivered records can hold records in flight: one that
+ * replay skipped, or a restore, leaves nothing to count back into. */
+Test(pass_tracker, a_skipped_pass_or_a_restore_leaves_nothing_to_count_back_into)
+{
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 100, 1, 0);
+    cr_assert(pass_tracker_restore(&tracker, RESUME_REPLAY, 1, 30, 0));
+    pass_tracker_end_pass(&tracker);
+    expect_position(&tracker, 16, 1, 30);
+    pass_tracker_note_delivered(&tracker, 70, true);
+    pass_tracker_end_pass(&tracker);
+    expect_position(&tracker, 16, 1, 84);
+    pass_tracker_init(&tracker, 100, 1, 0);
+    pass_tracker_note_delivered(&tracker, 100, true);
+    pass_tracker_end_pass(&tracker);
+    cr_assert(pass_tracker_restore(&tracker, RESUME_CONTINUE, 1, 0, 0));
+    expect_position(&tracker, 16, 1, 0);
+}
+
 Test(pass_tracker, replay_skips_earlier_passes_then_resumes_at_bound_index)
 {
     struct pass_tracker tracker;
