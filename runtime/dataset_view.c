@@ -118,6 +118,7 @@ static int dataset_pass_state_initialize(void *block, void *context)
     pass_tracker_init(&shared->tracker, file->record_count, file->replicas, file->rank);
     pass_tracker_set_statistical(&shared->tracker, file->entry->role == DATA_ROLE_TRAIN);
     shared->header_read_to_end = false;
+    shared->header_only_first_sign = VIEW_SIGN_NONE;
     shared->mapped = false;
     shared->view_generation = 0;
     reader_processes_reset(&shared->readers);
@@ -342,6 +343,7 @@ int dataset_view_fix(struct dataset_file *file)
     shared->view_generation++;
     int status = dataset_view_build_local(file);
     shared->header_read_to_end = false;
+    shared->header_only_first_sign = VIEW_SIGN_NONE;
     shared->mapped = false;
     reader_processes_reset(&shared->readers);
     delivery_record_reset(&shared->delivery, file->view_length);
@@ -475,6 +477,9 @@ uint64_t dataset_view_records_in_flight(const struct dataset_file *file)
     uint64_t lookahead = file->entry->lookahead;
     if (lookahead == 0 || dataset_view_readers_finished_pass(file))
         return 0;
+    uint64_t delivered = file->shared->tracker.delivered;
+    if (delivered < lookahead && __atomic_load_n(&file->open_cursors, __ATOMIC_RELAXED) == 0)
+        return delivered;
     return lookahead;
 }
 
@@ -493,6 +498,38 @@ bool dataset_view_covered(const struct dataset_file *file)
     if (file->view_length == 0)
         return file->shared->header_read_to_end;
     return delivery_record_covered(&file->shared->delivery);
+}
+
+bool dataset_view_reopen_ends_pass(const struct dataset_file *file)
+{
+    if (dataset_view_covered(file))
+        return true;
+    return file->view_length == 0 && file->shared->header_only_first_sign == VIEW_SIGN_OPEN;
+}
+
+static void dataset_view_note_sign(struct dataset_file *file, enum view_sign sign)
+{
+    if (file->view_length == 0 && file->shared->header_only_first_sign == VIEW_SIGN_NONE)
+        file->shared->header_only_first_sign = sign;
+}
+
+void dataset_view_note_opened(struct dataset_file *file)
+{
+    dataset_view_note_sign(file, VIEW_SIGN_OPEN);
+}
+
+bool dataset_view_path_stat_ends_pass(const struct dataset_file *file)
+{
+    if (__atomic_load_n(&file->open_cursors, __ATOMIC_RELAXED) != 0)
+        return false;
+    if (file->view_length == 0)
+        return file->shared->header_only_first_sign == VIEW_SIGN_PATH_STAT;
+    return dataset_view_readers_finished_pass(file);
+}
+
+void dataset_view_note_path_stat(struct dataset_file *file)
+{
+    dataset_view_note_sign(file, VIEW_SIGN_PATH_STAT);
 }
 
 bool dataset_view_read_repeats_covered_pass(const struct dataset_file *file, uint64_t offset,

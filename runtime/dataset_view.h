@@ -42,6 +42,13 @@
 /* How far ahead of the trainer the kernel is asked to read large records. */
 #define VIEW_PREFETCH_BYTES (32u << 20)
 
+/* The ways a trainer looks at a view without reading a record from it. */
+enum view_sign {
+    VIEW_SIGN_NONE,
+    VIEW_SIGN_OPEN,               /* it opened the file */
+    VIEW_SIGN_PATH_STAT,          /* it asked for the size of the file's path */
+};
+
 /* What every process of a job must agree on about one data file: its pass,
  * which records of the pass's view were delivered, and the lock over them.
  * It lives in anonymous shared memory made when the file is first
@@ -54,6 +61,8 @@ struct dataset_pass_state {
     struct pass_tracker tracker;
     struct delivery_record delivery;  /* which records of the view were delivered */
     bool header_read_to_end;      /* a header-only view was read to its end */
+    enum view_sign header_only_first_sign; /* how the trainer first looked at a
+                                  * header-only view: that sign again ends it */
     bool mapped;                  /* a mapping handed out the whole view */
     uint64_t view_generation;     /* counts the views fixed (passes, restores) */
     struct reader_processes readers; /* processes that delivered records of the view */
@@ -247,7 +256,12 @@ bool dataset_view_readers_finished_pass(const struct dataset_file *file);
 
 /* How many records a snapshot counts as not consumed yet beyond the
  * stdio buffers: the entry's lookahead=, or 0 once the readers finished
- * the pass (no batch can be in flight any more). */
+ * the pass (no batch can be in flight any more).  More than the current
+ * pass delivered reaches back into the previous one (a loader that read to
+ * the end still holds its last records: pass_tracker_position), but only
+ * while this process has the file open: once it closed it since, nothing of
+ * the previous pass can be in flight, and the count stops at what the
+ * current pass delivered. */
 uint64_t dataset_view_records_in_flight(const struct dataset_file *file);
 
 /* Ends the pass when its readers finished it, so that a snapshot taken
@@ -261,6 +275,29 @@ bool dataset_view_end_pass_finished_by_readers(struct dataset_file *file);
  * it was read to its end; or a mapping handed out the whole view.  Only
  * then do a rewind and a reopen end the pass. */
 bool dataset_view_covered(const struct dataset_file *file);
+/* A header-only view (a pass replay skips) has no record to deliver, and a
+ * loader that takes its record count from the size (fstat, SEEK_END, a
+ * stat of the path) reads nothing from it: the only sign that its loop
+ * over the pass is over is that it looks at the file again at its next
+ * epoch the way it first looked at this pass, by opening it or by a stat of
+ * its path.  Whichever of the two came first is the epoch's sign, so that
+ * a loader that does both in each epoch (a stat then an open, or an open
+ * then a stat) ends one pass per epoch. */
+
+/* Whether opening the file now ends the current pass (SPEC §3 rule 2): the
+ * view is covered, or it is header-only and its first sign was an open. */
+bool dataset_view_reopen_ends_pass(const struct dataset_file *file);
+/* A descriptor or stream was opened on the current view. */
+void dataset_view_note_opened(struct dataset_file *file);
+/* Whether a stat of the file's path ends the current pass: no descriptor or
+ * stream of this process is open on the file, and the readers are done with
+ * the view (dataset_view_readers_finished_pass) or it is header-only and its
+ * first sign was a stat of the path.  A loader that asks for the size at
+ * every epoch (a Dataset's len from os.path.getsize) before it opens the
+ * file must be told the next pass's size. */
+bool dataset_view_path_stat_ends_pass(const struct dataset_file *file);
+/* The current view's path was stat'ed. */
+void dataset_view_note_path_stat(struct dataset_file *file);
 
 /* True when handing out view bytes [offset, offset + count) would deliver
  * again a record of a covered pass: the trainer has begun its next epoch

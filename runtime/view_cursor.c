@@ -28,8 +28,9 @@ static void view_cursor_end_pass_locked(struct dataset_file *file, const char *w
 void view_cursor_open(struct view_cursor *cursor, struct dataset_file *file)
 {
     dataset_file_lock(file);
-    if (dataset_view_covered(file))
+    if (dataset_view_reopen_ends_pass(file))
         view_cursor_end_pass_locked(file, "reopened");
+    dataset_view_note_opened(file);
     cursor->file = file;
     cursor->offset = 0;
     cursor->pass = file->view_pass;
@@ -165,8 +166,12 @@ static ssize_t view_cursor_read_vectors(struct view_cursor *cursor, const struct
     uint64_t left = first < file->view_size ? file->view_size - first : 0;
     uint64_t span = size < left ? size : left;
     if (span == 0) {
+        /* a stream the trainer moved may reach the end with the last batch
+         * of its own order, wherever that falls; a header-only view has
+         * no record for such an order to leave out */
         bool trainer_moved = cursor->trainer_moved_pass == file->view_pass + 1;
-        if (size > 0 && (deliver || !trainer_moved || dataset_view_covered(file))) {
+        if (size > 0 && (deliver || !trainer_moved || file->view_length == 0 ||
+                         dataset_view_covered(file))) {
             view_cursor_end_pass_locked(file, "read to the end");
             cursor->at_end = true;
         }
@@ -373,6 +378,17 @@ uint64_t view_cursor_size(struct view_cursor *cursor)
 {
     struct dataset_file *file = cursor->file;
     dataset_file_lock(file);
+    uint64_t size = file->view_size;
+    dataset_file_unlock(file);
+    return size;
+}
+
+uint64_t view_cursor_path_stat(struct dataset_file *file)
+{
+    dataset_file_lock(file);
+    if (dataset_view_path_stat_ends_pass(file))
+        view_cursor_end_pass_locked(file, "size asked for after the readers were done");
+    dataset_view_note_path_stat(file);
     uint64_t size = file->view_size;
     dataset_file_unlock(file);
     return size;

@@ -108,6 +108,11 @@ void view_cursor_consume(struct view_cursor *cursor, const struct view_cursor_pe
 off_t view_cursor_seek(struct view_cursor *cursor, off_t offset, int whence);
 /* Size of the view the cursor would read now. */
 uint64_t view_cursor_size(struct view_cursor *cursor);
+/* A stat of the file's path, not of a descriptor: first ends a pass the
+ * trainer is done with (dataset_view_path_stat_ends_pass), so that a loader
+ * asking for its next epoch's size gets the next pass's; returns the size
+ * of the view that is current then. */
+uint64_t view_cursor_path_stat(struct dataset_file *file);
 
 /* --- for stdio streams built on a cursor ------------------------------------ */
 /* Moves the cursor without applying pass rules (glibc seeks a cookie stream

@@ -1,6 +1,7 @@
 /* io_stat.c - wrappers of the stat family: a data file reports the size of
- * its view (SPEC §3), by descriptor or by path; `stat` before any open
- * reports the view the next pass would have.  Everything else is untouched. */
+ * its view (SPEC §3), by descriptor or by path; a stat of the path once the
+ * trainer is done with a pass reports the view of the next one
+ * (view_cursor_path_stat).  Everything else is untouched. */
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -9,11 +10,8 @@
 
 /* The view's size, and its block size: buffered readers that size their
  * buffer from st_blksize then read one record at a time (SPEC §3). */
-static void shim_stat_set_view(struct stat *status, struct dataset_file *file)
+static void shim_stat_set_view(struct stat *status, struct dataset_file *file, uint64_t size)
 {
-    dataset_file_lock(file);
-    uint64_t size = file->view_size;
-    dataset_file_unlock(file);
     status->st_size = (off_t)size;
     status->st_blocks = (blkcnt_t)((size + 511) / 512);
     uint64_t block_size = dataset_view_block_size(file);
@@ -27,7 +25,7 @@ static int shim_stat_fd_result(int result, int fd, struct stat *status)
         return result;
     struct fd_slot *slot = shim_view_slot_acquire(fd);
     if (slot != NULL)
-        shim_stat_set_view(status, slot->cursor.file);
+        shim_stat_set_view(status, slot->cursor.file, view_cursor_size(&slot->cursor));
     fd_slot_release(slot);
     return result;
 }
@@ -40,7 +38,7 @@ static int shim_stat_path_result(int result, int dirfd, const char *path, struct
     bool matched;
     struct dataset_file *file = shim_dataset_for_path(dirfd, path, &matched);
     if (file != NULL)
-        shim_stat_set_view(status, file);
+        shim_stat_set_view(status, file, view_cursor_path_stat(file));
     return result;
 }
 
@@ -165,9 +163,7 @@ SHIM_EXPORT int statx(int dirfd, const char *path, int flags, unsigned int mask,
         struct dataset_file *file = shim_dataset_for_path(dirfd, path, &matched);
         if (file == NULL)
             return result;
-        dataset_file_lock(file);
-        size = file->view_size;
-        dataset_file_unlock(file);
+        size = view_cursor_path_stat(file);
     }
     status->stx_size = size;
     status->stx_blocks = (size + 511) / 512;

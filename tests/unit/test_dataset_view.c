@@ -1103,7 +1103,8 @@ Test(dataset_view, a_pass_covered_by_workers_that_exited_is_over)
     entry.lookahead = 4;
     struct dataset_file file;
     dv_init(&file, &entry, bytes, size, 1, 0);
-    cr_expect_eq(dataset_view_records_in_flight(&file), 4, "nothing read yet");
+    cr_expect_eq(dataset_view_records_in_flight(&file), 0,
+                 "nothing delivered and the file not open here: nothing can be in flight");
     dataset_file_lock(&file);
     dataset_view_note_read(&file, 6, 10);   /* the parent peeks at record 0 */
     dataset_file_unlock(&file);
@@ -1196,6 +1197,37 @@ Test(dataset_view, a_covered_pass_whose_only_reader_closed_the_file_is_over)
     dataset_view_note_mapped(&file);
     cr_expect(dataset_view_covered(&file));
     cr_expect(!dataset_view_readers_finished_pass(&file), "a mapping reads in secret");
+    dataset_file_unlock(&file);
+    dataset_file_release(&file);
+    free(bytes);
+}
+
+/* Records in flight with lookahead=: while the file is open here, all of
+ * them, even past what the pass just begun delivered (they may be the last
+ * records of the pass a read-ahead loader read to its end); once it is
+ * closed, at most what the current pass delivered. */
+Test(dataset_view, records_in_flight_reach_past_the_current_pass_only_while_the_file_is_open)
+{
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(0, 10, 20, 0, &size);
+    struct data_entry entry = dv_entry(0, 10, true, true);
+    entry.lookahead = 4;
+    struct dataset_file file;
+    dv_init(&file, &entry, bytes, size, 1, 0);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &file);
+    dataset_file_lock(&file);
+    dataset_view_note_read(&file, 0, 10 * 20);
+    dataset_view_end_pass(&file);
+    cr_expect_eq(dataset_view_records_in_flight(&file), 4, "read to the end, still open");
+    dataset_view_note_read(&file, 0, 10);
+    cr_expect_eq(dataset_view_records_in_flight(&file), 4);
+    dataset_file_unlock(&file);
+    view_cursor_close(&cursor);
+    dataset_file_lock(&file);
+    cr_expect_eq(dataset_view_records_in_flight(&file), 1, "closed: only pass 1's record");
+    dataset_view_note_read(&file, 10, 10 * 5);
+    cr_expect_eq(dataset_view_records_in_flight(&file), 4);
     dataset_file_unlock(&file);
     dataset_file_release(&file);
     free(bytes);

@@ -620,6 +620,142 @@ Test(view_cursor, a_header_only_pass_ends_when_the_trainer_rewinds_without_readi
     vc_teardown(&data);
 }
 
+/* A loader that takes its record count from the size (fstat, SEEK_END and
+ * ftell) reads nothing from a pass replay skips, whatever its header: it
+ * closes the file and opens it again for its next epoch.  That reopen ends
+ * the skipped pass; the first open after the restore does not. */
+Test(view_cursor, a_header_only_pass_ends_when_a_loader_that_read_nothing_reopens)
+{
+    for (uint64_t header = 0; header <= VC_HEADER; header += VC_HEADER) {
+        struct vc_data data;
+        vc_setup(&data, header, true, 1, 0);
+        cr_assert(dataset_view_restore(&data.file, RESUME_REPLAY, 2, 0, 0));
+        struct view_cursor first, second, third;
+        view_cursor_open(&first, &data.file);
+        cr_expect_eq(data.file.view_pass, 0, "header %llu: the first open ends nothing",
+                     (unsigned long long)header);
+        cr_expect_eq(view_cursor_seek(&first, 0, SEEK_END), (off_t)header);
+        view_cursor_close(&first);
+        view_cursor_open(&second, &data.file);
+        cr_expect_eq(data.file.view_pass, 1, "header %llu: the reopen ends skipped pass 0",
+                     (unsigned long long)header);
+        view_cursor_close(&second);
+        view_cursor_open(&third, &data.file);
+        cr_expect_eq(data.file.view_pass, 2, "header %llu: and skipped pass 1",
+                     (unsigned long long)header);
+        cr_expect_eq(data.file.view_length, VC_COUNT, "header %llu: pass 2 is the bound one",
+                     (unsigned long long)header);
+        view_cursor_close(&third);
+        view_cursor_open(&first, &data.file);
+        cr_expect_eq(data.file.view_pass, 2,
+                     "header %llu: a reopen of a pass with records left ends nothing",
+                     (unsigned long long)header);
+        view_cursor_close(&first);
+        vc_teardown(&data);
+    }
+}
+
+/* A loader that asks a stat of the path for the size at every epoch: from a
+ * pass replay skips it reads nothing, and may not even open the file; its
+ * next stat ends the pass and reports the next one.  One that opens the
+ * file first and then asks for the size ends one pass per epoch, at its
+ * open, and one that asks first and then opens, at its stat. */
+Test(view_cursor, a_stat_of_the_path_ends_a_header_only_pass_first_seen_by_a_stat)
+{
+    struct vc_data data;
+    vc_setup(&data, 0, true, 1, 0);
+    cr_assert(dataset_view_restore(&data.file, RESUME_REPLAY, 2, 4, 0));
+    cr_expect_eq(view_cursor_path_stat(&data.file), 0, "skipped pass 0: empty");
+    cr_expect_eq(view_cursor_path_stat(&data.file), 0, "skipped pass 1: empty");
+    cr_expect_eq(data.file.view_pass, 1);
+    cr_expect_eq(view_cursor_path_stat(&data.file), (VC_COUNT - 4) * VC_RECORD,
+                 "bound pass 2 from index 4");
+    cr_expect_eq(view_cursor_path_stat(&data.file), (VC_COUNT - 4) * VC_RECORD,
+                 "a pass with records left is not ended by a stat");
+    cr_expect_eq(data.file.view_pass, 2);
+    vc_teardown(&data);
+
+    /* a stat, then an open, at every epoch */
+    vc_setup(&data, 0, true, 1, 0);
+    cr_assert(dataset_view_restore(&data.file, RESUME_REPLAY, 2, 0, 0));
+    struct view_cursor cursor;
+    for (uint64_t epoch = 0; epoch < 2; epoch++) {
+        cr_expect_eq(view_cursor_path_stat(&data.file), 0);
+        view_cursor_open(&cursor, &data.file);
+        cr_expect_eq(data.file.view_pass, epoch, "stat then open: epoch %llu sees pass %llu",
+                     (unsigned long long)epoch, (unsigned long long)epoch);
+        cr_expect_eq(view_cursor_path_stat(&data.file), 0, "a stat while the file is open");
+        cr_expect_eq(data.file.view_pass, epoch);
+        view_cursor_close(&cursor);
+    }
+    cr_expect_eq(view_cursor_path_stat(&data.file), VC_COUNT * VC_RECORD, "bound pass 2");
+    vc_teardown(&data);
+
+    /* an open, then a stat, at every epoch */
+    vc_setup(&data, 0, true, 1, 0);
+    cr_assert(dataset_view_restore(&data.file, RESUME_REPLAY, 2, 0, 0));
+    for (uint64_t epoch = 0; epoch < 3; epoch++) {
+        view_cursor_open(&cursor, &data.file);
+        view_cursor_close(&cursor);
+        cr_expect_eq(data.file.view_pass, epoch, "open then stat: epoch %llu sees pass %llu",
+                     (unsigned long long)epoch, (unsigned long long)epoch);
+        cr_expect_eq(view_cursor_path_stat(&data.file), epoch < 2 ? 0 : VC_COUNT * VC_RECORD);
+    }
+    vc_teardown(&data);
+}
+
+/* Once the readers are done with a covered pass (every record delivered,
+ * the file closed), a stat of the path reports the next pass's size: after
+ * a partial bound pass, the next is a whole one. */
+Test(view_cursor, a_stat_of_the_path_after_a_covered_pass_reports_the_next_one)
+{
+    struct vc_data data;
+    vc_setup(&data, 0, true, 1, 0);
+    cr_assert(dataset_view_restore(&data.file, RESUME_REPLAY, 0, 6, 0));
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    cr_expect_eq(view_cursor_path_stat(&data.file), 4 * VC_RECORD);
+    unsigned char records[4 * VC_RECORD];
+    vc_read_fully(&cursor, records, sizeof records);
+    cr_expect_eq(view_cursor_path_stat(&data.file), 4 * VC_RECORD, "the file is still open");
+    view_cursor_close(&cursor);
+    cr_expect_eq(view_cursor_path_stat(&data.file), VC_COUNT * VC_RECORD, "pass 1 is whole");
+    cr_expect_eq(data.file.view_pass, 1);
+    vc_teardown(&data);
+}
+
+/* A stdio loader that asks for the size (fseek SEEK_END, ftell), rewinds and
+ * freads: glibc's fetch at the end of a header-only view returns 0 on a
+ * stream the trainer moved, and that ends the pass, as it would on a
+ * stream never moved. */
+Test(view_cursor, a_fetch_at_the_end_of_a_header_only_pass_ends_it_after_the_trainer_moved)
+{
+    for (uint64_t header = 0; header <= VC_HEADER; header += VC_HEADER) {
+        struct vc_data data;
+        vc_setup(&data, header, true, 1, 0);
+        cr_assert(dataset_view_restore(&data.file, RESUME_REPLAY, 1, 0, 0));
+        struct view_cursor cursor;
+        view_cursor_open(&cursor, &data.file);
+        cr_assert_eq(view_cursor_move(&cursor, 0, SEEK_END), (off_t)header);
+        view_cursor_reposition_rule(&cursor, 0, header);
+        cr_assert_eq(view_cursor_move(&cursor, 0, SEEK_SET), 0);
+        view_cursor_reposition_rule(&cursor, header, 0);
+        unsigned char buffer[64];
+        uint64_t pass, offset;
+        ssize_t got = view_cursor_fetch(&cursor, buffer, sizeof buffer, &pass, &offset);
+        cr_assert_eq(got, (ssize_t)header);
+        if (got > 0) {
+            view_cursor_deliver(&cursor, pass, offset, (uint64_t)got);
+            got = view_cursor_fetch(&cursor, buffer, sizeof buffer, &pass, &offset);
+        }
+        cr_expect_eq(got, 0);
+        cr_expect_eq(data.file.view_pass, 1, "header %llu: the fetch returning 0 ends pass 0",
+                     (unsigned long long)header);
+        view_cursor_close(&cursor);
+        vc_teardown(&data);
+    }
+}
+
 Test(view_cursor, a_read_that_repeats_a_covered_pass_reads_the_next_one)
 {
     struct vc_data data;
