@@ -5,7 +5,7 @@ torch.save checkpoints.
 
     torch_dataset.py --data PATH --epochs E --batch B --checkpoint PATH
                      [--workers W=0] [--shuffle 0|1=1] [--checkpoint-every STEPS=4]
-                     [--lr LR=0.05] [--seed S=0] [--sleep-us US=0]
+                     [--lr LR=0.05] [--seed S=0] [--sleep-us US=0] [--replay]
 
 The Dataset reads the 16-byte header ("ADSD", u32le dim, u64le count) once,
 takes its length from os.path.getsize, and opens the file lazily in
@@ -21,7 +21,9 @@ optimizer, the epoch in progress, the step counter and the batches done in
 the epoch to PATH.tmp, os.replace'd onto PATH every STEPS steps and after
 each epoch; "checkpoint step S" printed just before the replace.  On start a
 checkpoint at PATH is loaded ("resumed at step S epoch E") and training
-continues with its epoch; otherwise "starting fresh".
+continues with its epoch; otherwise "starting fresh".  --replay: the
+checkpoint's model, optimizer and step are loaded, but every epoch runs
+again from the first (what ADAPTDL_RESUME=replay expects).
 """
 import os
 import struct
@@ -79,6 +81,7 @@ def parse_arguments():
     parser.add_argument("--shuffle", type=int, choices=(0, 1), default=1)
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--replay", action="store_true")
     return parser.parse_args()
 
 
@@ -103,6 +106,8 @@ def main():
         optimizer.load_state_dict(checkpoint["optimizer"])
         epoch, step = checkpoint["epoch"], checkpoint["step"]
         print_resumed(step, epoch)
+        if arguments.replay:
+            epoch = 0
     else:
         print_starting_fresh()
 

@@ -1,0 +1,300 @@
+/* test_replay_loaders.c - replay after a kill (SPEC §4) with the loaders of
+ * third-party C trainers (trainers/replay_loader): one that asks stdio for
+ * the size and rewinds; two that take the record count from the size and
+ * visit records in their own order (fseek + fread, pread); two that ask a
+ * stat of the path for the size, before or after they open the file; and
+ * one that reads records ahead of what it consumes, declared with
+ * lookahead=.  Each run loads its checkpoint and runs every epoch from the
+ * first again.  The passes before the bound one must end although the
+ * loader reads nothing from them (some never even open the file then), and,
+ * counting the first run's records up to the checkpoint the second run
+ * resumed from, every epoch sees every record: exactly once for the
+ * in-order loaders, at least once for the others, and at most lookahead
+ * records twice for the read-ahead one. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+#define RECORDS 1000
+#define RECORD_SIZE 64
+#define EPOCHS 3
+#define LOOKAHEAD 16
+
+struct replay_case {
+    const char *style;
+    const char *checkpoint_every;
+    const char *kill_after;
+    bool in_order;              /* resumes exactly: no record twice */
+    unsigned lookahead;         /* records that may be seen twice (lookahead=) */
+};
+
+struct replay_job {
+    const char *directory;
+    char *data;
+    char *checkpoint;
+    char data_setting[600];
+    char state_setting[600];
+    char save_setting[600];
+};
+
+static void replay_job_init(struct replay_job *job, const struct replay_case *loader)
+{
+    job->directory = harness_temp_dir();
+    job->data = harness_path_in(job->directory, "records.bin");
+    job->checkpoint = harness_path_in(job->directory, "model.ckpt");
+    unsigned char *bytes = calloc(RECORDS, RECORD_SIZE);
+    cr_assert(bytes != NULL);
+    for (uint64_t id = 0; id < RECORDS; id++)
+        for (int i = 0; i < 8; i++)
+            bytes[id * RECORD_SIZE + i] = (unsigned char)(id >> (8 * i));
+    cr_assert_eq(harness_write_file(job->data, bytes, RECORDS * RECORD_SIZE), 0);
+    free(bytes);
+    char lookahead[64] = "";
+    if (loader->lookahead > 0)
+        snprintf(lookahead, sizeof lookahead, ":lookahead=%u", loader->lookahead);
+    snprintf(job->data_setting, sizeof job->data_setting, "ADAPTDL_DATA=%s:record=%u%s",
+             job->data, RECORD_SIZE, lookahead);
+    snprintf(job->state_setting, sizeof job->state_setting, "ADAPTDL_CHECKPOINT_PATH=%s/state",
+             job->directory);
+    snprintf(job->save_setting, sizeof job->save_setting, "ADAPTDL_SAVE=%s", job->checkpoint);
+}
+
+static void replay_job_free(struct replay_job *job)
+{
+    free(job->data);
+    free(job->checkpoint);
+    free((char *)job->directory);
+}
+
+/* Runs the loader as run `name` to its end; returns its exit status. */
+static int run_loader(const struct replay_job *job, const struct replay_case *loader,
+                      const char *name, const char *kill_after, char *out_path[1])
+{
+    char file[64];
+    snprintf(file, sizeof file, "%s.out", name);
+    *out_path = harness_path_in(job->directory, file);
+    snprintf(file, sizeof file, "%s.err", name);
+    char *err_path = harness_path_in(job->directory, file);
+    char *program = strdup(harness_build_path("trainers/replay_loader"));
+    char record[16];
+    snprintf(record, sizeof record, "%u", RECORD_SIZE);
+    char *argv[] = {program, "--style", (char *)loader->style, "--data", job->data,
+                    "--record", record, "--epochs", "3", "--checkpoint", job->checkpoint,
+                    "--checkpoint-every", (char *)loader->checkpoint_every,
+                    "--ahead", "16", kill_after ? "--kill-after" : NULL, (char *)kill_after,
+                    NULL};
+    char *environment[] = {(char *)job->data_setting, (char *)job->state_setting,
+                           (char *)job->save_setting, "ADAPTDL_SEED=11",
+                           kill_after ? NULL : "ADAPTDL_NUM_RESTARTS=1", NULL};
+    pid_t pid = harness_start(argv, environment, true, *out_path, err_path);
+    int status = harness_wait(pid, 120);
+    if (status != 0 && status != HARNESS_KILLED_BY(SIGKILL)) {
+        char *err = harness_read_output(err_path);
+        cr_log_error("%s: %s: %.2000s", name, harness_describe_status(status), err);
+        free(err);
+    }
+    free(err_path);
+    free(program);
+    return status;
+}
+
+static void check_replay_after_a_kill(const struct replay_case *loader)
+{
+    struct replay_job job;
+    replay_job_init(&job, loader);
+    char *first_out, *second_out;
+    int first = run_loader(&job, loader, "run1", loader->kill_after, &first_out);
+    cr_assert_eq(first, HARNESS_KILLED_BY(SIGKILL), "the first run kills itself, got %s",
+                 harness_describe_status(first));
+    int second = run_loader(&job, loader, "run2", NULL, &second_out);
+    cr_assert_eq(second, 0, "the resumed run: %s", harness_describe_status(second));
+    uint64_t step = 0;
+    cr_assert(harness_resume_point(second_out, &step) && step > 0,
+              "the second run resumed from a checkpoint");
+    unsigned *counts = calloc(EPOCHS * RECORDS, sizeof *counts);
+    struct id_log log;
+    harness_read_record_stream(first_out, &log);
+    record_stream_count_until(&log, step, counts, RECORDS, EPOCHS);
+    id_log_free(&log);
+    harness_read_record_stream(second_out, &log);
+    record_stream_count_until(&log, UINT64_MAX, counts, RECORDS, EPOCHS);
+    id_log_free(&log);
+    bool passed = true;
+    for (unsigned epoch = 0; epoch < EPOCHS; epoch++) {
+        size_t missing = 0, repeated = 0;
+        for (uint64_t id = 0; id < RECORDS; id++) {
+            missing += counts[epoch * RECORDS + id] == 0;
+            repeated += counts[epoch * RECORDS + id] > 1;
+        }
+        size_t repeats_allowed = loader->in_order ? loader->lookahead : RECORDS;
+        cr_expect(missing == 0 && repeated <= repeats_allowed,
+                  "%s, epoch %u: %zu records lost, %zu seen twice (%zu allowed)",
+                  loader->style, epoch, missing, repeated, repeats_allowed);
+        passed = passed && missing == 0 && repeated <= repeats_allowed;
+    }
+    free(counts);
+    char *output = harness_read_output(second_out);
+    /* the first run is killed in epoch 1 (or at the end of epoch 0): the
+     * resumed run's epoch 2 is a whole fresh pass */
+    cr_expect(strstr(output, "epoch_end 2 records 1000\n") != NULL,
+              "%s: the resumed run's last epoch is whole: %.400s", loader->style, output);
+    passed = passed && strstr(output, "epoch_end 2 records 1000\n") != NULL;
+    free(output);
+    free(first_out);
+    free(second_out);
+    if (passed)
+        harness_remove_temp_dir(job.directory);
+    replay_job_free(&job);
+}
+
+/* Killed half-way through epoch 1: epoch 0 is replayed as an empty pass. */
+Test(replay_loaders, stdio_size_query_and_rewind, .timeout = 240)
+{
+    static const struct replay_case loader = {"stdio-size-rewind", "50", "1500", true, 0};
+    check_replay_after_a_kill(&loader);
+}
+
+Test(replay_loaders, stdio_own_order_from_the_size, .timeout = 240)
+{
+    static const struct replay_case loader = {"stdio-own-order", "50", "1500", false, 0};
+    check_replay_after_a_kill(&loader);
+}
+
+Test(replay_loaders, pread_own_order_from_fstat, .timeout = 240)
+{
+    static const struct replay_case loader = {"pread-own-order", "50", "1500", false, 0};
+    check_replay_after_a_kill(&loader);
+}
+
+/* A map-style Dataset's length from a stat of the path at every epoch, the
+ * file opened only for a record: from a skipped pass it reads nothing and
+ * never opens the file, and the next epoch's stat must see the next pass. */
+Test(replay_loaders, stat_for_the_size_then_a_lazy_open, .timeout = 240)
+{
+    static const struct replay_case loader = {"stat-lazy-open", "50", "1500", true, 0};
+    check_replay_after_a_kill(&loader);
+}
+
+/* Open, then a stat of the path: one pass ends per epoch, not two. */
+Test(replay_loaders, open_then_stat_for_the_size, .timeout = 240)
+{
+    static const struct replay_case loader = {"open-then-stat", "50", "1500", true, 0};
+    check_replay_after_a_kill(&loader);
+}
+
+/* The checkpoint after record 990 comes after the read that returned 0
+ * (the loader holds 16 records): it binds pass 0 at 974, not pass 1. */
+Test(replay_loaders, read_ahead_past_the_end_of_a_pass, .timeout = 240)
+{
+    static const struct replay_case loader = {"read-ahead", "330", "995", true, LOOKAHEAD};
+    check_replay_after_a_kill(&loader);
+}
+
+/* Killed mid-pass: a checkpoint the read-ahead loader commits before its
+ * reads reach the end binds the pass it is in. */
+Test(replay_loaders, read_ahead_in_the_middle_of_a_pass, .timeout = 240)
+{
+    static const struct replay_case loader = {"read-ahead", "70", "1520", true, LOOKAHEAD};
+    check_replay_after_a_kill(&loader);
+}
+
+/* --- an ordinary PyTorch script under replay ------------------------------ */
+
+#define TORCH_RECORDS 160
+#define TORCH_DIM 4
+
+/* trainers/torch_dataset.py --replay (a map-style Dataset that reads the
+ * header when it is built, at every epoch, and takes its length from
+ * os.path.getsize; DataLoader with `workers` workers, batches of 8, in
+ * order), killed with SIGKILL in its second epoch and run again: every
+ * epoch sees every record, at most `lookahead` twice. */
+static void check_torch_replay(const char *workers, unsigned lookahead)
+{
+    if (!harness_python_has("torch"))
+        cr_skip_test("/usr/bin/python3 cannot import torch: torch_dataset.py not run");
+    struct dataset_job job;
+    dataset_job_init(&job, TORCH_RECORDS, TORCH_DIM, 3);
+    char data_setting[700];
+    if (lookahead > 0)
+        snprintf(data_setting, sizeof data_setting, "%s:lookahead=%u", job.data_setting,
+                 lookahead);
+    else
+        snprintf(data_setting, sizeof data_setting, "%s", job.data_setting);
+    char *checkpoint = harness_path_in(job.directory, "ckpt");
+    char *program = strdup(harness_build_path("trainers/torch_dataset.py"));
+    char *argv[] = {"/usr/bin/python3", program, "--data", job.data, "--epochs", "3",
+                    "--batch", "8", "--checkpoint", checkpoint, "--checkpoint-every", "4",
+                    "--workers", (char *)workers, "--shuffle", "0", "--sleep-us", "10000",
+                    "--replay", NULL};
+    char *outputs[2], *errors[2];
+    for (unsigned run = 0; run < 2; run++) {
+        char name[32];
+        snprintf(name, sizeof name, "torch%u.out", run);
+        outputs[run] = harness_path_in(job.directory, name);
+        snprintf(name, sizeof name, "torch%u.err", run);
+        errors[run] = harness_path_in(job.directory, name);
+        char *environment[] = {data_setting, job.state_setting, job.save_setting,
+                               "ADAPTDL_SEED=11", run == 1 ? "ADAPTDL_NUM_RESTARTS=1" : NULL,
+                               NULL};
+        pid_t pid = harness_start(argv, environment, true, outputs[run], errors[run]);
+        if (run == 0) {
+            /* epoch 0 writes 6 checkpoint lines (steps 4 to 20, then its end) */
+            cr_assert(harness_wait_for_lines(outputs[run], "checkpoint step", 8, pid, 180),
+                      "the first run reaches its second epoch");
+            kill(pid, SIGKILL);
+            harness_wait(pid, 60);
+        } else {
+            int status = harness_wait(pid, 180);
+            char *err = harness_read_output(errors[run]);
+            cr_assert_eq(status, 0, "the resumed run: %s: %.2000s",
+                         harness_describe_status(status), err);
+            free(err);
+        }
+    }
+    uint64_t step = 0;
+    cr_assert(harness_resume_point(outputs[1], &step) && step > 0);
+    unsigned *counts = calloc(EPOCHS * TORCH_RECORDS, sizeof *counts);
+    struct id_log log;
+    harness_read_record_stream(outputs[0], &log);
+    record_stream_count_until(&log, step, counts, TORCH_RECORDS, EPOCHS);
+    id_log_free(&log);
+    harness_read_record_stream(outputs[1], &log);
+    record_stream_count_until(&log, UINT64_MAX, counts, TORCH_RECORDS, EPOCHS);
+    id_log_free(&log);
+    bool passed = true;
+    for (unsigned epoch = 0; epoch < EPOCHS; epoch++) {
+        size_t missing = 0, repeated = 0;
+        for (uint64_t id = 0; id < TORCH_RECORDS; id++) {
+            missing += counts[epoch * TORCH_RECORDS + id] == 0;
+            repeated += counts[epoch * TORCH_RECORDS + id] > 1;
+        }
+        cr_expect(missing == 0 && repeated <= lookahead,
+                  "%s workers, epoch %u: %zu records lost, %zu seen twice (%u allowed)",
+                  workers, epoch, missing, repeated, lookahead);
+        passed = passed && missing == 0 && repeated <= lookahead;
+    }
+    free(counts);
+    for (unsigned run = 0; run < 2; run++) {
+        free(outputs[run]);
+        free(errors[run]);
+    }
+    free(program);
+    free(checkpoint);
+    if (passed)
+        harness_remove_temp_dir(job.directory);
+}
+
+Test(replay_loaders, torch_dataloader_without_workers, .timeout = 400)
+{
+    check_torch_replay("0", 0);
+}
+
+/* Two workers with the default prefetch factor hold 2 * 2 batches of 8. */
+Test(replay_loaders, torch_dataloader_with_two_workers, .timeout = 400)
+{
+    check_torch_replay("2", 2 * 2 * 8);
+}
