@@ -13,6 +13,14 @@ enum stop_arrival_action stop_policy_on_arrival(const struct stop_arrival *arriv
     return STOP_ARRIVAL_DEFER;
 }
 
+bool stop_policy_stops_at_train_read(const struct stop_read_facts *facts)
+{
+    if (!facts->stop_deferred || facts->agreed_by_reduction)
+        return false;
+    /* A worker that stopped on its own would fail its parent's batch. */
+    return !facts->start_process_stopping;
+}
+
 double stop_policy_deadline(const struct stop_deadline_inputs *inputs)
 {
     double deadline = inputs->requested_at + inputs->stop_seconds;
@@ -51,8 +59,14 @@ enum stop_deadline_action stop_policy_at_deadline(const struct stop_deadline_fac
     unsigned ending = (unsigned)facts->ending;
     if (ending >= sizeof stop_deadline_table / sizeof stop_deadline_table[0])
         return STOP_DEADLINE_NOTHING;
-    return stop_deadline_table[ending][facts->default_action_deferred ? 1 : 0]
-                              [facts->job_record_writable ? 1 : 0];
+    enum stop_deadline_action action =
+        stop_deadline_table[ending][facts->default_action_deferred ? 1 : 0]
+                           [facts->job_record_writable ? 1 : 0];
+    /* The start process ends the job, and its workers with it: a child
+     * that ended by its own deadline first would fail the parent's batch. */
+    if (action != STOP_DEADLINE_NOTHING && facts->start_process_stopping)
+        return STOP_DEADLINE_WAIT_AGAIN;
+    return action;
 }
 
 bool stop_policy_exit_means_restart(const struct stop_exit_facts *facts)

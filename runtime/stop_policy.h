@@ -46,6 +46,22 @@ enum stop_arrival_action {
 
 enum stop_arrival_action stop_policy_on_arrival(const struct stop_arrival *arrival);
 
+/* --- a train read ------------------------------------------------------------- */
+
+struct stop_read_facts {
+    bool stop_deferred;              /* this process deferred a stop signal */
+    /* the replicas agree on stops through the piggy-backed reduction: the
+     * step boundary decides, not the read */
+    bool agreed_by_reduction;
+    /* this process is a forked child (a DataLoader worker) and the process
+     * that started the trainer, still running, has a stop pending too: the
+     * stop is that process's to make (shared_stop_flag.h) */
+    bool start_process_stopping;
+};
+
+/* True when the process stops at this train read, with status 143. */
+bool stop_policy_stops_at_train_read(const struct stop_read_facts *facts);
+
 /* --- the deadline ------------------------------------------------------------- */
 
 struct stop_deadline_inputs {
@@ -81,6 +97,9 @@ struct stop_deadline_facts {
     /* a thread other than a signal handler can write the job record: false
      * in a forked child, which never writes it */
     bool job_record_writable;
+    /* a forked child whose start process, still running, has a stop pending
+     * too: the start process's stop ends the job */
+    bool start_process_stopping;
 };
 
 enum stop_deadline_action {
@@ -89,6 +108,9 @@ enum stop_deadline_action {
     STOP_DEADLINE_NOTHING = 0,
     STOP_DEADLINE_EXIT,              /* write the job record, exit 143 */
     STOP_DEADLINE_EXIT_AT_ONCE,      /* exit 143, the job record untouched */
+    /* a forked child leaves the stop to its start process: it waits one
+     * more ADAPTDL_STOP_SECONDS and looks again */
+    STOP_DEADLINE_WAIT_AGAIN,
 };
 
 enum stop_deadline_action stop_policy_at_deadline(const struct stop_deadline_facts *facts);

@@ -37,6 +37,31 @@ Test(stop_policy, a_second_sigint_exits_at_once)
     cr_expect_eq(stop_policy_on_arrival(&arrival), STOP_ARRIVAL_DEFER);
 }
 
+Test(stop_policy, a_train_read_stops_an_unsynchronized_process)
+{
+    struct stop_read_facts facts = {.stop_deferred = true};
+    cr_expect(stop_policy_stops_at_train_read(&facts));
+    facts.stop_deferred = false;
+    cr_expect_not(stop_policy_stops_at_train_read(&facts), "no stop pending");
+}
+
+Test(stop_policy, a_train_read_leaves_an_agreed_stop_to_the_step_boundary)
+{
+    struct stop_read_facts facts = {.stop_deferred = true, .agreed_by_reduction = true};
+    cr_expect_not(stop_policy_stops_at_train_read(&facts));
+}
+
+Test(stop_policy, a_worker_leaves_the_stop_to_its_stopping_start_process)
+{
+    /* a DataLoader worker signalled with its parent (a process group's
+     * SIGTERM) must not exit first: the parent's batch would fail */
+    struct stop_read_facts facts = {.stop_deferred = true, .start_process_stopping = true};
+    cr_expect_not(stop_policy_stops_at_train_read(&facts));
+    /* signalled alone, the child's stop is its own */
+    facts.start_process_stopping = false;
+    cr_expect(stop_policy_stops_at_train_read(&facts));
+}
+
 Test(stop_policy, the_deadline_counts_from_the_first_signal)
 {
     struct stop_deadline_inputs inputs = {.requested_at = 100, .stop_seconds = 10};
@@ -79,6 +104,26 @@ Test(stop_policy, the_deadline_ends_a_process_the_signal_would_have_ended)
     facts.ending = STOP_ENDING_RECORDED;
     cr_expect_eq(stop_policy_at_deadline(&facts), STOP_DEADLINE_EXIT_AT_ONCE,
                  "the record was written at MPI_Finalize");
+}
+
+Test(stop_policy, a_workers_deadline_waits_for_its_stopping_start_process)
+{
+    struct stop_deadline_facts facts = {.default_action_deferred = true,
+                                        .ending = STOP_ENDING_RUNNING,
+                                        .job_record_writable = false,
+                                        .start_process_stopping = true};
+    cr_expect_eq(stop_policy_at_deadline(&facts), STOP_DEADLINE_WAIT_AGAIN);
+    /* the start process is gone or has no stop pending: the child's own
+     * deadline stands */
+    facts.start_process_stopping = false;
+    cr_expect_eq(stop_policy_at_deadline(&facts), STOP_DEADLINE_EXIT_AT_ONCE);
+    /* nothing to wait for when the deadline would do nothing anyway */
+    facts.start_process_stopping = true;
+    facts.default_action_deferred = false;
+    cr_expect_eq(stop_policy_at_deadline(&facts), STOP_DEADLINE_NOTHING);
+    facts.default_action_deferred = true;
+    facts.ending = STOP_ENDING_EXITING;
+    cr_expect_eq(stop_policy_at_deadline(&facts), STOP_DEADLINE_NOTHING);
 }
 
 Test(stop_policy, the_deadline_leaves_the_trainers_own_handling_alone)
