@@ -47,6 +47,7 @@ static void shim_after_fork_in_child(void)
 {
     shim_process_id = getpid();
     fd_table_after_fork_in_child();
+    shim_signals_after_fork_in_child();
     shim_steps_after_fork_in_child();
     shim_streams_after_fork_in_child();
 }

@@ -30,6 +30,7 @@
 
 #include "log.h"
 #include "real_functions.h"
+#include "shared_stop_flag.h"
 #include "shim.h"
 #include "steps.h"
 #include "stop_deadline.h"
@@ -51,6 +52,9 @@ static volatile sig_atomic_t shim_main_returned;
 /* when the first stop was deferred, in log_monotonic_seconds() */
 static volatile double shim_stop_requested_at;
 static bool shim_signals_installed;
+/* Mapped at install, before the trainer can fork: raised when the start
+ * process defers a stop, read by its forked children. */
+static struct shared_stop_flag *shim_start_process_stop;
 
 static const int shim_stop_signals[] = {SIGTERM, SIGINT, SIGUSR1};
 #define SHIM_STOP_SIGNAL_COUNT (sizeof shim_stop_signals / sizeof shim_stop_signals[0])
@@ -156,12 +160,25 @@ static void shim_signal_ordinary(int index, int signal_number, siginfo_t *inform
     }
 }
 
+/* Async-signal-safe: getpid, kill. */
+bool shim_signals_start_process_stopping(void)
+{
+    pid_t start = shared_stop_flag_raiser(shim_start_process_stop);
+    if (start == 0 || start == getpid())
+        return false;
+    int saved_errno = errno;
+    bool running = kill(start, 0) == 0 || errno == EPERM;
+    errno = saved_errno;
+    return running;
+}
+
 static void shim_deadline_passed(void)
 {
     struct stop_deadline_facts facts = {
         .default_action_deferred = shim_default_action_deferred != 0,
         .ending = shim_steps_ending(),
         .job_record_writable = shim_deadline_has_worker(),
+        .start_process_stopping = shim_signals_start_process_stopping(),
     };
     switch (stop_policy_at_deadline(&facts)) {
     case STOP_DEADLINE_NOTHING:
@@ -176,6 +193,12 @@ static void shim_deadline_passed(void)
     case STOP_DEADLINE_EXIT_AT_ONCE:
         shim_steps_exit_at_deadline_at_once();
         break;
+    case STOP_DEADLINE_WAIT_AGAIN:
+        if (!shim_deadline_arm(shim_stop_signal, shim_session.config.stop_seconds))
+            log_signal_safe(LOG_LEVEL_WARN, "the stop deadline cannot be armed again "
+                                            "(timer_settime failed): this child waits for "
+                                            "its start process to end the job");
+        break;
     }
 }
 
@@ -186,6 +209,8 @@ static void shim_defer_stop(int index, int signal_number, siginfo_t *information
         shim_deferred_interrupts++;
     if (shim_trainer_disposition(index) == STOP_DISPOSITION_DEFAULT)
         shim_default_action_deferred = 1;
+    if (!shim_in_forked_child())
+        shared_stop_flag_raise(shim_start_process_stop, getpid());
     if (!shim_stop_signal) {
         shim_stop_requested_at = log_monotonic_seconds();
         log_signal_safe(LOG_LEVEL_INFO, "stop requested by a signal: stopping at the next "
@@ -244,7 +269,23 @@ void shim_signals_install(void)
         }
         shim_install_stop_handler((int)i);
     }
+    shim_start_process_stop = shared_stop_flag_create();
+    if (shim_start_process_stop == NULL)
+        log_warn("the stop flag shared with forked children cannot be mapped (%s): a "
+                 "DataLoader worker may stop before its parent", strerror(errno));
     shim_signals_installed = true;
+}
+
+/* A stop the parent deferred is the parent's: the child did not get the
+ * signal, and its deadline timer did not survive the fork either.  The
+ * parent's pending stop stays visible through the shared flag. */
+void shim_signals_after_fork_in_child(void)
+{
+    shim_stop_signal = 0;
+    shim_deferred_interrupts = 0;
+    shim_default_action_deferred = 0;
+    shim_handler_ran_before_exit = 0;
+    shim_stop_requested_at = 0;
 }
 
 void shim_signals_note_main_returned(void)

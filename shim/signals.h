@@ -13,6 +13,12 @@ extern volatile sig_atomic_t shim_stop_signal;
 
 /* Installs the shim's handlers (once, for a configured process). */
 void shim_signals_install(void);
+/* In a forked child: forgets the stop its parent deferred (the parent's
+ * own, seen through shim_signals_start_process_stopping). */
+void shim_signals_after_fork_in_child(void);
+/* This is a forked child, and the process that started the trainer is
+ * running with a stop pending (async-signal-safe). */
+bool shim_signals_start_process_stopping(void);
 /* The trainer's main returned: a stop signal from now on finds its work
  * done. */
 void shim_signals_note_main_returned(void);

@@ -502,11 +502,17 @@ void shim_steps_before_train_read(void)
     shim_steps_lock();
     bool agreed = synchronized && shim_monitor.gradient_ever_seen;
     uint32_t replicas = shim_monitor.replicas;
-    bool warn = synchronized && replicas > 1 && !shim_warned_unsynchronized;
+    struct stop_read_facts facts = {
+        .stop_deferred = true,
+        .agreed_by_reduction = agreed,
+        .start_process_stopping = shim_signals_start_process_stopping(),
+    };
+    bool stops = stop_policy_stops_at_train_read(&facts);
+    bool warn = stops && synchronized && replicas > 1 && !shim_warned_unsynchronized;
     shim_warned_unsynchronized |= warn;
     shim_steps_unlock();
-    if (agreed)
-        return;  /* the piggy-backed reduction decides */
+    if (!stops)
+        return;
     if (warn)
         log_warn("no gradient all-reduce was detected: the stop cannot be synchronized "
                  "across replicas; each replica stops at its next batch read");
