@@ -460,16 +460,28 @@ void dataset_view_note_mapped(struct dataset_file *file)
     pass_tracker_note_delivered(&file->shared->tracker, file->shared->delivery.prefix, true);
 }
 
-bool dataset_view_readers_finished_pass(const struct dataset_file *file)
+/* Every record of the view was delivered, and the processes other than
+ * this one that delivered some have all exited (*only_self: there were
+ * none, this process delivered every record itself). */
+static bool dataset_view_covered_by_gone_readers(const struct dataset_file *file, bool *only_self)
 {
     const struct reader_processes *readers = &file->shared->readers;
+    *only_self = false;
     if (file->view_length == 0 || !delivery_record_covered(&file->shared->delivery))
         return false;
     pid_t self = reader_process_self();
     if (reader_processes_others_exited(readers, self))
         return true;
-    return reader_processes_only(readers, self) &&
-           __atomic_load_n(&file->open_cursors, __ATOMIC_RELAXED) == 0;
+    *only_self = reader_processes_only(readers, self);
+    return *only_self;
+}
+
+bool dataset_view_readers_finished_pass(const struct dataset_file *file)
+{
+    bool only_self;
+    if (!dataset_view_covered_by_gone_readers(file, &only_self))
+        return false;
+    return !only_self || __atomic_load_n(&file->open_cursors, __ATOMIC_RELAXED) == 0;
 }
 
 uint64_t dataset_view_records_in_flight(const struct dataset_file *file)
@@ -520,11 +532,14 @@ void dataset_view_note_opened(struct dataset_file *file)
 
 bool dataset_view_path_stat_ends_pass(const struct dataset_file *file)
 {
-    if (__atomic_load_n(&file->open_cursors, __ATOMIC_RELAXED) != 0)
-        return false;
     if (file->view_length == 0)
-        return file->shared->header_only_first_sign == VIEW_SIGN_PATH_STAT;
-    return dataset_view_readers_finished_pass(file);
+        return __atomic_load_n(&file->open_cursors, __ATOMIC_RELAXED) == 0 &&
+               file->shared->header_only_first_sign == VIEW_SIGN_PATH_STAT;
+    /* This process may still hold the file open: a Dataset made anew at each
+     * epoch asks for the size before the old one, and its file, is released.
+     * Its descriptors stay on the pass just ended, and read 0 until moved. */
+    bool only_self;
+    return dataset_view_covered_by_gone_readers(file, &only_self);
 }
 
 void dataset_view_note_path_stat(struct dataset_file *file)

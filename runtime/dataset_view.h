@@ -289,11 +289,12 @@ bool dataset_view_covered(const struct dataset_file *file);
 bool dataset_view_reopen_ends_pass(const struct dataset_file *file);
 /* A descriptor or stream was opened on the current view. */
 void dataset_view_note_opened(struct dataset_file *file);
-/* Whether a stat of the file's path ends the current pass: no descriptor or
- * stream of this process is open on the file, and the readers are done with
- * the view (dataset_view_readers_finished_pass) or it is header-only and its
- * first sign was a stat of the path.  A loader that asks for the size at
- * every epoch (a Dataset's len from os.path.getsize) before it opens the
+/* Whether a stat of the file's path ends the current pass: every record of
+ * the view was delivered, by this process alone (which may still have the
+ * file open) or by processes that have all exited since; or the view is
+ * header-only, no descriptor or stream of this process is open on it, and
+ * its first sign was a stat of the path.  A loader that asks for the size
+ * at every epoch (a Dataset's len from os.path.getsize) before it opens the
  * file must be told the next pass's size. */
 bool dataset_view_path_stat_ends_pass(const struct dataset_file *file);
 /* The current view's path was stat'ed. */

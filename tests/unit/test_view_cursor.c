@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include "view_cursor.h"
 
@@ -704,23 +705,61 @@ Test(view_cursor, a_stat_of_the_path_ends_a_header_only_pass_first_seen_by_a_sta
     vc_teardown(&data);
 }
 
-/* Once the readers are done with a covered pass (every record delivered,
- * the file closed), a stat of the path reports the next pass's size: after
- * a partial bound pass, the next is a whole one. */
+/* Once every record of a pass was delivered, a stat of the path reports
+ * the next pass's size: after a partial bound pass, the next is a whole
+ * one.  Whether the file is still open does not matter: a PyTorch Dataset
+ * made anew at each epoch calls os.path.getsize while the old Dataset, its
+ * file open, is not yet released.  The old descriptor stays on the pass
+ * just ended (it reads 0 and ends nothing) until the loader moves it. */
 Test(view_cursor, a_stat_of_the_path_after_a_covered_pass_reports_the_next_one)
+{
+    for (int keep_open = 0; keep_open <= 1; keep_open++) {
+        struct vc_data data;
+        vc_setup(&data, 0, true, 1, 0);
+        cr_assert(dataset_view_restore(&data.file, RESUME_REPLAY, 0, 6, 0));
+        struct view_cursor cursor;
+        view_cursor_open(&cursor, &data.file);
+        cr_expect_eq(view_cursor_path_stat(&data.file), 4 * VC_RECORD,
+                     "a pass with records left is not ended by a stat");
+        unsigned char records[4 * VC_RECORD];
+        vc_read_fully(&cursor, records, sizeof records);
+        if (!keep_open)
+            view_cursor_close(&cursor);
+        cr_expect_eq(view_cursor_path_stat(&data.file), VC_COUNT * VC_RECORD,
+                     "open %d: pass 1 is whole", keep_open);
+        cr_expect_eq(data.file.view_pass, 1);
+        cr_expect_eq(view_cursor_path_stat(&data.file), VC_COUNT * VC_RECORD,
+                     "open %d: one stat ends one pass", keep_open);
+        cr_expect_eq(data.file.view_pass, 1);
+        if (keep_open) {
+            unsigned char byte;
+            cr_expect_eq(view_cursor_read(&cursor, &byte, 1), 0, "the old pass is over");
+            cr_expect_eq(data.file.view_pass, 1, "and its end ends nothing more");
+            cr_assert_eq(view_cursor_move(&cursor, 0, SEEK_SET), 0);
+            cr_expect_eq(view_cursor_read(&cursor, records, VC_RECORD), VC_RECORD,
+                         "moved, it reads pass 1");
+            view_cursor_close(&cursor);
+        }
+        vc_teardown(&data);
+    }
+}
+
+/* A worker process still alive may hold batches its parent has not trained
+ * on yet: the parent's stat does not end the pass under it. */
+Test(view_cursor, a_stat_of_the_path_waits_for_live_reader_processes)
 {
     struct vc_data data;
     vc_setup(&data, 0, true, 1, 0);
     cr_assert(dataset_view_restore(&data.file, RESUME_REPLAY, 0, 6, 0));
     struct view_cursor cursor;
     view_cursor_open(&cursor, &data.file);
-    cr_expect_eq(view_cursor_path_stat(&data.file), 4 * VC_RECORD);
     unsigned char records[4 * VC_RECORD];
     vc_read_fully(&cursor, records, sizeof records);
-    cr_expect_eq(view_cursor_path_stat(&data.file), 4 * VC_RECORD, "the file is still open");
     view_cursor_close(&cursor);
-    cr_expect_eq(view_cursor_path_stat(&data.file), VC_COUNT * VC_RECORD, "pass 1 is whole");
-    cr_expect_eq(data.file.view_pass, 1);
+    /* the parent of this test process stands for a live worker */
+    reader_processes_add(&data.file.shared->readers, getppid());
+    cr_expect_eq(view_cursor_path_stat(&data.file), 4 * VC_RECORD);
+    cr_expect_eq(data.file.view_pass, 0);
     vc_teardown(&data);
 }
 
