@@ -207,29 +207,73 @@ Test(replay_loaders, read_ahead_in_the_middle_of_a_pass, .timeout = 240)
 #define TORCH_RECORDS 160
 #define TORCH_DIM 4
 
+/* How the first run of trainers/torch_dataset.py ends, and what its
+ * Dataset does with its file. */
+struct torch_case {
+    const char *workers;    /* DataLoader workers */
+    unsigned lookahead;     /* records the workers hold in flight */
+    bool leave_open;        /* --leave-open --size-first: the Dataset is never
+                             * closed, and asks for the size before it opens */
+    int stop_signal;        /* SIGKILL, or a stop signal the run ends by with 143 */
+    bool to_process_group;  /* the signal goes to the trainer's workers too */
+    bool continues;         /* ADAPTDL_RESUME=continue: the trainer resumes its epoch */
+};
+
+/* The stop signal goes at step 36, 4 steps of 0.4 s before the end of
+ * epoch 1: the workers of epoch 2 are forked after it, and the deadline
+ * passes before the 24 steps left would end the job, but after PyTorch
+ * would have seen a worker that stopped on its own (it checks its workers
+ * every 5 s). */
+#define TORCH_STOP_SECONDS "ADAPTDL_STOP_SECONDS=8"
+
+/* Starts run `run` of the case; the first runs in a process group of its
+ * own (setsid(1) keeps its pid) when the signal goes to the group. */
+static pid_t torch_start(const struct torch_case *c, struct dataset_job *job,
+                         const char *data_setting, const char *checkpoint, unsigned run,
+                         const char *output, const char *error)
+{
+    char *program = strdup(harness_build_path("trainers/torch_dataset.py"));
+    bool stops = c->stop_signal != SIGKILL;
+    char *argv[24] = {"/usr/bin/setsid", "/usr/bin/python3", program, "--data", job->data,
+                      "--epochs", "3", "--batch", "8", "--checkpoint", (char *)checkpoint,
+                      "--checkpoint-every", "4", "--workers", (char *)c->workers,
+                      "--shuffle", "0", "--sleep-us", stops && run == 0 ? "400000" : "10000"};
+    size_t count = 19;
+    if (!c->continues)
+        argv[count++] = "--replay";
+    if (c->leave_open) {
+        argv[count++] = "--leave-open";
+        argv[count++] = "--size-first";
+    }
+    argv[count] = NULL;
+    char *const *command = c->to_process_group && run == 0 ? argv : argv + 1;
+    char *environment[] = {(char *)data_setting, job->state_setting, job->save_setting,
+                           "ADAPTDL_SEED=11", TORCH_STOP_SECONDS,
+                           c->continues ? "ADAPTDL_RESUME=continue" : "ADAPTDL_RESUME=replay",
+                           run == 1 ? "ADAPTDL_NUM_RESTARTS=1" : NULL, NULL};
+    pid_t pid = harness_start(command, environment, true, output, error);
+    free(program);
+    return pid;
+}
+
 /* trainers/torch_dataset.py --replay (a map-style Dataset that reads the
  * header when it is built, at every epoch, and takes its length from
- * os.path.getsize; DataLoader with `workers` workers, batches of 8, in
- * order), killed with SIGKILL in its second epoch and run again: every
- * epoch sees every record, at most `lookahead` twice. */
-static void check_torch_replay(const char *workers, unsigned lookahead)
+ * os.path.getsize; DataLoader with the case's workers, batches of 8, in
+ * order), ended by the case's signal in its second epoch and run again:
+ * every epoch sees every record, at most `lookahead` twice. */
+static void check_torch_replay(const struct torch_case *c)
 {
     if (!harness_python_has("torch"))
         cr_skip_test("/usr/bin/python3 cannot import torch: torch_dataset.py not run");
     struct dataset_job job;
     dataset_job_init(&job, TORCH_RECORDS, TORCH_DIM, 3);
     char data_setting[700];
-    if (lookahead > 0)
+    if (c->lookahead > 0)
         snprintf(data_setting, sizeof data_setting, "%s:lookahead=%u", job.data_setting,
-                 lookahead);
+                 c->lookahead);
     else
         snprintf(data_setting, sizeof data_setting, "%s", job.data_setting);
     char *checkpoint = harness_path_in(job.directory, "ckpt");
-    char *program = strdup(harness_build_path("trainers/torch_dataset.py"));
-    char *argv[] = {"/usr/bin/python3", program, "--data", job.data, "--epochs", "3",
-                    "--batch", "8", "--checkpoint", checkpoint, "--checkpoint-every", "4",
-                    "--workers", (char *)workers, "--shuffle", "0", "--sleep-us", "10000",
-                    "--replay", NULL};
     char *outputs[2], *errors[2];
     for (unsigned run = 0; run < 2; run++) {
         char name[32];
@@ -237,21 +281,25 @@ static void check_torch_replay(const char *workers, unsigned lookahead)
         outputs[run] = harness_path_in(job.directory, name);
         snprintf(name, sizeof name, "torch%u.err", run);
         errors[run] = harness_path_in(job.directory, name);
-        char *environment[] = {data_setting, job.state_setting, job.save_setting,
-                               "ADAPTDL_SEED=11", run == 1 ? "ADAPTDL_NUM_RESTARTS=1" : NULL,
-                               NULL};
-        pid_t pid = harness_start(argv, environment, true, outputs[run], errors[run]);
+        pid_t pid = torch_start(c, &job, data_setting, checkpoint, run, outputs[run],
+                                errors[run]);
+        int status;
         if (run == 0) {
             /* epoch 0 writes 6 checkpoint lines (steps 4 to 20, then its end) */
-            cr_assert(harness_wait_for_lines(outputs[run], "checkpoint step", 8, pid, 180),
+            size_t lines = c->stop_signal == SIGKILL ? 8 : 10;
+            cr_assert(harness_wait_for_lines(outputs[run], "checkpoint step", lines, pid, 180),
                       "the first run reaches its second epoch");
-            kill(pid, SIGKILL);
-            harness_wait(pid, 60);
+            kill(c->to_process_group ? -pid : pid, c->stop_signal);
+            status = harness_wait(pid, 60);
         } else {
-            int status = harness_wait(pid, 180);
+            status = harness_wait(pid, 180);
+        }
+        int expected = run == 0 && c->stop_signal != SIGKILL ? 143 : 0;
+        if (run == 1 || expected != 0) {
             char *err = harness_read_output(errors[run]);
-            cr_assert_eq(status, 0, "the resumed run: %s: %.2000s",
-                         harness_describe_status(status), err);
+            cr_assert(status == expected,
+                      "run %u: %s, not status %d: %.2000s", run,
+                      harness_describe_status(status), expected, err);
             free(err);
         }
     }
@@ -272,29 +320,57 @@ static void check_torch_replay(const char *workers, unsigned lookahead)
             missing += counts[epoch * TORCH_RECORDS + id] == 0;
             repeated += counts[epoch * TORCH_RECORDS + id] > 1;
         }
-        cr_expect(missing == 0 && repeated <= lookahead,
+        cr_expect(missing == 0 && repeated <= c->lookahead,
                   "%s workers, epoch %u: %zu records lost, %zu seen twice (%u allowed)",
-                  workers, epoch, missing, repeated, lookahead);
-        passed = passed && missing == 0 && repeated <= lookahead;
+                  c->workers, epoch, missing, repeated, c->lookahead);
+        passed = passed && missing == 0 && repeated <= c->lookahead;
     }
     free(counts);
     for (unsigned run = 0; run < 2; run++) {
         free(outputs[run]);
         free(errors[run]);
     }
-    free(program);
     free(checkpoint);
     if (passed)
         harness_remove_temp_dir(job.directory);
 }
 
+/* Two workers with the default prefetch factor hold 2 * 2 batches of 8. */
+#define TORCH_TWO_WORKERS "2", 2 * 2 * 8
+
 Test(replay_loaders, torch_dataloader_without_workers, .timeout = 400)
 {
-    check_torch_replay("0", 0);
+    check_torch_replay(&(struct torch_case){"0", 0, false, SIGKILL, false, false});
 }
 
-/* Two workers with the default prefetch factor hold 2 * 2 batches of 8. */
+/* Resumed in its epoch, the next epoch's Dataset asks for the size while
+ * the old one still holds the file open: it is told the whole pass, not
+ * what was left of the bound one. */
+Test(replay_loaders, torch_dataloader_without_workers_leaving_its_file_open, .timeout = 400)
+{
+    check_torch_replay(&(struct torch_case){"0", 0, true, SIGKILL, false, true});
+}
+
 Test(replay_loaders, torch_dataloader_with_two_workers, .timeout = 400)
 {
-    check_torch_replay("2", 2 * 2 * 8);
+    check_torch_replay(&(struct torch_case){TORCH_TWO_WORKERS, true, SIGKILL, false, false});
+}
+
+/* SIGTERM to the trainer alone (a container runtime's stop): the workers
+ * forked after it must not stop on their own, which would fail the
+ * trainer's next batch (status 1); the trainer, which reads nothing
+ * itself, stops at the deadline with 143. */
+Test(replay_loaders, torch_dataloader_with_two_workers_stopped_by_sigterm, .timeout = 400)
+{
+    check_torch_replay(&(struct torch_case){TORCH_TWO_WORKERS, true, SIGTERM, false, false});
+}
+
+/* SIGTERM to the whole process group (a batch scheduler signals every
+ * process of the job): the workers, signalled too, leave the stop to the
+ * trainer.  (Not SIGINT: Python's own handler turns it into
+ * KeyboardInterrupt, which the deadline then runs, as SPEC §6 says.) */
+Test(replay_loaders, torch_dataloader_with_two_workers_stopped_by_a_group_sigterm,
+     .timeout = 400)
+{
+    check_torch_replay(&(struct torch_case){TORCH_TWO_WORKERS, true, SIGTERM, true, false});
 }

@@ -6,6 +6,7 @@ torch.save checkpoints.
     torch_dataset.py --data PATH --epochs E --batch B --checkpoint PATH
                      [--workers W=0] [--shuffle 0|1=1] [--checkpoint-every STEPS=4]
                      [--lr LR=0.05] [--seed S=0] [--sleep-us US=0] [--replay]
+                     [--leave-open] [--size-first]
 
 The Dataset reads the 16-byte header ("ADSD", u32le dim, u64le count) once,
 takes its length from os.path.getsize, and opens the file lazily in
@@ -23,7 +24,10 @@ each epoch; "checkpoint step S" printed just before the replace.  On start a
 checkpoint at PATH is loaded ("resumed at step S epoch E") and training
 continues with its epoch; otherwise "starting fresh".  --replay: the
 checkpoint's model, optimizer and step are loaded, but every epoch runs
-again from the first (what ADAPTDL_RESUME=replay expects).
+again from the first (what ADAPTDL_RESUME=replay expects).  --leave-open:
+the Dataset is never closed, as most are: its file stays open until the
+garbage collector releases it, after the next epoch's Dataset is built.
+--size-first: the Dataset asks os.path.getsize before it reads the header.
 """
 import os
 import struct
@@ -42,14 +46,16 @@ HEADER = struct.Struct("<4sIQ")
 class RecordFile(Dataset):
     """The records of an ADSD file, read one by one on demand."""
 
-    def __init__(self, path):
+    def __init__(self, path, size_first=False):
         self.path = path
+        size = os.path.getsize(path) if size_first else None
         with open(path, "rb") as f:
             magic, self.dim, count = HEADER.unpack(f.read(HEADER.size))
         if magic != b"ADSD":
             raise ValueError(f"{path}: not an ADSD dataset")
         self.record = struct.Struct(f"<Q{self.dim}ff")
-        size = os.path.getsize(path)
+        if size is None:
+            size = os.path.getsize(path)
         if (size - HEADER.size) % self.record.size:
             raise ValueError(f"{path}: not a whole number of records")
         self.length = (size - HEADER.size) // self.record.size
@@ -82,6 +88,8 @@ def parse_arguments():
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--replay", action="store_true")
+    parser.add_argument("--leave-open", action="store_true")
+    parser.add_argument("--size-first", action="store_true")
     return parser.parse_args()
 
 
@@ -112,7 +120,7 @@ def main():
         print_starting_fresh()
 
     while epoch < arguments.epochs:
-        dataset = RecordFile(arguments.data)
+        dataset = RecordFile(arguments.data, arguments.size_first)
         generator = torch.Generator()
         generator.manual_seed(arguments.seed * 1000 + epoch)
         loader = DataLoader(dataset, batch_size=arguments.batch,
@@ -135,7 +143,8 @@ def main():
             if step % arguments.checkpoint_every == 0:
                 save_checkpoint(arguments.checkpoint, model, optimizer, epoch, step,
                                 batches_done)
-        dataset.close()
+        if not arguments.leave_open:
+            dataset.close()
         print(f"epoch {epoch} loss {total_loss / max(batches_done, 1):.6f}", flush=True)
         epoch += 1
         save_checkpoint(arguments.checkpoint, model, optimizer, epoch, step, 0)
