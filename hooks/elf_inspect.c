@@ -86,12 +86,9 @@ const char *inspect_verdict_name(enum inspect_verdict verdict)
 const char *inspect_category_name(enum inspect_category category)
 {
     static const char *const names[INSPECT_CATEGORY_COUNT] = {
-        [INSPECT_CATEGORY_INTERCEPTED] = "intercepted",
-        [INSPECT_CATEGORY_THROUGH_STREAM] = "through streams",
-        [INSPECT_CATEGORY_PASSED_THROUGH] = "passed through",
-        [INSPECT_CATEGORY_LIMITED] = "limited",
-        [INSPECT_CATEGORY_NOT_INTERCEPTED] = "not intercepted",
-        [INSPECT_CATEGORY_OTHER] = "other",
+#define INSPECT_CATEGORY(suffix, name, title) [INSPECT_CATEGORY_##suffix] = name,
+#include "inspect_categories.def"
+#undef INSPECT_CATEGORY
     };
     return (unsigned)category < INSPECT_CATEGORY_COUNT ? names[category] : "other";
 }
@@ -102,14 +99,9 @@ const char *inspect_category_name(enum inspect_category category)
 
 /* Section titles, by category; OTHER is only counted. */
 static const char *const inspect_section_titles[INSPECT_CATEGORY_COUNT] = {
-    [INSPECT_CATEGORY_INTERCEPTED] = "Intercepted by the shim:",
-    [INSPECT_CATEGORY_THROUGH_STREAM] =
-        "Read through streams (on a data file opened with fopen, fopen64 or fdopen the "
-        "shim returns a stream over the view):",
-    [INSPECT_CATEGORY_PASSED_THROUGH] = "Passed through, not needed by the shim:",
-    [INSPECT_CATEGORY_LIMITED] = "Intercepted, but not virtualized (warnings):",
-    [INSPECT_CATEGORY_NOT_INTERCEPTED] = "Not intercepted (warnings):",
-    [INSPECT_CATEGORY_OTHER] = NULL,
+#define INSPECT_CATEGORY(suffix, name, title) [INSPECT_CATEGORY_##suffix] = title,
+#include "inspect_categories.def"
+#undef INSPECT_CATEGORY
 };
 
 static void inspect_format_import(const struct inspect_import *import, char *out,

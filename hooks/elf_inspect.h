@@ -38,15 +38,11 @@ enum inspect_file_kind {
     INSPECT_KIND_SCRIPT,           /* starts with #! */
 };
 
-/* How one imported symbol fares under the shim.  The order is the order of
- * the report's sections. */
+/* How one imported symbol fares under the shim (inspect_categories.def). */
 enum inspect_category {
-    INSPECT_CATEGORY_INTERCEPTED,      /* libadaptshim.so exports it */
-    INSPECT_CATEGORY_THROUGH_STREAM,   /* stdio reader: works on the stream the shim's fopen returns */
-    INSPECT_CATEGORY_PASSED_THROUGH,   /* not intercepted, and the shim does not need it */
-    INSPECT_CATEGORY_LIMITED,          /* intercepted, but a data file used so is not virtualized */
-    INSPECT_CATEGORY_NOT_INTERCEPTED,  /* file input or MPI that the shim never sees */
-    INSPECT_CATEGORY_OTHER,            /* unrelated to file input and MPI: counted only */
+#define INSPECT_CATEGORY(suffix, name, title) INSPECT_CATEGORY_##suffix,
+#include "inspect_categories.def"
+#undef INSPECT_CATEGORY
     INSPECT_CATEGORY_COUNT
 };
 

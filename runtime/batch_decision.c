@@ -218,14 +218,9 @@ static void batch_decision_consider_exploring(const struct batch_decision_inputs
 const char *batch_decision_reason_text(enum batch_decision_reason reason)
 {
     static const char *const texts[] = {
-        [BATCH_DECISION_NO_MODEL] = "no throughput model yet",
-        [BATCH_DECISION_UNTRUSTED] = "gradient statistics not trustworthy yet",
-        [BATCH_DECISION_KEEP] = "the current batch is the best",
-        [BATCH_DECISION_BELOW_THRESHOLD] = "speedup within the noise or below ADAPTDL_SPEEDUP",
-        [BATCH_DECISION_REVERSAL] = "going back needs the threshold squared",
-        [BATCH_DECISION_NO_PAYBACK] = "the restart would not pay back in time",
-        [BATCH_DECISION_RESTART] = "restart",
-        [BATCH_DECISION_EXPLORE] = "restart to measure a second batch size",
+#define BATCH_DECISION_REASON(suffix, text) [BATCH_DECISION_##suffix] = text,
+#include "batch_decision_reasons.def"
+#undef BATCH_DECISION_REASON
     };
     if ((unsigned)reason >= sizeof texts / sizeof texts[0])
         return "unknown";

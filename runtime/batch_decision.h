@@ -59,16 +59,12 @@ struct batch_decision_inputs {
     uint64_t previous_global_bsz;
 };
 
-/* Why a decision restarts or not, for the log and the metrics. */
+/* Why a decision restarts or not, for the log and the metrics
+ * (batch_decision_reasons.def). */
 enum batch_decision_reason {
-    BATCH_DECISION_NO_MODEL = 0,          /* nothing to fit yet */
-    BATCH_DECISION_UNTRUSTED,             /* rule 1 */
-    BATCH_DECISION_KEEP,                  /* the choice is the current batch */
-    BATCH_DECISION_BELOW_THRESHOLD,       /* pessimistic speedup <= ADAPTDL_SPEEDUP */
-    BATCH_DECISION_REVERSAL,              /* rule 3 */
-    BATCH_DECISION_NO_PAYBACK,            /* C S / (S - 1) > ADAPTDL_PAYBACK_SECONDS */
-    BATCH_DECISION_RESTART,
-    BATCH_DECISION_EXPLORE,               /* rule 4: a restart to measure a second size */
+#define BATCH_DECISION_REASON(suffix, text) BATCH_DECISION_##suffix,
+#include "batch_decision_reasons.def"
+#undef BATCH_DECISION_REASON
 };
 
 struct batch_decision {
