@@ -31,27 +31,11 @@ struct shim_mpi_predefined predefined;
 
 static void shim_mpi_resolve_functions(void)
 {
-    SHIM_RESOLVE(init, "Init");
-    SHIM_RESOLVE(init_thread, "Init_thread");
-    SHIM_RESOLVE(finalize, "Finalize");
-    SHIM_RESOLVE(allreduce, "Allreduce");
-    SHIM_RESOLVE(iallreduce, "Iallreduce");
-    SHIM_RESOLVE(wait, "Wait");
-    SHIM_RESOLVE(waitall, "Waitall");
-    SHIM_RESOLVE(waitany, "Waitany");
-    SHIM_RESOLVE(waitsome, "Waitsome");
-    SHIM_RESOLVE(test, "Test");
-    SHIM_RESOLVE(testall, "Testall");
-    SHIM_RESOLVE(testany, "Testany");
-    SHIM_RESOLVE(testsome, "Testsome");
-    SHIM_RESOLVE(request_free, "Request_free");
-    SHIM_RESOLVE(barrier, "Barrier");
-    SHIM_RESOLVE(bcast, "Bcast");
-    SHIM_RESOLVE(allgather, "Allgather");
-    SHIM_RESOLVE(allgatherv, "Allgatherv");
-    SHIM_RESOLVE(comm_dup, "Comm_dup");
-    SHIM_RESOLVE(comm_size, "Comm_size");
-    SHIM_RESOLVE(comm_rank, "Comm_rank");
+#define MPI_CALL(field, name, parameters) SHIM_RESOLVE(field, #name);
+#define MPI_COMPLETING_CALL(field, name, parameters, ...) MPI_CALL(field, name, parameters)
+#include "mpi_functions.def"
+#undef MPI_CALL
+#undef MPI_COMPLETING_CALL
 }
 
 static void shim_mpi_resolve_predefined(void)

@@ -11,30 +11,13 @@
 #include "pending_gradients.h"
 #include "shim.h"
 
+/* The library's functions the shim calls (mpi_functions.def). */
 struct shim_pmpi {
-    int (*init)(int *, char ***);
-    int (*init_thread)(int *, char ***, int, int *);
-    int (*finalize)(void);
-    int (*allreduce)(const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Comm);
-    int (*iallreduce)(const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Comm,
-                      MPI_Request *);
-    int (*wait)(MPI_Request *, MPI_Status *);
-    int (*waitall)(int, MPI_Request *, MPI_Status *);
-    int (*waitany)(int, MPI_Request *, int *, MPI_Status *);
-    int (*waitsome)(int, MPI_Request *, int *, int *, MPI_Status *);
-    int (*test)(MPI_Request *, int *, MPI_Status *);
-    int (*testall)(int, MPI_Request *, int *, MPI_Status *);
-    int (*testany)(int, MPI_Request *, int *, int *, MPI_Status *);
-    int (*testsome)(int, MPI_Request *, int *, int *, MPI_Status *);
-    int (*request_free)(MPI_Request *);
-    int (*barrier)(MPI_Comm);
-    int (*bcast)(void *, int, MPI_Datatype, int, MPI_Comm);
-    int (*allgather)(const void *, int, MPI_Datatype, void *, int, MPI_Datatype, MPI_Comm);
-    int (*allgatherv)(const void *, int, MPI_Datatype, void *, const int *, const int *,
-                      MPI_Datatype, MPI_Comm);
-    int (*comm_dup)(MPI_Comm, MPI_Comm *);
-    int (*comm_size)(MPI_Comm, int *);
-    int (*comm_rank)(MPI_Comm, int *);
+#define MPI_CALL(field, name, parameters) int (*field) parameters;
+#define MPI_COMPLETING_CALL(field, name, parameters, ...) MPI_CALL(field, name, parameters)
+#include "mpi_functions.def"
+#undef MPI_CALL
+#undef MPI_COMPLETING_CALL
 };
 
 /* Open MPI's predefined objects, as the trainer sees them.  The element

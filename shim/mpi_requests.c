@@ -143,53 +143,22 @@ static int shim_mpi_request_free(MPI_Request *request)
 
 /* --- the entry points, under both names ----------------------------------------- */
 
-/* A call that may complete requests: follow them, make the call, account
- * for the ones it completed and return its result.  `count` and `requests`
- * say which of the call's arguments is its request array. */
-#define SHIM_MPI_COMPLETING_ENTRY(name, field, parameters, arguments, count, requests) \
-    static int shim_mpi_##field parameters                                            \
-    {                                                                                 \
-        struct shim_request_array saved;                                              \
-        shim_requests_before(&saved, count, requests);                                \
-        return shim_requests_after(&saved, PMPI(field, #name) arguments);             \
-    }                                                                                 \
+/* Each call that may complete requests (mpi_functions.def): follow them,
+ * make the call, account for the ones it completed and return its result.
+ * `count` and `requests` say which of the call's arguments is its request
+ * array. */
+#define MPI_CALL(field, name, parameters)
+#define MPI_COMPLETING_CALL(field, name, parameters, arguments, count, requests)   \
+    static int shim_mpi_##field parameters                                        \
+    {                                                                             \
+        struct shim_request_array saved;                                          \
+        shim_requests_before(&saved, count, requests);                            \
+        return shim_requests_after(&saved, PMPI(field, #name) arguments);         \
+    }                                                                             \
     SHIM_MPI_ENTRY(name, shim_mpi_##field, parameters, arguments)
-
-SHIM_MPI_COMPLETING_ENTRY(Wait, wait,
-                          (MPI_Request *request, MPI_Status *status),
-                          (request, status),
-                          request != NULL ? 1 : 0, request)
-SHIM_MPI_COMPLETING_ENTRY(Waitall, waitall,
-                          (int count, MPI_Request requests[], MPI_Status statuses[]),
-                          (count, requests, statuses),
-                          count, requests)
-SHIM_MPI_COMPLETING_ENTRY(Waitany, waitany,
-                          (int count, MPI_Request requests[], int *index, MPI_Status *status),
-                          (count, requests, index, status),
-                          count, requests)
-SHIM_MPI_COMPLETING_ENTRY(Waitsome, waitsome,
-                          (int count, MPI_Request requests[], int *completed, int indices[],
-                           MPI_Status statuses[]),
-                          (count, requests, completed, indices, statuses),
-                          count, requests)
-SHIM_MPI_COMPLETING_ENTRY(Test, test,
-                          (MPI_Request *request, int *flag, MPI_Status *status),
-                          (request, flag, status),
-                          request != NULL ? 1 : 0, request)
-SHIM_MPI_COMPLETING_ENTRY(Testall, testall,
-                          (int count, MPI_Request requests[], int *flag, MPI_Status statuses[]),
-                          (count, requests, flag, statuses),
-                          count, requests)
-SHIM_MPI_COMPLETING_ENTRY(Testany, testany,
-                          (int count, MPI_Request requests[], int *index, int *flag,
-                           MPI_Status *status),
-                          (count, requests, index, flag, status),
-                          count, requests)
-SHIM_MPI_COMPLETING_ENTRY(Testsome, testsome,
-                          (int count, MPI_Request requests[], int *completed, int indices[],
-                           MPI_Status statuses[]),
-                          (count, requests, completed, indices, statuses),
-                          count, requests)
+#include "mpi_functions.def"
+#undef MPI_CALL
+#undef MPI_COMPLETING_CALL
 
 SHIM_MPI_ENTRY(Iallreduce, shim_mpi_iallreduce,
                (const void *send, void *receive, int count, MPI_Datatype type, MPI_Op op,
