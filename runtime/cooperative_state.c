@@ -91,8 +91,14 @@ static int cooperative_out_of_memory(char *error, size_t error_size, const char 
 
 /* --- applying restored state ------------------------------------------------------- */
 
-static int cooperative_apply_loop(const struct cooperative_state *state, struct data_loop *loop)
+/* A tracked object takes its restored state: 0, or -1 when it cannot (out
+ * of memory).  The item is a struct data_loop * or a struct accumulator *,
+ * as its list holds it. */
+typedef int cooperative_apply_function(const struct cooperative_state *state, void *item);
+
+static int cooperative_apply_loop(const struct cooperative_state *state, void *item)
 {
+    struct data_loop *loop = item;
     for (size_t i = 0; i < state->restored_loop_count; i++) {
         const struct restored_loop *saved = &state->restored_loops[i];
         if (strcmp(saved->name, loop->name) == 0)
@@ -102,9 +108,9 @@ static int cooperative_apply_loop(const struct cooperative_state *state, struct 
     return 0;
 }
 
-static int cooperative_apply_accumulator(const struct cooperative_state *state,
-                                         struct accumulator *accumulator)
+static int cooperative_apply_accumulator(const struct cooperative_state *state, void *item)
 {
+    struct accumulator *accumulator = item;
     for (size_t i = 0; i < state->restored_accumulator_count; i++) {
         const struct restored_accumulator *saved = &state->restored_accumulators[i];
         if (strcmp(saved->name, accumulator->name) == 0)
@@ -142,25 +148,31 @@ static int cooperative_apply_registered(const struct cooperative_state *state,
     return 0;
 }
 
+/* Tracks an object in `list`, then gives it its restored state. */
+static int cooperative_track(struct cooperative_state *state, struct tracked_list *list,
+                             void *item, cooperative_apply_function *apply, const char *what,
+                             char *error, size_t error_size)
+{
+    state->used = true;
+    if (tracked_list_append(list, item) != 0 || apply(state, item) != 0)
+        return cooperative_out_of_memory(error, error_size, what);
+    return 0;
+}
+
 int cooperative_state_add_loop(struct cooperative_state *state, struct data_loop *loop,
                                char *error, size_t error_size)
 {
-    state->used = true;
-    if (tracked_list_append(&state->loop_list, loop) != 0 ||
-        cooperative_apply_loop(state, loop) != 0)
-        return cooperative_out_of_memory(error, error_size, "creating a data loop");
-    return 0;
+    return cooperative_track(state, &state->loop_list, loop, cooperative_apply_loop,
+                             "creating a data loop", error, error_size);
 }
 
 int cooperative_state_add_accumulator(struct cooperative_state *state,
                                       struct accumulator *accumulator, char *error,
                                       size_t error_size)
 {
-    state->used = true;
-    if (tracked_list_append(&state->accumulator_list, accumulator) != 0 ||
-        cooperative_apply_accumulator(state, accumulator) != 0)
-        return cooperative_out_of_memory(error, error_size, "creating an accumulator");
-    return 0;
+    return cooperative_track(state, &state->accumulator_list, accumulator,
+                             cooperative_apply_accumulator, "creating an accumulator", error,
+                             error_size);
 }
 
 int cooperative_state_register(struct cooperative_state *state,
