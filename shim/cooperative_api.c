@@ -434,47 +434,63 @@ API void adaptdl_accumulator_destroy(adaptdl_accumulator *owner)
     free(owner);
 }
 
-/* The lock, for a call on `owner`; NULL with a message when there is no
- * accumulator to call on. */
-static struct cooperative_state *api_lock_accumulator(const adaptdl_accumulator *owner)
+/* The calls that change an accumulator, made under the lock. */
+enum api_accumulator_change {
+    API_ACCUMULATOR_ADD,
+    API_ACCUMULATOR_SET,
+    API_ACCUMULATOR_REMOVE,
+    API_ACCUMULATOR_CLEAR,
+    API_ACCUMULATOR_SYNCHRONIZE,
+};
+
+/* Makes one change to `owner` under the lock (key and value where the change
+ * takes them): 0, or -1 with a message, also when there is no accumulator. */
+static int api_accumulator_change(adaptdl_accumulator *owner, enum api_accumulator_change change,
+                                  const char *key, double value)
 {
     if (owner == NULL) {
         api_fail("no accumulator");
-        return NULL;
-    }
-    return api_lock();
-}
-
-static int api_accumulator_add(adaptdl_accumulator *owner, const char *key, double value)
-{
-    struct cooperative_state *state = api_lock_accumulator(owner);
-    if (state == NULL)
         return -1;
-    int status = accumulator_add(&owner->accumulator, key, value, api_error, sizeof api_error);
+    }
+    struct cooperative_state *state = api_lock();
+    struct accumulator *accumulator = &owner->accumulator;
+    int status = -1;
+    switch (change) {
+    case API_ACCUMULATOR_ADD:
+        status = accumulator_add(accumulator, key, value, api_error, sizeof api_error);
+        break;
+    case API_ACCUMULATOR_SET:
+        status = accumulator_set(accumulator, key, value, api_error, sizeof api_error);
+        break;
+    case API_ACCUMULATOR_REMOVE:
+        status = accumulator_remove(accumulator, key, api_error, sizeof api_error);
+        break;
+    case API_ACCUMULATOR_CLEAR:
+        status = accumulator_clear(accumulator, api_error, sizeof api_error);
+        break;
+    case API_ACCUMULATOR_SYNCHRONIZE:
+        status = accumulator_synchronize(accumulator, epoch_loop_current(&state->epochs),
+                                         state->loops.current != NULL, api_error,
+                                         sizeof api_error);
+        break;
+    }
     api_unlock(state);
     return status;
 }
 
 API int adaptdl_accumulator_add(adaptdl_accumulator *owner, const char *key, double value)
 {
-    return api_accumulator_add(owner, key, value);
+    return api_accumulator_change(owner, API_ACCUMULATOR_ADD, key, value);
 }
 
 API int adaptdl_accumulator_subtract(adaptdl_accumulator *owner, const char *key, double value)
 {
-    return api_accumulator_add(owner, key, -value);
+    return api_accumulator_change(owner, API_ACCUMULATOR_ADD, key, -value);
 }
 
 API int adaptdl_accumulator_synchronize(adaptdl_accumulator *owner)
 {
-    struct cooperative_state *state = api_lock_accumulator(owner);
-    if (state == NULL)
-        return -1;
-    int status = accumulator_synchronize(&owner->accumulator, epoch_loop_current(&state->epochs),
-                                         state->loops.current != NULL, api_error,
-                                         sizeof api_error);
-    api_unlock(state);
-    return status;
+    return api_accumulator_change(owner, API_ACCUMULATOR_SYNCHRONIZE, NULL, 0);
 }
 
 API void adaptdl_accumulator_desynchronize(adaptdl_accumulator *owner)
@@ -493,32 +509,17 @@ API bool adaptdl_accumulator_get(const adaptdl_accumulator *owner, const char *k
 
 API int adaptdl_accumulator_set(adaptdl_accumulator *owner, const char *key, double value)
 {
-    struct cooperative_state *state = api_lock_accumulator(owner);
-    if (state == NULL)
-        return -1;
-    int status = accumulator_set(&owner->accumulator, key, value, api_error, sizeof api_error);
-    api_unlock(state);
-    return status;
+    return api_accumulator_change(owner, API_ACCUMULATOR_SET, key, value);
 }
 
 API int adaptdl_accumulator_remove(adaptdl_accumulator *owner, const char *key)
 {
-    struct cooperative_state *state = api_lock_accumulator(owner);
-    if (state == NULL)
-        return -1;
-    int status = accumulator_remove(&owner->accumulator, key, api_error, sizeof api_error);
-    api_unlock(state);
-    return status;
+    return api_accumulator_change(owner, API_ACCUMULATOR_REMOVE, key, 0);
 }
 
 API int adaptdl_accumulator_clear(adaptdl_accumulator *owner)
 {
-    struct cooperative_state *state = api_lock_accumulator(owner);
-    if (state == NULL)
-        return -1;
-    int status = accumulator_clear(&owner->accumulator, api_error, sizeof api_error);
-    api_unlock(state);
-    return status;
+    return api_accumulator_change(owner, API_ACCUMULATOR_CLEAR, NULL, 0);
 }
 
 API size_t adaptdl_accumulator_size(const adaptdl_accumulator *owner)

@@ -8,7 +8,8 @@
  *       program: the accumulator's updates are summed over the replicas and
  *       its earlier results replayed without communicating; a loop over 100
  *       records with batch size 10 takes 2 batches with 1 replica (local 10),
- *       5 with 4 (local 3) and 2 with 2 (local 5); misuse errors.
+ *       5 with 4 (local 3) and 2 with 2 (local 5); set, remove and clear of
+ *       keys; misuse errors.
  *   coop_scenario epochs CHECKPOINT
  *       epoch_test: 10 epochs, a restart in epoch 5 continues at epoch 5.
  *
@@ -114,12 +115,29 @@ static void accumulator_and_loop(const char *checkpoint)
         expect(value_of(accumulator, "a") == 16, "a == 16");
         expect(value_of(accumulator, "b") == -4, "b == -4");
         expect(value_of(accumulator, "c") == -10, "c == -10");
+        expect(adaptdl_accumulator_set(accumulator, "c", 7) == 0 &&
+                   value_of(accumulator, "c") == 7,
+               "set c = 7: %s", adaptdl_last_error());
+        expect(adaptdl_accumulator_remove(accumulator, "c") == 0 &&
+                   adaptdl_accumulator_size(accumulator) == 2,
+               "remove c: %s", adaptdl_last_error());
+        expect(adaptdl_accumulator_remove(accumulator, "c") == -1 &&
+                   adaptdl_last_error()[0] != '\0',
+               "removing an absent key fails with a message");
         adaptdl_accumulator_clear(accumulator);
         adaptdl_accumulator_desynchronize(accumulator);
         adaptdl_accumulator_synchronize(accumulator);
         expect(adaptdl_accumulator_size(accumulator) == 0, "cleared");
         adaptdl_accumulator_desynchronize(accumulator);
+        expect(adaptdl_accumulator_set(accumulator, "a", 1) == -1 &&
+                   adaptdl_accumulator_size(accumulator) == 0,
+               "no set in accumulation mode");
     }
+    expect(adaptdl_accumulator_add(NULL, "a", 1) == -1 &&
+               strstr(adaptdl_last_error(), "no accumulator"),
+           "a call on no accumulator fails with a message");
+    expect(adaptdl_accumulator_clear(NULL) == -1 && adaptdl_accumulator_synchronize(NULL) == -1,
+           "clear and synchronize of no accumulator fail");
 
     /* test_dataloader_restarts */
     uint64_t indices[16];
