@@ -20,31 +20,27 @@ void cooperative_state_init(struct cooperative_state *state)
 
 static void cooperative_state_forget_restored(struct cooperative_state *state)
 {
-    for (size_t i = 0; i < state->restored_loop_count; i++) {
-        free(state->restored_loops[i].name);
-        free(state->restored_loops[i].positions);
+    struct cooperative_restored *restored = &state->restored;
+    for (size_t i = 0; i < restored->loop_count; i++) {
+        free(restored->loops[i].name);
+        free(restored->loops[i].positions);
     }
-    free(state->restored_loops);
-    state->restored_loops = NULL;
-    state->restored_loop_count = 0;
-    for (size_t i = 0; i < state->restored_accumulator_count; i++) {
-        struct restored_accumulator *saved = &state->restored_accumulators[i];
+    for (size_t i = 0; i < restored->accumulator_count; i++) {
+        struct restored_accumulator *saved = &restored->accumulators[i];
         free(saved->name);
         accumulator_dict_free(&saved->results);
         for (size_t h = 0; h < saved->history_count; h++)
             accumulator_dict_free(&saved->history[h].values);
         free(saved->history);
     }
-    free(state->restored_accumulators);
-    state->restored_accumulators = NULL;
-    state->restored_accumulator_count = 0;
-    for (size_t i = 0; i < state->restored_registered_count; i++) {
-        free(state->restored_registered[i].name);
-        free(state->restored_registered[i].bytes);
+    for (size_t i = 0; i < restored->registered_count; i++) {
+        free(restored->registered[i].name);
+        free(restored->registered[i].bytes);
     }
-    free(state->restored_registered);
-    state->restored_registered = NULL;
-    state->restored_registered_count = 0;
+    free(restored->loops);
+    free(restored->accumulators);
+    free(restored->registered);
+    *restored = (struct cooperative_restored){0};
 }
 
 void cooperative_state_free(struct cooperative_state *state)
@@ -99,8 +95,8 @@ typedef int cooperative_apply_function(const struct cooperative_state *state, vo
 static int cooperative_apply_loop(const struct cooperative_state *state, void *item)
 {
     struct data_loop *loop = item;
-    for (size_t i = 0; i < state->restored_loop_count; i++) {
-        const struct restored_loop *saved = &state->restored_loops[i];
+    for (size_t i = 0; i < state->restored.loop_count; i++) {
+        const struct restored_loop *saved = &state->restored.loops[i];
         if (strcmp(saved->name, loop->name) == 0)
             return data_loop_set_saved(loop, saved->current_index, saved->end_index,
                                        saved->positions, saved->position_count);
@@ -111,8 +107,8 @@ static int cooperative_apply_loop(const struct cooperative_state *state, void *i
 static int cooperative_apply_accumulator(const struct cooperative_state *state, void *item)
 {
     struct accumulator *accumulator = item;
-    for (size_t i = 0; i < state->restored_accumulator_count; i++) {
-        const struct restored_accumulator *saved = &state->restored_accumulators[i];
+    for (size_t i = 0; i < state->restored.accumulator_count; i++) {
+        const struct restored_accumulator *saved = &state->restored.accumulators[i];
         if (strcmp(saved->name, accumulator->name) == 0)
             return accumulator_restore(accumulator, &saved->results, saved->history,
                                        saved->history_count);
@@ -124,8 +120,8 @@ static int cooperative_apply_registered(const struct cooperative_state *state,
                                         const struct registered_state *registered, char *error,
                                         size_t error_size)
 {
-    for (size_t i = 0; i < state->restored_registered_count; i++) {
-        const struct restored_bytes *saved = &state->restored_registered[i];
+    for (size_t i = 0; i < state->restored.registered_count; i++) {
+        const struct restored_bytes *saved = &state->restored.registered[i];
         if (strcmp(saved->name, registered->name) != 0)
             continue;
         if (registered->load != NULL) {
@@ -360,16 +356,16 @@ static int restore_values(struct accumulator_dict *dict, const struct snapshot_v
 
 static int restore_copy(struct cooperative_state *state, const struct adaptdl_snapshot *snapshot)
 {
-    state->restored_loops = calloc(snapshot->loop_count + 1, sizeof *state->restored_loops);
-    state->restored_accumulators = calloc(snapshot->accumulator_count + 1,
-                                          sizeof *state->restored_accumulators);
-    state->restored_registered = calloc(snapshot->registered_count + 1,
-                                        sizeof *state->restored_registered);
-    if (!state->restored_loops || !state->restored_accumulators || !state->restored_registered)
+    state->restored.loops = calloc(snapshot->loop_count + 1, sizeof *state->restored.loops);
+    state->restored.accumulators = calloc(snapshot->accumulator_count + 1,
+                                          sizeof *state->restored.accumulators);
+    state->restored.registered = calloc(snapshot->registered_count + 1,
+                                        sizeof *state->restored.registered);
+    if (!state->restored.loops || !state->restored.accumulators || !state->restored.registered)
         return -1;
     for (size_t i = 0; i < snapshot->loop_count; i++) {
         const struct snapshot_loop *from = &snapshot->loops[i];
-        struct restored_loop *to = &state->restored_loops[state->restored_loop_count++];
+        struct restored_loop *to = &state->restored.loops[state->restored.loop_count++];
         to->name = strdup(from->name);
         to->current_index = from->current_index;
         to->end_index = from->end_index;
@@ -385,7 +381,7 @@ static int restore_copy(struct cooperative_state *state, const struct adaptdl_sn
     for (size_t i = 0; i < snapshot->accumulator_count; i++) {
         const struct snapshot_accumulator *from = &snapshot->accumulators[i];
         struct restored_accumulator *to =
-            &state->restored_accumulators[state->restored_accumulator_count++];
+            &state->restored.accumulators[state->restored.accumulator_count++];
         to->name = strdup(from->name);
         to->history = calloc(from->history_count + 1, sizeof *to->history);
         if (to->name == NULL || to->history == NULL ||
@@ -402,7 +398,7 @@ static int restore_copy(struct cooperative_state *state, const struct adaptdl_sn
     for (size_t i = 0; i < snapshot->registered_count; i++) {
         const struct snapshot_named_bytes *from = &snapshot->registered[i];
         struct restored_bytes *to =
-            &state->restored_registered[state->restored_registered_count++];
+            &state->restored.registered[state->restored.registered_count++];
         to->name = strdup(from->name);
         to->bytes = malloc(from->size ? from->size : 1);
         if (to->name == NULL || to->bytes == NULL)
@@ -418,7 +414,6 @@ int cooperative_state_restore(struct cooperative_state *state,
                               size_t error_size)
 {
     cooperative_state_forget_restored(state);
-    state->restored = snapshot->cooperative;
     if (!snapshot->cooperative)
         return 0;
     if (restore_copy(state, snapshot) != 0) {

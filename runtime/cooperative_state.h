@@ -62,6 +62,16 @@ struct tracked_list {
     size_t count, capacity;
 };
 
+/* The cooperative part of the last restored snapshot, by object name. */
+struct cooperative_restored {
+    struct restored_loop *loops;
+    size_t loop_count;
+    struct restored_accumulator *accumulators;
+    size_t accumulator_count;
+    struct restored_bytes *registered;
+    size_t registered_count;
+};
+
 struct cooperative_state {
     pthread_mutex_t lock;          /* every API call holds it */
     bool used;                     /* the trainer called the API */
@@ -73,13 +83,7 @@ struct cooperative_state {
     struct registered_state *registered;
     size_t registered_count, registered_capacity;
     /* what the last restore brought, for objects created after it */
-    bool restored;
-    struct restored_loop *restored_loops;
-    size_t restored_loop_count;
-    struct restored_accumulator *restored_accumulators;
-    size_t restored_accumulator_count;
-    struct restored_bytes *restored_registered;
-    size_t restored_registered_count;
+    struct cooperative_restored restored;
 };
 
 void cooperative_state_init(struct cooperative_state *state);
