@@ -1202,6 +1202,72 @@ Test(dataset_view, a_covered_pass_whose_only_reader_closed_the_file_is_over)
     free(bytes);
 }
 
+/* A reopen ends a pass whose every record was delivered, and a header-only
+ * view (a pass replay skips) whose first sign was an open; a stat of the
+ * path ends a header-only view only when that came first and no descriptor
+ * is open on it. */
+Test(dataset_view, the_first_sign_on_a_header_only_view_is_the_one_that_ends_it)
+{
+    unsigned char header[6] = {1, 2, 3, 4, 5, 6};
+    struct data_entry entry = dv_entry(6, 8, false, false);
+    struct dataset_file file;
+    dv_init(&file, &entry, header, 6, 1, 0);
+    cr_assert_eq(file.view_length, 0);
+    dataset_file_lock(&file);
+    cr_expect(!dataset_view_reopen_ends_pass(&file), "no sign yet");
+    cr_expect(!dataset_view_path_stat_ends_pass(&file), "no sign yet");
+    dataset_view_note_opened(&file);
+    dataset_view_note_path_stat(&file);
+    cr_expect(dataset_view_reopen_ends_pass(&file), "the open came first");
+    cr_expect(!dataset_view_path_stat_ends_pass(&file), "the open came first");
+    dataset_file_unlock(&file);
+    dataset_file_release(&file);
+
+    dv_init(&file, &entry, header, 6, 1, 0);
+    dataset_file_lock(&file);
+    dataset_view_note_path_stat(&file);
+    dataset_file_unlock(&file);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &file);   /* an open notes its sign too */
+    dataset_file_lock(&file);
+    cr_expect(!dataset_view_reopen_ends_pass(&file), "the stat came first");
+    cr_expect(!dataset_view_path_stat_ends_pass(&file), "a descriptor is open on the view");
+    dataset_file_unlock(&file);
+    view_cursor_close(&cursor);
+    dataset_file_lock(&file);
+    cr_expect(dataset_view_path_stat_ends_pass(&file));
+    dataset_file_unlock(&file);
+    dataset_file_release(&file);
+}
+
+/* With records, the first sign does not matter: a reopen ends the pass once
+ * every record was delivered; a stat of the path too, even while this
+ * process, its only reader, still holds the file open (a Dataset built anew
+ * at each epoch asks for the size before the old one is released). */
+Test(dataset_view, a_reopen_or_a_path_stat_ends_a_pass_once_every_record_was_delivered)
+{
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(6, 10, 8, 0, &size);
+    struct data_entry entry = dv_entry(6, 10, true, true);
+    struct dataset_file file;
+    dv_init(&file, &entry, bytes, size, 1, 0);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &file);
+    dataset_file_lock(&file);
+    dataset_view_note_path_stat(&file);
+    dataset_view_note_read(&file, 6, 10 * 7);
+    cr_expect(!dataset_view_reopen_ends_pass(&file), "one record is not delivered");
+    cr_expect(!dataset_view_path_stat_ends_pass(&file), "one record is not delivered");
+    dataset_view_note_read(&file, 6 + 10 * 7, 10);
+    cr_expect(dataset_view_reopen_ends_pass(&file));
+    cr_expect(dataset_view_path_stat_ends_pass(&file), "this process read it all, file open");
+    cr_expect(!dataset_view_readers_finished_pass(&file), "the file is still open here");
+    dataset_file_unlock(&file);
+    view_cursor_close(&cursor);
+    dataset_file_release(&file);
+    free(bytes);
+}
+
 /* Records in flight with lookahead=: while the file is open here, all of
  * them, even past what the pass just begun delivered (they may be the last
  * records of the pass a read-ahead loader read to its end); once it is
