@@ -4,16 +4,11 @@
 #include "events.h"
 
 #include <stdio.h>
-#include <errno.h>
 #include <math.h>
-#include <fcntl.h>
-#include <string.h>
 #include <sys/time.h>
-#include <unistd.h>
-
-#include "sysio.h"
 
 #include "batch_decision.h"
+#include "hints_file.h"
 #include "log.h"
 #include "metrics.h"
 #include "replica_choice.h"
@@ -169,20 +164,6 @@ void shim_events_exit(int status, const char *why)
     metrics_write_event(&shim_metrics, &line);
 }
 
-/* The seven fitted parameters as a "perf_params" object. */
-static void shim_events_add_perf_params(struct json_line *line, const struct perf_params *perf)
-{
-    static const char *const names[PERF_PARAMS_COUNT] = {"alpha_c", "beta_c", "alpha_n",
-                                                         "beta_n",  "alpha_r", "beta_r",
-                                                         "gamma"};
-    double values[PERF_PARAMS_COUNT];
-    perf_params_to_array(perf, values);
-    json_line_begin_object(line, "perf_params");
-    for (int i = 0; i < PERF_PARAMS_COUNT; i++)
-        json_line_add_double(line, names[i], values[i]);
-    json_line_end_object(line);
-}
-
 void shim_events_decision(const struct batch_decision_inputs *inputs,
                           const struct batch_decision *decision, bool restart)
 {
@@ -191,9 +172,7 @@ void shim_events_decision(const struct batch_decision_inputs *inputs,
     struct json_line line;
     json_line_begin(&line, "decision", shim_events_time());
     json_line_add_bool(&line, "restart", restart);
-    shim_events_add_perf_params(&line, &decision->perf);
-    json_line_add_double(&line, "grad_sqr", inputs->grad_sqr);
-    json_line_add_double(&line, "grad_var", inputs->grad_var);
+    hints_add_fitted_model(&line, &decision->perf, inputs->grad_sqr, inputs->grad_var);
     json_line_add_uint(&line, "replicas", inputs->replicas);
     json_line_add_uint(&line, "current_global_bsz",
                        inputs->current_local_bsz * inputs->replicas);
@@ -239,62 +218,15 @@ void shim_events_replica_decision(const struct replica_choice *choice, uint32_t 
     metrics_write_event(&shim_metrics, &line);
 }
 
-/* Hints are rewritten whole at each decision: temporary file, then rename,
- * so a reader never sees half of one. */
 void shim_events_write_hints(const char *path, const struct batch_decision_inputs *inputs,
                              const struct batch_decision *decision,
                              uint32_t max_replicas_profiled)
 {
     if (path == NULL || !decision->valid)
         return;
-    static char text[16384];
-    size_t used = 0;
     struct json_line line;
-    json_line_begin(&line, "hints", shim_events_time());
-    shim_events_add_perf_params(&line, &decision->perf);
-    json_line_add_double(&line, "grad_sqr", inputs->grad_sqr);
-    json_line_add_double(&line, "grad_var", inputs->grad_var);
-    json_line_add_uint(&line, "initial_global_bsz", inputs->initial_global_bsz);
-    json_line_add_uint(&line, "max_global_bsz", inputs->max_global_bsz);
-    json_line_add_uint(&line, "local_bsz_min", inputs->local_bsz_min);
-    json_line_add_uint(&line, "local_bsz_max", inputs->local_bsz_max);
-    json_line_add_uint(&line, "max_profiled_replicas", max_replicas_profiled);
-    /* predicted goodput for each replica count up to twice the most profiled */
-    struct goodput_model model = {
-        .perf = decision->perf,
-        .grad = {.sqr = inputs->grad_sqr, .var = inputs->grad_var},
-        .initial_global_bsz = inputs->initial_global_bsz,
-    };
-    /* (the table the launcher chooses the replica count from, and that the
-     * shim's own replica decision computes the same way) */
-    struct replica_goodputs table;
-    replica_goodputs_predict(&model, inputs->nodes, max_replicas_profiled, inputs->replicas,
-                             inputs->max_global_bsz, inputs->local_bsz_min,
-                             inputs->local_bsz_max, &table);
-    json_line_begin_object(&line, "goodput_by_replicas");
-    for (uint32_t replicas = 1; replicas <= REPLICA_CHOICE_MAX_REPLICAS; replicas++) {
-        char key[16];
-        snprintf(key, sizeof key, "%u", replicas);
-        if (!isnan(table.goodput[replicas]))
-            json_line_add_double(&line, key, table.goodput[replicas]);
-    }
-    json_line_end_object(&line);
-    json_line_end(&line);
-    if (!json_line_is_writable(&line))
-        return;
-    used = line.length < sizeof text ? line.length : sizeof text - 1;
-    memcpy(text, line.text, used);
-    char temporary[4096];
-    snprintf(temporary, sizeof temporary, "%s.tmp.%ld", path, (long)getpid());
-    int fd = runtime_sysio.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        log_warn("ADAPTDL_HINTS_FILE: cannot write %s: %s", temporary, strerror(errno));
-        return;
-    }
-    int status = sysio_write_all(fd, text, used);
-    runtime_sysio.close(fd);
-    if (status != 0 || runtime_sysio.rename(temporary, path) != 0) {
-        log_warn("ADAPTDL_HINTS_FILE: cannot write %s: %s", path, strerror(errno));
-        runtime_sysio.unlink(temporary);
-    }
+    hints_format(&line, shim_events_time(), inputs, decision, max_replicas_profiled);
+    char error[512];
+    if (hints_write(path, &line, error, sizeof error) != 0)
+        log_warn("%s", error);
 }
