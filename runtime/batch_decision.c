@@ -1,6 +1,7 @@
 /* batch_decision.c - one batch-size decision (see batch_decision.h). */
 #include "batch_decision.h"
 #include "error_message.h"
+#include "restart_payback.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -74,14 +75,11 @@ int batch_decide(const struct batch_decision_inputs *inputs, struct batch_decisi
     decision->model_choice = decision->choice;
     decision->goodput_current = decision->choice.goodput_current;
     decision->speedup = decision->choice.goodput / decision->goodput_current;
-    decision->restart_cost = inputs->record->restart_cost_seconds > 0
-                                 ? inputs->record->restart_cost_seconds
-                                 : BATCH_DECISION_DEFAULT_RESTART_COST;
+    decision->restart_cost = restart_cost_seconds(inputs->record);
     decision->speedup_pessimistic = batch_decision_pessimistic_speedup(inputs, &model,
                                                                         decision);
-    double speedup = decision->speedup_pessimistic;
-    decision->payback_time = speedup > 1 ? decision->restart_cost * speedup / (speedup - 1)
-                                         : INFINITY;
+    decision->payback_time = restart_payback_seconds(decision->restart_cost,
+                                                     decision->speedup_pessimistic);
     decision->reason = batch_decision_reason_for(inputs, decision);
     if (decision->reason != BATCH_DECISION_RESTART)
         batch_decision_consider_exploring(inputs, &model, points, count, decision);
@@ -198,7 +196,7 @@ static void batch_decision_consider_exploring(const struct batch_decision_inputs
     double threshold = inputs->speedup_threshold;
     if (!isfinite(bound) || bound <= threshold * threshold)
         return;
-    double payback = decision->restart_cost * bound / (bound - 1);
+    double payback = restart_payback_seconds(decision->restart_cost, bound);
     if (payback > inputs->payback_seconds)
         return;
     uint32_t nodes = inputs->nodes ? inputs->nodes : 1;

@@ -34,9 +34,6 @@
 #include "goodput.h"
 #include "state_store.h"
 
-/* Pollux's restart cost until one has been measured. */
-#define BATCH_DECISION_DEFAULT_RESTART_COST 30.0
-
 struct batch_decision_inputs {
     const struct adaptdl_job_record *record;   /* profiles, restart cost */
     double grad_sqr;

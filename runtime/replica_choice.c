@@ -1,6 +1,7 @@
 /* replica_choice.c - the replica count a job runs with next (see
  * replica_choice.h). */
 #include "replica_choice.h"
+#include "restart_payback.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -96,7 +97,7 @@ bool replica_choice_restart_pays(const struct replica_choice *choice, double res
     double speedup = choice->speedup;
     if (!isfinite(speedup) || !(speedup > 1) || !(restart_cost >= 0))
         return false;
-    return restart_cost * speedup / (speedup - 1) <= payback_seconds;
+    return restart_payback_seconds(restart_cost, speedup) <= payback_seconds;
 }
 
 /* "replica" or "replicas", for messages. */

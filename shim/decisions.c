@@ -17,6 +17,7 @@
 #include "events.h"
 #include "log.h"
 #include "replica_choice.h"
+#include "restart_payback.h"
 #include "shim.h"
 #include "statistical_epoch.h"
 #include "step_policy.h"
@@ -163,8 +164,7 @@ static void shim_consider_replicas(void)
     if (replica_choice_pick(&table, config->replicas_min, config->replicas_max, replicas,
                             config->speedup_threshold, &choice) != 0)
         return;
-    double cost = record->restart_cost_seconds > 0 ? record->restart_cost_seconds
-                                                           : BATCH_DECISION_DEFAULT_RESTART_COST;
+    double cost = restart_cost_seconds(record);
     bool restart = choice.replicas != replicas &&
                    replica_choice_restart_pays(&choice, cost, config->payback_seconds);
     if (restart && config->save_glob == NULL) {

@@ -4,7 +4,6 @@
 #include "events.h"
 
 #include <stdio.h>
-#include <math.h>
 #include <sys/time.h>
 
 #include "batch_decision.h"
@@ -12,6 +11,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "replica_choice.h"
+#include "restart_payback.h"
 #include "shim.h"
 
 static struct metrics_writer shim_metrics;
@@ -211,9 +211,8 @@ void shim_events_replica_decision(const struct replica_choice *choice, uint32_t 
     json_line_add_double(&line, "speedup", choice->speedup);
     json_line_add_double(&line, "speedup_threshold", choice->threshold);
     json_line_add_double(&line, "restart_cost", restart_cost);
-    double speedup = choice->speedup;
     json_line_add_double(&line, "payback_seconds",
-                         speedup > 1 ? restart_cost * speedup / (speedup - 1) : INFINITY);
+                         restart_payback_seconds(restart_cost, choice->speedup));
     json_line_end(&line);
     metrics_write_event(&shim_metrics, &line);
 }
