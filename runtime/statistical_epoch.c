@@ -30,6 +30,17 @@ double statistical_epoch_efficiency(double grad_sqr, double grad_var,
     return isfinite(efficiency) && efficiency > 0 ? efficiency : 1.0;
 }
 
+double statistical_epoch_gain(double grad_sqr, double grad_var, double initial_global_bsz,
+                              double global_bsz)
+{
+    if (!(grad_sqr > 0) || !isfinite(grad_sqr) || !(grad_var >= 0) || !isfinite(grad_var) ||
+        !(initial_global_bsz > 0))
+        return 1.0;
+    double scale = global_bsz / initial_global_bsz;
+    return statistical_epoch_efficiency(grad_sqr, grad_var, initial_global_bsz, global_bsz) *
+           scale;
+}
+
 void statistical_epochs_enable(struct statistical_epochs *epochs, double initial_global_bsz,
                                double global_bsz, double grad_sqr, double grad_var)
 {

@@ -77,6 +77,13 @@ void statistical_epochs_enable(struct statistical_epochs *epochs, double initial
 double statistical_epoch_efficiency(double grad_sqr, double grad_var,
                                     double initial_global_bsz, double global_bsz);
 
+/* AdaptDL's gain of a global batch: how many steps at the initial batch one
+ * step at `global_bsz` is worth, efficiency * global_bsz / initial.  1 when
+ * the statistics are not finite numbers (grad_sqr positive, grad_var not
+ * negative) or the initial batch is 0: nothing known, no gain claimed. */
+double statistical_epoch_gain(double grad_sqr, double grad_var, double initial_global_bsz,
+                              double global_bsz);
+
 /* One agreed step consumed `global_records` train records on all replicas:
  * refreshes the efficiency from the statistics, then adds the step's
  * progress and counts the step. */

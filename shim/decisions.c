@@ -8,11 +8,10 @@
  * reduction. */
 #include "decisions.h"
 
-#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "batch_decision.h"
+#include "batch_decision_job.h"
 #include "decision_text.h"
 #include "events.h"
 #include "log.h"
@@ -30,17 +29,6 @@ static struct goodput_model shim_model;      /* from the latest decision */
 static bool shim_model_valid;
 static bool shim_decided_with_trust;         /* a decision saw trusted statistics */
 
-/* The gradient statistics and their confidence, as every decision takes
- * them (batch_decision.h, rules 1 and 2). */
-static void shim_fill_statistics(struct batch_decision_inputs *inputs)
-{
-    inputs->grad_sqr = grad_noise_sqr(&shim_monitor.noise);
-    inputs->grad_var = grad_noise_var(&shim_monitor.noise);
-    inputs->statistics_trusted = grad_noise_trustworthy(&shim_monitor.noise);
-    grad_noise_standard_errors(&shim_monitor.noise, &inputs->grad_sqr_error,
-                               &inputs->grad_var_error);
-}
-
 /* Decisions: unless ADAPTDL_DECIDE_SECONDS is set (then a fixed period),
  * the first as soon as the statistics can be trusted (no waiting 30 s: the
  * earlier a better batch is known, the less the job trains at the initial
@@ -57,29 +45,14 @@ static void shim_decide_batch_size(double now, uint64_t declared_local_batch)
 {
     const struct adaptdl_config *config = &shim_session.config;
     struct adaptdl_job_record *record = shim_steps_job_record();
-    if (config->max_batch_size == 0 || config->bsz_arg.kind == INJECT_NONE ||
-        config->replica_rank != 0 || shim_restart_requested || !shim_monitor.has_last ||
+    if (!batch_decision_job_decides(config) || shim_restart_requested || !shim_monitor.has_last ||
         !shim_decision_due(now))
         return;
     shim_last_decision = now;
-    struct batch_decision_inputs inputs = {
-        .record = record,
-        .nodes = config->num_nodes,
-        .replicas = shim_monitor.replicas,
-        /* the batch the trainer was given, not the last step's records: an
-         * epoch's short last batch is no batch size to decide against */
-        .current_local_bsz = declared_local_batch ? declared_local_batch
-                                                  : shim_monitor.last.local_records,
-        .initial_global_bsz = record->initial_global_bsz ? record->initial_global_bsz
-                                                         : config->batch_size,
-        .max_global_bsz = config->max_batch_size,
-        .local_bsz_min = config->local_bsz_min,
-        .local_bsz_max = config->local_bsz_max,
-        .speedup_threshold = config->speedup_threshold,
-        .payback_seconds = config->payback_seconds,
-        .previous_global_bsz = record->previous_global_bsz,
-    };
-    shim_fill_statistics(&inputs);
+    struct batch_decision_inputs inputs;
+    batch_decision_inputs_for_restart(&inputs, config, record, shim_monitor.replicas,
+                                      declared_local_batch, shim_monitor.last.local_records);
+    batch_decision_inputs_add_statistics(&inputs, &shim_monitor.noise);
     if (inputs.statistics_trusted)
         shim_decided_with_trust = true;
     struct batch_decision decision;
@@ -112,15 +85,9 @@ static void shim_decide_batch_size(double now, uint64_t declared_local_batch)
         batch_decision_describe(&inputs, &decision, restart, line, sizeof line);
         log_info("%s", line);
     }
-    record->perf_params_valid = true;
-    perf_params_to_array(&decision.perf, record->perf_params);
-    if (restart) {
-        record->previous_global_bsz = inputs.current_local_bsz * inputs.replicas;
-        record->decided_global_bsz = decision.choice.global_bsz;
-        record->decided_local_bsz = decision.choice.local_bsz;
-        record->decided_replicas = shim_monitor.replicas;
+    batch_decision_record_outcome(record, &inputs, &decision, restart);
+    if (restart)
         shim_restart_requested = true;
-    }
 }
 
 /* --- the replica count (README "Launcher") ----------------------------------------
@@ -221,17 +188,10 @@ uint64_t shim_decisions_propose_local_batch(uint64_t initial_global, uint64_t ma
     struct adaptdl_job_record *record = shim_steps_job_record();
     if (config->replica_rank != 0)
         return 0;   /* rank 0's proposal is the one agreed on */
-    struct batch_decision_inputs inputs = {
-        .record = record,
-        .nodes = config->num_nodes,
-        .replicas = replicas,
-        .current_local_bsz = current_local,
-        .initial_global_bsz = initial_global,
-        .max_global_bsz = max_global,
-        .speedup_threshold = config->speedup_threshold,
-        .payback_seconds = config->payback_seconds,
-    };
-    shim_fill_statistics(&inputs);
+    struct batch_decision_inputs inputs;
+    batch_decision_inputs_in_place(&inputs, config, record, replicas, current_local,
+                                   initial_global, max_global);
+    batch_decision_inputs_add_statistics(&inputs, &shim_monitor.noise);
     struct batch_decision decision;
     char error[512];
     if (batch_decide(&inputs, &decision, error, sizeof error) != 0) {
@@ -255,10 +215,7 @@ double shim_decisions_efficiency(uint64_t initial_global, uint64_t global)
 
 double shim_decisions_gain(uint64_t initial_global, uint64_t global)
 {
-    double sqr = grad_noise_sqr(&shim_monitor.noise);
-    double var = grad_noise_var(&shim_monitor.noise);
-    if (!(sqr > 0) || !isfinite(sqr) || !(var >= 0) || !isfinite(var) || initial_global == 0)
-        return 1.0;
-    double scale = (double)global / (double)initial_global;
-    return statistical_epoch_efficiency(sqr, var, (double)initial_global, (double)global) * scale;
+    return statistical_epoch_gain(grad_noise_sqr(&shim_monitor.noise),
+                                  grad_noise_var(&shim_monitor.noise), (double)initial_global,
+                                  (double)global);
 }

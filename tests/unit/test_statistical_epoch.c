@@ -335,3 +335,26 @@ Test(statistical_epoch, capture_counts_no_pending_step)
     cr_expect_eq(step, 1, "only the counted steps");
     cr_expect_float_eq(progress, 1.0, 1e-12);
 }
+
+Test(statistical_epoch, gain_is_efficiency_times_scale)
+{
+    for (double batch = 8; batch <= 512; batch *= 2)
+        cr_expect_float_eq(statistical_epoch_gain(2.0, 50.0, 8, batch),
+                           statistical_epoch_efficiency(2.0, 50.0, 8, batch) * batch / 8, 1e-12,
+                           "batch %g", batch);
+    cr_expect_float_eq(statistical_epoch_gain(2.0, 50.0, 8, 8), 1.0, 1e-12,
+                       "the initial batch is worth one step of itself");
+    cr_expect_gt(statistical_epoch_gain(1.0, 1e6, 8, 64), 7.5, "noisy: nearly 8 steps");
+    cr_expect_lt(statistical_epoch_gain(1.0, 1e-3, 8, 64), 1.5, "clean: about one step");
+}
+
+Test(statistical_epoch, gain_claims_nothing_without_statistics_or_an_initial_batch)
+{
+    cr_expect_eq(statistical_epoch_gain(NAN, 50.0, 8, 64), 1.0);
+    cr_expect_eq(statistical_epoch_gain(2.0, NAN, 8, 64), 1.0);
+    cr_expect_eq(statistical_epoch_gain(0, 50.0, 8, 64), 1.0, "grad_sqr must be positive");
+    cr_expect_eq(statistical_epoch_gain(-1.0, 50.0, 8, 64), 1.0);
+    cr_expect_eq(statistical_epoch_gain(2.0, -1.0, 8, 64), 1.0, "a negative variance");
+    cr_expect_eq(statistical_epoch_gain(INFINITY, 50.0, 8, 64), 1.0);
+    cr_expect_eq(statistical_epoch_gain(2.0, 50.0, 0, 64), 1.0, "no initial batch");
+}
