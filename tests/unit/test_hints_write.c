@@ -154,3 +154,29 @@ Test(hints_write, a_line_that_overflowed_is_not_written)
     cr_expect_eq(access(path, F_OK), -1, "nothing written");
     rmdir(directory);
 }
+
+Test(hints_write, the_fitted_model_is_an_object_of_seven_parameters_then_the_statistics)
+{
+    struct json_line line;
+    json_line_begin(&line, "decision", 1.0);
+    hints_add_fitted_model(&line, &hints_perf, 1.0, 10.0);
+    json_line_end(&line);
+    cr_assert(json_line_is_writable(&line));
+    const char *names[] = {"alpha_c", "beta_c", "alpha_n", "beta_n", "alpha_r", "beta_r", "gamma"};
+    const char *object = strstr(line.text, "\"perf_params\": {");
+    cr_assert_not_null(object, "%s", line.text);
+    const char *close = strchr(object, '}');
+    cr_assert_not_null(close, "%s", line.text);
+    const char *previous = object;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "\"%s\": ", names[i]);
+        const char *at = strstr(object, key);
+        cr_assert_not_null(at, "%s missing: %s", names[i], line.text);
+        cr_expect(at > previous && at < close, "%s inside the object, in order: %s", names[i],
+                  line.text);
+        previous = at;
+    }
+    cr_expect_not_null(strstr(line.text, "\"gamma\": 1.5}, \"grad_sqr\": 1, \"grad_var\": 10}"),
+                       "gamma last, then the statistics: %s", line.text);
+}
