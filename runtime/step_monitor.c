@@ -289,3 +289,18 @@ int step_monitor_record_profile(const struct step_monitor *monitor, uint32_t nod
     record->grad_weight_square_sum = monitor->noise.weight_square_sum;
     return 0;
 }
+
+void step_monitor_restore_statistics(struct step_monitor *monitor,
+                                     const struct adaptdl_job_record *record)
+{
+    if (!(record->grad_ema_weight > 0))
+        return;
+    struct grad_noise_state *noise = &monitor->noise;
+    noise->sqr_biased = record->grad_sqr_biased;
+    noise->var_biased = record->grad_var_biased;
+    noise->sqr_unbias = record->grad_ema_weight;
+    noise->var_unbias = record->grad_ema_weight;
+    noise->sqr_square_biased = record->grad_sqr_square_biased;
+    noise->var_square_biased = record->grad_var_square_biased;
+    noise->weight_square_sum = record->grad_weight_square_sum;
+}

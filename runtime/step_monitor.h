@@ -199,4 +199,11 @@ bool step_monitor_drain_reduction(struct step_monitor *monitor);
 int step_monitor_record_profile(const struct step_monitor *monitor, uint32_t nodes,
                                 struct adaptdl_job_record *record);
 
+/* Takes back the gradient statistics an earlier run copied into the job
+ * record, so that the noise scale and its confidence survive a restart.
+ * A record that holds none (a bias-correction weight of 0) changes
+ * nothing. */
+void step_monitor_restore_statistics(struct step_monitor *monitor,
+                                     const struct adaptdl_job_record *record);
+
 #endif

@@ -185,15 +185,8 @@ void shim_steps_initialize(void)
                       shim_session.config.num_replicas, initial,
                       shim_session.config.drain_seconds, shim_now());
     /* gradient statistics survive restarts through the job record */
-    if (shim_job_record_loaded && shim_job_record.grad_ema_weight > 0) {
-        shim_monitor.noise.sqr_biased = shim_job_record.grad_sqr_biased;
-        shim_monitor.noise.var_biased = shim_job_record.grad_var_biased;
-        shim_monitor.noise.sqr_unbias = shim_job_record.grad_ema_weight;
-        shim_monitor.noise.var_unbias = shim_job_record.grad_ema_weight;
-        shim_monitor.noise.sqr_square_biased = shim_job_record.grad_sqr_square_biased;
-        shim_monitor.noise.var_square_biased = shim_job_record.grad_var_square_biased;
-        shim_monitor.noise.weight_square_sum = shim_job_record.grad_weight_square_sum;
-    }
+    if (shim_job_record_loaded)
+        step_monitor_restore_statistics(&shim_monitor, &shim_job_record);
 }
 
 void shim_steps_start_synchronized(struct piggyback_transport transport, uint32_t replicas)

@@ -271,3 +271,45 @@ Test(step_monitor, single_replica_pairs_feed_the_difference_estimator)
     step_monitor_boundary(monitor, 3.0, 48, false, false);
     cr_expect_eq(monitor->noise.observations, observations, "an invalid pair adds nothing");
 }
+
+/* The statistics a run leaves in the job record are the ones the next run
+ * starts from: the same estimates, the same confidence. */
+Test(step_monitor, statistics_survive_a_restart_through_the_job_record)
+{
+    struct cluster cluster;
+    cluster_init(&cluster, 2, 0);
+    for (int step = 1; step <= 40; step++)
+        cluster_step(&cluster, step, false, false);
+    const struct grad_noise_state *before = &cluster.monitors[0].noise;
+    cr_assert(grad_noise_has_estimate(before));
+    struct adaptdl_job_record record;
+    job_record_init(&record);
+    cr_assert_eq(step_monitor_record_profile(&cluster.monitors[0], 1, &record), 0);
+
+    struct cluster restarted;
+    cluster_init(&restarted, 2, 0);
+    struct step_monitor *monitor = &restarted.monitors[0];
+    cr_assert_not(grad_noise_has_estimate(&monitor->noise), "a new run knows nothing");
+    step_monitor_restore_statistics(monitor, &record);
+    cr_expect_eq(grad_noise_sqr(&monitor->noise), grad_noise_sqr(before));
+    cr_expect_eq(grad_noise_var(&monitor->noise), grad_noise_var(before));
+    double sqr_error, var_error, restored_sqr_error, restored_var_error;
+    grad_noise_standard_errors(before, &sqr_error, &var_error);
+    grad_noise_standard_errors(&monitor->noise, &restored_sqr_error, &restored_var_error);
+    cr_expect_eq(restored_sqr_error, sqr_error);
+    cr_expect_eq(restored_var_error, var_error);
+    cr_expect_eq(grad_noise_trustworthy(&monitor->noise), grad_noise_trustworthy(before));
+    job_record_free(&record);
+}
+
+Test(step_monitor, a_record_without_statistics_restores_nothing)
+{
+    struct cluster cluster;
+    cluster_init(&cluster, 2, 0);
+    struct adaptdl_job_record record;
+    job_record_init(&record);
+    record.grad_sqr_biased = 5.0;   /* no weight: not an estimate */
+    step_monitor_restore_statistics(&cluster.monitors[0], &record);
+    cr_expect_not(grad_noise_has_estimate(&cluster.monitors[0].noise));
+    cr_expect(isnan(grad_noise_sqr(&cluster.monitors[0].noise)));
+}
