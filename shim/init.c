@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ending.h"
 #include "log.h"
 #include "real_functions.h"
 #include "shim.h"
@@ -152,7 +153,7 @@ static void shim_initialize(void)
     shim_is_configured = true;
     shim_start_process_id = getpid();
     shim_steps_initialize();
-    atexit(shim_steps_at_exit);
+    atexit(shim_ending_at_exit);
     /* before main, so before the trainer can fork a DataLoader worker */
     if (config->data_count > 0 &&
         dataset_registry_share_across_fork(&shim_session.registry,

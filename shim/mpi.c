@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "ending.h"
 #include "log.h"
 #include "mpi_collective.h"
 #include "mpi_library.h"
@@ -86,7 +87,7 @@ static void shim_mpi_after_init(void)
     log_set_rank((uint32_t)rank);
     shim_mpi_collective_install();
     shim_deadline_start_worker();
-    shim_steps_finalize_mpi = shim_mpi_finalize_for_stop;
+    shim_ending_finalize_mpi = shim_mpi_finalize_for_stop;
     shim_steps_start_synchronized(
         (struct piggyback_transport){.post = shim_reduction_post,
                                      .complete = shim_reduction_complete},
@@ -122,7 +123,7 @@ static int shim_mpi_finalize(void)
         if (shim_monitor.in_step)
             shim_guard_leave(), shim_steps_boundary(), shim_guard_enter();
         shim_steps_drain_last_step();
-        shim_steps_finish("MPI_Finalize");
+        shim_ending_finish("MPI_Finalize");
         shim_mpi_finalized = true;
         shim_mpi_collective_remove();
         shim_guard_leave();

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ending.h"
 #include "log.h"
 #include "real_functions.h"
 #include "shared_stop_flag.h"
@@ -176,7 +177,7 @@ static void shim_deadline_passed(void)
 {
     struct stop_deadline_facts facts = {
         .default_action_deferred = shim_default_action_deferred != 0,
-        .ending = shim_steps_ending(),
+        .ending = shim_ending_state(),
         .job_record_writable = shim_deadline_has_worker(),
         .start_process_stopping = shim_signals_start_process_stopping(),
     };
@@ -191,7 +192,7 @@ static void shim_deadline_passed(void)
         shim_deadline_wake_worker();
         break;
     case STOP_DEADLINE_EXIT_AT_ONCE:
-        shim_steps_exit_at_deadline_at_once();
+        shim_ending_at_deadline_at_once();
         break;
     case STOP_DEADLINE_WAIT_AGAIN:
         if (!shim_deadline_arm(shim_stop_signal, shim_session.config.stop_seconds))

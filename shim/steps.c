@@ -1,22 +1,20 @@
-/* steps.c - step boundaries, preemption, job record and metrics for the
- * preloaded layer (see steps.h).
+/* steps.c - step boundaries, stops at train reads, the job record and the
+ * summary line for the preloaded layer (see steps.h).
  *
  * Preemption: SIGTERM, SIGINT and SIGUSR1 set a flag (SIGUSR1 because mpirun
  * forwards it to every rank, and not SIGTERM).  With gradient all-reduces
  * the flag travels in the piggy-backed reduction and every replica stops at
  * the same boundary; without them (no MPI, or MPI without a detected
  * gradient) a replica stops at its next train-batch read.  A second SIGINT
- * exits at once with 130.  The stop writes the job record (statistics,
- * never data positions), the latest metrics, finalizes MPI and calls exit(3)
- * with 143, so the trainer's buffered output and atexit handlers run.
+ * exits at once with 130.  The stop (ending.c) writes the job record
+ * (statistics, never data positions), the latest metrics, finalizes MPI and
+ * calls exit(3) with 143, so the trainer's buffered output and atexit
+ * handlers run.
  *
  * A stop that finds no agreement point within ADAPTDL_STOP_SECONDS is taken
- * by the deadline's worker thread (stop_deadline.c) while the trainer's
- * thread is elsewhere: it writes the job record and ends the process with
- * _exit(143), as the signal would have ended it (no atexit handler, no
- * flush: the trainer's thread may be inside any of them).  Who ends the
- * process is settled once, by an atomic "ending" state, and the step code
- * holds a lock that the worker takes before it reads the statistics.
+ * by the deadline's worker thread (stop_deadline.c, ending.c) while the
+ * trainer's thread is elsewhere; the step code holds a lock that the worker
+ * takes before it reads the statistics.
  *
  * Threads: without MPI every train read, on whichever thread, is a step
  * boundary, and a checkpoint commit on any thread reads the step in
@@ -40,6 +38,7 @@
 #include "shim.h"
 #include "signals.h"
 #include "decisions.h"
+#include "ending.h"
 #include "events.h"
 #include "pass_planning.h"
 #include "step_policy.h"
@@ -48,7 +47,6 @@
 
 bool shim_steps_synchronized;
 struct step_monitor shim_monitor;
-void (*shim_steps_finalize_mpi)(void);
 
 /* The step code and the deadline's worker never read or change the
  * statistics at the same time.  Recursive: a stop may be taken from inside
@@ -63,6 +61,14 @@ void shim_steps_lock(void)
 void shim_steps_unlock(void)
 {
     pthread_mutex_unlock(&shim_steps_mutex);
+}
+
+bool shim_steps_lock_within(int seconds)
+{
+    struct timespec give_up;
+    clock_gettime(CLOCK_REALTIME, &give_up);
+    give_up.tv_sec += seconds;
+    return pthread_mutex_timedlock(&shim_steps_mutex, &give_up) == 0;
 }
 
 void shim_steps_after_fork_in_child(void)
@@ -96,70 +102,6 @@ bool shim_steps_something_to_synchronize(void)
 {
     const struct adaptdl_config *config = &shim_session.config;
     return config->data_count > 0 || config->save_glob != NULL || shim_steps_synchronized;
-}
-
-/* --- who ends the process ----------------------------------------------------- */
-
-/* How far the process has ended; moves forward only, by compare-and-swap,
- * so that exactly one path writes the job record and the exit event. */
-enum shim_ending {
-    SHIM_ENDING_NONE = 0,
-    SHIM_ENDING_RECORDED,   /* written at MPI_Finalize; the trainer runs on */
-    SHIM_ENDING_EXITING,    /* an agreed stop or the trainer's exit */
-    SHIM_ENDING_DEADLINE,   /* the deadline's worker ends the process */
-};
-static int shim_ending;
-
-/* How long the worker waits for the trainer's thread to leave the step
- * code (it may be blocked in MPI) before it gives up the job record. */
-#define SHIM_DEADLINE_LOCK_SECONDS 2
-
-static bool shim_ending_advance(int from, int to)
-{
-    return __atomic_compare_exchange_n(&shim_ending, &from, to, false, __ATOMIC_SEQ_CST,
-                                       __ATOMIC_SEQ_CST);
-}
-
-static int shim_ending_now(void)
-{
-    return __atomic_load_n(&shim_ending, __ATOMIC_SEQ_CST);
-}
-
-enum stop_ending shim_steps_ending(void)
-{
-    switch (shim_ending_now()) {
-    case SHIM_ENDING_NONE:
-        return STOP_ENDING_RUNNING;
-    case SHIM_ENDING_RECORDED:
-        return STOP_ENDING_RECORDED;
-    default:
-        return STOP_ENDING_EXITING;
-    }
-}
-
-/* The deadline's worker is ending the process: the trainer's thread waits
- * for it here instead of racing it to the exit. */
-static void shim_wait_for_the_deadline(void) __attribute__((noreturn));
-static void shim_wait_for_the_deadline(void)
-{
-    for (;;)
-        pause();
-}
-
-/* Moves the ending to `to` (RECORDED or EXITING).  True when this call is
- * the first to end anything, so it writes the job record and the exit
- * event; false when that was done before. */
-static bool shim_ending_claim(int to)
-{
-    for (;;) {
-        int state = shim_ending_now();
-        if (state == SHIM_ENDING_DEADLINE)
-            shim_wait_for_the_deadline();
-        if (state >= to)
-            return false;
-        if (shim_ending_advance(state, to))
-            return state == SHIM_ENDING_NONE;
-    }
 }
 
 void shim_steps_initialize(void)
@@ -288,7 +230,7 @@ static void shim_log_summary(const char *why);
  * worker that exits through exit(3)) leaves none of them: they are its
  * parent's, and a second exit event would end the job twice in the
  * metrics. */
-static void shim_write_ending(const char *why, int status)
+void shim_steps_write_ending(const char *why, int status)
 {
     if (shim_in_forked_child()) {
         log_debug("exit of a forked child (%s): no job record, summary or exit event", why);
@@ -299,67 +241,6 @@ static void shim_write_ending(const char *why, int status)
     shim_log_summary(why);
     shim_events_exit(status, why);
     shim_steps_unlock();
-}
-
-static void shim_stop_now(const char *why) __attribute__((noreturn));
-/* The shim itself is stopping the process (under shim_steps_lock). */
-static bool shim_stopping;
-
-static void shim_stop_now(const char *why)
-{
-    shim_steps_lock();
-    bool first = !shim_stopping;
-    shim_stopping = true;
-    if (first) {
-        log_info("stopping: %s; exit status 143", why);
-        if (shim_ending_claim(SHIM_ENDING_EXITING))
-            shim_write_ending(why, STOP_STATUS_RESTART);
-    }
-    shim_steps_unlock();
-    /* Another reader thread reached a stop point too: one thread exits,
-     * the others wait for the process to end (two exit(3) calls at once
-     * would run the atexit handlers twice). */
-    while (!first)
-        pause();
-    if (shim_steps_finalize_mpi != NULL)
-        shim_steps_finalize_mpi();
-    exit(STOP_STATUS_RESTART);
-}
-
-void shim_steps_stop_at_deadline(void)
-{
-    if (!shim_ending_advance(SHIM_ENDING_NONE, SHIM_ENDING_DEADLINE)) {
-        /* written at MPI_Finalize already: only the exit is left to do */
-        if (shim_ending_advance(SHIM_ENDING_RECORDED, SHIM_ENDING_DEADLINE))
-            shim_steps_exit_at_deadline_at_once();
-        return;  /* the process is ending by itself */
-    }
-    const char *why = "no agreement point within ADAPTDL_STOP_SECONDS of the stop signal";
-    log_warn("stopping: %s (%g s); exit status 143", why, shim_session.config.stop_seconds);
-    struct timespec give_up;
-    clock_gettime(CLOCK_REALTIME, &give_up);
-    give_up.tv_sec += SHIM_DEADLINE_LOCK_SECONDS;
-    if (pthread_mutex_timedlock(&shim_steps_mutex, &give_up) == 0) {
-        shim_write_ending(why, STOP_STATUS_RESTART);
-        pthread_mutex_unlock(&shim_steps_mutex);
-    } else {
-        log_warn("job record not written: the trainer's thread is held inside the shim's "
-                 "step code (in MPI?) for more than %d s", SHIM_DEADLINE_LOCK_SECONDS);
-    }
-    _exit(STOP_STATUS_RESTART);
-}
-
-void shim_steps_exit_at_deadline_at_once(void)
-{
-    /* async-signal-safe: called from the stop handler too */
-    int state = shim_ending_now();
-    if (state != SHIM_ENDING_DEADLINE &&
-        !shim_ending_advance(SHIM_ENDING_NONE, SHIM_ENDING_DEADLINE) &&
-        !shim_ending_advance(SHIM_ENDING_RECORDED, SHIM_ENDING_DEADLINE))
-        return;  /* the process is ending by itself */
-    log_signal_safe(LOG_LEVEL_WARN, "stopping: no agreement point within ADAPTDL_STOP_SECONDS "
-                                    "of the stop signal; exit status 143");
-    _exit(STOP_STATUS_RESTART);
 }
 
 /* The restart cost: from the previous run's exit to this run's first step. */
@@ -439,7 +320,7 @@ void shim_steps_boundary(void)
     shim_steps_unlock();
     shim_guard_leave();
     if (action == STEP_STOP)
-        shim_stop_now(restart_agreed ? shim_decisions_restart_reason()
+        shim_ending_stop_now(restart_agreed ? shim_decisions_restart_reason()
                                                   : "every replica agreed to stop at this step");
 }
 
@@ -510,8 +391,8 @@ void shim_steps_before_train_read(void)
         log_warn("no gradient all-reduce was detected: the stop cannot be synchronized "
                  "across replicas; each replica stops at its next batch read");
     /* without agreement MPI_Finalize could wait for ranks that run on */
-    shim_steps_finalize_mpi = replicas > 1 ? NULL : shim_steps_finalize_mpi;
-    shim_stop_now("stop requested, at the next batch read");
+    shim_ending_finalize_mpi = replicas > 1 ? NULL : shim_ending_finalize_mpi;
+    shim_ending_stop_now("stop requested, at the next batch read");
 }
 
 void shim_steps_note_commit(void)
@@ -550,45 +431,3 @@ static void shim_log_summary(const char *why)
              shim_overhead_seconds);
 }
 
-/* The status the process ends with if the trainer's exit stands (0 for
- * "done": the trainer's own status is not known here). */
-static int shim_expected_exit_status(void)
-{
-    struct stop_exit_facts facts = shim_signals_exit_facts();
-    return stop_policy_exit_means_restart(&facts) ? STOP_STATUS_RESTART : 0;
-}
-
-void shim_steps_finish(const char *why)
-{
-    if (shim_ending_claim(SHIM_ENDING_RECORDED))
-        shim_write_ending(why, shim_expected_exit_status());
-}
-
-void shim_steps_at_exit(void)
-{
-    if (shim_ending_claim(SHIM_ENDING_EXITING))
-        shim_write_ending("exit", shim_expected_exit_status());
-    shim_steps_lock();
-    bool stopping = shim_stopping;
-    shim_steps_unlock();
-    /* The shim's own stop exits with 143 already, and its exit(3) flushes
-     * stdio without waiting for streams that reader threads parked in
-     * shim_stop_now still hold (fflush(NULL) would wait for them). */
-    if (stopping)
-        return;
-    struct stop_exit_facts facts = shim_signals_exit_facts();
-    if (!stop_policy_exit_means_restart(&facts)) {
-        if (facts.stop_deferred)
-            log_info("the trainer ended by itself before the stop signal found an agreement "
-                     "point, and no handler of its own was told: its work is done, its own "
-                     "exit status stands");
-        return;
-    }
-    /* The trainer stopped on its own after a stop signal (its own handler
-     * ran too): the job was preempted, so the status says "restart me".
-     * This handler was registered first, so it runs after every atexit
-     * handler of the trainer; stdio is flushed here because _exit skips it. */
-    log_info("the trainer exited by itself after a stop signal: exit status 143");
-    fflush(NULL);
-    _exit(STOP_STATUS_RESTART);
-}

@@ -1,5 +1,6 @@
 /* steps.h - the shim's glue between interposed calls and the step monitor:
- * step boundaries, preemption, the job record and metrics (SPEC §6, §9). */
+ * step boundaries, stops at train reads, the job record and the summary
+ * (SPEC §6, §9).  How the process ends is ending.h's. */
 #ifndef ADAPTSHIM_STEPS_H
 #define ADAPTSHIM_STEPS_H
 
@@ -64,29 +65,18 @@ void shim_steps_note_commit(void);
  * finds the trainer: data views, a checkpoint glob, or MPI up.  Safe in a
  * signal handler. */
 bool shim_steps_something_to_synchronize(void);
-/* How far the process has ended (safe in a signal handler). */
-enum stop_ending shim_steps_ending(void);
-/* The deadline's worker thread: the stop could not wait longer.  Writes
- * the job record and ends the process with 143, unless the process is
- * ending by itself already (then it returns). */
-void shim_steps_stop_at_deadline(void);
-/* The same without the job record, from the stop handler (a forked child,
- * or the record was written at MPI_Finalize); returns when the process is
- * ending by itself already.  Async-signal-safe. */
-void shim_steps_exit_at_deadline_at_once(void);
-/* The process ends normally (MPI_Finalize, exit): job record and metrics. */
-void shim_steps_finish(const char *why);
-/* The atexit hook: finishes, and turns a trainer's own exit into status
- * 143 when its own handler for a stop signal ran (stop_policy.h). */
-void shim_steps_at_exit(void);
+/* What a process leaves behind when it ends, once (ending.c says when):
+ * the job record, the summary line and the metrics exit event with
+ * `status`.  Nothing in a forked child: those are its parent's. */
+void shim_steps_write_ending(const char *why, int status);
+/* shim_steps_lock, giving up after `seconds`: false when another thread
+ * holds the lock that long (the deadline's worker cannot wait forever). */
+bool shim_steps_lock_within(int seconds);
 /* The job record loaded at start-up (SPEC §5). */
 struct adaptdl_job_record *shim_steps_job_record(void);
 void shim_steps_save_job_record(const char *why);
 /* Injects the planned batch size (and learning rate) into argv/environ
  * before main; exits 2 with one line when that cannot be done. */
 void shim_inject_batch_size(int *argc, char ***argv);
-
-/* Hooks of the MPI layer for the agreed stop: finalize MPI (may be NULL). */
-extern void (*shim_steps_finalize_mpi)(void);
 
 #endif

@@ -14,7 +14,7 @@
  * even inside malloc.  So a worker thread, started before main (or when MPI
  * comes up) in a process that has something to synchronize, blocks every
  * signal and sleeps on a semaphore; the handler posts it (sem_post is
- * async-signal-safe) and the worker does the stop (shim_steps_stop_at_deadline).
+ * async-signal-safe) and the worker does the stop (shim_ending_at_deadline).
  * A forked child has no worker: it never writes the job record, and exits
  * from the handler. */
 #include "stop_deadline.h"
@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ending.h"
 #include "log.h"
 #include "shim.h"
 #include "steps.h"
@@ -52,7 +53,7 @@ static void *shim_deadline_worker(void *unused)
     for (;;) {
         if (sem_wait(&shim_worker_wake) != 0)
             continue;  /* EINTR cannot happen with every signal blocked; be safe */
-        shim_steps_stop_at_deadline();
+        shim_ending_at_deadline();
     }
     return NULL;
 }

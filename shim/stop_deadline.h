@@ -21,7 +21,7 @@ bool shim_deadline_arm(int signal_number, double seconds);
 /* True when `information` describes the deadline's own signal. */
 bool shim_deadline_is_expiry(const siginfo_t *information);
 /* Async-signal-safe: from the handler at expiry, hands the stop to the
- * thread (shim_steps_stop_at_deadline runs there). */
+ * thread (shim_ending_at_deadline runs there). */
 void shim_deadline_wake_worker(void);
 
 #endif

@@ -1,0 +1,185 @@
+/* ending.c - how a configured process ends, once and by one path (see
+ * ending.h).
+ *
+ * Four paths can end a process: an agreed stop (or a stop at a train read)
+ * taken by the shim, the trainer's own exit through the atexit hook,
+ * MPI_Finalize, and the deadline's worker thread when a stop found no
+ * agreement point in time.  They may race: the worker runs beside the
+ * trainer's thread, and a trainer may exit while a reader thread stops.
+ * An atomic ending state that only moves forward settles it: the first path
+ * to move it writes what the process leaves behind (shim_steps_write_ending),
+ * and a path that finds the deadline's worker ending the process waits for
+ * it instead of racing it to the exit. */
+#include "ending.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "shim.h"
+#include "signals.h"
+#include "steps.h"
+
+void (*shim_ending_finalize_mpi)(void);
+
+/* How far the process has ended; moves forward only, by compare-and-swap. */
+enum shim_ending {
+    SHIM_ENDING_NONE = 0,
+    SHIM_ENDING_RECORDED,   /* written at MPI_Finalize; the trainer runs on */
+    SHIM_ENDING_EXITING,    /* an agreed stop or the trainer's exit */
+    SHIM_ENDING_DEADLINE,   /* the deadline's worker ends the process */
+};
+static int shim_ending;
+
+/* How long the worker waits for the trainer's thread to leave the step
+ * code (it may be blocked in MPI) before it gives up the job record. */
+#define SHIM_DEADLINE_LOCK_SECONDS 2
+
+static bool shim_ending_advance(int from, int to)
+{
+    return __atomic_compare_exchange_n(&shim_ending, &from, to, false, __ATOMIC_SEQ_CST,
+                                       __ATOMIC_SEQ_CST);
+}
+
+static int shim_ending_now(void)
+{
+    return __atomic_load_n(&shim_ending, __ATOMIC_SEQ_CST);
+}
+
+enum stop_ending shim_ending_state(void)
+{
+    switch (shim_ending_now()) {
+    case SHIM_ENDING_NONE:
+        return STOP_ENDING_RUNNING;
+    case SHIM_ENDING_RECORDED:
+        return STOP_ENDING_RECORDED;
+    default:
+        return STOP_ENDING_EXITING;
+    }
+}
+
+/* The deadline's worker is ending the process: the trainer's thread waits
+ * for it here instead of racing it to the exit. */
+static void shim_wait_for_the_deadline(void) __attribute__((noreturn));
+static void shim_wait_for_the_deadline(void)
+{
+    for (;;)
+        pause();
+}
+
+/* Moves the ending to `to` (RECORDED or EXITING).  True when this call is
+ * the first to end anything, so it writes the job record and the exit
+ * event; false when that was done before. */
+static bool shim_ending_claim(int to)
+{
+    for (;;) {
+        int state = shim_ending_now();
+        if (state == SHIM_ENDING_DEADLINE)
+            shim_wait_for_the_deadline();
+        if (state >= to)
+            return false;
+        if (shim_ending_advance(state, to))
+            return state == SHIM_ENDING_NONE;
+    }
+}
+
+/* The shim itself is stopping the process (under shim_steps_lock). */
+static bool shim_stopping;
+
+void shim_ending_stop_now(const char *why)
+{
+    shim_steps_lock();
+    bool first = !shim_stopping;
+    shim_stopping = true;
+    if (first) {
+        log_info("stopping: %s; exit status 143", why);
+        if (shim_ending_claim(SHIM_ENDING_EXITING))
+            shim_steps_write_ending(why, STOP_STATUS_RESTART);
+    }
+    shim_steps_unlock();
+    /* Another reader thread reached a stop point too: one thread exits,
+     * the others wait for the process to end (two exit(3) calls at once
+     * would run the atexit handlers twice). */
+    while (!first)
+        pause();
+    if (shim_ending_finalize_mpi != NULL)
+        shim_ending_finalize_mpi();
+    exit(STOP_STATUS_RESTART);
+}
+
+void shim_ending_at_deadline(void)
+{
+    if (!shim_ending_advance(SHIM_ENDING_NONE, SHIM_ENDING_DEADLINE)) {
+        /* written at MPI_Finalize already: only the exit is left to do */
+        if (shim_ending_advance(SHIM_ENDING_RECORDED, SHIM_ENDING_DEADLINE))
+            shim_ending_at_deadline_at_once();
+        return;  /* the process is ending by itself */
+    }
+    const char *why = "no agreement point within ADAPTDL_STOP_SECONDS of the stop signal";
+    log_warn("stopping: %s (%g s); exit status 143", why, shim_session.config.stop_seconds);
+    if (shim_steps_lock_within(SHIM_DEADLINE_LOCK_SECONDS)) {
+        shim_steps_write_ending(why, STOP_STATUS_RESTART);
+        shim_steps_unlock();
+    } else {
+        log_warn("job record not written: the trainer's thread is held inside the shim's "
+                 "step code (in MPI?) for more than %d s", SHIM_DEADLINE_LOCK_SECONDS);
+    }
+    _exit(STOP_STATUS_RESTART);
+}
+
+void shim_ending_at_deadline_at_once(void)
+{
+    /* async-signal-safe: called from the stop handler too */
+    int state = shim_ending_now();
+    if (state != SHIM_ENDING_DEADLINE &&
+        !shim_ending_advance(SHIM_ENDING_NONE, SHIM_ENDING_DEADLINE) &&
+        !shim_ending_advance(SHIM_ENDING_RECORDED, SHIM_ENDING_DEADLINE))
+        return;  /* the process is ending by itself */
+    log_signal_safe(LOG_LEVEL_WARN, "stopping: no agreement point within ADAPTDL_STOP_SECONDS "
+                                    "of the stop signal; exit status 143");
+    _exit(STOP_STATUS_RESTART);
+}
+
+/* The status the process ends with if the trainer's exit stands (0 for
+ * "done": the trainer's own status is not known here). */
+static int shim_expected_exit_status(void)
+{
+    struct stop_exit_facts facts = shim_signals_exit_facts();
+    return stop_policy_exit_means_restart(&facts) ? STOP_STATUS_RESTART : 0;
+}
+
+void shim_ending_finish(const char *why)
+{
+    if (shim_ending_claim(SHIM_ENDING_RECORDED))
+        shim_steps_write_ending(why, shim_expected_exit_status());
+}
+
+void shim_ending_at_exit(void)
+{
+    if (shim_ending_claim(SHIM_ENDING_EXITING))
+        shim_steps_write_ending("exit", shim_expected_exit_status());
+    shim_steps_lock();
+    bool stopping = shim_stopping;
+    shim_steps_unlock();
+    /* The shim's own stop exits with 143 already, and its exit(3) flushes
+     * stdio without waiting for streams that reader threads parked in
+     * shim_ending_stop_now still hold (fflush(NULL) would wait for them). */
+    if (stopping)
+        return;
+    struct stop_exit_facts facts = shim_signals_exit_facts();
+    if (!stop_policy_exit_means_restart(&facts)) {
+        if (facts.stop_deferred)
+            log_info("the trainer ended by itself before the stop signal found an agreement "
+                     "point, and no handler of its own was told: its work is done, its own "
+                     "exit status stands");
+        return;
+    }
+    /* The trainer stopped on its own after a stop signal (its own handler
+     * ran too): the job was preempted, so the status says "restart me".
+     * This handler was registered first, so it runs after every atexit
+     * handler of the trainer; stdio is flushed here because _exit skips it. */
+    log_info("the trainer exited by itself after a stop signal: exit status 143");
+    fflush(NULL);
+    _exit(STOP_STATUS_RESTART);
+}

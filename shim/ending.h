@@ -1,0 +1,37 @@
+/* ending.h - how a configured process ends, once and by one path: an
+ * agreed stop, the trainer's own exit, MPI_Finalize or the stop deadline
+ * (SPEC §6 and the exit codes).  Whichever comes first writes the job
+ * record, the summary line and the exit event (shim_steps_write_ending);
+ * the others find that done. */
+#ifndef ADAPTSHIM_ENDING_H
+#define ADAPTSHIM_ENDING_H
+
+#include "stop_policy.h"
+
+/* How far the process has ended (safe in a signal handler). */
+enum stop_ending shim_ending_state(void);
+/* The shim stops the process here with 143: every replica agreed, or a
+ * stop without an agreement point reached a train read.  One thread exits
+ * through exit(3); another reader thread that gets here too waits for the
+ * end. */
+void shim_ending_stop_now(const char *why) __attribute__((noreturn));
+/* The deadline's worker thread: the stop could not wait longer.  Writes
+ * the job record and ends the process with 143, unless the process is
+ * ending by itself already (then it returns). */
+void shim_ending_at_deadline(void);
+/* The same without the job record, from the stop handler (a forked child,
+ * or the record was written at MPI_Finalize); returns when the process is
+ * ending by itself already.  Async-signal-safe. */
+void shim_ending_at_deadline_at_once(void);
+/* The process ends normally (MPI_Finalize, exit): job record and metrics. */
+void shim_ending_finish(const char *why);
+/* The atexit hook: finishes, and turns a trainer's own exit into status
+ * 143 when its own handler for a stop signal ran (stop_policy.h). */
+void shim_ending_at_exit(void);
+
+/* Set by the MPI layer: finalizes MPI before an agreed stop's exit (NULL:
+ * nothing to finalize, or a stop without agreement, where MPI_Finalize
+ * could wait for ranks that run on). */
+extern void (*shim_ending_finalize_mpi)(void);
+
+#endif
