@@ -251,6 +251,37 @@ bool step_monitor_drain_reduction(struct step_monitor *monitor)
     return true;
 }
 
+uint64_t step_monitor_records_in_flight(const struct step_monitor *monitor)
+{
+    if (!monitor->posted)
+        return 0;
+    return monitor->posted_local_records * monitor->replicas;
+}
+
+void step_monitor_uncounted_steps(const struct step_monitor *monitor, bool synchronized,
+                                  uint64_t records_consumed, uint64_t *steps,
+                                  uint64_t *records)
+{
+    *steps = 0;
+    *records = 0;
+    uint64_t in_progress = records_consumed - monitor->records_at_step_start;
+    if (!synchronized) {
+        if (in_progress > 0) {
+            *steps = 1;
+            *records = in_progress;
+        }
+        return;
+    }
+    if (monitor->posted) {
+        *steps += 1;
+        *records += step_monitor_records_in_flight(monitor);
+    }
+    if (monitor->in_step) {
+        *steps += 1;
+        *records += in_progress * monitor->replicas;
+    }
+}
+
 int step_monitor_record_profile(const struct step_monitor *monitor, uint32_t nodes,
                                 struct adaptdl_job_record *record)
 {

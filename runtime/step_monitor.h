@@ -193,6 +193,24 @@ bool step_monitor_local_boundary(struct step_monitor *monitor, double now,
  * one was, and its sums are now the latest agreed step. */
 bool step_monitor_drain_reduction(struct step_monitor *monitor);
 
+/* Records of the step whose agreed sums are still in flight, over all
+ * replicas (in lock-step every replica consumed as many): progress that
+ * counts before its sums arrive.  0 when no reduction is in flight. */
+uint64_t step_monitor_records_in_flight(const struct step_monitor *monitor);
+
+/* At a checkpoint commit, the steps the trainer finished that no agreed
+ * step counts yet, and their records over all replicas, with
+ * `records_consumed` train records read so far.  Synchronized: the step
+ * whose sums are in flight, and the step in progress once its gradient was
+ * reduced (a trainer that checkpoints after its optimizer step, before its
+ * next read, has finished it); records read but not yet reduced belong to
+ * a step the checkpoint does not include.  Unsynchronized (local
+ * boundaries, one replica): the records read since the last boundary, as
+ * one step, if any. */
+void step_monitor_uncounted_steps(const struct step_monitor *monitor, bool synchronized,
+                                  uint64_t records_consumed, uint64_t *steps,
+                                  uint64_t *records);
+
 /* Adds the agreed step to the job record's profile buckets (AdaptDL's
  * _metrics profile, keyed by nodes, replicas and local batch size) and
  * copies the gradient statistics there.  -1 on allocation failure. */

@@ -32,9 +32,9 @@ static uint64_t shim_epochs_pending_records(void)
 {
     /* called under a file's lock, so shim_steps_lock cannot be taken here:
      * on the MPI thread the step in flight is that thread's own (steps.h) */
-    if (!shim_steps_are_synchronized() || !shim_mpi_on_mpi_thread() || !shim_monitor.posted)
+    if (!shim_steps_are_synchronized() || !shim_mpi_on_mpi_thread())
         return 0;
-    return shim_monitor.posted_local_records * shim_monitor.replicas;
+    return step_monitor_records_in_flight(&shim_monitor);
 }
 
 static uint64_t shim_epochs_plan_pass(uint64_t record_count, uint64_t pass)
@@ -66,34 +66,9 @@ static uint64_t shim_epochs_plan_resumed_pass(uint64_t record_count, uint64_t pa
 }
 
 /* At a checkpoint commit, the steps the trainer finished that are not
- * counted yet: the step whose sums are in flight, and the step in progress
- * once its gradient was reduced (a trainer that checkpoints after its
- * optimizer step, before its next read, has finished it).  Records read
- * but not yet reduced belong to a step the checkpoint does not include.
- * The monitor belongs to the MPI thread: from another, nothing is added. */
-static void shim_epochs_uncounted_steps_locked(bool synchronized, uint64_t *steps,
-                                               uint64_t *records)
-{
-    uint64_t in_progress = shim_steps_train_records_consumed() -
-                           shim_monitor.records_at_step_start;
-    if (!synchronized) {
-        if (in_progress > 0) {
-            *steps = 1;
-            *records = in_progress;
-        }
-        return;
-    }
-    if (shim_monitor.posted) {
-        *steps += 1;
-        *records += shim_monitor.posted_local_records * shim_monitor.replicas;
-    }
-    if (shim_monitor.in_step) {
-        *steps += 1;
-        *records += in_progress * shim_monitor.replicas;
-    }
-}
-
-/* (called from a commit on any thread, with no lock held) */
+ * counted yet (step_monitor_uncounted_steps).  Called from a commit on any
+ * thread, with no lock held; the monitor's step in progress belongs to the
+ * MPI thread: from another, nothing is added. */
 static void shim_epochs_uncounted_steps(uint64_t *steps, uint64_t *records)
 {
     *steps = 0;
@@ -102,7 +77,8 @@ static void shim_epochs_uncounted_steps(uint64_t *steps, uint64_t *records)
     if (synchronized && !shim_mpi_on_mpi_thread())
         return;
     shim_steps_lock();
-    shim_epochs_uncounted_steps_locked(synchronized, steps, records);
+    step_monitor_uncounted_steps(&shim_monitor, synchronized,
+                                 shim_steps_train_records_consumed(), steps, records);
     shim_steps_unlock();
 }
 

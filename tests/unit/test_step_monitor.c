@@ -313,3 +313,50 @@ Test(step_monitor, a_record_without_statistics_restores_nothing)
     cr_expect_not(grad_noise_has_estimate(&cluster.monitors[0].noise));
     cr_expect(isnan(grad_noise_sqr(&cluster.monitors[0].noise)));
 }
+
+/* What a checkpoint commit counts that no agreed step has counted yet.
+ * Two replicas: a boundary after 4 records each posts the step's sums;
+ * until they arrive, that step is in flight with 8 records over both.
+ * Records read after the boundary belong to the next step only once its
+ * gradient was reduced. */
+Test(step_monitor, a_commit_counts_the_step_in_flight_and_a_reduced_step_in_progress)
+{
+    struct cluster cluster;
+    cluster_init(&cluster, 2, 0);
+    struct step_monitor *monitor = &cluster.monitors[0];
+    uint64_t steps, records;
+    cr_expect_eq(step_monitor_records_in_flight(monitor), 0, "nothing posted yet");
+    step_monitor_uncounted_steps(monitor, true, 0, &steps, &records);
+    cr_expect_eq(steps, 0);
+    cr_expect_eq(records, 0);
+
+    static const int communicator;
+    step_monitor_gradient(monitor, &communicator, 2.0, 1.0, 0.001, 0.0001);
+    step_monitor_boundary(monitor, 0.01, 4, false, false);
+    cr_assert(monitor->posted);
+    cr_expect_eq(step_monitor_records_in_flight(monitor), 8, "4 records on each of 2");
+    step_monitor_uncounted_steps(monitor, true, 7, &steps, &records);
+    cr_expect_eq(steps, 1, "3 records read, no gradient yet: not a step of the checkpoint");
+    cr_expect_eq(records, 8);
+
+    step_monitor_gradient(monitor, &communicator, 2.0, 1.0, 0.001, 0.0001);
+    step_monitor_uncounted_steps(monitor, true, 7, &steps, &records);
+    cr_expect_eq(steps, 2, "the gradient was reduced: the trainer finished that step");
+    cr_expect_eq(records, 8 + 3 * 2);
+}
+
+Test(step_monitor, an_unsynchronized_commit_counts_the_records_since_the_last_boundary)
+{
+    struct cluster cluster;
+    cluster_init(&cluster, 1, 0);
+    struct step_monitor *monitor = &cluster.monitors[0];
+    uint64_t steps, records;
+    cr_assert(step_monitor_local_boundary(monitor, 1.0, 16));
+    step_monitor_uncounted_steps(monitor, false, 16, &steps, &records);
+    cr_expect_eq(steps, 0, "nothing read since the boundary");
+    cr_expect_eq(records, 0);
+    step_monitor_uncounted_steps(monitor, false, 21, &steps, &records);
+    cr_expect_eq(steps, 1);
+    cr_expect_eq(records, 5);
+    cr_expect_eq(step_monitor_records_in_flight(monitor), 0, "local boundaries post nothing");
+}
