@@ -336,11 +336,11 @@ static void check_torch_replay(const struct torch_case *c)
 }
 
 /* Two workers with the default prefetch factor hold 2 * 2 batches of 8. */
-#define TORCH_TWO_WORKERS "2", 2 * 2 * 8
+#define TORCH_TWO_WORKERS .workers = "2", .lookahead = 2 * 2 * 8
 
 Test(replay_loaders, torch_dataloader_without_workers, .timeout = 400)
 {
-    check_torch_replay(&(struct torch_case){"0", 0, false, SIGKILL, false, false});
+    check_torch_replay(&(struct torch_case){.workers = "0", .stop_signal = SIGKILL});
 }
 
 /* Resumed in its epoch, the next epoch's Dataset asks for the size while
@@ -348,12 +348,22 @@ Test(replay_loaders, torch_dataloader_without_workers, .timeout = 400)
  * what was left of the bound one. */
 Test(replay_loaders, torch_dataloader_without_workers_leaving_its_file_open, .timeout = 400)
 {
-    check_torch_replay(&(struct torch_case){"0", 0, true, SIGKILL, false, true});
+    check_torch_replay(&(struct torch_case){.workers = "0", .leave_open = true,
+                                            .stop_signal = SIGKILL, .continues = true});
 }
 
 Test(replay_loaders, torch_dataloader_with_two_workers, .timeout = 400)
 {
-    check_torch_replay(&(struct torch_case){TORCH_TWO_WORKERS, true, SIGKILL, false, false});
+    check_torch_replay(&(struct torch_case){TORCH_TWO_WORKERS, .stop_signal = SIGKILL});
+}
+
+/* The same with a Dataset that asks for the file's size before it opens it
+ * (in the process that forks the workers, at every epoch) and never closes
+ * what it opened; each worker opens the file for itself. */
+Test(replay_loaders, torch_dataloader_with_two_workers_leaving_its_file_open, .timeout = 400)
+{
+    check_torch_replay(&(struct torch_case){TORCH_TWO_WORKERS, .leave_open = true,
+                                            .stop_signal = SIGKILL});
 }
 
 /* SIGTERM to the trainer alone (a container runtime's stop): the workers
@@ -362,7 +372,7 @@ Test(replay_loaders, torch_dataloader_with_two_workers, .timeout = 400)
  * itself, stops at the deadline with 143. */
 Test(replay_loaders, torch_dataloader_with_two_workers_stopped_by_sigterm, .timeout = 400)
 {
-    check_torch_replay(&(struct torch_case){TORCH_TWO_WORKERS, true, SIGTERM, false, false});
+    check_torch_replay(&(struct torch_case){TORCH_TWO_WORKERS, .stop_signal = SIGTERM});
 }
 
 /* SIGTERM to the whole process group (a batch scheduler signals every
@@ -372,5 +382,6 @@ Test(replay_loaders, torch_dataloader_with_two_workers_stopped_by_sigterm, .time
 Test(replay_loaders, torch_dataloader_with_two_workers_stopped_by_a_group_sigterm,
      .timeout = 400)
 {
-    check_torch_replay(&(struct torch_case){TORCH_TWO_WORKERS, true, SIGTERM, true, false});
+    check_torch_replay(&(struct torch_case){TORCH_TWO_WORKERS, .stop_signal = SIGTERM,
+                                            .to_process_group = true});
 }
