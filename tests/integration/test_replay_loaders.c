@@ -217,14 +217,20 @@ struct torch_case {
     int stop_signal;        /* SIGKILL, or a stop signal the run ends by with 143 */
     bool to_process_group;  /* the signal goes to the trainer's workers too */
     bool continues;         /* ADAPTDL_RESUME=continue: the trainer resumes its epoch */
+    bool dataset_once;      /* --dataset-once: no read of the trainer's own between
+                             * epochs, whose workers are forked anew */
 };
 
-/* The stop signal goes at step 36, 4 steps of 0.4 s before the end of
- * epoch 1: the workers of epoch 2 are forked after it, and the deadline
- * passes before the 24 steps left would end the job, but after PyTorch
- * would have seen a worker that stopped on its own (it checks its workers
- * every 5 s). */
+/* A stop signal to the trainer alone goes at step 36, 4 steps of 0.4 s
+ * before the end of epoch 1: with --dataset-once the workers of epoch 2 are
+ * forked after it, and the deadline passes before the 24 steps left would
+ * end the job, but after PyTorch would have seen a worker that stopped on
+ * its own (it checks its workers every 5 s).  Any other signal goes at
+ * step 28: 12 batches are left in the epoch and two workers hold 4 of them,
+ * so the workers read after the signal. */
 #define TORCH_STOP_SECONDS "ADAPTDL_STOP_SECONDS=8"
+#define TORCH_LATE_SIGNAL_LINES 10     /* checkpoint lines up to step 36 */
+#define TORCH_EARLY_SIGNAL_LINES 8     /* up to step 28 */
 
 /* Starts run `run` of the case; the first runs in a process group of its
  * own (setsid(1) keeps its pid) when the signal goes to the group. */
@@ -245,6 +251,8 @@ static pid_t torch_start(const struct torch_case *c, struct dataset_job *job,
         argv[count++] = "--leave-open";
         argv[count++] = "--size-first";
     }
+    if (c->dataset_once)
+        argv[count++] = "--dataset-once";
     argv[count] = NULL;
     char *const *command = c->to_process_group && run == 0 ? argv : argv + 1;
     char *environment[] = {(char *)data_setting, job->state_setting, job->save_setting,
@@ -286,7 +294,8 @@ static void check_torch_replay(const struct torch_case *c)
         int status;
         if (run == 0) {
             /* epoch 0 writes 6 checkpoint lines (steps 4 to 20, then its end) */
-            size_t lines = c->stop_signal == SIGKILL ? 8 : 10;
+            bool late = c->stop_signal != SIGKILL && !c->to_process_group;
+            size_t lines = late ? TORCH_LATE_SIGNAL_LINES : TORCH_EARLY_SIGNAL_LINES;
             cr_assert(harness_wait_for_lines(outputs[run], "checkpoint step", lines, pid, 180),
                       "the first run reaches its second epoch");
             kill(c->to_process_group ? -pid : pid, c->stop_signal);
@@ -300,6 +309,10 @@ static void check_torch_replay(const struct torch_case *c)
             cr_assert(status == expected,
                       "run %u: %s, not status %d: %.2000s", run,
                       harness_describe_status(status), expected, err);
+            /* a worker that stopped on its own fails the trainer's batch,
+             * which the shim's 143 at exit would hide */
+            cr_expect(strstr(err, "Traceback") == NULL,
+                      "run %u: the trainer raised: %.3000s", run, err);
             free(err);
         }
     }
@@ -366,18 +379,23 @@ Test(replay_loaders, torch_dataloader_with_two_workers_leaving_its_file_open, .t
                                             .stop_signal = SIGKILL});
 }
 
-/* SIGTERM to the trainer alone (a container runtime's stop): the workers
- * forked after it must not stop on their own, which would fail the
- * trainer's next batch (status 1); the trainer, which reads nothing
- * itself, stops at the deadline with 143. */
+/* SIGTERM to the trainer alone (a container runtime's stop), whose Dataset
+ * is built once: the workers of the next epoch, forked after the signal,
+ * must not stop on their own, which would fail the trainer's next batch;
+ * the trainer, which reads nothing itself, stops at the deadline with 143.
+ * It restores its epoch (continue): the last epoch resumes where it was. */
 Test(replay_loaders, torch_dataloader_with_two_workers_stopped_by_sigterm, .timeout = 400)
 {
-    check_torch_replay(&(struct torch_case){TORCH_TWO_WORKERS, .stop_signal = SIGTERM});
+    check_torch_replay(&(struct torch_case){TORCH_TWO_WORKERS, .stop_signal = SIGTERM,
+                                            .dataset_once = true, .continues = true});
 }
 
+
 /* SIGTERM to the whole process group (a batch scheduler signals every
- * process of the job): the workers, signalled too, leave the stop to the
- * trainer.  (Not SIGINT: Python's own handler turns it into
+ * process of the job) while the workers still have batches to read: the
+ * workers, signalled too, leave the stop to the trainer, which stops at its
+ * next read of the file (the next epoch's Dataset reads the header).  (Not
+ * SIGINT: Python's own handler turns it into
  * KeyboardInterrupt, which the deadline then runs, as SPEC §6 says.) */
 Test(replay_loaders, torch_dataloader_with_two_workers_stopped_by_a_group_sigterm,
      .timeout = 400)

@@ -6,15 +6,18 @@ torch.save checkpoints.
     torch_dataset.py --data PATH --epochs E --batch B --checkpoint PATH
                      [--workers W=0] [--shuffle 0|1=1] [--checkpoint-every STEPS=4]
                      [--lr LR=0.05] [--seed S=0] [--sleep-us US=0] [--replay]
-                     [--leave-open] [--size-first]
+                     [--leave-open] [--size-first] [--dataset-once]
 
 The Dataset reads the 16-byte header ("ADSD", u32le dim, u64le count) once,
 takes its length from os.path.getsize, and opens the file lazily in
 __getitem__, once per process (DataLoader workers are forked and each opens
 its own), which seeks to header + i * record and reads one record.  It is
-built anew every epoch, as the file's length is read anew.  The DataLoader
-has W workers (each keeps prefetch_factor = 2 batches in flight) and
-shuffles with a generator seeded from S and the epoch.
+built anew every epoch, as the file's length is read anew; with
+--dataset-once the Dataset and its DataLoader are built once, before the
+first epoch, as many scripts do (the workers are still forked anew at every
+epoch).  The DataLoader has W workers (each keeps prefetch_factor = 2
+batches in flight) and shuffles with a generator seeded from S and the
+epoch.
 
 Prints "epoch E record ID" for each record of a batch once its step is done,
 "epoch E loss L" per epoch.  Checkpoint: torch.save of the model, the
@@ -90,6 +93,7 @@ def parse_arguments():
     parser.add_argument("--replay", action="store_true")
     parser.add_argument("--leave-open", action="store_true")
     parser.add_argument("--size-first", action="store_true")
+    parser.add_argument("--dataset-once", action="store_true")
     return parser.parse_args()
 
 
@@ -119,13 +123,14 @@ def main():
     else:
         print_starting_fresh()
 
+    dataset, loader, generator = None, None, torch.Generator()
     while epoch < arguments.epochs:
-        dataset = RecordFile(arguments.data, arguments.size_first)
-        generator = torch.Generator()
+        if loader is None or not arguments.dataset_once:
+            dataset = RecordFile(arguments.data, arguments.size_first)
+            loader = DataLoader(dataset, batch_size=arguments.batch,
+                                shuffle=bool(arguments.shuffle),
+                                num_workers=arguments.workers, generator=generator)
         generator.manual_seed(arguments.seed * 1000 + epoch)
-        loader = DataLoader(dataset, batch_size=arguments.batch,
-                            shuffle=bool(arguments.shuffle),
-                            num_workers=arguments.workers, generator=generator)
         total_loss, batches_done = 0.0, 0
         for ids, x, y in loader:
             optimizer.zero_grad()
