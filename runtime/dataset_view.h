@@ -66,6 +66,13 @@ struct dataset_pass_state {
     bool mapped;                  /* a mapping handed out the whole view */
     uint64_t view_generation;     /* counts the views fixed (passes, restores) */
     struct reader_processes readers; /* processes that delivered records of the view */
+    /* The view the trainer last asked the size of, by a size query of its
+     * own (a stat of the path, SEEK_END): a loader that keeps a count it
+     * took once reads later passes with it (stale_size.h). */
+    bool size_told;
+    uint64_t size_told_generation;   /* view_generation of that view */
+    uint64_t size_told_records;      /* its L */
+    bool stale_size_warned;
 };
 
 struct dataset_file {

@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "log.h"
+#include "stale_size.h"
 
 void (*view_cursor_pass_observer)(const struct dataset_file *file, bool begins, uint64_t pass,
                                   uint64_t records_consumed, const char *why);
@@ -339,6 +340,7 @@ off_t view_cursor_seek(struct view_cursor *cursor, off_t offset, int whence)
         break;
     case SEEK_END:
         base = (int64_t)file->view_size;
+        stale_size_note_told(file);
         break;
     case SEEK_DATA:
     case SEEK_HOLE:
@@ -383,12 +385,23 @@ uint64_t view_cursor_size(struct view_cursor *cursor)
     return size;
 }
 
+uint64_t view_cursor_size_asked(struct view_cursor *cursor)
+{
+    struct dataset_file *file = cursor->file;
+    dataset_file_lock(file);
+    stale_size_note_told(file);
+    uint64_t size = file->view_size;
+    dataset_file_unlock(file);
+    return size;
+}
+
 uint64_t view_cursor_path_stat(struct dataset_file *file)
 {
     dataset_file_lock(file);
     if (dataset_view_path_stat_ends_pass(file))
         view_cursor_end_pass_locked(file, "size asked for after the readers were done");
     dataset_view_note_path_stat(file);
+    stale_size_note_told(file);
     uint64_t size = file->view_size;
     dataset_file_unlock(file);
     return size;

@@ -108,6 +108,12 @@ void view_cursor_consume(struct view_cursor *cursor, const struct view_cursor_pe
 off_t view_cursor_seek(struct view_cursor *cursor, off_t offset, int whence);
 /* Size of the view the cursor would read now. */
 uint64_t view_cursor_size(struct view_cursor *cursor);
+/* The same, asked by the trainer itself (a seek of its stream to the end,
+ * where the stream code computes the target): noted as the size the
+ * trainer counts with (stale_size.h).  A seek to the end through
+ * view_cursor_seek and a stat of the path are noted too; fstat is not, as
+ * every Python open() makes one. */
+uint64_t view_cursor_size_asked(struct view_cursor *cursor);
 /* A stat of the file's path, not of a descriptor: first ends a pass the
  * trainer is done with (dataset_view_path_stat_ends_pass), so that a loader
  * asking for its next epoch's size gets the next pass's; returns the size

@@ -7,6 +7,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "log.h"
+#include "stale_size.h"
+
 /* Puts this process in the view's readers, once per process and view. */
 static void dataset_view_note_reader(struct dataset_file *file)
 {
@@ -29,6 +32,10 @@ void dataset_view_note_read(struct dataset_file *file, uint64_t offset, uint64_t
     delivery_record_mark(&file->shared->delivery, first, last);
     if (last > first)
         dataset_view_note_reader(file);
+    char stale[1024];
+    if (last > first && !file->shared->tracker.started &&
+        stale_size_pass_begins_unasked(file, stale, sizeof stale))
+        log_warn("%s", stale);
     /* A header-only view read to its end counts as begun, so that a rewind or
      * reopen ends it like any other pass (see view_cursor.c). */
     if (file->view_length == 0 && file->view_size > 0 && end >= file->view_size)

@@ -42,6 +42,7 @@
 #include "events.h"
 #include "pass_planning.h"
 #include "step_policy.h"
+#include "stale_size.h"
 #include "stop_deadline.h"
 #include "stop_policy.h"
 
@@ -230,6 +231,19 @@ static void shim_log_summary(const char *why);
  * worker that exits through exit(3)) leaves none of them: they are its
  * parent's, and a second exit event would end the job twice in the
  * metrics. */
+/* A trainer that ends as if done while replay never reached a bound pass
+ * may have left its records unread (stale_size.h): one warn line per file. */
+static void shim_report_unread_bound_passes(void)
+{
+    pthread_mutex_lock(&shim_session.registry.lock);
+    for (struct dataset_file *file = shim_session.registry.files; file; file = file->next) {
+        char message[1024];
+        if (stale_size_replay_unfinished(file, message, sizeof message))
+            log_warn("%s", message);
+    }
+    pthread_mutex_unlock(&shim_session.registry.lock);
+}
+
 void shim_steps_write_ending(const char *why, int status)
 {
     if (shim_in_forked_child()) {
@@ -237,6 +251,8 @@ void shim_steps_write_ending(const char *why, int status)
         return;
     }
     shim_steps_lock();
+    if (status == 0)
+        shim_report_unread_bound_passes();
     shim_write_job_record(why);
     shim_log_summary(why);
     shim_events_exit(status, why);

@@ -219,7 +219,15 @@ struct torch_case {
     bool continues;         /* ADAPTDL_RESUME=continue: the trainer resumes its epoch */
     bool dataset_once;      /* --dataset-once: no read of the trainer's own between
                              * epochs, whose workers are forked anew */
+    /* A loader the views cannot serve whole (its Dataset's length taken
+     * once, from a view of another size): what the resumed run must say
+     * about it.  Its records are then not counted. */
+    const char *named;
 };
+
+/* The lines of stale_size.h. */
+#define TORCH_NAMED_STALE_COUNT "but the trainer last asked the file's size"
+#define TORCH_NAMED_REPLAY_UNREAD "the trainer ended before replay reached pass"
 
 /* A stop signal to the trainer alone goes at step 36, 4 steps of 0.4 s
  * before the end of epoch 1: with --dataset-once the workers of epoch 2 are
@@ -313,8 +321,24 @@ static void check_torch_replay(const struct torch_case *c)
              * which the shim's 143 at exit would hide */
             cr_expect(strstr(err, "Traceback") == NULL,
                       "run %u: the trainer raised: %.3000s", run, err);
+            if (run == 1 && c->named != NULL)
+                cr_expect(strstr(err, c->named) != NULL, "the resumed run says \"%s\": %.3000s",
+                          c->named, err);
+            if (run == 1 && c->named == NULL)
+                cr_expect(strstr(err, TORCH_NAMED_STALE_COUNT) == NULL &&
+                              strstr(err, TORCH_NAMED_REPLAY_UNREAD) == NULL,
+                          "a loader the views serve whole is not named: %.3000s", err);
             free(err);
         }
+    }
+    if (c->named != NULL) {
+        for (unsigned run = 0; run < 2; run++) {
+            free(outputs[run]);
+            free(errors[run]);
+        }
+        free(checkpoint);
+        harness_remove_temp_dir(job.directory);
+        return;
     }
     uint64_t step = 0;
     cr_assert(harness_resume_point(outputs[1], &step) && step > 0);
@@ -390,6 +414,26 @@ Test(replay_loaders, torch_dataloader_with_two_workers_stopped_by_sigterm, .time
                                             .dataset_once = true, .continues = true});
 }
 
+/* A Dataset built once takes its length from the first view it is shown.
+ * Under replay that is a skipped pass, an empty file: the trainer reads
+ * nothing and ends as if done, and the shim says which pass it never read.
+ * Under continue it is the resumed pass: the next epoch is read with its
+ * shorter count, and the shim says so as that epoch begins (README
+ * "Loaders that take the size once"). */
+Test(replay_loaders, a_dataset_built_once_replayed_is_named, .timeout = 400)
+{
+    check_torch_replay(&(struct torch_case){.workers = "0", .stop_signal = SIGKILL,
+                                            .dataset_once = true,
+                                            .named = TORCH_NAMED_REPLAY_UNREAD});
+}
+
+Test(replay_loaders, a_dataset_built_once_resumed_before_its_last_epoch_is_named,
+     .timeout = 400)
+{
+    check_torch_replay(&(struct torch_case){TORCH_TWO_WORKERS, .stop_signal = SIGKILL,
+                                            .dataset_once = true, .continues = true,
+                                            .named = TORCH_NAMED_STALE_COUNT});
+}
 
 /* SIGTERM to the whole process group (a batch scheduler signals every
  * process of the job) while the workers still have batches to read: the

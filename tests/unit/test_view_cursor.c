@@ -20,6 +20,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "stale_size.h"
 #include "view_cursor.h"
 
 #define VC_HEADER 4
@@ -1021,5 +1022,169 @@ Test(view_cursor, a_fetch_returning_zero_after_the_trainer_moved_ends_only_a_cov
     cr_assert_eq(view_cursor_move(&cursor, 0, SEEK_END), VC_HEADER + VC_RECORD * VC_COUNT);
     cr_expect_eq(view_cursor_fetch(&cursor, buffer, sizeof buffer, &pass, &offset), 0);
     cr_expect_eq(data.file.view_pass, 1, "covered: the 0 ends the pass");
+    vc_teardown(&data);
+}
+
+/* --- a loader that takes the size once (runtime/stale_size.h) ------------- */
+
+/* Reads every record of the current pass, by index as a map-style Dataset
+ * does, then seeks back to the first record, which ends the covered pass. */
+static void vc_read_pass_by_index(struct view_cursor *cursor, uint64_t records)
+{
+    for (uint64_t index = 0; index < records; index++) {
+        off_t at = (off_t)(VC_HEADER + index * VC_RECORD);
+        cr_assert_eq(view_cursor_seek(cursor, at, SEEK_SET), at);
+        vc_read_exactly(cursor, VC_RECORD);
+    }
+    cr_assert_eq(view_cursor_seek(cursor, VC_HEADER, SEEK_SET), VC_HEADER);
+}
+
+/* The first record of the current pass, with what stale_size says then. */
+static bool vc_first_read_is_stale(struct vc_data *data, struct view_cursor *cursor,
+                                   char *message, size_t message_size)
+{
+    dataset_file_lock(&data->file);
+    bool stale = stale_size_pass_begins_unasked(&data->file, message, message_size);
+    dataset_file_unlock(&data->file);
+    vc_read_exactly(cursor, VC_RECORD);
+    return stale;
+}
+
+Test(stale_size, a_pass_read_with_the_count_of_a_resumed_pass_is_named_once)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, false, 1, 0);
+    cr_assert(dataset_view_restore(&data.file, RESUME_CONTINUE, 0, 6, 0));
+    cr_expect_eq(view_cursor_path_stat(&data.file), VC_HEADER + 4 * VC_RECORD,
+                 "the resumed pass holds the 4 records left");
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    cr_assert_eq(view_cursor_seek(&cursor, VC_HEADER, SEEK_SET), VC_HEADER);
+    vc_read_pass_by_index(&cursor, 4);
+    cr_assert_eq(data.file.view_pass, 1);
+    char message[1024] = "";
+    cr_expect(vc_first_read_is_stale(&data, &cursor, message, sizeof message),
+              "pass 1 is read with the count of pass 0");
+    cr_expect_not_null(strstr(message, "/data/cursor.bin: pass 1 holds 10 records"), "%s",
+                       message);
+    cr_expect_not_null(strstr(message, "when its view held 4"), "%s", message);
+    cr_expect_null(strchr(message, '\n'), "one line");
+    vc_read_pass_by_index(&cursor, VC_COUNT);
+    cr_expect_not(vc_first_read_is_stale(&data, &cursor, message, sizeof message),
+                  "said once per file");
+    vc_teardown(&data);
+}
+
+Test(stale_size, a_loader_that_asks_in_each_epoch_is_never_named)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, false, 1, 0);
+    cr_assert(dataset_view_restore(&data.file, RESUME_CONTINUE, 0, 6, 0));
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    char message[1024];
+    uint64_t records = 4;
+    for (int epoch = 0; epoch < 3; epoch++) {
+        /* by path in even epochs, by a seek to the end in odd ones */
+        if (epoch % 2 == 0)
+            records = (view_cursor_path_stat(&data.file) - VC_HEADER) / VC_RECORD;
+        else
+            records = ((uint64_t)view_cursor_seek(&cursor, 0, SEEK_END) - VC_HEADER) /
+                      VC_RECORD;
+        cr_assert_eq(view_cursor_seek(&cursor, VC_HEADER, SEEK_SET), VC_HEADER);
+        cr_expect_not(vc_first_read_is_stale(&data, &cursor, message, sizeof message),
+                      "epoch %d", epoch);
+        vc_read_pass_by_index(&cursor, records);
+    }
+    cr_expect_eq(data.file.view_pass, 3);
+    vc_teardown(&data);
+}
+
+Test(stale_size, a_count_taken_once_that_stays_right_is_never_named)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, true, 1, 0);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    uint64_t records = (view_cursor_path_stat(&data.file) - VC_HEADER) / VC_RECORD;
+    cr_assert_eq(view_cursor_seek(&cursor, VC_HEADER, SEEK_SET), VC_HEADER);
+    char message[1024];
+    for (int epoch = 0; epoch < 3; epoch++) {
+        cr_expect_not(vc_first_read_is_stale(&data, &cursor, message, sizeof message),
+                      "every pass holds %llu records", (unsigned long long)records);
+        vc_read_pass_by_index(&cursor, records);
+    }
+    vc_teardown(&data);
+}
+
+Test(stale_size, a_size_asked_through_a_stream_counts_and_fstat_does_not)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, false, 1, 0);
+    cr_assert(dataset_view_restore(&data.file, RESUME_CONTINUE, 0, 6, 0));
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    cr_expect_eq(view_cursor_size_asked(&cursor), VC_HEADER + 4 * VC_RECORD);
+    cr_assert_eq(view_cursor_seek(&cursor, VC_HEADER, SEEK_SET), VC_HEADER);
+    vc_read_pass_by_index(&cursor, 4);
+    cr_expect_eq(view_cursor_size(&cursor), VC_HEADER + VC_COUNT * VC_RECORD,
+                 "an fstat sees the next pass but asks nothing");
+    char message[1024];
+    cr_expect(vc_first_read_is_stale(&data, &cursor, message, sizeof message));
+    vc_teardown(&data);
+}
+
+Test(stale_size, a_replay_that_never_reached_its_bound_pass_is_named)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, false, 1, 0);
+    cr_assert(dataset_view_restore(&data.file, RESUME_REPLAY, 2, 4, 0));
+    char message[1024] = "";
+    cr_expect(stale_size_replay_unfinished(&data.file, message, sizeof message),
+              "passes 0 and 1 skipped, pass 2 never read");
+    cr_expect_not_null(strstr(message, "/data/cursor.bin: the trainer ended before replay "
+                                       "reached pass 2"), "%s", message);
+    cr_expect_not_null(strstr(message, "at record 4 of 10"), "%s", message);
+    cr_expect_not_null(strstr(message, "ADAPTDL_RESUME=continue"), "%s", message);
+    cr_expect_null(strchr(message, '\n'), "one line");
+    /* two skipped passes, each its header read to the end */
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    for (int skipped = 0; skipped < 2; skipped++) {
+        cr_assert_eq(view_cursor_seek(&cursor, 0, SEEK_SET), 0);
+        cr_assert_eq(vc_read_to_end(&cursor, 64, NULL, 0), VC_HEADER);
+    }
+    cr_assert_eq(data.file.view_pass, 2);
+    cr_expect(stale_size_replay_unfinished(&data.file, message, sizeof message),
+              "the bound pass reached, none of its records read");
+    cr_assert_eq(view_cursor_seek(&cursor, VC_HEADER, SEEK_SET), VC_HEADER);
+    vc_read_exactly(&cursor, VC_RECORD);
+    cr_expect_not(stale_size_replay_unfinished(&data.file, message, sizeof message),
+                  "the bound pass begun");
+    vc_teardown(&data);
+}
+
+Test(stale_size, only_an_unread_bound_pass_of_a_replay_with_records_left_is_named)
+{
+    char message[1024];
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, false, 1, 0);
+    cr_expect_not(stale_size_replay_unfinished(&data.file, message, sizeof message),
+                  "no restore");
+    vc_teardown(&data);
+    vc_setup(&data, VC_HEADER, false, 1, 0);
+    cr_assert(dataset_view_restore(&data.file, RESUME_CONTINUE, 2, 4, 0));
+    cr_expect_not(stale_size_replay_unfinished(&data.file, message, sizeof message),
+                  "continue starts at the bound pass: nothing is skipped");
+    vc_teardown(&data);
+    vc_setup(&data, VC_HEADER, false, 1, 0);
+    cr_assert(dataset_view_restore(&data.file, RESUME_REPLAY, 2, VC_COUNT, 0));
+    cr_expect_not(stale_size_replay_unfinished(&data.file, message, sizeof message),
+                  "a bound pass that was complete has nothing left to read");
+    vc_teardown(&data);
+    vc_setup(&data, VC_HEADER, false, 1, 0);
+    cr_assert(dataset_view_restore(&data.file, RESUME_REPLAY, 2, 0, 0));
+    cr_expect_not(stale_size_replay_unfinished(&data.file, message, sizeof message),
+                  "a pass bound at its first record: a finished job restarted ends so too");
     vc_teardown(&data);
 }

@@ -1,0 +1,64 @@
+/* stale_size.c - the signs of a loader that took a data file's size once
+ * (see stale_size.h). */
+#include "stale_size.h"
+
+#include <stdio.h>
+
+void stale_size_note_told(struct dataset_file *file)
+{
+    struct dataset_pass_state *shared = file->shared;
+    shared->size_told = true;
+    shared->size_told_generation = shared->view_generation;
+    shared->size_told_records = file->view_length;
+}
+
+bool stale_size_pass_begins_unasked(struct dataset_file *file, char *message,
+                                    size_t message_size)
+{
+    struct dataset_pass_state *shared = file->shared;
+    if (!shared->size_told || shared->stale_size_warned ||
+        shared->size_told_generation == shared->view_generation ||
+        shared->size_told_records == file->view_length)
+        return false;
+    shared->stale_size_warned = true;
+    snprintf(message, message_size,
+             "%s: pass %llu holds %llu records, but the trainer last asked the file's size "
+             "when its view held %llu: a loader that keeps that count (a PyTorch Dataset "
+             "built once, its length from os.path.getsize) reads %llu records of this and "
+             "every later pass, not %llu; ask the size in each epoch (build the Dataset "
+             "inside the epoch loop), see README \"Loaders that take the size once\"",
+             file->path, (unsigned long long)file->view_pass,
+             (unsigned long long)file->view_length,
+             (unsigned long long)shared->size_told_records,
+             (unsigned long long)shared->size_told_records,
+             (unsigned long long)file->view_length);
+    return true;
+}
+
+bool stale_size_replay_unfinished(struct dataset_file *file, char *message,
+                                  size_t message_size)
+{
+    dataset_file_lock(file);
+    const struct pass_tracker *tracker = &file->shared->tracker;
+    /* a pass bound at its first record looks the same as a finished job
+     * that ends at once: only a pass begun and left is named */
+    bool bound_left = tracker->has_bound && tracker->resume == RESUME_REPLAY &&
+                      tracker->bound_index > 0 && tracker->bound_index < tracker->bound_length;
+    bool unread = tracker->pass < tracker->bound_pass ||
+                  (tracker->pass == tracker->bound_pass && !tracker->started);
+    bool unfinished = bound_left && unread;
+    if (unfinished)
+        snprintf(message, message_size,
+                 "%s: the trainer ended before replay reached pass %llu, which the restored "
+                 "snapshot binds at record %llu of %llu: unless it was done, the records left "
+                 "there and every later pass were never read.  A loader that took the file's "
+                 "size once, "
+                 "from a pass replay skips (an empty file), reads nothing; set "
+                 "ADAPTDL_RESUME=continue for a trainer that restores its epoch counter, or "
+                 "ask the size in each epoch (README \"Loaders that take the size once\")",
+                 file->path, (unsigned long long)tracker->bound_pass,
+                 (unsigned long long)tracker->bound_index,
+                 (unsigned long long)tracker->bound_length);
+    dataset_file_unlock(file);
+    return unfinished;
+}
