@@ -4,6 +4,11 @@
 
 #include <stdio.h>
 
+/* What the trainer can do about either sign. */
+static const char stale_size_remedy[] =
+    "ask the size in each epoch (build the PyTorch Dataset inside the epoch loop): README "
+    "\"Loaders that take the size once\"";
+
 void stale_size_note_told(struct dataset_file *file)
 {
     struct dataset_pass_state *shared = file->shared;
@@ -23,15 +28,11 @@ bool stale_size_pass_begins_unasked(struct dataset_file *file, char *message,
     shared->stale_size_warned = true;
     snprintf(message, message_size,
              "%s: pass %llu holds %llu records, but the trainer last asked the file's size "
-             "when its view held %llu: a loader that keeps that count (a PyTorch Dataset "
-             "built once, its length from os.path.getsize) reads %llu records of this and "
-             "every later pass, not %llu; ask the size in each epoch (build the Dataset "
-             "inside the epoch loop), see README \"Loaders that take the size once\"",
+             "when its view held %llu: a loader that keeps that count reads %llu of them; %s",
              file->path, (unsigned long long)file->view_pass,
              (unsigned long long)file->view_length,
              (unsigned long long)shared->size_told_records,
-             (unsigned long long)shared->size_told_records,
-             (unsigned long long)file->view_length);
+             (unsigned long long)shared->size_told_records, stale_size_remedy);
     return true;
 }
 
@@ -49,16 +50,13 @@ bool stale_size_replay_unfinished(struct dataset_file *file, char *message,
     bool unfinished = bound_left && unread;
     if (unfinished)
         snprintf(message, message_size,
-                 "%s: the trainer ended before replay reached pass %llu, which the restored "
-                 "snapshot binds at record %llu of %llu: unless it was done, the records left "
-                 "there and every later pass were never read.  A loader that took the file's "
-                 "size once, "
-                 "from a pass replay skips (an empty file), reads nothing; set "
-                 "ADAPTDL_RESUME=continue for a trainer that restores its epoch counter, or "
-                 "ask the size in each epoch (README \"Loaders that take the size once\")",
+                 "%s: the trainer ended before replay reached pass %llu, bound at record %llu "
+                 "of %llu: unless it was done, those records were never read, as by a loader "
+                 "that took its count from a skipped (empty) pass; set ADAPTDL_RESUME=continue "
+                 "if the trainer restores its epoch, or %s",
                  file->path, (unsigned long long)tracker->bound_pass,
                  (unsigned long long)tracker->bound_index,
-                 (unsigned long long)tracker->bound_length);
+                 (unsigned long long)tracker->bound_length, stale_size_remedy);
     dataset_file_unlock(file);
     return unfinished;
 }

@@ -25,6 +25,20 @@ static struct adaptdl_config deciding_config(void)
     };
 }
 
+/* A deciding job's configuration and a fresh job record. */
+struct job {
+    struct adaptdl_config config;
+    struct adaptdl_job_record record;
+    struct batch_decision_inputs inputs;
+};
+
+static void job_init(struct job *job)
+{
+    job->config = deciding_config();
+    job_record_init(&job->record);
+    job->inputs = (struct batch_decision_inputs){0};
+}
+
 Test(batch_decision_job, rank_zero_decides_when_a_batch_can_be_injected_and_bounded)
 {
     struct adaptdl_config config = deciding_config();
@@ -48,68 +62,60 @@ Test(batch_decision_job, rank_zero_decides_when_a_batch_can_be_injected_and_boun
 
 Test(batch_decision_job, a_restart_decision_is_against_the_declared_batch)
 {
-    struct adaptdl_config config = deciding_config();
-    struct adaptdl_job_record record;
-    job_record_init(&record);
-    struct batch_decision_inputs inputs;
-    batch_decision_inputs_for_restart(&inputs, &config, &record, 4, 32, 7);
-    cr_expect_eq(inputs.current_local_bsz, 32, "not the short last batch of 7");
-    batch_decision_inputs_for_restart(&inputs, &config, &record, 4, 0, 7);
-    cr_expect_eq(inputs.current_local_bsz, 7, "no declared batch: the step's records");
+    struct job job;
+    job_init(&job);
+    batch_decision_inputs_for_restart(&job.inputs, &job.config, &job.record, 4, 32, 7);
+    cr_expect_eq(job.inputs.current_local_bsz, 32, "not the short last batch of 7");
+    batch_decision_inputs_for_restart(&job.inputs, &job.config, &job.record, 4, 0, 7);
+    cr_expect_eq(job.inputs.current_local_bsz, 7, "no declared batch: the step's records");
 }
 
 Test(batch_decision_job, a_restart_decision_takes_the_limits_of_the_environment)
 {
-    struct adaptdl_config config = deciding_config();
-    struct adaptdl_job_record record;
-    job_record_init(&record);
-    record.previous_global_bsz = 128;
-    struct batch_decision_inputs inputs;
-    batch_decision_inputs_for_restart(&inputs, &config, &record, 4, 32, 32);
-    cr_expect_eq(inputs.record, &record);
-    cr_expect_eq(inputs.nodes, 2);
-    cr_expect_eq(inputs.replicas, 4);
-    cr_expect_eq(inputs.max_global_bsz, 1024);
-    cr_expect_eq(inputs.local_bsz_min, 4);
-    cr_expect_eq(inputs.local_bsz_max, 256);
-    cr_expect_eq(inputs.speedup_threshold, 1.05);
-    cr_expect_eq(inputs.payback_seconds, 600);
-    cr_expect_eq(inputs.previous_global_bsz, 128, "rule 3 needs the batch before");
-    cr_expect_not(inputs.statistics_trusted, "no statistics until they are added");
+    struct job job;
+    job_init(&job);
+    job.record.previous_global_bsz = 128;
+    batch_decision_inputs_for_restart(&job.inputs, &job.config, &job.record, 4, 32, 32);
+    cr_expect_eq(job.inputs.record, &job.record);
+    cr_expect_eq(job.inputs.nodes, 2);
+    cr_expect_eq(job.inputs.replicas, 4);
+    cr_expect_eq(job.inputs.max_global_bsz, 1024);
+    cr_expect_eq(job.inputs.local_bsz_min, 4);
+    cr_expect_eq(job.inputs.local_bsz_max, 256);
+    cr_expect_eq(job.inputs.speedup_threshold, 1.05);
+    cr_expect_eq(job.inputs.payback_seconds, 600);
+    cr_expect_eq(job.inputs.previous_global_bsz, 128, "rule 3 needs the batch before");
+    cr_expect_not(job.inputs.statistics_trusted, "no statistics until they are added");
 }
 
 Test(batch_decision_job, the_initial_batch_is_the_first_runs_not_this_runs)
 {
-    struct adaptdl_config config = deciding_config();
-    struct adaptdl_job_record record;
-    job_record_init(&record);
-    struct batch_decision_inputs inputs;
-    batch_decision_inputs_for_restart(&inputs, &config, &record, 1, 64, 64);
-    cr_expect_eq(inputs.initial_global_bsz, 64, "a new job: ADAPTDL_BATCH_SIZE");
-    record.initial_global_bsz = 16;
-    config.batch_size = 256;    /* a relaunch injected a larger batch */
-    batch_decision_inputs_for_restart(&inputs, &config, &record, 1, 256, 256);
-    cr_expect_eq(inputs.initial_global_bsz, 16, "the record keeps the first run's");
+    struct job job;
+    job_init(&job);
+    batch_decision_inputs_for_restart(&job.inputs, &job.config, &job.record, 1, 64, 64);
+    cr_expect_eq(job.inputs.initial_global_bsz, 64, "a new job: ADAPTDL_BATCH_SIZE");
+    job.record.initial_global_bsz = 16;
+    job.config.batch_size = 256;    /* a relaunch injected a larger batch */
+    batch_decision_inputs_for_restart(&job.inputs, &job.config, &job.record, 1, 256, 256);
+    cr_expect_eq(job.inputs.initial_global_bsz, 16, "the record keeps the first run's");
 }
 
 Test(batch_decision_job, an_in_place_proposal_has_the_loops_limits_and_no_reversal_rule)
 {
-    struct adaptdl_config config = deciding_config();
-    struct adaptdl_job_record record;
-    job_record_init(&record);
-    record.initial_global_bsz = 999;
-    record.previous_global_bsz = 128;
-    struct batch_decision_inputs inputs;
-    batch_decision_inputs_in_place(&inputs, &config, &record, 2, 24, 48, 480);
-    cr_expect_eq(inputs.current_local_bsz, 24);
-    cr_expect_eq(inputs.initial_global_bsz, 48, "the loop's, not the record's");
-    cr_expect_eq(inputs.max_global_bsz, 480, "the loop's, not ADAPTDL_MAX_BATCH_SIZE");
-    cr_expect_eq(inputs.local_bsz_min, 0);
-    cr_expect_eq(inputs.local_bsz_max, 0);
-    cr_expect_eq(inputs.previous_global_bsz, 0);
-    cr_expect_eq(inputs.replicas, 2);
-    cr_expect_eq(inputs.nodes, 2);
-    cr_expect_eq(inputs.speedup_threshold, 1.05);
+    struct job job;
+    job_init(&job);
+    job.record.initial_global_bsz = 999;
+    job.record.previous_global_bsz = 128;
+    batch_decision_inputs_in_place(&job.inputs, &job.config, &job.record, 2, 24, 48, 480);
+    cr_expect_eq(job.inputs.current_local_bsz, 24);
+    cr_expect_eq(job.inputs.initial_global_bsz, 48, "the loop's, not the record's");
+    cr_expect_eq(job.inputs.max_global_bsz, 480, "the loop's, not ADAPTDL_MAX_BATCH_SIZE");
+    cr_expect_eq(job.inputs.local_bsz_min, 0);
+    cr_expect_eq(job.inputs.local_bsz_max, 0);
+    cr_expect_eq(job.inputs.previous_global_bsz, 0);
+    cr_expect_eq(job.inputs.replicas, 2);
+    cr_expect_eq(job.inputs.nodes, 2);
+    cr_expect_eq(job.inputs.speedup_threshold, 1.05);
 }
 
 Test(batch_decision_job, statistics_come_with_their_trust_and_errors)
@@ -133,23 +139,27 @@ Test(batch_decision_job, statistics_come_with_their_trust_and_errors)
     cr_expect_eq(inputs.grad_var_error, var_error);
 }
 
-static const struct perf_params recorded_perf = {
-    .alpha_c = 0.01, .beta_c = 0.001, .alpha_n = 0.02, .beta_n = 0.01,
-    .alpha_r = 0.005, .beta_r = 0.002, .gamma = 1.5,
-};
+/* Records an outcome of a decision for 16 records on each of 2 replicas
+ * that chose 32 on each. */
+static void record_decided_outcome(struct adaptdl_job_record *record, bool restart)
+{
+    job_record_init(record);
+    struct batch_decision_inputs inputs = {.replicas = 2, .current_local_bsz = 16};
+    struct batch_decision decision = {.valid = true};
+    decision.perf = (struct perf_params){.alpha_c = 0.01, .beta_c = 0.001, .gamma = 1.5};
+    decision.choice.global_bsz = 64;
+    decision.choice.local_bsz = 32;
+    batch_decision_record_outcome(record, &inputs, &decision, restart);
+}
 
 Test(batch_decision_job, every_outcome_records_the_fitted_model)
 {
     struct adaptdl_job_record record;
-    job_record_init(&record);
-    struct batch_decision_inputs inputs = {.replicas = 2, .current_local_bsz = 16};
-    struct batch_decision decision = {.valid = true, .perf = recorded_perf};
-    decision.choice.global_bsz = 64;
-    decision.choice.local_bsz = 32;
-    batch_decision_record_outcome(&record, &inputs, &decision, false);
+    record_decided_outcome(&record, false);
     cr_expect(record.perf_params_valid);
     double expected[PERF_PARAMS_COUNT];
-    perf_params_to_array(&recorded_perf, expected);
+    perf_params_to_array(&(struct perf_params){.alpha_c = 0.01, .beta_c = 0.001, .gamma = 1.5},
+                         expected);
     cr_expect_eq(memcmp(record.perf_params, expected, sizeof expected), 0);
     cr_expect_eq(record.decided_global_bsz, 0, "no restart: nothing to inject");
     cr_expect_eq(record.decided_local_bsz, 0);
@@ -160,12 +170,7 @@ Test(batch_decision_job, every_outcome_records_the_fitted_model)
 Test(batch_decision_job, a_restart_records_what_to_inject_and_what_it_leaves)
 {
     struct adaptdl_job_record record;
-    job_record_init(&record);
-    struct batch_decision_inputs inputs = {.replicas = 2, .current_local_bsz = 16};
-    struct batch_decision decision = {.valid = true, .perf = recorded_perf};
-    decision.choice.global_bsz = 64;
-    decision.choice.local_bsz = 32;
-    batch_decision_record_outcome(&record, &inputs, &decision, true);
+    record_decided_outcome(&record, true);
     cr_expect(record.perf_params_valid);
     cr_expect_eq(record.decided_global_bsz, 64);
     cr_expect_eq(record.decided_local_bsz, 32);
