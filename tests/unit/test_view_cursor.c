@@ -1188,3 +1188,21 @@ Test(stale_size, only_an_unread_bound_pass_of_a_replay_with_records_left_is_name
                   "a pass bound at its first record: a finished job restarted ends so too");
     vc_teardown(&data);
 }
+
+Test(stale_size, what_is_noted_is_the_current_views_count)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, false, 1, 0);
+    cr_assert(dataset_view_restore(&data.file, RESUME_CONTINUE, 0, 6, 0));
+    dataset_file_lock(&data.file);
+    cr_expect_not(data.file.shared->size_told, "nothing asked yet");
+    stale_size_note_told(&data.file);
+    cr_expect(data.file.shared->size_told);
+    cr_expect_eq(data.file.shared->size_told_records, 4, "the resumed view's 4 records");
+    cr_expect_eq(data.file.shared->size_told_generation, data.file.shared->view_generation);
+    char message[1024];
+    cr_expect_not(stale_size_pass_begins_unasked(&data.file, message, sizeof message),
+                  "the view just asked about is not stale");
+    dataset_file_unlock(&data.file);
+    vc_teardown(&data);
+}
