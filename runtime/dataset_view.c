@@ -464,6 +464,14 @@ int dataset_view_end_pass(struct dataset_file *file)
     return dataset_view_fix(file);
 }
 
+bool dataset_view_lengthen(struct dataset_file *file, uint64_t view_records)
+{
+    if (!pass_tracker_lengthen(&file->shared->tracker, view_records))
+        return false;
+    dataset_view_fix(file);
+    return true;
+}
+
 bool dataset_view_replay_empties_count_field(const struct dataset_file *file)
 {
     return file->entry->has_count_field && pass_tracker_replay_skips_passes(&file->shared->tracker);

@@ -340,6 +340,10 @@ int dataset_view_end_pass(struct dataset_file *file);
 bool dataset_view_restore(struct dataset_file *file, enum resume_mode resume,
                           uint64_t pass, uint64_t current_index, uint64_t pass_length);
 
+/* Lengthens the current pass to `view_records` records on this replica
+ * (pass_tracker_lengthen) and re-fixes the view when it changed. */
+bool dataset_view_lengthen(struct dataset_file *file, uint64_t view_records);
+
 /* True when a restore under replay will show passes of a file whose entry
  * has `count=` as skipped, header-only views: their count field then reads
  * 0, which loaders that insist on a positive count reject (SPEC §4). */

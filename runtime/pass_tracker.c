@@ -13,7 +13,9 @@
  * The bound pass keeps the length it had when it was captured (a
  * statistical epoch planned in the previous run) unless the resumed-length
  * planner re-plans its rest; skipped passes are header-only whatever their
- * length; fresh passes ask the planner. */
+ * length; fresh passes ask the planner.  Any pass that has not begun may be
+ * lengthened to the count a trainer took from an earlier view
+ * (pass_tracker_lengthen, see stale_size.h). */
 #include "pass_tracker.h"
 
 #include "permutation.h"
@@ -169,6 +171,26 @@ bool pass_tracker_restore(struct pass_tracker *tracker, enum resume_mode resume,
     if (resume == RESUME_CONTINUE)
         __atomic_store_n(&tracker->pass, bound_pass, __ATOMIC_RELAXED);
     pass_tracker_fix_current_pass(tracker);
+    return true;
+}
+
+bool pass_tracker_lengthen(struct pass_tracker *tracker, uint64_t view_records)
+{
+    if (tracker->started || tracker->skipped)
+        return false;
+    uint64_t length;
+    if (__builtin_mul_overflow(view_records, (uint64_t)tracker->replicas, &length) ||
+        __builtin_add_overflow(length, tracker->start_index, &length))
+        length = UINT64_MAX;
+    uint64_t longest = pass_tracker_longest_pass(tracker->record_count);
+    if (length > longest)
+        length = longest;
+    if (length <= tracker->pass_length)
+        return false;
+    tracker->pass_length = length;
+    /* a later re-fix of the bound pass (pass_tracker_set_statistical) keeps it */
+    if (tracker->has_bound && tracker->pass == tracker->bound_pass)
+        tracker->bound_length = length;
     return true;
 }
 

@@ -715,3 +715,53 @@ Test(pass_tracker, the_lock_free_counters_follow_deliveries_and_pass_ends)
     pass_tracker_note_delivered(&tracker, 2, true);
     cr_expect_eq(pass_tracker_records_served(&tracker), 7, "served counts across passes");
 }
+
+/* --- lengthening a pass to a count the trainer was told -------------------- */
+
+Test(pass_tracker, a_resumed_pass_lengthens_to_the_count_asked_from_its_start)
+{
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 10, 2, 1);
+    cr_assert(pass_tracker_restore(&tracker, RESUME_CONTINUE, 3, 6, 0));
+    expect_plan(&tracker, 3, 6, 2, false);
+    cr_expect(pass_tracker_lengthen(&tracker, 5), "5 records per replica, as at a fresh pass");
+    expect_plan(&tracker, 3, 6, 5, false);
+    cr_expect_eq(tracker.pass_length, 16, "s + K * 5: the last 6 from the next sweep");
+    cr_expect_eq(tracker.bound_length, 16, "a re-fix of the bound pass keeps it");
+    /* positions already in the view keep their records */
+    cr_expect_eq(view_logical_index(16, 2, 1, 6, 0), 7);
+    cr_expect_eq(view_logical_index(16, 2, 1, 6, 1), 9);
+    cr_expect_eq(view_logical_index(16, 2, 1, 6, 2), 11, "into the next sweep");
+    pass_tracker_note_delivered(&tracker, 5, true);
+    expect_position(&tracker, 0, 3, 16);
+    pass_tracker_end_pass(&tracker);
+    expect_plan(&tracker, 4, 0, 5, false);
+    cr_expect_eq(tracker.pass_length, 10, "the next pass is a plain one");
+}
+
+Test(pass_tracker, lengthening_leaves_a_begun_skipped_or_long_enough_pass_alone)
+{
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 10, 1, 0);
+    cr_expect_not(pass_tracker_lengthen(&tracker, 10), "not shorter");
+    cr_expect_not(pass_tracker_lengthen(&tracker, 4), "a shorter count shortens nothing");
+    expect_plan(&tracker, 0, 0, 10, false);
+
+    cr_assert(pass_tracker_restore(&tracker, RESUME_REPLAY, 2, 4, 0));
+    cr_expect_not(pass_tracker_lengthen(&tracker, 10), "replay's skipped pass stays empty");
+    expect_plan(&tracker, 0, 10, 0, true);
+
+    pass_tracker_init(&tracker, 10, 1, 0);
+    cr_assert(pass_tracker_restore(&tracker, RESUME_CONTINUE, 0, 6, 0));
+    pass_tracker_note_delivered(&tracker, 1, true);
+    cr_expect_not(pass_tracker_lengthen(&tracker, 10), "a begun pass keeps its view");
+    expect_plan(&tracker, 0, 6, 4, false);
+}
+
+Test(pass_tracker, lengthening_stops_at_the_sweep_limit)
+{
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 3, 1, 0);
+    cr_expect(pass_tracker_lengthen(&tracker, UINT64_MAX));
+    cr_expect_eq(tracker.pass_length, pass_tracker_longest_pass(3));
+}
