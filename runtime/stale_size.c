@@ -1,5 +1,5 @@
-/* stale_size.c - the signs of a loader that took a data file's size once
- * (see stale_size.h). */
+/* stale_size.c - the signs of a loader that took a data file's size once,
+ * and the pass it gets where its count can be served (see stale_size.h). */
 #include "stale_size.h"
 
 #include <stdio.h>
@@ -15,6 +15,62 @@ void stale_size_note_told(struct dataset_file *file)
     shared->size_told = true;
     shared->size_told_generation = shared->view_generation;
     shared->size_told_records = file->view_length;
+}
+
+/* The trainer last asked about another view, which held more records. */
+static bool stale_size_told_more(const struct dataset_file *file)
+{
+    const struct dataset_pass_state *shared = file->shared;
+    return shared->size_told && shared->size_told_generation != shared->view_generation &&
+           shared->size_told_records > file->view_length;
+}
+
+/* The line of a first read that the answer changes, once per file. */
+static void stale_size_describe(struct dataset_file *file, enum stale_size_answer answer,
+                                char *message, size_t message_size)
+{
+    struct dataset_pass_state *shared = file->shared;
+    if (shared->stale_size_warned)
+        return;
+    shared->stale_size_warned = true;
+    unsigned long long pass = file->view_pass, told = shared->size_told_records;
+    if (answer == STALE_SIZE_CANNOT_REPLAY)
+        snprintf(message, message_size,
+                 "%s: replay skips pass %llu, an empty file, but the trainer reads it with "
+                 "the %llu records it was told of an earlier view: a loader that keeps its "
+                 "count cannot replay; set ADAPTDL_RESUME=continue if the trainer restores "
+                 "its epoch, or %s",
+                 file->path, pass, told, stale_size_remedy);
+    else
+        snprintf(message, message_size,
+                 "%s: pass %llu from index %llu holds %llu records, but the trainer reads it "
+                 "with the %llu it was told of an earlier view: the pass is lengthened to "
+                 "%llu, the last %llu from the next sweep over the file (seen again, none "
+                 "lost); to resume exactly, %s",
+                 file->path, pass, (unsigned long long)file->view_start_index,
+                 (unsigned long long)file->view_length, told, told,
+                 told - (unsigned long long)file->view_length, stale_size_remedy);
+}
+
+enum stale_size_answer stale_size_first_payload_read(struct dataset_file *file,
+                                                     uint64_t *told_records, char *message,
+                                                     size_t message_size)
+{
+    const struct pass_tracker *tracker = &file->shared->tracker;
+    if (message_size > 0)
+        message[0] = '\0';
+    if (file->entry->role != DATA_ROLE_TRAIN || tracker->started || !stale_size_told_more(file))
+        return STALE_SIZE_SERVE_AS_IS;
+    enum stale_size_answer answer;
+    if (tracker->skipped)
+        answer = STALE_SIZE_CANNOT_REPLAY;
+    else if (file->view_length == 0)
+        return STALE_SIZE_END_COMPLETE_PASS;
+    else
+        answer = STALE_SIZE_LENGTHEN;
+    *told_records = file->shared->size_told_records;
+    stale_size_describe(file, answer, message, message_size);
+    return answer;
 }
 
 bool stale_size_pass_begins_unasked(struct dataset_file *file, char *message,

@@ -10,10 +10,15 @@
  * first: after a resumed pass it leaves records of every later pass unread,
  * and after a replay that began with a skipped pass it reads nothing.
  *
- * The shim cannot serve such a loader better than the views the contract
- * defines; it can say so, at the moment the loss is certain, in one line.
- * These functions decide when and what; the callers log.  They expect the
- * file's lock held (dataset_file_lock), except where said. */
+ * One case can be served: a loader told the size of a longer view than
+ * the one it then reads without asking again (a Dataset built before the
+ * trainer loads its checkpoint, whose restore shortened the view).  Its
+ * reads past the short view's end would find nothing, so the pass is
+ * lengthened to the count it was told (stale_size_first_payload_read).
+ * The other cases cannot be served by the views the contract defines; the
+ * shim says so, at the moment the loss is certain, in one line.  These
+ * functions decide when and what; the callers log.  They expect the file's
+ * lock held (dataset_file_lock), except where said. */
 #ifndef ADAPTSHIM_STALE_SIZE_H
 #define ADAPTSHIM_STALE_SIZE_H
 
@@ -26,6 +31,29 @@
  * path, a seek to the end).  The fstat every Python open() makes for its
  * buffer is not such a question, and is not noted. */
 void stale_size_note_told(struct dataset_file *file);
+
+/* What the first read of a pass's payload should find, decided before the
+ * read is served. */
+enum stale_size_answer {
+    STALE_SIZE_SERVE_AS_IS,        /* the view the trainer reads is the one it was told */
+    STALE_SIZE_END_COMPLETE_PASS,  /* the pass is complete (header-only): end it, then ask
+                                    * again about the next one */
+    STALE_SIZE_LENGTHEN,           /* lengthen the pass to *told_records on this replica */
+    STALE_SIZE_CANNOT_REPLAY,      /* a pass replay skips: nothing can serve the count */
+};
+
+/* Before a read that reaches past the header of a pass that has not begun
+ * (a train file's): when the trainer last asked the size of another view,
+ * which held more records, and has not asked about this one, it reads with
+ * that count.  A pass resumed at its index (or planned short) is then
+ * lengthened to it, the records past its old end coming from the next
+ * sweep of the pass (seen again, none lost); a complete one gives way to
+ * the next pass first.  A pass replay skips must stay empty.  `message`
+ * gets a line to log at warn for LENGTHEN and CANNOT_REPLAY, once per file
+ * (empty otherwise). */
+enum stale_size_answer stale_size_first_payload_read(struct dataset_file *file,
+                                                     uint64_t *told_records, char *message,
+                                                     size_t message_size);
 
 /* At the first records a pass delivers: true once per file, with a line in
  * `message`, when the trainer last asked the size of another view, which

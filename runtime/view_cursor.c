@@ -101,6 +101,36 @@ static void view_cursor_begin_next_pass_if_repeating_locked(struct view_cursor *
     cursor->pass = file->view_pass;
 }
 
+/* Before a read of `size` bytes at `first` (lock held): the first read
+ * from past the header of a pass the trainer reads with a count it was told
+ * of a longer view gets that count (stale_size.h).  Reading the header, as
+ * a Dataset that asks the size afterwards does, decides nothing.  A
+ * complete pass ends first, and the cursor joins the next. */
+static void view_cursor_serve_told_length_locked(struct view_cursor *cursor, uint64_t first,
+                                                 uint64_t size)
+{
+    struct dataset_file *file = cursor->file;
+    if (size == 0 || first < file->header_size || dataset_view_started(file))
+        return;
+    char message[1024];
+    uint64_t told_records = 0;
+    enum stale_size_answer answer =
+        stale_size_first_payload_read(file, &told_records, message, sizeof message);
+    if (answer == STALE_SIZE_END_COMPLETE_PASS) {
+        view_cursor_end_pass_locked(file, "complete, and read with the count of a longer view");
+        cursor->pass = file->view_pass;
+        answer = stale_size_first_payload_read(file, &told_records, message, sizeof message);
+    }
+    if (answer == STALE_SIZE_LENGTHEN && dataset_view_lengthen(file, told_records))
+        log_debug("pass lengthened: %s pass %llu from index %llu, %llu records on this "
+                  "replica, pass length %llu", file->path, (unsigned long long)file->view_pass,
+                  (unsigned long long)file->view_start_index,
+                  (unsigned long long)file->view_length,
+                  (unsigned long long)file->view_pass_length);
+    if (message[0] != '\0')
+        log_warn("%s", message);
+}
+
 /* Copies view bytes [first, first + span) to the vectors, `span` at most
  * what is left of the view: planned a batch at a time under the file's lock
  * (held on entry and on return), copied with it released (see
@@ -162,6 +192,7 @@ static ssize_t view_cursor_read_vectors(struct view_cursor *cursor, const struct
     for (int i = 0; i < count; i++)
         requested += vector[i].iov_len;
     view_cursor_begin_next_pass_if_repeating_locked(cursor, requested);
+    view_cursor_serve_told_length_locked(cursor, cursor->offset, requested);
     size_t size = deliver ? dataset_view_read_limit(file, cursor->offset, requested) : requested;
     uint64_t first = cursor->offset;
     uint64_t left = first < file->view_size ? file->view_size - first : 0;
@@ -216,6 +247,7 @@ ssize_t view_cursor_peek(struct view_cursor *cursor, void *buffer, size_t size,
         return 0;
     }
     view_cursor_begin_next_pass_if_repeating_locked(cursor, size);
+    view_cursor_serve_told_length_locked(cursor, cursor->offset, size);
     size_t copied = dataset_view_copy(file, cursor->offset, buffer, size);
     peek->pass = file->view_pass;
     peek->offset = cursor->offset;
@@ -296,6 +328,7 @@ static ssize_t view_cursor_pread_vectors(struct view_cursor *cursor, const struc
     for (int i = 0; i < count; i++)
         requested += vector[i].iov_len;
     dataset_file_lock(file);
+    view_cursor_serve_told_length_locked(cursor, offset, requested);
     uint64_t left = offset < file->view_size ? file->view_size - offset : 0;
     uint64_t span = requested < left ? requested : left;
     uint64_t copied = 0;

@@ -1206,3 +1206,178 @@ Test(stale_size, what_is_noted_is_the_current_views_count)
     dataset_file_unlock(&data.file);
     vc_teardown(&data);
 }
+
+/* --- a count told before a restore (stale_size_first_payload_read) -------- */
+
+/* What the first read from past the header would find, asked directly. */
+static enum stale_size_answer vc_first_payload_answer(struct vc_data *data, uint64_t *told,
+                                                      char *message, size_t message_size)
+{
+    dataset_file_lock(&data->file);
+    enum stale_size_answer answer =
+        stale_size_first_payload_read(&data->file, told, message, message_size);
+    dataset_file_unlock(&data->file);
+    return answer;
+}
+
+/* The index held by the record at view position `position`, read by seek. */
+static uint64_t vc_record_at(struct view_cursor *cursor, uint64_t position)
+{
+    off_t at = (off_t)(VC_HEADER + position * VC_RECORD);
+    cr_assert_eq(view_cursor_seek(cursor, at, SEEK_SET), at);
+    uint64_t index = UINT64_MAX;
+    vc_read_fully(cursor, (unsigned char *)&index, sizeof index);
+    return index;
+}
+
+Test(stale_size, a_count_told_before_a_restore_lengthens_the_resumed_pass)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, false, 1, 0);
+    /* a Dataset built before the trainer loads its checkpoint */
+    cr_assert_eq(view_cursor_path_stat(&data.file), VC_HEADER + VC_COUNT * VC_RECORD);
+    cr_assert(dataset_view_restore(&data.file, RESUME_CONTINUE, 0, 6, 0));
+    uint64_t told = 0;
+    char message[1024] = "";
+    cr_expect_eq(vc_first_payload_answer(&data, &told, message, sizeof message),
+                 STALE_SIZE_LENGTHEN);
+    cr_expect_eq(told, VC_COUNT);
+    cr_expect_not_null(strstr(message, "/data/cursor.bin: pass 0 from index 6 holds 4 records, "
+                                       "but the trainer reads it with the 10"), "%s", message);
+    cr_expect_not_null(strstr(message, "lengthened to 10, the last 6"), "%s", message);
+    cr_expect_null(strchr(message, '\n'), "one line");
+    cr_expect_eq(vc_first_payload_answer(&data, &told, message, sizeof message),
+                 STALE_SIZE_LENGTHEN, "the answer stands until it is acted on");
+    cr_expect_str_empty(message, "said once per file");
+
+    /* its first item, at a position past the resumed view's end */
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    cr_expect_eq(vc_record_at(&cursor, 7), 3, "the fourth record of the next sweep");
+    cr_expect_eq(data.file.view_length, VC_COUNT);
+    cr_expect_eq(view_cursor_size(&cursor), VC_HEADER + VC_COUNT * VC_RECORD);
+    bool seen[VC_COUNT] = {false};
+    for (uint64_t position = 0; position < VC_COUNT; position++) {
+        uint64_t index = vc_record_at(&cursor, position);
+        cr_assert_lt(index, VC_COUNT);
+        seen[index] = true;
+        if (position < 4)
+            cr_expect_eq(index, 6 + position, "the records left come first");
+    }
+    for (uint64_t index = 0; index < VC_COUNT; index++)
+        cr_expect(seen[index], "record %llu read", (unsigned long long)index);
+    cr_expect_eq(data.file.view_pass, 0, "one pass");
+    cr_expect_eq(vc_first_payload_answer(&data, &told, message, sizeof message),
+                 STALE_SIZE_SERVE_AS_IS, "begun");
+    cr_assert_eq(view_cursor_seek(&cursor, VC_HEADER, SEEK_SET), VC_HEADER);
+    cr_expect_eq(vc_record_at(&cursor, 0), 0, "the next pass, whole and plain");
+    cr_expect_eq(data.file.view_pass, 1);
+    cr_expect_eq(data.file.view_length, VC_COUNT);
+    view_cursor_close(&cursor);
+    vc_teardown(&data);
+}
+
+Test(stale_size, a_header_read_or_a_size_asked_again_keeps_the_resumed_pass_exact)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, false, 1, 0);
+    cr_assert_eq(view_cursor_path_stat(&data.file), VC_HEADER + VC_COUNT * VC_RECORD);
+    cr_assert(dataset_view_restore(&data.file, RESUME_CONTINUE, 0, 6, 0));
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    unsigned char header[64];
+    cr_expect_eq(view_cursor_read(&cursor, header, sizeof header), VC_HEADER,
+                 "a buffered header read stops at the header");
+    cr_expect_eq(data.file.view_length, 4, "reading the header decides nothing");
+    /* a Dataset built anew after the restore asks again */
+    cr_expect_eq(view_cursor_path_stat(&data.file), VC_HEADER + 4 * VC_RECORD);
+    uint64_t told = 0;
+    char message[1024];
+    cr_expect_eq(vc_first_payload_answer(&data, &told, message, sizeof message),
+                 STALE_SIZE_SERVE_AS_IS);
+    cr_expect_eq(vc_record_at(&cursor, 0), 6);
+    cr_expect_eq(data.file.view_length, 4);
+    view_cursor_close(&cursor);
+    vc_teardown(&data);
+}
+
+Test(stale_size, a_pread_past_the_resumed_views_end_is_served_too)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, false, 1, 0);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    cr_assert_eq(view_cursor_seek(&cursor, 0, SEEK_END), VC_HEADER + VC_COUNT * VC_RECORD);
+    cr_assert(dataset_view_restore(&data.file, RESUME_CONTINUE, 0, 6, 0));
+    uint64_t index = UINT64_MAX;
+    cr_expect_eq(view_cursor_pread(&cursor, &index, sizeof index, VC_HEADER + 9 * VC_RECORD),
+                 (ssize_t)sizeof index);
+    cr_expect_eq(index, 5, "the last record of the next sweep");
+    view_cursor_close(&cursor);
+    vc_teardown(&data);
+}
+
+Test(stale_size, a_complete_resumed_pass_read_with_a_count_gives_way_to_the_next)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, false, 1, 0);
+    cr_assert_eq(view_cursor_path_stat(&data.file), VC_HEADER + VC_COUNT * VC_RECORD);
+    cr_assert(dataset_view_restore(&data.file, RESUME_CONTINUE, 2, VC_COUNT, 0));
+    uint64_t told = 0;
+    char message[1024];
+    cr_expect_eq(vc_first_payload_answer(&data, &told, message, sizeof message),
+                 STALE_SIZE_END_COMPLETE_PASS);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    cr_expect_eq(vc_record_at(&cursor, 3), 3);
+    cr_expect_eq(data.file.view_pass, 3, "pass 2 was complete: pass 3 is read");
+    cr_expect_eq(data.file.view_length, VC_COUNT);
+    view_cursor_close(&cursor);
+    vc_teardown(&data);
+}
+
+Test(stale_size, a_skipped_pass_read_with_a_count_is_named_and_stays_empty)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, false, 1, 0);
+    cr_assert_eq(view_cursor_path_stat(&data.file), VC_HEADER + VC_COUNT * VC_RECORD);
+    cr_assert(dataset_view_restore(&data.file, RESUME_REPLAY, 1, 6, 0));
+    uint64_t told = 0;
+    char message[1024] = "";
+    cr_expect_eq(vc_first_payload_answer(&data, &told, message, sizeof message),
+                 STALE_SIZE_CANNOT_REPLAY);
+    cr_expect_not_null(strstr(message, "/data/cursor.bin: replay skips pass 0, an empty "
+                                       "file, but the trainer reads it with the 10 records"),
+                       "%s", message);
+    cr_expect_not_null(strstr(message, "ADAPTDL_RESUME=continue"), "%s", message);
+    cr_expect_null(strchr(message, '\n'), "one line");
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    uint64_t index;
+    cr_assert_eq(view_cursor_seek(&cursor, VC_HEADER + 2 * VC_RECORD, SEEK_SET),
+                 VC_HEADER + 2 * VC_RECORD);
+    cr_expect_eq(view_cursor_read(&cursor, &index, sizeof index), 0, "nothing to read");
+    cr_expect(data.file.shared->tracker.skipped || data.file.view_pass == 1,
+              "still replaying");
+    view_cursor_close(&cursor);
+    vc_teardown(&data);
+}
+
+Test(stale_size, an_eval_file_or_an_unasked_pass_is_served_as_it_is)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, false, 1, 0);
+    cr_assert(dataset_view_restore(&data.file, RESUME_CONTINUE, 0, 6, 0));
+    uint64_t told = 0;
+    char message[1024];
+    cr_expect_eq(vc_first_payload_answer(&data, &told, message, sizeof message),
+                 STALE_SIZE_SERVE_AS_IS, "nothing asked");
+    vc_teardown(&data);
+    vc_setup(&data, VC_HEADER, false, 1, 0);
+    data.entry.role = DATA_ROLE_EVAL;
+    cr_assert_eq(view_cursor_path_stat(&data.file), VC_HEADER + VC_COUNT * VC_RECORD);
+    cr_assert(dataset_view_restore(&data.file, RESUME_CONTINUE, 0, 6, 0));
+    cr_expect_eq(vc_first_payload_answer(&data, &told, message, sizeof message),
+                 STALE_SIZE_SERVE_AS_IS, "an eval pass is never longer than its file");
+    vc_teardown(&data);
+}
