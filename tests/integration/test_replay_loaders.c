@@ -221,6 +221,14 @@ struct torch_case {
      * Dataset once (--dataset-once): no read of the trainer's own between
      * epochs, whose workers are forked anew */
     unsigned dataset_once_runs;
+    /* every run builds its Dataset once, before it loads the checkpoint
+     * (--dataset-first): its count is the one of the view before the restore */
+    bool dataset_first;
+    /* the resumed pass is lengthened back to that count: no record is lost,
+     * and one epoch may see records again (README "Loaders that take the
+     * size once") */
+    bool lengthened;
+    int resumed_status;     /* of the resumed run */
     /* A loader the views cannot serve whole (its Dataset's length taken
      * once, from a view of another size): what the resumed run must say
      * about it.  Its records are then not counted. */
@@ -234,6 +242,8 @@ struct torch_case {
 /* The lines of stale_size.h. */
 #define TORCH_NAMED_STALE_COUNT "but the trainer last asked the file's size"
 #define TORCH_NAMED_REPLAY_UNREAD "the trainer ended before replay reached pass"
+#define TORCH_NAMED_LENGTHENED "the pass is lengthened to 160"
+#define TORCH_NAMED_CANNOT_REPLAY "a loader that keeps its count cannot replay"
 
 /* A stop signal to the trainer alone goes at step 36, 4 steps of 0.4 s
  * before the end of epoch 1: with --dataset-once the workers of epoch 2 are
@@ -267,6 +277,8 @@ static pid_t torch_start(const struct torch_case *c, struct dataset_job *job,
     }
     if (c->dataset_once_runs & (1u << run))
         argv[count++] = "--dataset-once";
+    if (c->dataset_first)
+        argv[count++] = "--dataset-first";
     argv[count] = NULL;
     char *const *command = c->to_process_group && run == 0 ? argv : argv + 1;
     char *environment[] = {(char *)data_setting, job->state_setting, job->save_setting,
@@ -319,7 +331,9 @@ static void check_torch_replay(const struct torch_case *c)
         } else {
             status = harness_wait(pid, 180);
         }
-        int expected = run == 0 && c->stop_signal != SIGKILL ? 143 : 0;
+        int expected = run == 1                      ? c->resumed_status
+                       : c->stop_signal != SIGKILL ? 143
+                                                   : 0;
         if (run == 1 || expected != 0) {
             char *err = harness_read_output(errors[run]);
             cr_assert(status == expected,
@@ -334,9 +348,14 @@ static void check_torch_replay(const struct torch_case *c)
             if (run == 1 && c->named != NULL)
                 cr_expect(strstr(err, c->named) != NULL, "the resumed run says \"%s\": %.3000s",
                           c->named, err);
+            if (run == 1 && c->lengthened)
+                cr_expect(strstr(err, TORCH_NAMED_LENGTHENED) != NULL,
+                          "the resumed run says \"%s\": %.3000s", TORCH_NAMED_LENGTHENED, err);
             if (run == 1 && c->named == NULL)
                 cr_expect(strstr(err, TORCH_NAMED_STALE_COUNT) == NULL &&
-                              strstr(err, TORCH_NAMED_REPLAY_UNREAD) == NULL,
+                              strstr(err, TORCH_NAMED_REPLAY_UNREAD) == NULL &&
+                              strstr(err, TORCH_NAMED_CANNOT_REPLAY) == NULL &&
+                              (c->lengthened || strstr(err, TORCH_NAMED_LENGTHENED) == NULL),
                           "a loader the views serve whole is not named: %.3000s", err);
             free(err);
         }
@@ -361,16 +380,18 @@ static void check_torch_replay(const struct torch_case *c)
     record_stream_count_until(&log, UINT64_MAX, counts, TORCH_RECORDS, EPOCHS);
     id_log_free(&log);
     bool passed = true;
+    unsigned epochs_seen_again = 0;  /* beyond the lookahead */
     for (unsigned epoch = 0; epoch < EPOCHS; epoch++) {
         size_t missing = 0, repeated = 0;
         for (uint64_t id = 0; id < TORCH_RECORDS; id++) {
             missing += counts[epoch * TORCH_RECORDS + id] == 0;
             repeated += counts[epoch * TORCH_RECORDS + id] > 1;
         }
-        cr_expect(missing == 0 && repeated <= c->lookahead,
+        bool again = c->lengthened && repeated > c->lookahead && epochs_seen_again++ == 0;
+        cr_expect(missing == 0 && (repeated <= c->lookahead || again),
                   "%s workers, epoch %u: %zu records lost, %zu seen twice (%u allowed)",
                   c->workers, epoch, missing, repeated, c->lookahead);
-        passed = passed && missing == 0 && repeated <= c->lookahead;
+        passed = passed && missing == 0 && (repeated <= c->lookahead || again);
     }
     free(counts);
     for (unsigned run = 0; run < 2; run++) {
@@ -448,6 +469,38 @@ Test(replay_loaders, a_dataset_built_once_resumed_before_its_last_epoch_is_named
                                             .dataset_once_runs = TORCH_EVERY_RUN,
                                             .continues = true, .signal_lines = 9,
                                             .named = TORCH_NAMED_STALE_COUNT});
+}
+
+/* A Dataset built once before the trainer loads its checkpoint has the
+ * count of the view before the restore, the whole file: the resumed pass is
+ * lengthened to it instead of ending at the records left, so the resumed
+ * epoch reads every index it asks for (records seen before the kill come
+ * round again), and the next epochs are whole. */
+Test(replay_loaders, a_dataset_built_before_its_checkpoint_is_loaded_resumes_whole,
+     .timeout = 400)
+{
+    check_torch_replay(&(struct torch_case){.workers = "0", .stop_signal = SIGKILL,
+                                            .continues = true, .dataset_first = true,
+                                            .lengthened = true});
+}
+
+Test(replay_loaders, a_dataset_built_before_its_checkpoint_is_loaded_resumes_whole_with_workers,
+     .timeout = 400)
+{
+    check_torch_replay(&(struct torch_case){TORCH_TWO_WORKERS, .stop_signal = SIGKILL,
+                                            .continues = true, .dataset_first = true,
+                                            .lengthened = true});
+}
+
+/* Under replay its first epoch is a skipped pass, an empty file read with
+ * the whole count: nothing can serve that, and the shim says so before the
+ * trainer fails on the record it does not get. */
+Test(replay_loaders, a_dataset_built_before_its_checkpoint_is_loaded_cannot_replay,
+     .timeout = 400)
+{
+    check_torch_replay(&(struct torch_case){.workers = "0", .stop_signal = SIGKILL,
+                                            .dataset_first = true, .resumed_status = 1,
+                                            .named = TORCH_NAMED_CANNOT_REPLAY});
 }
 
 /* SIGTERM to the whole process group (a batch scheduler signals every

@@ -6,7 +6,7 @@ torch.save checkpoints.
     torch_dataset.py --data PATH --epochs E --batch B --checkpoint PATH
                      [--workers W=0] [--shuffle 0|1=1] [--checkpoint-every STEPS=4]
                      [--lr LR=0.05] [--seed S=0] [--sleep-us US=0] [--replay]
-                     [--leave-open] [--size-first] [--dataset-once]
+                     [--leave-open] [--size-first] [--dataset-once] [--dataset-first]
 
 The Dataset reads the 16-byte header ("ADSD", u32le dim, u64le count) once,
 takes its length from os.path.getsize, and opens the file lazily in
@@ -15,7 +15,8 @@ its own), which seeks to header + i * record and reads one record.  It is
 built anew every epoch, as the file's length is read anew; with
 --dataset-once the Dataset and its DataLoader are built once, before the
 first epoch, as many scripts do (the workers are still forked anew at every
-epoch).  The DataLoader has W workers (each keeps prefetch_factor = 2
+epoch); with --dataset-first they are built once before the checkpoint is
+loaded, as most scripts do.  The DataLoader has W workers (each keeps prefetch_factor = 2
 batches in flight) and shuffles with a generator seeded from S and the
 epoch.
 
@@ -94,7 +95,15 @@ def parse_arguments():
     parser.add_argument("--leave-open", action="store_true")
     parser.add_argument("--size-first", action="store_true")
     parser.add_argument("--dataset-once", action="store_true")
+    parser.add_argument("--dataset-first", action="store_true")
     return parser.parse_args()
+
+
+def build_loader(arguments, generator):
+    dataset = RecordFile(arguments.data, arguments.size_first)
+    loader = DataLoader(dataset, batch_size=arguments.batch, shuffle=bool(arguments.shuffle),
+                        num_workers=arguments.workers, generator=generator)
+    return dataset, loader
 
 
 def save_checkpoint(path, model, optimizer, epoch, step, batches_done):
@@ -112,6 +121,9 @@ def main():
     model = torch.nn.Linear(dim, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=arguments.lr)
     epoch, step = 0, 0
+    dataset, loader, generator = None, None, torch.Generator()
+    if arguments.dataset_first:
+        dataset, loader = build_loader(arguments, generator)
     if os.path.exists(arguments.checkpoint):
         checkpoint = torch.load(arguments.checkpoint)
         model.load_state_dict(checkpoint["model"])
@@ -123,13 +135,9 @@ def main():
     else:
         print_starting_fresh()
 
-    dataset, loader, generator = None, None, torch.Generator()
     while epoch < arguments.epochs:
-        if loader is None or not arguments.dataset_once:
-            dataset = RecordFile(arguments.data, arguments.size_first)
-            loader = DataLoader(dataset, batch_size=arguments.batch,
-                                shuffle=bool(arguments.shuffle),
-                                num_workers=arguments.workers, generator=generator)
+        if loader is None or not (arguments.dataset_once or arguments.dataset_first):
+            dataset, loader = build_loader(arguments, generator)
         generator.manual_seed(arguments.seed * 1000 + epoch)
         total_loss, batches_done = 0.0, 0
         for ids, x, y in loader:
