@@ -1230,13 +1230,20 @@ static uint64_t vc_record_at(struct view_cursor *cursor, uint64_t position)
     return index;
 }
 
+/* A loader told the whole file's size (a Dataset built before the trainer
+ * loads its checkpoint), then the restore of (`resume`, pass, index). */
+static void vc_setup_told_whole_then_restored(struct vc_data *data, enum resume_mode resume,
+                                              uint64_t pass, uint64_t index)
+{
+    vc_setup(data, VC_HEADER, false, 1, 0);
+    cr_assert_eq(view_cursor_path_stat(&data->file), VC_HEADER + VC_COUNT * VC_RECORD);
+    cr_assert(dataset_view_restore(&data->file, resume, pass, index, 0));
+}
+
 Test(stale_size, a_count_told_before_a_restore_lengthens_the_resumed_pass)
 {
     struct vc_data data;
-    vc_setup(&data, VC_HEADER, false, 1, 0);
-    /* a Dataset built before the trainer loads its checkpoint */
-    cr_assert_eq(view_cursor_path_stat(&data.file), VC_HEADER + VC_COUNT * VC_RECORD);
-    cr_assert(dataset_view_restore(&data.file, RESUME_CONTINUE, 0, 6, 0));
+    vc_setup_told_whole_then_restored(&data, RESUME_CONTINUE, 0, 6);
     uint64_t told = 0;
     char message[1024] = "";
     cr_expect_eq(vc_first_payload_answer(&data, &told, message, sizeof message),
@@ -1280,9 +1287,7 @@ Test(stale_size, a_count_told_before_a_restore_lengthens_the_resumed_pass)
 Test(stale_size, a_header_read_or_a_size_asked_again_keeps_the_resumed_pass_exact)
 {
     struct vc_data data;
-    vc_setup(&data, VC_HEADER, false, 1, 0);
-    cr_assert_eq(view_cursor_path_stat(&data.file), VC_HEADER + VC_COUNT * VC_RECORD);
-    cr_assert(dataset_view_restore(&data.file, RESUME_CONTINUE, 0, 6, 0));
+    vc_setup_told_whole_then_restored(&data, RESUME_CONTINUE, 0, 6);
     struct view_cursor cursor;
     view_cursor_open(&cursor, &data.file);
     unsigned char header[64];
@@ -1320,9 +1325,7 @@ Test(stale_size, a_pread_past_the_resumed_views_end_is_served_too)
 Test(stale_size, a_complete_resumed_pass_read_with_a_count_gives_way_to_the_next)
 {
     struct vc_data data;
-    vc_setup(&data, VC_HEADER, false, 1, 0);
-    cr_assert_eq(view_cursor_path_stat(&data.file), VC_HEADER + VC_COUNT * VC_RECORD);
-    cr_assert(dataset_view_restore(&data.file, RESUME_CONTINUE, 2, VC_COUNT, 0));
+    vc_setup_told_whole_then_restored(&data, RESUME_CONTINUE, 2, VC_COUNT);
     uint64_t told = 0;
     char message[1024];
     cr_expect_eq(vc_first_payload_answer(&data, &told, message, sizeof message),
@@ -1339,9 +1342,7 @@ Test(stale_size, a_complete_resumed_pass_read_with_a_count_gives_way_to_the_next
 Test(stale_size, a_skipped_pass_read_with_a_count_is_named_and_stays_empty)
 {
     struct vc_data data;
-    vc_setup(&data, VC_HEADER, false, 1, 0);
-    cr_assert_eq(view_cursor_path_stat(&data.file), VC_HEADER + VC_COUNT * VC_RECORD);
-    cr_assert(dataset_view_restore(&data.file, RESUME_REPLAY, 1, 6, 0));
+    vc_setup_told_whole_then_restored(&data, RESUME_REPLAY, 1, 6);
     uint64_t told = 0;
     char message[1024] = "";
     cr_expect_eq(vc_first_payload_answer(&data, &told, message, sizeof message),
