@@ -466,9 +466,16 @@ int dataset_view_end_pass(struct dataset_file *file)
 
 bool dataset_view_lengthen(struct dataset_file *file, uint64_t view_records)
 {
-    if (!pass_tracker_lengthen(&file->shared->tracker, view_records))
+    struct dataset_pass_state *shared = file->shared;
+    if (shared->mapped || !pass_tracker_lengthen(&shared->tracker, view_records))
         return false;
-    dataset_view_fix(file);
+    if (!dataset_view_started(file)) {
+        dataset_view_fix(file);
+        return true;
+    }
+    shared->view_generation++;
+    dataset_view_build_local(file);
+    delivery_record_extend(&shared->delivery, file->view_length);
     return true;
 }
 

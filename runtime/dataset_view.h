@@ -72,6 +72,12 @@ struct dataset_pass_state {
     bool size_told;
     uint64_t size_told_generation;   /* view_generation of that view */
     uint64_t size_told_records;      /* its L */
+    /* The view any size answer was last about, fstat's included: a loader
+     * that sized the file by fstat and then seeks past the view's end
+     * counts with it. */
+    bool size_reported;
+    uint64_t size_reported_generation;
+    uint64_t size_reported_records;
     bool stale_size_warned;
 };
 
@@ -341,7 +347,10 @@ bool dataset_view_restore(struct dataset_file *file, enum resume_mode resume,
                           uint64_t pass, uint64_t current_index, uint64_t pass_length);
 
 /* Lengthens the current pass to `view_records` records on this replica
- * (pass_tracker_lengthen) and re-fixes the view when it changed. */
+ * (pass_tracker_lengthen): a pass that has not begun is fixed anew; one
+ * that has keeps its deliveries, readers and signs, and only grows.  A
+ * mapped view is left as it is (a mapping cannot grow).  Returns whether
+ * the pass changed. */
 bool dataset_view_lengthen(struct dataset_file *file, uint64_t view_records);
 
 /* True when a restore under replay will show passes of a file whose entry

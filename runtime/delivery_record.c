@@ -36,6 +36,14 @@ void delivery_record_reset(struct delivery_record *record, uint64_t length)
     record->bits_in_use = false;
 }
 
+/* Bits past the old length were cleared by the reset that began the view
+ * and never set since (marks stop at the length), so they are free. */
+void delivery_record_extend(struct delivery_record *record, uint64_t length)
+{
+    if (length > record->length)
+        record->length = length;
+}
+
 static bool delivery_record_has_bits(const struct delivery_record *record)
 {
     return record->bits != NULL && record->length <= record->capacity;

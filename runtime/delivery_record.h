@@ -31,6 +31,9 @@ void delivery_record_init(struct delivery_record *record, uint64_t *bits, uint64
 /* Starts an empty record of a view of `length` records; a view longer than
  * the storage remembers only its in-order prefix. */
 void delivery_record_reset(struct delivery_record *record, uint64_t length);
+/* The view grew to `length` records (a pass lengthened after it began):
+ * what was delivered stays delivered. */
+void delivery_record_extend(struct delivery_record *record, uint64_t length);
 /* Words of storage a record of `capacity` records needs. */
 uint64_t delivery_record_words(uint64_t capacity);
 

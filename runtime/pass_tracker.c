@@ -176,7 +176,7 @@ bool pass_tracker_restore(struct pass_tracker *tracker, enum resume_mode resume,
 
 bool pass_tracker_lengthen(struct pass_tracker *tracker, uint64_t view_records)
 {
-    if (tracker->started || tracker->skipped)
+    if (tracker->skipped)
         return false;
     uint64_t length;
     if (__builtin_mul_overflow(view_records, (uint64_t)tracker->replicas, &length) ||

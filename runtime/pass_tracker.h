@@ -141,13 +141,13 @@ void pass_tracker_position(const struct pass_tracker *tracker, uint64_t unconsum
 bool pass_tracker_restore(struct pass_tracker *tracker, enum resume_mode resume,
                           uint64_t bound_pass, uint64_t current_index, uint64_t pass_length);
 
-/* Lengthens the current pass, before it has begun, so that this replica's
- * view holds `view_records` records from the same start: M becomes
- * s + K * view_records (at most the longest pass), and the positions past
- * the old end continue into the next sweep of the pass, as a statistical
- * epoch's do.  Positions already in the view keep their records.  A pass
- * that is not shorter, has begun, or is skipped by replay is left alone;
- * returns whether the pass changed. */
+/* Lengthens the current pass so that this replica's view holds
+ * `view_records` records from the same start: M becomes s + K *
+ * view_records (at most the longest pass), and the positions past the old
+ * end continue into the next sweep of the pass, as a statistical epoch's
+ * do.  Positions already in the view keep their records, and what was
+ * delivered stays delivered.  A pass that is not shorter or is skipped by
+ * replay is left alone; returns whether the pass changed. */
 bool pass_tracker_lengthen(struct pass_tracker *tracker, uint64_t view_records);
 
 /* True while a restore under replay still has passes to skip: the current

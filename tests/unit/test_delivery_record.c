@@ -114,3 +114,22 @@ Test(delivery_record, words_of_storage_hold_a_view_read_backwards)
                      (unsigned long long)length);
     }
 }
+
+Test(delivery_record, a_view_that_grows_keeps_what_was_delivered)
+{
+    struct delivery_record record;
+    record_start(&record, 4);
+    cr_expect_eq(delivery_record_mark(&record, 0, 1), 1);
+    cr_expect_eq(delivery_record_mark(&record, 2, 4), 2, "out of order: bits");
+    cr_expect_eq(delivery_record_mark(&record, 5, 7), 0, "past the view");
+    delivery_record_extend(&record, 10);
+    cr_expect_eq(record.length, 10);
+    cr_expect_eq(record.delivered, 3);
+    cr_expect_not(delivery_record_any_delivered(&record, 4, 10), "nothing past the old end");
+    cr_expect_eq(delivery_record_mark(&record, 1, 2), 1);
+    cr_expect_eq(record.prefix, 4, "the gap filled");
+    cr_expect_eq(delivery_record_mark(&record, 4, 10), 6);
+    cr_expect(delivery_record_covered(&record));
+    delivery_record_extend(&record, 3);
+    cr_expect_eq(record.length, 10, "it never shrinks");
+}

@@ -739,7 +739,7 @@ Test(pass_tracker, a_resumed_pass_lengthens_to_the_count_asked_from_its_start)
     cr_expect_eq(tracker.pass_length, 10, "the next pass is a plain one");
 }
 
-Test(pass_tracker, lengthening_leaves_a_begun_skipped_or_long_enough_pass_alone)
+Test(pass_tracker, lengthening_leaves_a_skipped_or_long_enough_pass_alone)
 {
     struct pass_tracker tracker;
     pass_tracker_init(&tracker, 10, 1, 0);
@@ -751,11 +751,18 @@ Test(pass_tracker, lengthening_leaves_a_begun_skipped_or_long_enough_pass_alone)
     cr_expect_not(pass_tracker_lengthen(&tracker, 10), "replay's skipped pass stays empty");
     expect_plan(&tracker, 0, 10, 0, true);
 
+}
+
+Test(pass_tracker, a_begun_pass_lengthens_and_keeps_what_it_delivered)
+{
+    struct pass_tracker tracker;
     pass_tracker_init(&tracker, 10, 1, 0);
     cr_assert(pass_tracker_restore(&tracker, RESUME_CONTINUE, 0, 6, 0));
-    pass_tracker_note_delivered(&tracker, 1, true);
-    cr_expect_not(pass_tracker_lengthen(&tracker, 10), "a begun pass keeps its view");
-    expect_plan(&tracker, 0, 6, 4, false);
+    pass_tracker_note_delivered(&tracker, 3, true);
+    cr_expect(pass_tracker_lengthen(&tracker, 10));
+    expect_plan(&tracker, 0, 6, 10, false);
+    expect_position(&tracker, 0, 0, 9);
+    cr_expect_eq(tracker.records_served, 3);
 }
 
 Test(pass_tracker, lengthening_stops_at_the_sweep_limit)
