@@ -9,12 +9,21 @@ static const char stale_size_remedy[] =
     "ask the size in each epoch (build the PyTorch Dataset inside the epoch loop): README "
     "\"Loaders that take the size once\"";
 
+void stale_size_note_reported(struct dataset_file *file)
+{
+    struct dataset_pass_state *shared = file->shared;
+    shared->size_reported = true;
+    shared->size_reported_generation = shared->view_generation;
+    shared->size_reported_records = file->view_length;
+}
+
 void stale_size_note_told(struct dataset_file *file)
 {
     struct dataset_pass_state *shared = file->shared;
     shared->size_told = true;
     shared->size_told_generation = shared->view_generation;
     shared->size_told_records = file->view_length;
+    stale_size_note_reported(file);
 }
 
 /* The trainer last asked about another view, which held more records. */
@@ -25,15 +34,16 @@ static bool stale_size_told_more(const struct dataset_file *file)
            shared->size_told_records > file->view_length;
 }
 
-/* The line of a first read that the answer changes, once per file. */
+/* The line of a read that the answer changes, once per file; `told` is the
+ * count the trainer reads with. */
 static void stale_size_describe(struct dataset_file *file, enum stale_size_answer answer,
-                                char *message, size_t message_size)
+                                uint64_t told_records, char *message, size_t message_size)
 {
     struct dataset_pass_state *shared = file->shared;
     if (shared->stale_size_warned)
         return;
     shared->stale_size_warned = true;
-    unsigned long long pass = file->view_pass, told = shared->size_told_records;
+    unsigned long long pass = file->view_pass, told = told_records;
     if (answer == STALE_SIZE_CANNOT_REPLAY)
         snprintf(message, message_size,
                  "%s: replay skips pass %llu, an empty file, but the trainer reads it with "
@@ -69,8 +79,29 @@ enum stale_size_answer stale_size_first_payload_read(struct dataset_file *file,
     else
         answer = STALE_SIZE_LENGTHEN;
     *told_records = file->shared->size_told_records;
-    stale_size_describe(file, answer, message, message_size);
+    stale_size_describe(file, answer, *told_records, message, message_size);
     return answer;
+}
+
+bool stale_size_positioned_past_end(struct dataset_file *file, uint64_t offset,
+                                    uint64_t *reported_records, char *message,
+                                    size_t message_size)
+{
+    const struct dataset_pass_state *shared = file->shared;
+    if (message_size > 0)
+        message[0] = '\0';
+    /* lines have no size to place an offset among the reported records */
+    if (file->entry->role != DATA_ROLE_TRAIN || file->record_size == 0 ||
+        shared->tracker.skipped || shared->mapped || offset < file->view_size ||
+        !shared->size_reported || shared->size_reported_generation == shared->view_generation ||
+        shared->size_reported_records <= file->view_length)
+        return false;
+    uint64_t reported_end = file->header_size + shared->size_reported_records * file->record_size;
+    if (offset >= reported_end)
+        return false;
+    *reported_records = shared->size_reported_records;
+    stale_size_describe(file, STALE_SIZE_LENGTHEN, *reported_records, message, message_size);
+    return true;
 }
 
 bool stale_size_pass_begins_unasked(struct dataset_file *file, char *message,

@@ -14,7 +14,9 @@
  * the one it then reads without asking again (a Dataset built before the
  * trainer loads its checkpoint, whose restore shortened the view).  Its
  * reads past the short view's end would find nothing, so the pass is
- * lengthened to the count it was told (stale_size_first_payload_read).
+ * lengthened to the count it was told: at its first read when it asked
+ * (stale_size_first_payload_read), at a read it positioned past the end
+ * when it only had an fstat (stale_size_positioned_past_end).
  * The other cases cannot be served by the views the contract defines; the
  * shim says so, at the moment the loss is certain, in one line.  These
  * functions decide when and what; the callers log.  They expect the file's
@@ -54,6 +56,20 @@ enum stale_size_answer {
 enum stale_size_answer stale_size_first_payload_read(struct dataset_file *file,
                                                      uint64_t *told_records, char *message,
                                                      size_t message_size);
+
+/* Any answer about the size of the current view, fstat's included. */
+void stale_size_note_reported(struct dataset_file *file);
+
+/* Before a read the trainer positioned (a seek, a pread) at `offset`, at
+ * or past the end of the current view of a train file: true, with the
+ * count in *reported_records, when the last size answer the trainer had
+ * (an fstat counts here) was of another view, with more records, that
+ * reach past `offset`.  Such a loader counts with that size, and nobody
+ * seeks past the end of a file they know; the pass may have begun.
+ * `message` as for stale_size_first_payload_read. */
+bool stale_size_positioned_past_end(struct dataset_file *file, uint64_t offset,
+                                    uint64_t *reported_records, char *message,
+                                    size_t message_size);
 
 /* At the first records a pass delivers: true once per file, with a line in
  * `message`, when the trainer last asked the size of another view, which

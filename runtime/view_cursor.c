@@ -101,32 +101,50 @@ static void view_cursor_begin_next_pass_if_repeating_locked(struct view_cursor *
     cursor->pass = file->view_pass;
 }
 
-/* Before a read of `size` bytes at `first` (lock held): the first read
- * from past the header of a pass the trainer reads with a count it was told
- * of a longer view gets that count (stale_size.h).  Reading the header, as
- * a Dataset that asks the size afterwards does, decides nothing.  A
- * complete pass ends first, and the cursor joins the next. */
-static void view_cursor_serve_told_length_locked(struct view_cursor *cursor, uint64_t first,
-                                                 uint64_t size)
+static void view_cursor_lengthen_locked(struct dataset_file *file, uint64_t records)
 {
-    struct dataset_file *file = cursor->file;
-    if (size == 0 || first < file->header_size || dataset_view_started(file))
-        return;
-    char message[1024];
-    uint64_t told_records = 0;
-    enum stale_size_answer answer =
-        stale_size_first_payload_read(file, &told_records, message, sizeof message);
-    if (answer == STALE_SIZE_END_COMPLETE_PASS) {
-        view_cursor_end_pass_locked(file, "complete, and read with the count of a longer view");
-        cursor->pass = file->view_pass;
-        answer = stale_size_first_payload_read(file, &told_records, message, sizeof message);
-    }
-    if (answer == STALE_SIZE_LENGTHEN && dataset_view_lengthen(file, told_records))
+    if (dataset_view_lengthen(file, records))
         log_debug("pass lengthened: %s pass %llu from index %llu, %llu records on this "
                   "replica, pass length %llu", file->path, (unsigned long long)file->view_pass,
                   (unsigned long long)file->view_start_index,
                   (unsigned long long)file->view_length,
                   (unsigned long long)file->view_pass_length);
+}
+
+/* Before a read of `size` bytes at `first` (lock held; `positioned`: the
+ * trainer placed it, by a seek or a pread): a pass the trainer reads with
+ * the count of a longer view gets that count (stale_size.h).  One it asked
+ * about is decided at the first read from past the header (reading the
+ * header, as a Dataset that asks the size afterwards does, decides
+ * nothing); a complete pass ends first, and the cursor joins the next.
+ * One it only had an fstat of is decided by a read placed past the end. */
+static void view_cursor_serve_told_length_locked(struct view_cursor *cursor, uint64_t first,
+                                                 uint64_t size, bool positioned)
+{
+    struct dataset_file *file = cursor->file;
+    bool begun = dataset_view_started(file);
+    /* the path of every read of a pass under way: nothing to decide */
+    if (size == 0 || first < file->header_size ||
+        (begun && (!positioned || first < file->view_size)))
+        return;
+    char message[1024];
+    message[0] = '\0';
+    uint64_t records = 0;
+    if (!begun) {
+        enum stale_size_answer answer =
+            stale_size_first_payload_read(file, &records, message, sizeof message);
+        if (answer == STALE_SIZE_END_COMPLETE_PASS) {
+            view_cursor_end_pass_locked(file,
+                                        "complete, and read with the count of a longer view");
+            cursor->pass = file->view_pass;
+            answer = stale_size_first_payload_read(file, &records, message, sizeof message);
+        }
+        if (answer == STALE_SIZE_LENGTHEN)
+            view_cursor_lengthen_locked(file, records);
+    }
+    if (positioned && message[0] == '\0' &&
+        stale_size_positioned_past_end(file, first, &records, message, sizeof message))
+        view_cursor_lengthen_locked(file, records);
     if (message[0] != '\0')
         log_warn("%s", message);
 }
@@ -191,8 +209,9 @@ static ssize_t view_cursor_read_vectors(struct view_cursor *cursor, const struct
     size_t requested = 0;
     for (int i = 0; i < count; i++)
         requested += vector[i].iov_len;
+    bool positioned = cursor->repositioned;
     view_cursor_begin_next_pass_if_repeating_locked(cursor, requested);
-    view_cursor_serve_told_length_locked(cursor, cursor->offset, requested);
+    view_cursor_serve_told_length_locked(cursor, cursor->offset, requested, positioned);
     size_t size = deliver ? dataset_view_read_limit(file, cursor->offset, requested) : requested;
     uint64_t first = cursor->offset;
     uint64_t left = first < file->view_size ? file->view_size - first : 0;
@@ -246,8 +265,9 @@ ssize_t view_cursor_peek(struct view_cursor *cursor, void *buffer, size_t size,
         dataset_file_unlock(file);
         return 0;
     }
+    bool positioned = cursor->repositioned;
     view_cursor_begin_next_pass_if_repeating_locked(cursor, size);
-    view_cursor_serve_told_length_locked(cursor, cursor->offset, size);
+    view_cursor_serve_told_length_locked(cursor, cursor->offset, size, positioned);
     size_t copied = dataset_view_copy(file, cursor->offset, buffer, size);
     peek->pass = file->view_pass;
     peek->offset = cursor->offset;
@@ -328,7 +348,7 @@ static ssize_t view_cursor_pread_vectors(struct view_cursor *cursor, const struc
     for (int i = 0; i < count; i++)
         requested += vector[i].iov_len;
     dataset_file_lock(file);
-    view_cursor_serve_told_length_locked(cursor, offset, requested);
+    view_cursor_serve_told_length_locked(cursor, offset, requested, true);
     uint64_t left = offset < file->view_size ? file->view_size - offset : 0;
     uint64_t span = requested < left ? requested : left;
     uint64_t copied = 0;
@@ -413,6 +433,7 @@ uint64_t view_cursor_size(struct view_cursor *cursor)
 {
     struct dataset_file *file = cursor->file;
     dataset_file_lock(file);
+    stale_size_note_reported(file);
     uint64_t size = file->view_size;
     dataset_file_unlock(file);
     return size;

@@ -106,7 +106,8 @@ void view_cursor_consume(struct view_cursor *cursor, const struct view_cursor_pe
  * Moving back to at most the header after every record of the pass was
  * delivered ends it; before that, a seek anywhere is just a seek. */
 off_t view_cursor_seek(struct view_cursor *cursor, off_t offset, int whence);
-/* Size of the view the cursor would read now. */
+/* Size of the view the cursor would read now, as fstat reports it: noted
+ * as reported (stale_size_note_reported), not as asked. */
 uint64_t view_cursor_size(struct view_cursor *cursor);
 /* The same, asked by the trainer itself (a seek of its stream to the end,
  * where the stream code computes the target): noted as the size the

@@ -1382,3 +1382,78 @@ Test(stale_size, an_eval_file_or_an_unasked_pass_is_served_as_it_is)
                  STALE_SIZE_SERVE_AS_IS, "an eval pass is never longer than its file");
     vc_teardown(&data);
 }
+
+/* --- a count taken by fstat (stale_size_positioned_past_end) -------------- */
+
+/* A C loader that sized the file with fstat before its trainer loaded the
+ * checkpoint, then visits the records by index. */
+static void vc_setup_fstat_whole_then_restored(struct vc_data *data, struct view_cursor *cursor)
+{
+    vc_setup(data, VC_HEADER, false, 1, 0);
+    view_cursor_open(cursor, &data->file);
+    cr_assert_eq(view_cursor_size(cursor), VC_HEADER + VC_COUNT * VC_RECORD);
+    cr_assert(dataset_view_restore(&data->file, RESUME_CONTINUE, 0, 6, 0));
+}
+
+Test(stale_size, a_count_from_fstat_is_served_when_the_loader_seeks_past_the_end)
+{
+    struct vc_data data;
+    struct view_cursor cursor;
+    vc_setup_fstat_whole_then_restored(&data, &cursor);
+    cr_expect_eq(vc_record_at(&cursor, 1), 7, "inside the resumed view: nothing to decide");
+    cr_expect_eq(data.file.view_length, 4);
+    cr_expect_eq(vc_record_at(&cursor, 8), 4, "past its end: the next sweep's");
+    cr_expect_eq(data.file.view_length, VC_COUNT, "lengthened while under way");
+    bool seen[VC_COUNT] = {false};
+    for (uint64_t position = 0; position < VC_COUNT; position++)
+        seen[vc_record_at(&cursor, position)] = true;
+    for (uint64_t index = 0; index < VC_COUNT; index++)
+        cr_expect(seen[index], "record %llu read", (unsigned long long)index);
+    cr_expect_eq(data.file.shared->delivery.delivered, VC_COUNT, "every position delivered once");
+    cr_expect_eq(data.file.view_pass, 0);
+    cr_expect_eq(vc_record_at(&cursor, 0), 0, "a covered pass read again is the next one");
+    cr_expect_eq(data.file.view_pass, 1);
+    view_cursor_close(&cursor);
+    vc_teardown(&data);
+}
+
+Test(stale_size, a_count_from_fstat_leaves_a_reader_to_the_end_exact)
+{
+    struct vc_data data;
+    struct view_cursor cursor;
+    vc_setup_fstat_whole_then_restored(&data, &cursor);
+    cr_assert_eq(view_cursor_seek(&cursor, VC_HEADER, SEEK_SET), VC_HEADER);
+    unsigned char records[VC_COUNT * VC_RECORD];
+    cr_expect_eq(vc_read_to_end(&cursor, VC_RECORD, records, sizeof records), 4 * VC_RECORD,
+                 "the records left, and end-of-file");
+    cr_expect_eq(data.file.view_pass, 1, "the read returning 0 ended the pass");
+    view_cursor_close(&cursor);
+    vc_teardown(&data);
+}
+
+Test(stale_size, a_read_placed_past_the_end_is_served_only_within_the_reported_count)
+{
+    struct vc_data data;
+    struct view_cursor cursor;
+    vc_setup_fstat_whole_then_restored(&data, &cursor);
+    uint64_t records = 0;
+    char message[1024] = "";
+    dataset_file_lock(&data.file);
+    cr_expect_not(stale_size_positioned_past_end(&data.file, VC_HEADER + 3 * VC_RECORD,
+                                                 &records, message, sizeof message),
+                  "inside the view");
+    cr_expect_not(stale_size_positioned_past_end(&data.file, VC_HEADER + VC_COUNT * VC_RECORD,
+                                                 &records, message, sizeof message),
+                  "past the count it was told too");
+    cr_expect(stale_size_positioned_past_end(&data.file, VC_HEADER + 4 * VC_RECORD, &records,
+                                             message, sizeof message));
+    cr_expect_eq(records, VC_COUNT);
+    cr_expect_not_null(strstr(message, "but the trainer reads it with the 10"), "%s", message);
+    data.file.shared->mapped = true;
+    cr_expect_not(stale_size_positioned_past_end(&data.file, VC_HEADER + 4 * VC_RECORD,
+                                                 &records, message, sizeof message),
+                  "a mapping cannot grow");
+    dataset_file_unlock(&data.file);
+    view_cursor_close(&cursor);
+    vc_teardown(&data);
+}
