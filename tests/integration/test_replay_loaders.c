@@ -30,7 +30,11 @@ struct replay_case {
     const char *kill_after;
     bool in_order;              /* resumes exactly: no record twice */
     unsigned lookahead;         /* records that may be seen twice (lookahead=) */
+    bool continues;             /* --continue, ADAPTDL_RESUME=continue */
 };
+
+/* What the shim says when it lengthens a pass to a count taken once. */
+#define REPLAY_NAMED_LENGTHENED "the pass is lengthened to 1000"
 
 struct replay_job {
     const char *directory;
@@ -85,10 +89,11 @@ static int run_loader(const struct replay_job *job, const struct replay_case *lo
     char *argv[] = {program, "--style", (char *)loader->style, "--data", job->data,
                     "--record", record, "--epochs", "3", "--checkpoint", job->checkpoint,
                     "--checkpoint-every", (char *)loader->checkpoint_every,
-                    "--ahead", "16", kill_after ? "--kill-after" : NULL, (char *)kill_after,
-                    NULL};
+                    "--ahead", "16", loader->continues ? "--continue" : "--ahead", "16",
+                    kill_after ? "--kill-after" : NULL, (char *)kill_after, NULL};
     char *environment[] = {(char *)job->data_setting, (char *)job->state_setting,
                            (char *)job->save_setting, "ADAPTDL_SEED=11",
+                           loader->continues ? "ADAPTDL_RESUME=continue" : "ADAPTDL_RESUME=replay",
                            kill_after ? NULL : "ADAPTDL_NUM_RESTARTS=1", NULL};
     pid_t pid = harness_start(argv, environment, true, *out_path, err_path);
     int status = harness_wait(pid, 120);
@@ -137,6 +142,15 @@ static void check_replay_after_a_kill(const struct replay_case *loader)
         passed = passed && missing == 0 && repeated <= repeats_allowed;
     }
     free(counts);
+    char *second_err_path = harness_path_in(job.directory, "run2.err");
+    char *second_err = harness_read_output(second_err_path);
+    bool named = strstr(second_err, REPLAY_NAMED_LENGTHENED) != NULL;
+    cr_expect(named == loader->continues, "%s: the resumed run %s \"%s\": %.2000s",
+              loader->style, loader->continues ? "says" : "does not say",
+              REPLAY_NAMED_LENGTHENED, second_err);
+    passed = passed && named == loader->continues;
+    free(second_err);
+    free(second_err_path);
     char *output = harness_read_output(second_out);
     /* the first run is killed in epoch 1 (or at the end of epoch 0): the
      * resumed run's epoch 2 is a whole fresh pass */
@@ -154,19 +168,30 @@ static void check_replay_after_a_kill(const struct replay_case *loader)
 /* Killed half-way through epoch 1: epoch 0 is replayed as an empty pass. */
 Test(replay_loaders, stdio_size_query_and_rewind, .timeout = 240)
 {
-    static const struct replay_case loader = {"stdio-size-rewind", "50", "1500", true, 0};
+    static const struct replay_case loader = {"stdio-size-rewind", "50", "1500", true, 0, false};
     check_replay_after_a_kill(&loader);
 }
 
 Test(replay_loaders, stdio_own_order_from_the_size, .timeout = 240)
 {
-    static const struct replay_case loader = {"stdio-own-order", "50", "1500", false, 0};
+    static const struct replay_case loader = {"stdio-own-order", "50", "1500", false, 0, false};
     check_replay_after_a_kill(&loader);
 }
 
 Test(replay_loaders, pread_own_order_from_fstat, .timeout = 240)
 {
-    static const struct replay_case loader = {"pread-own-order", "50", "1500", false, 0};
+    static const struct replay_case loader = {"pread-own-order", "50", "1500", false, 0, false};
+    check_replay_after_a_kill(&loader);
+}
+
+/* The count from one fstat at start-up, taken before the checkpoint is
+ * loaded, under continue: the resumed pass holds the 550 records left, and
+ * the loader preads all 1000 of its own order; the pass is lengthened at
+ * its first pread past the end, while under way. */
+Test(replay_loaders, pread_own_order_from_one_fstat_before_the_checkpoint, .timeout = 240)
+{
+    static const struct replay_case loader = {"pread-sized-once", "50", "1500", false, 0,
+                                              .continues = true};
     check_replay_after_a_kill(&loader);
 }
 
@@ -175,14 +200,14 @@ Test(replay_loaders, pread_own_order_from_fstat, .timeout = 240)
  * never opens the file, and the next epoch's stat must see the next pass. */
 Test(replay_loaders, stat_for_the_size_then_a_lazy_open, .timeout = 240)
 {
-    static const struct replay_case loader = {"stat-lazy-open", "50", "1500", true, 0};
+    static const struct replay_case loader = {"stat-lazy-open", "50", "1500", true, 0, false};
     check_replay_after_a_kill(&loader);
 }
 
 /* Open, then a stat of the path: one pass ends per epoch, not two. */
 Test(replay_loaders, open_then_stat_for_the_size, .timeout = 240)
 {
-    static const struct replay_case loader = {"open-then-stat", "50", "1500", true, 0};
+    static const struct replay_case loader = {"open-then-stat", "50", "1500", true, 0, false};
     check_replay_after_a_kill(&loader);
 }
 
@@ -190,7 +215,7 @@ Test(replay_loaders, open_then_stat_for_the_size, .timeout = 240)
  * (the loader holds 16 records): it binds pass 0 at 974, not pass 1. */
 Test(replay_loaders, read_ahead_past_the_end_of_a_pass, .timeout = 240)
 {
-    static const struct replay_case loader = {"read-ahead", "330", "995", true, LOOKAHEAD};
+    static const struct replay_case loader = {"read-ahead", "330", "995", true, LOOKAHEAD, false};
     check_replay_after_a_kill(&loader);
 }
 
@@ -198,7 +223,7 @@ Test(replay_loaders, read_ahead_past_the_end_of_a_pass, .timeout = 240)
  * reads reach the end binds the pass it is in. */
 Test(replay_loaders, read_ahead_in_the_middle_of_a_pass, .timeout = 240)
 {
-    static const struct replay_case loader = {"read-ahead", "70", "1520", true, LOOKAHEAD};
+    static const struct replay_case loader = {"read-ahead", "70", "1520", true, LOOKAHEAD, false};
     check_replay_after_a_kill(&loader);
 }
 

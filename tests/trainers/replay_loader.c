@@ -5,9 +5,10 @@
  *
  *   replay_loader --style STYLE --data PATH --record BYTES --epochs E
  *                 --checkpoint PATH [--checkpoint-every RECORDS=50]
- *                 [--kill-after RECORDS] [--ahead RECORDS=16]
+ *                 [--kill-after RECORDS] [--ahead RECORDS=16] [--continue]
  *
- * Every STYLE opens the file in each epoch and closes it at its end:
+ * Every STYLE but the last opens the file in each epoch and closes it at
+ * its end:
  *   stdio-size-rewind   fopen, fseek(SEEK_END) + ftell for the size, rewind,
  *                       fread one record at a time until it returns 0
  *   stdio-own-order     fopen, fseek(SEEK_END) + ftell, then for each record
@@ -22,8 +23,14 @@
  *                       is read, lseek + read of each record in order
  *   open-then-stat      open, then a stat of the path for the size, lseek +
  *                       read of each record in order
+ *   pread-sized-once    open and fstat once at start-up, before the
+ *                       checkpoint is loaded; every epoch a pread of each
+ *                       record of its own shuffle of that count
  * The number of records of an epoch comes from the size each style asks for;
- * an epoch of size 0 (a pass replay skips) consumes nothing.
+ * an epoch of size 0 (a pass replay skips) consumes nothing.  --continue
+ * (pread-sized-once only): the first epoch run is the one the checkpoint's
+ * step falls in, by the count taken at start-up, and it runs whole (what
+ * ADAPTDL_RESUME=continue expects).
  *
  * Checkpoints: after every --checkpoint-every consumed records, the number of
  * records consumed so far (its model) is written to PATH.tmp and renamed onto
@@ -54,12 +61,15 @@
 struct loader_options {
     const char *style, *data, *checkpoint;
     uint64_t record, epochs, every, kill_after, ahead;
+    bool continues;
 };
 
 struct trainer {
     const struct loader_options *options;
     uint64_t step;            /* records consumed, checkpoints included */
     uint64_t consumed_in_run; /* for --kill-after */
+    int sized_fd;             /* pread-sized-once: the descriptor kept open ... */
+    uint64_t sized_records;   /* ... and the count taken from its fstat */
 };
 
 static void parse_options(int argc, char **argv, struct loader_options *o)
@@ -84,6 +94,8 @@ static void parse_options(int argc, char **argv, struct loader_options *o)
             o->kill_after = trainer_parse_count(name, value, 1, UINT64_MAX);
         else if (strcmp(name, "--ahead") == 0)
             o->ahead = trainer_parse_count(name, value, 1, MAX_AHEAD);
+        else if (strcmp(name, "--continue") == 0)
+            o->continues = true;
         else
             trainer_die(2, "unknown option %s", name);
     }
@@ -91,7 +103,7 @@ static void parse_options(int argc, char **argv, struct loader_options *o)
         o->epochs == 0)
         trainer_die(2, "usage: replay_loader --style STYLE --data PATH --record BYTES "
                        "--epochs E --checkpoint PATH [--checkpoint-every N] "
-                       "[--kill-after N] [--ahead N]");
+                       "[--kill-after N] [--ahead N] [--continue]");
 }
 
 static void load_checkpoint(struct trainer *trainer)
@@ -306,18 +318,46 @@ static uint64_t epoch_open_then_stat(struct trainer *trainer, uint64_t epoch)
     return records;
 }
 
+/* The descriptor and count pread-sized-once takes before the checkpoint. */
+static void prepare_sized_once(struct trainer *trainer)
+{
+    const struct loader_options *o = trainer->options;
+    trainer->sized_fd = open(o->data, O_RDONLY);
+    struct stat status;
+    if (trainer->sized_fd < 0 || fstat(trainer->sized_fd, &status) != 0)
+        trainer_die(1, "cannot open %s: %s", o->data, strerror(errno));
+    trainer->sized_records = (uint64_t)status.st_size / o->record;
+}
+
+static uint64_t epoch_pread_sized_once(struct trainer *trainer, uint64_t epoch)
+{
+    const struct loader_options *o = trainer->options;
+    uint64_t *order = own_order(trainer->sized_records, epoch);
+    unsigned char record[MAX_RECORD];
+    for (uint64_t i = 0; i < trainer->sized_records; i++) {
+        if (pread(trainer->sized_fd, record, o->record, (off_t)(order[i] * o->record)) !=
+            (ssize_t)o->record)
+            trainer_die(1, "reading record %" PRIu64 " of %s", order[i], o->data);
+        consume(trainer, epoch, record);
+    }
+    free(order);
+    return trainer->sized_records;
+}
+
 struct loader_style {
     const char *name;
     uint64_t (*run_epoch)(struct trainer *trainer, uint64_t epoch);
+    void (*prepare)(struct trainer *trainer); /* before the checkpoint is loaded, or NULL */
 };
 
 static const struct loader_style loader_styles[] = {
-    {"stdio-size-rewind", epoch_stdio_size_rewind},
-    {"stdio-own-order", epoch_stdio_own_order},
-    {"pread-own-order", epoch_pread_own_order},
-    {"read-ahead", epoch_read_ahead},
-    {"stat-lazy-open", epoch_stat_lazy_open},
-    {"open-then-stat", epoch_open_then_stat},
+    {"stdio-size-rewind", epoch_stdio_size_rewind, NULL},
+    {"stdio-own-order", epoch_stdio_own_order, NULL},
+    {"pread-own-order", epoch_pread_own_order, NULL},
+    {"read-ahead", epoch_read_ahead, NULL},
+    {"stat-lazy-open", epoch_stat_lazy_open, NULL},
+    {"open-then-stat", epoch_open_then_stat, NULL},
+    {"pread-sized-once", epoch_pread_sized_once, prepare_sized_once},
 };
 
 int main(int argc, char **argv)
@@ -331,14 +371,24 @@ int main(int argc, char **argv)
             style = &loader_styles[i];
     if (style == NULL)
         trainer_die(2, "unknown --style %s: expected stdio-size-rewind, stdio-own-order, "
-                       "pread-own-order, read-ahead, stat-lazy-open or open-then-stat",
+                       "pread-own-order, read-ahead, stat-lazy-open, open-then-stat or "
+                       "pread-sized-once",
                     options.style);
+    if (options.continues && style->prepare == NULL)
+        trainer_die(2, "--continue needs --style pread-sized-once (a count taken once)");
     setvbuf(stdout, NULL, _IOLBF, 0);
-    struct trainer trainer = {.options = &options};
+    struct trainer trainer = {.options = &options, .sized_fd = -1};
+    if (style->prepare != NULL)
+        style->prepare(&trainer);
     load_checkpoint(&trainer);
-    for (uint64_t epoch = 0; epoch < options.epochs; epoch++) {
+    uint64_t first_epoch = 0;
+    if (options.continues && trainer.sized_records > 0)
+        first_epoch = trainer.step / trainer.sized_records;
+    for (uint64_t epoch = first_epoch; epoch < options.epochs; epoch++) {
         uint64_t count = style->run_epoch(&trainer, epoch);
         printf("epoch_end %" PRIu64 " records %" PRIu64 "\n", epoch, count);
     }
+    if (trainer.sized_fd >= 0)
+        close(trainer.sized_fd);
     return 0;
 }
