@@ -467,7 +467,12 @@ Test(replicas, a_resize_request_relaunches_the_job_with_the_new_count, .timeout 
  * model predicts (AdaptDL's priors) that a second one pays, so rank 0 asks
  * for a restart and the wrapper relaunches it with 2, reading the hints
  * file it put in the shim's state directory.  (What happens next depends
- * on the measured 2-replica steps: the job may move back; it ends.) */
+ * on the measured 2-replica steps: the job may move back; it ends.)
+ * ADAPTDL_SPEEDUP=1.2: the priors predict 4/3 from a second replica, while
+ * measuring a doubled batch (rule 4) asks a bound above 1.2^2, which a
+ * noise scale below the initial batch of 8 never reaches; with the default
+ * 1.05 a noise scale estimated above about 3 from the first steps (a
+ * loaded machine decides after fewer of them) made the batch ask first. */
 Test(replicas, a_job_grows_from_one_replica_when_the_shim_predicts_it_pays, .timeout = 300)
 {
     struct harness_wrapped_job wrapped;
@@ -477,7 +482,7 @@ Test(replicas, a_job_grows_from_one_replica_when_the_shim_predicts_it_pays, .tim
              wrapped.job.directory);
     char *environment[] = {metrics, "ADAPTDL_BSZ_ARG=argv:--batch-size", "ADAPTDL_BATCH_SIZE=8",
                            "ADAPTDL_MAX_BATCH_SIZE=256", "ADAPTDL_DECIDE_SECONDS=0.3",
-                           "ADAPTDL_LOG=info", NULL};
+                           "ADAPTDL_SPEEDUP=1.2", "ADAPTDL_LOG=info", NULL};
     pid_t pid = harness_start_wrapped_sgd_mpi(&wrapped, "1:2", "4", "2000", NULL, environment);
     int status = harness_wait(pid, 280);
     char *log = harness_read_output(wrapped.err);
