@@ -194,6 +194,24 @@ bool pass_tracker_lengthen(struct pass_tracker *tracker, uint64_t view_records)
     return true;
 }
 
+bool pass_tracker_advance_start(struct pass_tracker *tracker)
+{
+    if (tracker->skipped || tracker->delivered == 0)
+        return false;
+    uint64_t start = view_current_index(tracker->pass_length, tracker->replicas,
+                                        tracker->start_index, tracker->delivered);
+    if (start >= tracker->pass_length)
+        return false;
+    tracker->start_index = start;
+    tracker->delivered = 0;
+    tracker->has_previous = false;
+    /* a re-fix of the bound pass (pass_tracker_set_statistical) keeps it */
+    if (tracker->has_bound && tracker->pass == tracker->bound_pass)
+        tracker->bound_index = start;
+    __atomic_store_n(&tracker->started, false, __ATOMIC_RELAXED);
+    return true;
+}
+
 bool pass_tracker_replay_skips_passes(const struct pass_tracker *tracker)
 {
     return tracker->has_bound && tracker->resume == RESUME_REPLAY &&

@@ -150,6 +150,15 @@ bool pass_tracker_restore(struct pass_tracker *tracker, enum resume_mode resume,
  * replay is left alone; returns whether the pass changed. */
 bool pass_tracker_lengthen(struct pass_tracker *tracker, uint64_t view_records);
 
+/* Moves the current pass's start past the records delivered in order, as
+ * if it had been restored there: the same pass, a view of what is left of
+ * it, nothing delivered yet.  For a loader whose count covers only part of
+ * the view (stale_size.h): its next epoch continues the pass.  The
+ * records it delivered are not reached back for (no `lookahead` across the
+ * move).  Returns false, changing nothing, when nothing was delivered or
+ * nothing of the pass would be left. */
+bool pass_tracker_advance_start(struct pass_tracker *tracker);
+
 /* True while a restore under replay still has passes to skip: the current
  * pass and those up to the bound one are header-only views.  False without a
  * restore, under continue, and once replay has reached the bound pass. */

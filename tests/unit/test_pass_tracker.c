@@ -772,3 +772,32 @@ Test(pass_tracker, lengthening_stops_at_the_sweep_limit)
     cr_expect(pass_tracker_lengthen(&tracker, UINT64_MAX));
     cr_expect_eq(tracker.pass_length, pass_tracker_longest_pass(3));
 }
+
+/* --- moving a pass's start (a loader counting part of the view) ------------ */
+
+Test(pass_tracker, advancing_the_start_continues_the_same_pass_after_what_was_delivered)
+{
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 10, 2, 0);
+    cr_expect_not(pass_tracker_advance_start(&tracker), "nothing delivered");
+    pass_tracker_note_delivered(&tracker, 2, true);
+    cr_expect(pass_tracker_advance_start(&tracker));
+    expect_plan(&tracker, 0, 4, 3, false);
+    cr_expect_not(tracker.started);
+    expect_position(&tracker, 0, 0, 4);
+    cr_expect_eq(tracker.records_served, 2, "what was served stays served");
+    pass_tracker_note_delivered(&tracker, 3, true);
+    cr_expect_not(pass_tracker_advance_start(&tracker), "nothing of the pass would be left");
+    expect_plan(&tracker, 0, 4, 3, false);
+}
+
+Test(pass_tracker, an_advanced_bound_pass_keeps_its_new_start_when_it_is_fixed_again)
+{
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 10, 1, 0);
+    cr_assert(pass_tracker_restore(&tracker, RESUME_CONTINUE, 1, 2, 0));
+    pass_tracker_note_delivered(&tracker, 3, true);
+    cr_expect(pass_tracker_advance_start(&tracker));
+    pass_tracker_set_statistical(&tracker, false);
+    expect_plan(&tracker, 1, 5, 5, false);
+}
