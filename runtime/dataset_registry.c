@@ -205,10 +205,18 @@ int dataset_registry_capture(struct dataset_registry *registry,
         snapshot->file_count++;
         uint64_t unconsumed_records = unconsumed ? unconsumed(file, context) : 0;
         dataset_file_lock(file);
-        if (dataset_view_end_pass_finished_by_readers(file))
-            log_debug("snapshot: every record of pass %llu of %s was delivered and its "
-                      "readers are done with it: the pass is over",
-                      (unsigned long long)file->shared->tracker.pass - 1, file->path);
+        bool moves_start = dataset_view_end_moves_start(file);
+        if (dataset_view_end_pass_finished_by_readers(file)) {
+            if (moves_start)
+                log_debug("snapshot: the trainer's count of %s was delivered and its readers "
+                          "are done with it: pass %llu goes on from index %llu", file->path,
+                          (unsigned long long)file->view_pass,
+                          (unsigned long long)file->view_start_index);
+            else
+                log_debug("snapshot: every record of pass %llu of %s was delivered and its "
+                          "readers are done with it: the pass is over",
+                          (unsigned long long)file->shared->tracker.pass - 1, file->path);
+        }
         position->record_count = file->record_count;
         position->role = (uint32_t)file->entry->role;
         pass_tracker_position(&file->shared->tracker, unconsumed_records, &position->pass,

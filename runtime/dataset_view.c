@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "stale_size.h"
 #include "sysio.h"
 
 /* Bytes of a header's count field of this type. */
@@ -458,9 +459,16 @@ uint64_t dataset_view_block_size(const struct dataset_file *file)
     return file->record_size;
 }
 
+bool dataset_view_end_moves_start(const struct dataset_file *file)
+{
+    return !delivery_record_covered(&file->shared->delivery) && stale_size_count_covered(file);
+}
+
 int dataset_view_end_pass(struct dataset_file *file)
 {
-    pass_tracker_end_pass(&file->shared->tracker);
+    if (!dataset_view_end_moves_start(file) ||
+        !pass_tracker_advance_start(&file->shared->tracker))
+        pass_tracker_end_pass(&file->shared->tracker);
     return dataset_view_fix(file);
 }
 

@@ -338,8 +338,12 @@ size_t dataset_view_read_limit(const struct dataset_file *file, uint64_t offset,
  * record at a time; 0 means keep the file's own. */
 uint64_t dataset_view_block_size(const struct dataset_file *file);
 
-/* Ends the current pass and fixes the next view. */
+/* Ends the current pass and fixes the next view; when only a loader's
+ * count of it was delivered (stale_size_count_covered), moves the pass's
+ * start past those records instead (pass_tracker_advance_start). */
 int dataset_view_end_pass(struct dataset_file *file);
+/* True when ending the pass now would only move its start. */
+bool dataset_view_end_moves_start(const struct dataset_file *file);
 
 /* Applies a restored position (pass_tracker_restore) and re-fixes the view
  * when it was accepted. */

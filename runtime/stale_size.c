@@ -104,6 +104,16 @@ bool stale_size_positioned_past_end(struct dataset_file *file, uint64_t offset,
     return true;
 }
 
+bool stale_size_count_covered(const struct dataset_file *file)
+{
+    const struct dataset_pass_state *shared = file->shared;
+    uint64_t count = shared->size_told_records;
+    return file->entry->role == DATA_ROLE_TRAIN && !shared->tracker.skipped && !shared->mapped &&
+           shared->size_told && shared->size_told_generation != shared->view_generation &&
+           count > 0 && count < file->view_length && shared->delivery.prefix == count &&
+           shared->delivery.delivered == count;
+}
+
 bool stale_size_pass_begins_unasked(struct dataset_file *file, char *message,
                                     size_t message_size)
 {
@@ -113,13 +123,22 @@ bool stale_size_pass_begins_unasked(struct dataset_file *file, char *message,
         shared->size_told_records == file->view_length)
         return false;
     shared->stale_size_warned = true;
+    /* a shorter count moves the pass's start at each epoch's end
+     * (stale_size_count_covered); a longer one is served unless the view
+     * could not grow */
+    const char *consequence =
+        shared->size_told_records < file->view_length
+            ? "per epoch, and the pass goes on in its next epoch from where it stopped (none "
+              "lost, but its epochs no longer match the file's passes)"
+            : "and the view cannot grow to it";
     snprintf(message, message_size,
              "%s: pass %llu holds %llu records, but the trainer last asked the file's size "
-             "when its view held %llu: a loader that keeps that count reads %llu of them; %s",
+             "when its view held %llu: a loader that keeps that count reads %llu of them %s; "
+             "%s",
              file->path, (unsigned long long)file->view_pass,
              (unsigned long long)file->view_length,
              (unsigned long long)shared->size_told_records,
-             (unsigned long long)shared->size_told_records, stale_size_remedy);
+             (unsigned long long)shared->size_told_records, consequence, stale_size_remedy);
     return true;
 }
 

@@ -7,18 +7,23 @@
  * PyTorch Dataset built inside the epoch loop) reads every view whole.  One
  * that asks once and keeps the count (a Dataset built before the loop, its
  * length from os.path.getsize) reads each later view with the count of the
- * first: after a resumed pass it leaves records of every later pass unread,
+ * first: after a resumed pass it reads only part of every later pass,
  * and after a replay that began with a skipped pass it reads nothing.
  *
- * One case can be served: a loader told the size of a longer view than
- * the one it then reads without asking again (a Dataset built before the
- * trainer loads its checkpoint, whose restore shortened the view).  Its
- * reads past the short view's end would find nothing, so the pass is
- * lengthened to the count it was told: at its first read when it asked
+ * Two cases are served.  A loader told the size of a longer view than the
+ * one it then reads without asking again (a Dataset built before the
+ * trainer loads its checkpoint, whose restore shortened the view) would
+ * find nothing past the short view's end, so the pass is lengthened to the
+ * count it was told: at its first read when it asked
  * (stale_size_first_payload_read), at a read it positioned past the end
- * when it only had an fstat (stale_size_positioned_past_end).
- * The other cases cannot be served by the views the contract defines; the
- * shim says so, at the moment the loss is certain, in one line.  These
+ * when it only had an fstat (stale_size_positioned_past_end).  A loader
+ * told the size of a shorter view (a Dataset built once after the restore)
+ * would read the same first records of the next pass in every epoch, since
+ * the pass is never covered; instead, once it has delivered its count, the
+ * signs that end a covered pass move the pass's start past them
+ * (stale_size_count_covered), so each epoch continues the pass where the
+ * last one stopped.  A pass replay skips cannot be served: the shim says
+ * so in one line, as it does for the loss it cannot prevent.  These
  * functions decide when and what; the callers log.  They expect the file's
  * lock held (dataset_file_lock), except where said. */
 #ifndef ADAPTSHIM_STALE_SIZE_H
@@ -70,6 +75,14 @@ void stale_size_note_reported(struct dataset_file *file);
 bool stale_size_positioned_past_end(struct dataset_file *file, uint64_t offset,
                                     uint64_t *reported_records, char *message,
                                     size_t message_size);
+
+/* True when the trainer reads the current view of a train file with the
+ * count of another, shorter view it last asked about, and has delivered
+ * exactly that count, in order: its epoch is over though the view is not,
+ * and the signs that end a covered pass (a rewind, a reopen, a record read
+ * again, its workers gone) move the pass's start past those records
+ * instead, so that its next epoch continues the pass (none lost). */
+bool stale_size_count_covered(const struct dataset_file *file);
 
 /* At the first records a pass delivers: true once per file, with a line in
  * `message`, when the trainer last asked the size of another view, which

@@ -14,6 +14,15 @@ static void view_cursor_end_pass_locked(struct dataset_file *file, const char *w
 {
     uint64_t ended = file->view_pass;
     uint64_t served = file->shared->tracker.delivered;
+    if (dataset_view_end_moves_start(file)) {
+        dataset_view_end_pass(file);
+        log_debug("epoch end inside a pass: %s pass %llu (%s), the %llu records the trainer "
+                  "counts consumed; the pass goes on from index %llu, %llu records on this "
+                  "replica", file->path, (unsigned long long)ended, why,
+                  (unsigned long long)served, (unsigned long long)file->view_start_index,
+                  (unsigned long long)file->view_length);
+        return;
+    }
     if (view_cursor_pass_observer != NULL)
         view_cursor_pass_observer(file, false, ended, served, why);
     dataset_view_end_pass(file);

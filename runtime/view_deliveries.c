@@ -50,6 +50,13 @@ void dataset_view_note_mapped(struct dataset_file *file)
     pass_tracker_note_delivered(&file->shared->tracker, file->shared->delivery.prefix, true);
 }
 
+/* Every record of the view was delivered, or every record of a loader
+ * counting fewer of them (stale_size_count_covered). */
+static bool dataset_view_delivered_all(const struct dataset_file *file)
+{
+    return delivery_record_covered(&file->shared->delivery) || stale_size_count_covered(file);
+}
+
 /* Every record of the view was delivered, and the processes other than
  * this one that delivered some have all exited (*only_self: there were
  * none, this process delivered every record itself). */
@@ -57,7 +64,7 @@ static bool dataset_view_covered_by_gone_readers(const struct dataset_file *file
 {
     const struct reader_processes *readers = &file->shared->readers;
     *only_self = false;
-    if (file->view_length == 0 || !delivery_record_covered(&file->shared->delivery))
+    if (file->view_length == 0 || !dataset_view_delivered_all(file))
         return false;
     pid_t self = reader_process_self();
     if (reader_processes_others_exited(readers, self))
@@ -99,7 +106,7 @@ bool dataset_view_covered(const struct dataset_file *file)
         return true;
     if (file->view_length == 0)
         return file->shared->header_read_to_end;
-    return delivery_record_covered(&file->shared->delivery);
+    return dataset_view_delivered_all(file);
 }
 
 bool dataset_view_reopen_ends_pass(const struct dataset_file *file)
@@ -140,7 +147,7 @@ void dataset_view_note_path_stat(struct dataset_file *file)
 bool dataset_view_read_repeats_covered_pass(const struct dataset_file *file, uint64_t offset,
                                             uint64_t count)
 {
-    if (file->view_length == 0 || !delivery_record_covered(&file->shared->delivery))
+    if (file->view_length == 0 || !dataset_view_delivered_all(file))
         return false;
     return delivery_record_any_delivered(&file->shared->delivery,
                                          dataset_view_records_before(file, offset),

@@ -1457,3 +1457,68 @@ Test(stale_size, a_read_placed_past_the_end_is_served_only_within_the_reported_c
     view_cursor_close(&cursor);
     vc_teardown(&data);
 }
+
+/* --- a shorter count kept (stale_size_count_covered) ----------------------- */
+
+/* One epoch of a loader that reads `count` records by index, then seeks
+ * back to the first: the records it got, in `records`. */
+static void vc_epoch_by_index(struct view_cursor *cursor, uint64_t count, uint64_t *records)
+{
+    for (uint64_t position = 0; position < count; position++)
+        records[position] = vc_record_at(cursor, position);
+    cr_assert_eq(view_cursor_seek(cursor, VC_HEADER, SEEK_SET), VC_HEADER);
+}
+
+Test(stale_size, a_count_of_a_resumed_pass_reads_each_later_pass_on_where_it_stopped)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, false, 1, 0);
+    cr_assert(dataset_view_restore(&data.file, RESUME_CONTINUE, 0, 6, 0));
+    /* a Dataset built once after the restore: 4 records */
+    cr_assert_eq(view_cursor_path_stat(&data.file), VC_HEADER + 4 * VC_RECORD);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    uint64_t records[4];
+    vc_epoch_by_index(&cursor, 4, records);
+    cr_expect_eq(records[0], 6);
+    cr_expect_eq(data.file.view_pass, 1, "the resumed pass was read whole");
+    char message[1024] = "";
+    cr_expect(vc_first_read_is_stale(&data, &cursor, message, sizeof message));
+    cr_expect_not_null(strstr(message, "reads 4 of them per epoch, and the pass goes on"), "%s",
+                       message);
+    cr_assert_eq(view_cursor_seek(&cursor, VC_HEADER, SEEK_SET), VC_HEADER);
+    /* pass 1, four epochs' worth: 0-3, 4-7, then 8, 9 and two of the next sweep */
+    static const uint64_t expected[3][4] = {{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9, 0, 1}};
+    for (int epoch = 0; epoch < 3; epoch++) {
+        cr_expect_eq(data.file.view_pass, 1, "epoch %d is still in pass 1", epoch);
+        cr_expect_eq(data.file.view_start_index, 4 * (uint64_t)epoch, "epoch %d", epoch);
+        vc_epoch_by_index(&cursor, 4, records);
+        for (int i = 0; i < 4; i++)
+            cr_expect_eq(records[i], expected[epoch][i], "epoch %d, record %d: %llu", epoch, i,
+                         (unsigned long long)records[i]);
+    }
+    cr_expect_eq(data.file.view_pass, 2, "the last window was the rest of pass 1, whole");
+    vc_epoch_by_index(&cursor, 4, records);
+    cr_expect_eq(records[0], 0, "pass 2 from its start");
+    cr_expect_eq(data.file.view_start_index, 4);
+    view_cursor_close(&cursor);
+    vc_teardown(&data);
+}
+
+Test(stale_size, a_reader_to_the_end_with_a_shorter_count_reads_each_pass_whole)
+{
+    struct vc_data data;
+    vc_setup(&data, VC_HEADER, false, 1, 0);
+    cr_assert(dataset_view_restore(&data.file, RESUME_CONTINUE, 0, 6, 0));
+    cr_assert_eq(view_cursor_path_stat(&data.file), VC_HEADER + 4 * VC_RECORD);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &data.file);
+    for (int epoch = 0; epoch < 3; epoch++) {
+        cr_assert_eq(view_cursor_seek(&cursor, VC_HEADER, SEEK_SET), VC_HEADER);
+        cr_expect_eq(vc_read_to_end(&cursor, VC_RECORD, NULL, 0),
+                     (epoch == 0 ? 4 : VC_COUNT) * VC_RECORD, "epoch %d", epoch);
+        cr_expect_eq(data.file.view_pass, (uint64_t)epoch + 1);
+    }
+    view_cursor_close(&cursor);
+    vc_teardown(&data);
+}
