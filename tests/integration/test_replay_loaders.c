@@ -254,6 +254,11 @@ struct torch_case {
      * size once") */
     bool lengthened;
     int resumed_status;     /* of the resumed run */
+    const char *epochs;     /* --epochs; NULL: 3 */
+    /* A Dataset built once after the restore counts the resumed pass: the
+     * resumed run's second and third epochs must read the next pass on,
+     * not its first records twice. */
+    bool reads_the_pass_on;
     /* A loader the views cannot serve whole (its Dataset's length taken
      * once, from a view of another size): what the resumed run must say
      * about it.  Its records are then not counted. */
@@ -290,7 +295,7 @@ static pid_t torch_start(const struct torch_case *c, struct dataset_job *job,
     char *program = strdup(harness_build_path("trainers/torch_dataset.py"));
     bool stops = c->stop_signal != SIGKILL;
     char *argv[24] = {"/usr/bin/setsid", "/usr/bin/python3", program, "--data", job->data,
-                      "--epochs", "3", "--batch", "8", "--checkpoint", (char *)checkpoint,
+                      "--epochs", c->epochs ? (char *)c->epochs : "3", "--batch", "8", "--checkpoint", (char *)checkpoint,
                       "--checkpoint-every", "4", "--workers", (char *)c->workers,
                       "--shuffle", "0", "--sleep-us", stops && run == 0 ? "400000" : "10000"};
     size_t count = 19;
@@ -313,6 +318,36 @@ static pid_t torch_start(const struct torch_case *c, struct dataset_job *job,
     pid_t pid = harness_start(command, environment, true, output, error);
     free(program);
     return pid;
+}
+
+/* The records the resumed run (its output at `path`) read in its second and
+ * third epochs, a count kept from its first: the second epoch's, then the
+ * rest of that pass, not the same ones again. */
+static void expect_the_pass_read_on(const char *path)
+{
+    struct id_log log;
+    harness_read_record_stream(path, &log);
+    uint64_t first_epoch = UINT64_MAX;
+    for (size_t i = 0; i < log.count; i++)
+        if (log.events[i].kind == ID_EVENT_RECORD && log.events[i].epoch < first_epoch)
+            first_epoch = log.events[i].epoch;
+    bool seen[TORCH_RECORDS] = {false};
+    size_t second_epoch_reads = 0, distinct = 0;
+    for (size_t i = 0; i < log.count; i++) {
+        const struct id_event *event = &log.events[i];
+        if (event->kind != ID_EVENT_RECORD || event->value >= TORCH_RECORDS ||
+            event->epoch < first_epoch + 1 || event->epoch > first_epoch + 2)
+            continue;
+        second_epoch_reads += event->epoch == first_epoch + 1;
+        distinct += !seen[event->value];
+        seen[event->value] = true;
+    }
+    cr_expect(second_epoch_reads > 0 && second_epoch_reads < TORCH_RECORDS,
+              "the second epoch read the first epoch's count: %zu", second_epoch_reads);
+    cr_expect_gt(distinct, second_epoch_reads,
+                 "the third epoch read on: %zu distinct records in two epochs of %zu",
+                 distinct, second_epoch_reads);
+    id_log_free(&log);
 }
 
 /* trainers/torch_dataset.py --replay (a map-style Dataset that reads the
@@ -385,6 +420,8 @@ static void check_torch_replay(const struct torch_case *c)
             free(err);
         }
     }
+    if (c->reads_the_pass_on)
+        expect_the_pass_read_on(outputs[1]);
     if (c->named != NULL) {
         for (unsigned run = 0; run < 2; run++) {
             free(outputs[run]);
@@ -526,6 +563,19 @@ Test(replay_loaders, a_dataset_built_before_its_checkpoint_is_loaded_cannot_repl
     check_torch_replay(&(struct torch_case){.workers = "0", .stop_signal = SIGKILL,
                                             .dataset_first = true, .resumed_status = 1,
                                             .named = TORCH_NAMED_CANNOT_REPLAY});
+}
+
+/* The same Dataset built once after the restore, without workers, over
+ * four epochs: its count is the resumed pass's, and every later epoch
+ * continues the pass where the last one stopped instead of reading its
+ * first records again. */
+Test(replay_loaders, a_dataset_built_once_after_a_restore_reads_each_pass_on, .timeout = 400)
+{
+    check_torch_replay(&(struct torch_case){.workers = "0", .stop_signal = SIGKILL,
+                                            .dataset_once_runs = TORCH_EVERY_RUN,
+                                            .continues = true, .epochs = "4",
+                                            .reads_the_pass_on = true,
+                                            .named = TORCH_NAMED_STALE_COUNT});
 }
 
 /* SIGTERM to the whole process group (a batch scheduler signals every
