@@ -64,6 +64,11 @@ void log_close(void)
     log_fd_owned = 0;
 }
 
+int log_descriptor(void)
+{
+    return log_fd;
+}
+
 int log_open_pattern_file(const char *variable, const char *pattern, uint32_t rank,
                           char *error, size_t error_size)
 {

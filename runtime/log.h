@@ -36,6 +36,8 @@ int log_configure(enum log_level level, const char *file_pattern, uint32_t rank,
 void log_set_rank(uint32_t rank);
 /* Closes a log file (used before exec and at exit). */
 void log_close(void);
+/* The descriptor log lines go to (stderr's unless a file was opened). */
+int log_descriptor(void);
 
 void log_emit(enum log_level level, const char *format, ...)
     __attribute__((format(printf, 2, 3)));

@@ -47,6 +47,11 @@ static void shim_events_pass_observer(const struct dataset_file *file, bool begi
     metrics_write_event(&shim_metrics, &line);
 }
 
+int shim_events_descriptor(void)
+{
+    return metrics_writer_enabled(&shim_metrics) ? shim_metrics.fd : -1;
+}
+
 void shim_events_open(void)
 {
     const char *pattern = shim_session.config.metrics_file;

@@ -12,6 +12,8 @@
 #include "step_monitor.h"
 
 void shim_events_open(void);
+/* The metrics file's descriptor, or -1 when none is written. */
+int shim_events_descriptor(void);
 
 /* What a run was started with, for the "start" event written once per run
  * before the trainer's main: the restart count, the replica layout, and the

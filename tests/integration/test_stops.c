@@ -12,6 +12,7 @@
  * An exit status is always told from a death by a signal
  * (HARNESS_KILLED_BY): a shell reports both as 128 + N. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -279,5 +280,83 @@ Test(stops, a_second_sigint_exits_at_once_with_130, .timeout = 120)
     cr_expect_eq(status, 130, "%s: %s", harness_describe_status(status), err);
     cr_expect(strstr(err, "second SIGINT: exiting at once with status 130") != NULL, "%s", err);
     free(err);
+    harness_remove_temp_dir(job.directory);
+}
+
+/* The descriptors of the thread of `pid` named `name` (its comm), as
+ * "FD=TARGET;" in `out`; false when no such thread shows within PATIENCE. */
+static bool thread_descriptors(pid_t pid, const char *name, char *out, size_t out_size)
+{
+    char tasks[64];
+    snprintf(tasks, sizeof tasks, "/proc/%d/task", (int)pid);
+    double give_up = harness_monotonic_seconds() + PATIENCE;
+    while (harness_monotonic_seconds() < give_up) {
+        DIR *directory = opendir(tasks);
+        if (directory == NULL)
+            return false;
+        struct dirent *entry;
+        char found[600] = "";
+        while ((entry = readdir(directory)) != NULL) {
+            if (entry->d_name[0] == '.')
+                continue;
+            char path[600];
+            snprintf(path, sizeof path, "%s/%s/comm", tasks, entry->d_name);
+            char *comm = harness_read_file(path, NULL);
+            if (comm != NULL && strncmp(comm, name, strlen(name)) == 0 &&
+                comm[strlen(name)] == '\n')
+                snprintf(found, sizeof found, "%s/%s/fd", tasks, entry->d_name);
+            free(comm);
+        }
+        closedir(directory);
+        if (found[0] != '\0') {
+            out[0] = '\0';
+            DIR *descriptors = opendir(found);
+            if (descriptors == NULL)
+                return false;
+            while ((entry = readdir(descriptors)) != NULL) {
+                if (entry->d_name[0] == '.')
+                    continue;
+                char path[1000], target[300] = "";
+                snprintf(path, sizeof path, "%s/%s", found, entry->d_name);
+                ssize_t length = readlink(path, target, sizeof target - 1);
+                target[length > 0 ? length : 0] = '\0';
+                size_t used = strlen(out);
+                snprintf(out + used, out_size - used, "%s=%s;", entry->d_name, target);
+            }
+            closedir(descriptors);
+            return true;
+        }
+        usleep(10000);
+    }
+    return false;
+}
+
+/* The thread that ends a stop at its deadline keeps a descriptor table of
+ * its own with the log and metrics files only: sharing the trainer's would
+ * make every descriptor call of the trainer dearer (SPEC §10), and a copy
+ * of all of it would keep the trainer's files open after it closed them. */
+Test(stops, the_deadline_thread_holds_only_the_log_and_metrics_files, .timeout = 120)
+{
+    struct dataset_job job;
+    dataset_job_init(&job, 100, DIM, 1);
+    char metrics[700];
+    snprintf(metrics, sizeof metrics, "ADAPTDL_METRICS_FILE=%s/metrics.%%r", job.directory);
+    struct probe probe;
+    probe_start(&probe, job.directory, NULL, NULL,
+                (char *[]){job.data_setting, metrics, NULL});
+    probe_expect_line(&probe, probe.out, "ready");
+    char descriptors[2000];
+    bool found = thread_descriptors(probe.pid, "adaptshim-stop", descriptors,
+                                    sizeof descriptors);
+    int status = probe_finish(&probe);
+    cr_assert(found, "the probe has a deadline thread");
+    cr_expect_eq(status, 0, "%s", harness_describe_status(status));
+    cr_expect(strncmp(descriptors, "2=", 2) == 0 || strstr(descriptors, ";2=") != NULL,
+              "the log (stderr): %s", descriptors);
+    cr_expect(strstr(descriptors, "/metrics.0;") != NULL, "the metrics file: %s", descriptors);
+    size_t count = 0;
+    for (const char *c = descriptors; *c != '\0'; c++)
+        count += *c == ';';
+    cr_expect_eq(count, 2, "nothing else: %s", descriptors);
     harness_remove_temp_dir(job.directory);
 }

@@ -43,6 +43,7 @@ Test(log, lines_go_to_the_file_with_rank_and_level_and_the_threshold_holds)
     char error[256];
     cr_assert_eq(log_configure(LOG_LEVEL_INFO, pattern, 7, error, sizeof error), 0, "%s",
                  error);
+    cr_expect_neq(log_descriptor(), STDERR_FILENO, "the file's own descriptor");
     cr_expect(log_enabled(LOG_LEVEL_INFO));
     cr_expect(!log_enabled(LOG_LEVEL_DEBUG));
     log_info("first %d", 1);
@@ -50,6 +51,7 @@ Test(log, lines_go_to_the_file_with_rank_and_level_and_the_threshold_holds)
     log_set_rank(8);
     log_warn("second");
     log_close();
+    cr_expect_eq(log_descriptor(), STDERR_FILENO, "closed: stderr again");
     FILE *file = fopen(path, "r");
     cr_assert_not_null(file);
     char line[512];
