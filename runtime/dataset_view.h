@@ -49,6 +49,13 @@ enum view_sign {
     VIEW_SIGN_PATH_STAT,          /* it asked for the size of the file's path */
 };
 
+/* A size the trainer was given for a data file: which view it was of. */
+struct size_answer {
+    bool given;
+    uint64_t view_generation;     /* view_generation of that view */
+    uint64_t records;             /* its L */
+};
+
 /* What every process of a job must agree on about one data file: its pass,
  * which records of the pass's view were delivered, and the lock over them.
  * It lives in anonymous shared memory made when the file is first
@@ -69,15 +76,11 @@ struct dataset_pass_state {
     /* The view the trainer last asked the size of, by a size query of its
      * own (a stat of the path, SEEK_END): a loader that keeps a count it
      * took once reads later passes with it (stale_size.h). */
-    bool size_told;
-    uint64_t size_told_generation;   /* view_generation of that view */
-    uint64_t size_told_records;      /* its L */
+    struct size_answer size_told;
     /* The view any size answer was last about, fstat's included: a loader
      * that sized the file by fstat and then seeks past the view's end
      * counts with it. */
-    bool size_reported;
-    uint64_t size_reported_generation;
-    uint64_t size_reported_records;
+    struct size_answer size_reported;
     bool stale_size_warned;
 };
 

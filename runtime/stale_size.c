@@ -9,29 +9,32 @@ static const char stale_size_remedy[] =
     "ask the size in each epoch (build the PyTorch Dataset inside the epoch loop): README "
     "\"Loaders that take the size once\"";
 
-void stale_size_note_reported(struct dataset_file *file)
+static void stale_size_record_answer(struct size_answer *answer, const struct dataset_file *file)
 {
-    struct dataset_pass_state *shared = file->shared;
-    shared->size_reported = true;
-    shared->size_reported_generation = shared->view_generation;
-    shared->size_reported_records = file->view_length;
+    answer->given = true;
+    answer->view_generation = file->shared->view_generation;
+    answer->records = file->view_length;
 }
 
-void stale_size_note_told(struct dataset_file *file)
+void stale_size_note_answer(struct dataset_file *file, enum size_question question)
 {
-    struct dataset_pass_state *shared = file->shared;
-    shared->size_told = true;
-    shared->size_told_generation = shared->view_generation;
-    shared->size_told_records = file->view_length;
-    stale_size_note_reported(file);
+    if (question == SIZE_QUESTION_TRAINER)
+        stale_size_record_answer(&file->shared->size_told, file);
+    stale_size_record_answer(&file->shared->size_reported, file);
+}
+
+/* The answer was about a view other than the current one. */
+static bool stale_size_answer_of_other_view(const struct size_answer *answer,
+                                            const struct dataset_file *file)
+{
+    return answer->given && answer->view_generation != file->shared->view_generation;
 }
 
 /* The trainer last asked about another view, which held more records. */
 static bool stale_size_told_more(const struct dataset_file *file)
 {
-    const struct dataset_pass_state *shared = file->shared;
-    return shared->size_told && shared->size_told_generation != shared->view_generation &&
-           shared->size_told_records > file->view_length;
+    const struct size_answer *told = &file->shared->size_told;
+    return stale_size_answer_of_other_view(told, file) && told->records > file->view_length;
 }
 
 /* The line of a read that the answer changes, once per file; `told` is the
@@ -78,7 +81,7 @@ enum stale_size_answer stale_size_first_payload_read(struct dataset_file *file,
         return STALE_SIZE_END_COMPLETE_PASS;
     else
         answer = STALE_SIZE_LENGTHEN;
-    *told_records = file->shared->size_told_records;
+    *told_records = file->shared->size_told.records;
     stale_size_describe(file, answer, *told_records, message, message_size);
     return answer;
 }
@@ -88,18 +91,19 @@ bool stale_size_positioned_past_end(struct dataset_file *file, uint64_t offset,
                                     size_t message_size)
 {
     const struct dataset_pass_state *shared = file->shared;
+    const struct size_answer *reported = &shared->size_reported;
     if (message_size > 0)
         message[0] = '\0';
     /* lines have no size to place an offset among the reported records */
     if (file->entry->role != DATA_ROLE_TRAIN || file->record_size == 0 ||
         shared->tracker.skipped || shared->mapped || offset < file->view_size ||
-        !shared->size_reported || shared->size_reported_generation == shared->view_generation ||
-        shared->size_reported_records <= file->view_length)
+        !stale_size_answer_of_other_view(reported, file) ||
+        reported->records <= file->view_length)
         return false;
-    uint64_t reported_end = file->header_size + shared->size_reported_records * file->record_size;
+    uint64_t reported_end = file->header_size + reported->records * file->record_size;
     if (offset >= reported_end)
         return false;
-    *reported_records = shared->size_reported_records;
+    *reported_records = reported->records;
     stale_size_describe(file, STALE_SIZE_LENGTHEN, *reported_records, message, message_size);
     return true;
 }
@@ -107,10 +111,10 @@ bool stale_size_positioned_past_end(struct dataset_file *file, uint64_t offset,
 bool stale_size_count_covered(const struct dataset_file *file)
 {
     const struct dataset_pass_state *shared = file->shared;
-    uint64_t count = shared->size_told_records;
+    uint64_t count = shared->size_told.records;
     return file->entry->role == DATA_ROLE_TRAIN && !shared->tracker.skipped && !shared->mapped &&
-           shared->size_told && shared->size_told_generation != shared->view_generation &&
-           count > 0 && count < file->view_length && shared->delivery.prefix == count &&
+           stale_size_answer_of_other_view(&shared->size_told, file) && count > 0 &&
+           count < file->view_length && shared->delivery.prefix == count &&
            shared->delivery.delivered == count;
 }
 
@@ -118,16 +122,16 @@ bool stale_size_pass_begins_unasked(struct dataset_file *file, char *message,
                                     size_t message_size)
 {
     struct dataset_pass_state *shared = file->shared;
-    if (!shared->size_told || shared->stale_size_warned ||
-        shared->size_told_generation == shared->view_generation ||
-        shared->size_told_records == file->view_length)
+    uint64_t told_records = shared->size_told.records;
+    if (shared->stale_size_warned || !stale_size_answer_of_other_view(&shared->size_told, file) ||
+        told_records == file->view_length)
         return false;
     shared->stale_size_warned = true;
     /* a shorter count moves the pass's start at each epoch's end
      * (stale_size_count_covered); a longer one is served unless the view
      * could not grow */
     const char *consequence =
-        shared->size_told_records < file->view_length
+        told_records < file->view_length
             ? "per epoch, and the pass goes on in its next epoch from where it stopped (none "
               "lost, but its epochs no longer match the file's passes)"
             : "and the view cannot grow to it";
@@ -136,9 +140,8 @@ bool stale_size_pass_begins_unasked(struct dataset_file *file, char *message,
              "when its view held %llu: a loader that keeps that count reads %llu of them %s; "
              "%s",
              file->path, (unsigned long long)file->view_pass,
-             (unsigned long long)file->view_length,
-             (unsigned long long)shared->size_told_records,
-             (unsigned long long)shared->size_told_records, consequence, stale_size_remedy);
+             (unsigned long long)file->view_length, (unsigned long long)told_records,
+             (unsigned long long)told_records, consequence, stale_size_remedy);
     return true;
 }
 

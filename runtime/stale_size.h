@@ -34,10 +34,17 @@
 
 #include "dataset_view.h"
 
-/* The trainer asked the size of the current view itself (a stat of the
- * path, a seek to the end).  The fstat every Python open() makes for its
- * buffer is not such a question, and is not noted. */
-void stale_size_note_told(struct dataset_file *file);
+/* Who wanted the size of the current view. */
+enum size_question {
+    SIZE_QUESTION_ANY,       /* any answer, fstat's included: noted as reported */
+    SIZE_QUESTION_TRAINER,   /* the trainer asked itself (a stat of the path, a seek
+                              * to the end): noted as the size it counts with, and
+                              * as reported.  The fstat every Python open() makes
+                              * for its buffer is no such question. */
+};
+
+/* Notes that the trainer was given the size of the current view. */
+void stale_size_note_answer(struct dataset_file *file, enum size_question question);
 
 /* What the first read of a pass's payload should find, decided before the
  * read is served. */
@@ -61,9 +68,6 @@ enum stale_size_answer {
 enum stale_size_answer stale_size_first_payload_read(struct dataset_file *file,
                                                      uint64_t *told_records, char *message,
                                                      size_t message_size);
-
-/* Any answer about the size of the current view, fstat's included. */
-void stale_size_note_reported(struct dataset_file *file);
 
 /* Before a read the trainer positioned (a seek, a pread) at `offset`, at
  * or past the end of the current view of a train file: true, with the

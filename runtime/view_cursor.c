@@ -402,7 +402,7 @@ off_t view_cursor_seek(struct view_cursor *cursor, off_t offset, int whence)
         break;
     case SEEK_END:
         base = (int64_t)file->view_size;
-        stale_size_note_told(file);
+        stale_size_note_answer(file, SIZE_QUESTION_TRAINER);
         break;
     case SEEK_DATA:
     case SEEK_HOLE:
@@ -438,21 +438,11 @@ off_t view_cursor_seek(struct view_cursor *cursor, off_t offset, int whence)
     return (off_t)target;
 }
 
-uint64_t view_cursor_size(struct view_cursor *cursor)
+uint64_t view_cursor_size(struct view_cursor *cursor, enum size_question question)
 {
     struct dataset_file *file = cursor->file;
     dataset_file_lock(file);
-    stale_size_note_reported(file);
-    uint64_t size = file->view_size;
-    dataset_file_unlock(file);
-    return size;
-}
-
-uint64_t view_cursor_size_asked(struct view_cursor *cursor)
-{
-    struct dataset_file *file = cursor->file;
-    dataset_file_lock(file);
-    stale_size_note_told(file);
+    stale_size_note_answer(file, question);
     uint64_t size = file->view_size;
     dataset_file_unlock(file);
     return size;
@@ -464,7 +454,7 @@ uint64_t view_cursor_path_stat(struct dataset_file *file)
     if (dataset_view_path_stat_ends_pass(file))
         view_cursor_end_pass_locked(file, "size asked for after the readers were done");
     dataset_view_note_path_stat(file);
-    stale_size_note_told(file);
+    stale_size_note_answer(file, SIZE_QUESTION_TRAINER);
     uint64_t size = file->view_size;
     dataset_file_unlock(file);
     return size;

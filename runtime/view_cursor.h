@@ -16,6 +16,7 @@
 #include <sys/uio.h>
 
 #include "dataset_view.h"
+#include "stale_size.h"
 
 struct view_cursor {
     struct dataset_file *file;
@@ -106,15 +107,13 @@ void view_cursor_consume(struct view_cursor *cursor, const struct view_cursor_pe
  * Moving back to at most the header after every record of the pass was
  * delivered ends it; before that, a seek anywhere is just a seek. */
 off_t view_cursor_seek(struct view_cursor *cursor, off_t offset, int whence);
-/* Size of the view the cursor would read now, as fstat reports it: noted
- * as reported (stale_size_note_reported), not as asked. */
-uint64_t view_cursor_size(struct view_cursor *cursor);
-/* The same, asked by the trainer itself (a seek of its stream to the end,
- * where the stream code computes the target): noted as the size the
- * trainer counts with (stale_size.h).  A seek to the end through
- * view_cursor_seek and a stat of the path are noted too; fstat is not, as
- * every Python open() makes one. */
-uint64_t view_cursor_size_asked(struct view_cursor *cursor);
+/* Size of the view the cursor would read now, noted as the answer to
+ * `question` (stale_size_note_answer): SIZE_QUESTION_ANY for fstat,
+ * SIZE_QUESTION_TRAINER for a seek of a stream to its end, where the
+ * stream code computes the target.  A seek to the end through
+ * view_cursor_seek and a stat of the path are noted as the trainer's
+ * own. */
+uint64_t view_cursor_size(struct view_cursor *cursor, enum size_question question);
 /* A stat of the file's path, not of a descriptor: first ends a pass the
  * trainer is done with (dataset_view_path_stat_ends_pass), so that a loader
  * asking for its next epoch's size gets the next pass's; returns the size

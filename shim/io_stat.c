@@ -25,7 +25,7 @@ static int shim_stat_fd_result(int result, int fd, struct stat *status)
         return result;
     struct fd_slot *slot = shim_view_slot_acquire(fd);
     if (slot != NULL)
-        shim_stat_set_view(status, slot->cursor.file, view_cursor_size(&slot->cursor));
+        shim_stat_set_view(status, slot->cursor.file, view_cursor_size(&slot->cursor, SIZE_QUESTION_ANY));
     fd_slot_release(slot);
     return result;
 }
@@ -154,7 +154,7 @@ SHIM_EXPORT int statx(int dirfd, const char *path, int flags, unsigned int mask,
         struct fd_slot *slot = shim_view_slot_acquire(dirfd);
         if (slot == NULL)
             return result;
-        size = view_cursor_size(&slot->cursor);
+        size = view_cursor_size(&slot->cursor, SIZE_QUESTION_ANY);
         fd_slot_release(slot);
     } else {
         if (!shim_paths_active())

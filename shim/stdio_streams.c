@@ -304,7 +304,7 @@ static int shim_view_stream_seek_locked(FILE *stream, const struct shim_stream *
         target = current + offset;
         break;
     case SEEK_END:
-        target = (int64_t)view_cursor_size_asked(&slot->cursor) + offset;
+        target = (int64_t)view_cursor_size(&slot->cursor, SIZE_QUESTION_TRAINER) + offset;
         break;
     default:
         errno = EINVAL;

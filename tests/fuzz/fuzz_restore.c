@@ -93,7 +93,7 @@ static void fuzz_read_passes(struct dataset_file *file, uint64_t salt)
             if (got == 0)
                 break;
         }
-        uint64_t view = view_cursor_size(&cursor);
+        uint64_t view = view_cursor_size(&cursor, SIZE_QUESTION_ANY);
         ssize_t got = view_cursor_pread(&cursor, buffer, sizeof buffer, view > 8 ? view - 8 : 0);
         if (got > (ssize_t)sizeof buffer)
             abort();

@@ -346,7 +346,7 @@ Test(view_cursor, seek_end_and_size_report_the_view)
     struct view_cursor cursor;
     view_cursor_open(&cursor, &data.file);
     /* N = 10, K = 3: L = 4 */
-    cr_expect_eq(view_cursor_size(&cursor), VC_HEADER + 4 * VC_RECORD);
+    cr_expect_eq(view_cursor_size(&cursor, SIZE_QUESTION_ANY), VC_HEADER + 4 * VC_RECORD);
     cr_expect_eq(view_cursor_seek(&cursor, 0, SEEK_END), VC_HEADER + 4 * VC_RECORD);
     cr_expect_eq(view_cursor_seek(&cursor, -VC_RECORD, SEEK_END), VC_HEADER + 3 * VC_RECORD);
     vc_teardown(&data);
@@ -359,11 +359,12 @@ Test(view_cursor, the_next_view_is_fixed_as_soon_as_a_pass_ends)
     cr_assert(dataset_view_restore(&data.file, RESUME_REPLAY, 1, 6, 0));
     struct view_cursor cursor;
     view_cursor_open(&cursor, &data.file);
-    cr_expect_eq(view_cursor_size(&cursor), VC_HEADER, "pass 0 skipped: header only");
+    cr_expect_eq(view_cursor_size(&cursor, SIZE_QUESTION_ANY), VC_HEADER,
+                 "pass 0 skipped: header only");
     vc_read_to_end(&cursor, 64, NULL, 0);
     cr_assert_eq(data.file.view_pass, 1);
     /* bound pass 1 from index 6: 4 records left over K = 2 */
-    cr_expect_eq(view_cursor_size(&cursor), VC_HEADER + 2 * VC_RECORD);
+    cr_expect_eq(view_cursor_size(&cursor, SIZE_QUESTION_ANY), VC_HEADER + 2 * VC_RECORD);
     cr_expect_eq(view_cursor_seek(&cursor, 0, SEEK_END), VC_HEADER + 2 * VC_RECORD);
     vc_teardown(&data);
 }
@@ -446,7 +447,7 @@ Test(view_cursor, preadv_is_pread)
     vc_setup(&data, VC_HEADER, true, 2, 1);
     struct view_cursor cursor;
     view_cursor_open(&cursor, &data.file);
-    uint64_t size = view_cursor_size(&cursor);
+    uint64_t size = view_cursor_size(&cursor, SIZE_QUESTION_ANY);
     for (uint64_t offset = 0; offset <= size; offset += 3) {
         unsigned char via_pread[64], via_preadv[64];
         struct iovec vector[3] = {{via_preadv, 5}, {via_preadv + 5, 0}, {via_preadv + 5, 11}};
@@ -1124,10 +1125,10 @@ Test(stale_size, a_size_asked_through_a_stream_counts_and_fstat_does_not)
     cr_assert(dataset_view_restore(&data.file, RESUME_CONTINUE, 0, 6, 0));
     struct view_cursor cursor;
     view_cursor_open(&cursor, &data.file);
-    cr_expect_eq(view_cursor_size_asked(&cursor), VC_HEADER + 4 * VC_RECORD);
+    cr_expect_eq(view_cursor_size(&cursor, SIZE_QUESTION_TRAINER), VC_HEADER + 4 * VC_RECORD);
     cr_assert_eq(view_cursor_seek(&cursor, VC_HEADER, SEEK_SET), VC_HEADER);
     vc_read_pass_by_index(&cursor, 4);
-    cr_expect_eq(view_cursor_size(&cursor), VC_HEADER + VC_COUNT * VC_RECORD,
+    cr_expect_eq(view_cursor_size(&cursor, SIZE_QUESTION_ANY), VC_HEADER + VC_COUNT * VC_RECORD,
                  "an fstat sees the next pass but asks nothing");
     char message[1024];
     cr_expect(vc_first_read_is_stale(&data, &cursor, message, sizeof message));
@@ -1195,11 +1196,17 @@ Test(stale_size, what_is_noted_is_the_current_views_count)
     vc_setup(&data, VC_HEADER, false, 1, 0);
     cr_assert(dataset_view_restore(&data.file, RESUME_CONTINUE, 0, 6, 0));
     dataset_file_lock(&data.file);
-    cr_expect_not(data.file.shared->size_told, "nothing asked yet");
-    stale_size_note_told(&data.file);
-    cr_expect(data.file.shared->size_told);
-    cr_expect_eq(data.file.shared->size_told_records, 4, "the resumed view's 4 records");
-    cr_expect_eq(data.file.shared->size_told_generation, data.file.shared->view_generation);
+    const struct size_answer *told = &data.file.shared->size_told;
+    const struct size_answer *reported = &data.file.shared->size_reported;
+    cr_expect_not(told->given, "nothing asked yet");
+    stale_size_note_answer(&data.file, SIZE_QUESTION_ANY);
+    cr_expect(reported->given, "an fstat's answer is reported");
+    cr_expect_not(told->given, "but it is not a size the trainer asked for");
+    stale_size_note_answer(&data.file, SIZE_QUESTION_TRAINER);
+    cr_expect(told->given);
+    cr_expect_eq(told->records, 4, "the resumed view's 4 records");
+    cr_expect_eq(told->view_generation, data.file.shared->view_generation);
+    cr_expect_eq(reported->records, 4);
     char message[1024];
     cr_expect_not(stale_size_pass_begins_unasked(&data.file, message, sizeof message),
                   "the view just asked about is not stale");
@@ -1262,7 +1269,7 @@ Test(stale_size, a_count_told_before_a_restore_lengthens_the_resumed_pass)
     view_cursor_open(&cursor, &data.file);
     cr_expect_eq(vc_record_at(&cursor, 7), 3, "the fourth record of the next sweep");
     cr_expect_eq(data.file.view_length, VC_COUNT);
-    cr_expect_eq(view_cursor_size(&cursor), VC_HEADER + VC_COUNT * VC_RECORD);
+    cr_expect_eq(view_cursor_size(&cursor, SIZE_QUESTION_ANY), VC_HEADER + VC_COUNT * VC_RECORD);
     bool seen[VC_COUNT] = {false};
     for (uint64_t position = 0; position < VC_COUNT; position++) {
         uint64_t index = vc_record_at(&cursor, position);
@@ -1391,7 +1398,7 @@ static void vc_setup_fstat_whole_then_restored(struct vc_data *data, struct view
 {
     vc_setup(data, VC_HEADER, false, 1, 0);
     view_cursor_open(cursor, &data->file);
-    cr_assert_eq(view_cursor_size(cursor), VC_HEADER + VC_COUNT * VC_RECORD);
+    cr_assert_eq(view_cursor_size(cursor, SIZE_QUESTION_ANY), VC_HEADER + VC_COUNT * VC_RECORD);
     cr_assert(dataset_view_restore(&data->file, RESUME_CONTINUE, 0, 6, 0));
 }
 
