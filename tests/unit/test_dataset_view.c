@@ -1361,6 +1361,81 @@ Test(dataset_view, fixing_the_view_follows_the_tracker_and_forgets_the_deliverie
     free(bytes);
 }
 
+/* A loader that counted a longer view than the restore left reads with that
+ * count: the pass grows to it, keeping what a pass under way delivered, and
+ * a mapped view, which cannot grow, is left alone. */
+Test(dataset_view, lengthening_a_pass_grows_its_view_and_keeps_its_deliveries)
+{
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(6, 10, 20, 0, &size);
+    struct data_entry entry = dv_entry(6, 10, true, true);
+    struct dataset_file file;
+    dv_init(&file, &entry, bytes, size, 1, 0);
+    dataset_file_lock(&file);
+    cr_assert(dataset_view_restore(&file, RESUME_CONTINUE, 0, 14, 0));
+    cr_assert_eq(file.view_length, 6, "records 14 to 19 are left");
+
+    cr_expect_not(dataset_view_lengthen(&file, 6), "the view already holds 6");
+    cr_expect_not(dataset_view_lengthen(&file, 4), "a pass never shrinks");
+    cr_assert(dataset_view_lengthen(&file, 10), "not begun: fixed anew");
+    cr_expect_eq(file.view_length, 10);
+    cr_expect_eq(file.view_size, 6 + 10 * 10);
+    cr_expect_eq(file.view_start_index, 14);
+    cr_expect_eq(file.shared->delivery.delivered, 0);
+
+    dataset_view_note_read(&file, 6, 2 * 10);
+    uint64_t generation = file.shared->view_generation;
+    cr_assert(dataset_view_lengthen(&file, 12), "a pass under way grows too");
+    cr_expect_eq(file.view_length, 12);
+    cr_expect_eq(file.view_size, 6 + 12 * 10);
+    cr_expect_eq(file.shared->view_generation, generation + 1, "a new view to tell apart");
+    cr_expect_eq(file.shared->delivery.delivered, 2, "its two deliveries are kept");
+    cr_expect_eq(file.shared->delivery.length, 12);
+    cr_expect_eq(file.shared->readers.count, 1, "and its reader");
+    cr_expect_not(dataset_view_covered(&file));
+
+    dataset_view_note_mapped(&file);
+    cr_expect_not(dataset_view_lengthen(&file, 16), "a mapping cannot grow");
+    cr_expect_eq(file.view_length, 12);
+    dataset_file_unlock(&file);
+    dataset_file_release(&file);
+    free(bytes);
+}
+
+/* A loader that counted the 4 records a restore left, and kept that count,
+ * reads only 4 of the next pass's 20: once it delivered them in order, ending
+ * the pass moves its start past them instead, so nothing is skipped. */
+Test(dataset_view, ending_a_pass_read_to_a_shorter_count_moves_its_start)
+{
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(6, 10, 20, 0, &size);
+    struct data_entry entry = dv_entry(6, 10, true, true);
+    struct dataset_file file;
+    dv_init(&file, &entry, bytes, size, 1, 0);
+    dataset_file_lock(&file);
+    cr_assert(dataset_view_restore(&file, RESUME_CONTINUE, 0, 16, 0));
+    stale_size_note_answer(&file, SIZE_QUESTION_TRAINER);
+    dataset_view_note_read(&file, 6, 4 * 10);
+    cr_expect_not(dataset_view_end_moves_start(&file), "the view asked about was covered");
+    cr_assert_eq(dataset_view_end_pass(&file), 0);
+    cr_assert_eq(file.view_pass, 1);
+    cr_assert_eq(file.view_length, 20);
+
+    dataset_view_note_read(&file, 6, 3 * 10);
+    cr_expect_not(dataset_view_end_moves_start(&file), "3 of the 4 counted");
+    dataset_view_note_read(&file, 6 + 3 * 10, 10);
+    cr_expect(dataset_view_end_moves_start(&file), "the count of 4 delivered in order");
+    cr_assert_eq(dataset_view_end_pass(&file), 0);
+    cr_expect_eq(file.view_pass, 1, "the same pass");
+    cr_expect_eq(file.view_start_index, 4, "goes on past the records delivered");
+    cr_expect_eq(file.view_length, 16);
+    cr_expect_eq(file.shared->delivery.delivered, 0);
+    cr_expect_not(dataset_view_end_moves_start(&file), "nothing delivered from the new start");
+    dataset_file_unlock(&file);
+    dataset_file_release(&file);
+    free(bytes);
+}
+
 Test(dataset_view, a_fixed_view_is_rebuilt_by_another_process_at_its_lock)
 {
     uint64_t size;
