@@ -7,8 +7,8 @@
  *                 --checkpoint PATH [--checkpoint-every RECORDS=50]
  *                 [--kill-after RECORDS] [--ahead RECORDS=16] [--continue]
  *
- * Every STYLE but the last opens the file in each epoch and closes it at
- * its end:
+ * Every STYLE but the last three opens the file in each epoch and closes it
+ * at its end:
  *   stdio-size-rewind   fopen, fseek(SEEK_END) + ftell for the size, rewind,
  *                       fread one record at a time until it returns 0
  *   stdio-own-order     fopen, fseek(SEEK_END) + ftell, then for each record
@@ -26,9 +26,17 @@
  *   pread-sized-once    open and fstat once at start-up, before the
  *                       checkpoint is loaded; every epoch a pread of each
  *                       record of its own shuffle of that count
+ *   pread-open-once     open once at start-up, before the checkpoint is
+ *                       loaded; every epoch an fstat of that descriptor for
+ *                       the size, then a pread of each record of its own
+ *                       shuffle
+ *   stdio-open-once     fopen once at start-up, before the checkpoint is
+ *                       loaded; every epoch fseek(SEEK_END) + ftell of that
+ *                       stream for the size, then for each record of its
+ *                       own shuffle an fseek to it and an fread
  * The number of records of an epoch comes from the size each style asks for;
  * an epoch of size 0 (a pass replay skips) consumes nothing.  --continue
- * (pread-sized-once only): the first epoch run is the one the checkpoint's
+ * (the last three only): the first epoch run is the one the checkpoint's
  * step falls in, by the count taken at start-up, and it runs whole (what
  * ADAPTDL_RESUME=continue expects).
  *
@@ -68,8 +76,9 @@ struct trainer {
     const struct loader_options *options;
     uint64_t step;            /* records consumed, checkpoints included */
     uint64_t consumed_in_run; /* for --kill-after */
-    int sized_fd;             /* pread-sized-once: the descriptor kept open ... */
-    uint64_t sized_records;   /* ... and the count taken from its fstat */
+    int kept_fd;              /* the descriptor or stream kept open from start-up */
+    FILE *kept_stream;
+    uint64_t sized_records;   /* the count taken at start-up */
 };
 
 static void parse_options(int argc, char **argv, struct loader_options *o)
@@ -176,25 +185,31 @@ static uint64_t *own_order(uint64_t count, uint64_t epoch)
     return order;
 }
 
-static FILE *open_stream_and_size(const char *path, uint64_t *size)
+static uint64_t stream_records(const struct trainer *trainer, FILE *file)
 {
-    FILE *file = fopen(path, "rb");
-    if (file == NULL)
-        trainer_die(1, "cannot open %s: %s", path, strerror(errno));
     if (fseek(file, 0, SEEK_END) != 0)
-        trainer_die(1, "fseek %s: %s", path, strerror(errno));
+        trainer_die(1, "fseek %s: %s", trainer->options->data, strerror(errno));
     long end = ftell(file);
     if (end < 0)
-        trainer_die(1, "ftell %s: %s", path, strerror(errno));
-    *size = (uint64_t)end;
+        trainer_die(1, "ftell %s: %s", trainer->options->data, strerror(errno));
+    return (uint64_t)end / trainer->options->record;
+}
+
+/* fopen, and the records the stream's size holds. */
+static FILE *open_stream_and_count(const struct trainer *trainer, uint64_t *records)
+{
+    FILE *file = fopen(trainer->options->data, "rb");
+    if (file == NULL)
+        trainer_die(1, "cannot open %s: %s", trainer->options->data, strerror(errno));
+    *records = stream_records(trainer, file);
     return file;
 }
 
 static uint64_t epoch_stdio_size_rewind(struct trainer *trainer, uint64_t epoch)
 {
     const struct loader_options *o = trainer->options;
-    uint64_t size;
-    FILE *file = open_stream_and_size(o->data, &size);
+    uint64_t records;
+    FILE *file = open_stream_and_count(trainer, &records);
     rewind(file);
     unsigned char record[MAX_RECORD];
     uint64_t count = 0;
@@ -208,12 +223,11 @@ static uint64_t epoch_stdio_size_rewind(struct trainer *trainer, uint64_t epoch)
     return count;
 }
 
-static uint64_t epoch_stdio_own_order(struct trainer *trainer, uint64_t epoch)
+/* fseek + fread of each of `records` records of the epoch's own shuffle. */
+static void fread_own_order(struct trainer *trainer, uint64_t epoch, FILE *file,
+                            uint64_t records)
 {
     const struct loader_options *o = trainer->options;
-    uint64_t size;
-    FILE *file = open_stream_and_size(o->data, &size);
-    uint64_t records = size / o->record;
     uint64_t *order = own_order(records, epoch);
     unsigned char record[MAX_RECORD];
     for (uint64_t i = 0; i < records; i++) {
@@ -223,18 +237,12 @@ static uint64_t epoch_stdio_own_order(struct trainer *trainer, uint64_t epoch)
         consume(trainer, epoch, record);
     }
     free(order);
-    fclose(file);
-    return records;
 }
 
-static uint64_t epoch_pread_own_order(struct trainer *trainer, uint64_t epoch)
+/* pread of each of `records` records of the epoch's own shuffle. */
+static void pread_own_order(struct trainer *trainer, uint64_t epoch, int fd, uint64_t records)
 {
     const struct loader_options *o = trainer->options;
-    int fd = open(o->data, O_RDONLY);
-    struct stat status;
-    if (fd < 0 || fstat(fd, &status) != 0)
-        trainer_die(1, "cannot open %s: %s", o->data, strerror(errno));
-    uint64_t records = (uint64_t)status.st_size / o->record;
     uint64_t *order = own_order(records, epoch);
     unsigned char record[MAX_RECORD];
     for (uint64_t i = 0; i < records; i++) {
@@ -243,6 +251,32 @@ static uint64_t epoch_pread_own_order(struct trainer *trainer, uint64_t epoch)
         consume(trainer, epoch, record);
     }
     free(order);
+}
+
+static uint64_t descriptor_records(const struct trainer *trainer, int fd)
+{
+    struct stat status;
+    if (fstat(fd, &status) != 0)
+        trainer_die(1, "cannot fstat %s: %s", trainer->options->data, strerror(errno));
+    return (uint64_t)status.st_size / trainer->options->record;
+}
+
+static uint64_t epoch_stdio_own_order(struct trainer *trainer, uint64_t epoch)
+{
+    uint64_t records;
+    FILE *file = open_stream_and_count(trainer, &records);
+    fread_own_order(trainer, epoch, file, records);
+    fclose(file);
+    return records;
+}
+
+static uint64_t epoch_pread_own_order(struct trainer *trainer, uint64_t epoch)
+{
+    int fd = open(trainer->options->data, O_RDONLY);
+    if (fd < 0)
+        trainer_die(1, "cannot open %s: %s", trainer->options->data, strerror(errno));
+    uint64_t records = descriptor_records(trainer, fd);
+    pread_own_order(trainer, epoch, fd, records);
     close(fd);
     return records;
 }
@@ -318,30 +352,39 @@ static uint64_t epoch_open_then_stat(struct trainer *trainer, uint64_t epoch)
     return records;
 }
 
-/* The descriptor and count pread-sized-once takes before the checkpoint. */
-static void prepare_sized_once(struct trainer *trainer)
+/* The descriptor and count the pread styles take before the checkpoint. */
+static void prepare_descriptor(struct trainer *trainer)
 {
-    const struct loader_options *o = trainer->options;
-    trainer->sized_fd = open(o->data, O_RDONLY);
-    struct stat status;
-    if (trainer->sized_fd < 0 || fstat(trainer->sized_fd, &status) != 0)
-        trainer_die(1, "cannot open %s: %s", o->data, strerror(errno));
-    trainer->sized_records = (uint64_t)status.st_size / o->record;
+    trainer->kept_fd = open(trainer->options->data, O_RDONLY);
+    if (trainer->kept_fd < 0)
+        trainer_die(1, "cannot open %s: %s", trainer->options->data, strerror(errno));
+    trainer->sized_records = descriptor_records(trainer, trainer->kept_fd);
+}
+
+/* The stream and count stdio-open-once takes before the checkpoint. */
+static void prepare_stream(struct trainer *trainer)
+{
+    trainer->kept_stream = open_stream_and_count(trainer, &trainer->sized_records);
 }
 
 static uint64_t epoch_pread_sized_once(struct trainer *trainer, uint64_t epoch)
 {
-    const struct loader_options *o = trainer->options;
-    uint64_t *order = own_order(trainer->sized_records, epoch);
-    unsigned char record[MAX_RECORD];
-    for (uint64_t i = 0; i < trainer->sized_records; i++) {
-        if (pread(trainer->sized_fd, record, o->record, (off_t)(order[i] * o->record)) !=
-            (ssize_t)o->record)
-            trainer_die(1, "reading record %" PRIu64 " of %s", order[i], o->data);
-        consume(trainer, epoch, record);
-    }
-    free(order);
+    pread_own_order(trainer, epoch, trainer->kept_fd, trainer->sized_records);
     return trainer->sized_records;
+}
+
+static uint64_t epoch_pread_open_once(struct trainer *trainer, uint64_t epoch)
+{
+    uint64_t records = descriptor_records(trainer, trainer->kept_fd);
+    pread_own_order(trainer, epoch, trainer->kept_fd, records);
+    return records;
+}
+
+static uint64_t epoch_stdio_open_once(struct trainer *trainer, uint64_t epoch)
+{
+    uint64_t records = stream_records(trainer, trainer->kept_stream);
+    fread_own_order(trainer, epoch, trainer->kept_stream, records);
+    return records;
 }
 
 struct loader_style {
@@ -357,7 +400,9 @@ static const struct loader_style loader_styles[] = {
     {"read-ahead", epoch_read_ahead, NULL},
     {"stat-lazy-open", epoch_stat_lazy_open, NULL},
     {"open-then-stat", epoch_open_then_stat, NULL},
-    {"pread-sized-once", epoch_pread_sized_once, prepare_sized_once},
+    {"pread-sized-once", epoch_pread_sized_once, prepare_descriptor},
+    {"pread-open-once", epoch_pread_open_once, prepare_descriptor},
+    {"stdio-open-once", epoch_stdio_open_once, prepare_stream},
 };
 
 int main(int argc, char **argv)
@@ -371,13 +416,14 @@ int main(int argc, char **argv)
             style = &loader_styles[i];
     if (style == NULL)
         trainer_die(2, "unknown --style %s: expected stdio-size-rewind, stdio-own-order, "
-                       "pread-own-order, read-ahead, stat-lazy-open, open-then-stat or "
-                       "pread-sized-once",
+                       "pread-own-order, read-ahead, stat-lazy-open, open-then-stat, "
+                       "pread-sized-once, pread-open-once or stdio-open-once",
                     options.style);
     if (options.continues && style->prepare == NULL)
-        trainer_die(2, "--continue needs --style pread-sized-once (a count taken once)");
+        trainer_die(2, "--continue needs --style pread-sized-once, pread-open-once or "
+                       "stdio-open-once (a count taken at start-up)");
     setvbuf(stdout, NULL, _IOLBF, 0);
-    struct trainer trainer = {.options = &options, .sized_fd = -1};
+    struct trainer trainer = {.options = &options, .kept_fd = -1};
     if (style->prepare != NULL)
         style->prepare(&trainer);
     load_checkpoint(&trainer);
@@ -388,7 +434,9 @@ int main(int argc, char **argv)
         uint64_t count = style->run_epoch(&trainer, epoch);
         printf("epoch_end %" PRIu64 " records %" PRIu64 "\n", epoch, count);
     }
-    if (trainer.sized_fd >= 0)
-        close(trainer.sized_fd);
+    if (trainer.kept_fd >= 0)
+        close(trainer.kept_fd);
+    if (trainer.kept_stream != NULL)
+        fclose(trainer.kept_stream);
     return 0;
 }
