@@ -47,6 +47,8 @@ enum view_sign {
     VIEW_SIGN_NONE,
     VIEW_SIGN_OPEN,               /* it opened the file */
     VIEW_SIGN_PATH_STAT,          /* it asked for the size of the file's path */
+    VIEW_SIGN_SIZE_QUESTION,      /* it asked for the size of a descriptor or stream
+                                   * it had open (fstat, SEEK_END) */
 };
 
 /* A size the trainer was given for a data file: which view it was of. */
@@ -295,10 +297,11 @@ bool dataset_view_covered(const struct dataset_file *file);
  * loader that takes its record count from the size (fstat, SEEK_END, a
  * stat of the path) reads nothing from it: the only sign that its loop
  * over the pass is over is that it looks at the file again at its next
- * epoch the way it first looked at this pass, by opening it or by a stat of
- * its path.  Whichever of the two came first is the epoch's sign, so that
- * a loader that does both in each epoch (a stat then an open, or an open
- * then a stat) ends one pass per epoch. */
+ * epoch the way it first looked at this pass: by opening it, by a stat of
+ * its path, or, when it keeps the file open across epochs, by asking the
+ * size of its descriptor.  Whichever came first is the epoch's sign, so
+ * that a loader that does several in each epoch (a stat then an open, an
+ * open then an fstat) ends one pass per epoch. */
 
 /* Whether opening the file now ends the current pass (SPEC §3 rule 2): the
  * view is covered, or it is header-only and its first sign was an open. */
@@ -315,6 +318,15 @@ void dataset_view_note_opened(struct dataset_file *file);
 bool dataset_view_path_stat_ends_pass(const struct dataset_file *file);
 /* The current view's path was stat'ed. */
 void dataset_view_note_path_stat(struct dataset_file *file);
+/* Whether the trainer asking the size of a descriptor or stream it has open
+ * on the file (fstat, SEEK_END) ends the current pass: every record of the
+ * view was delivered, as for a stat of the path; or the view is
+ * header-only and its first sign was such a question.  A loader that opens
+ * the file once and asks its size at every epoch must be told the next
+ * pass's size. */
+bool dataset_view_size_question_ends_pass(const struct dataset_file *file);
+/* The trainer asked the size of a descriptor or stream open on the view. */
+void dataset_view_note_size_question(struct dataset_file *file);
 
 /* True when handing out view bytes [offset, offset + count) would deliver
  * again a record of a covered pass: the trainer has begun its next epoch

@@ -1,7 +1,8 @@
 /* view_deliveries.c - what the readers of a data file delivered of its
  * current view, and the signs that end its pass (see dataset_view.h): the
  * records each read covers, the processes that read them, a mapping, a
- * reread of a covered pass, a reopen, a stat of the path. */
+ * reread of a covered pass, a reopen, a stat of the path, a size asked of
+ * an open descriptor. */
 #include "dataset_view.h"
 
 #include <stdbool.h>
@@ -127,21 +128,40 @@ void dataset_view_note_opened(struct dataset_file *file)
     dataset_view_note_sign(file, VIEW_SIGN_OPEN);
 }
 
+/* Every record of a view with records was delivered, and the readers are
+ * done with it.  This process may still hold the file open: a Dataset made
+ * anew at each epoch asks for the size before the old one, and its file, is
+ * released.  Its descriptors stay on the pass just ended, and read 0 until
+ * moved. */
+static bool dataset_view_readers_done_with_records(const struct dataset_file *file)
+{
+    bool only_self;
+    return dataset_view_covered_by_gone_readers(file, &only_self);
+}
+
 bool dataset_view_path_stat_ends_pass(const struct dataset_file *file)
 {
     if (file->view_length == 0)
         return __atomic_load_n(&file->open_cursors, __ATOMIC_RELAXED) == 0 &&
                file->shared->header_only_first_sign == VIEW_SIGN_PATH_STAT;
-    /* This process may still hold the file open: a Dataset made anew at each
-     * epoch asks for the size before the old one, and its file, is released.
-     * Its descriptors stay on the pass just ended, and read 0 until moved. */
-    bool only_self;
-    return dataset_view_covered_by_gone_readers(file, &only_self);
+    return dataset_view_readers_done_with_records(file);
 }
 
 void dataset_view_note_path_stat(struct dataset_file *file)
 {
     dataset_view_note_sign(file, VIEW_SIGN_PATH_STAT);
+}
+
+bool dataset_view_size_question_ends_pass(const struct dataset_file *file)
+{
+    if (file->view_length == 0)
+        return file->shared->header_only_first_sign == VIEW_SIGN_SIZE_QUESTION;
+    return dataset_view_readers_done_with_records(file);
+}
+
+void dataset_view_note_size_question(struct dataset_file *file)
+{
+    dataset_view_note_sign(file, VIEW_SIGN_SIZE_QUESTION);
 }
 
 bool dataset_view_read_repeats_covered_pass(const struct dataset_file *file, uint64_t offset,

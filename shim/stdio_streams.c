@@ -292,9 +292,15 @@ static int shim_view_stream_seek_locked(FILE *stream, const struct shim_stream *
                                         int64_t offset, int whence)
 {
     struct fd_slot *slot = entry->slot;
+    struct shim_view_cookie *cookie = entry->cookie;
     off64_t current = ftello64(stream);
     if (current < 0)
         return -1;
+    /* what the trainer took from the buffer counts before a size question:
+     * its last record may be what makes the pass covered */
+    pthread_mutex_lock(&cookie->lock);
+    shim_view_cookie_deliver_consumed(cookie);
+    pthread_mutex_unlock(&cookie->lock);
     int64_t target;
     switch (whence) {
     case SEEK_SET:
@@ -314,7 +320,6 @@ static int shim_view_stream_seek_locked(FILE *stream, const struct shim_stream *
         errno = EINVAL;
         return -1;
     }
-    struct shim_view_cookie *cookie = entry->cookie;
     pthread_mutex_lock(&cookie->lock);
     shim_view_cookie_repositioned(cookie);
     pthread_mutex_unlock(&cookie->lock);

@@ -1202,26 +1202,41 @@ Test(dataset_view, a_covered_pass_whose_only_reader_closed_the_file_is_over)
     free(bytes);
 }
 
-/* A reopen ends a pass whose every record was delivered, and a header-only
- * view (a pass replay skips) whose first sign was an open; a stat of the
- * path ends a header-only view only when that came first and no descriptor
- * is open on it. */
+/* A header-only view (a pass replay skips) ends at the sign that came
+ * first: an open, a stat of the path, or a size question about an open
+ * descriptor; a stat of the path only while no descriptor is open on it. */
 Test(dataset_view, the_first_sign_on_a_header_only_view_is_the_one_that_ends_it)
 {
+    static const struct {
+        const char *name;
+        void (*note)(struct dataset_file *file);
+        bool (*ends)(const struct dataset_file *file);
+    } signs[] = {
+        {"an open", dataset_view_note_opened, dataset_view_reopen_ends_pass},
+        {"a stat of the path", dataset_view_note_path_stat, dataset_view_path_stat_ends_pass},
+        {"a size question", dataset_view_note_size_question,
+         dataset_view_size_question_ends_pass},
+    };
+    enum { SIGN_COUNT = sizeof signs / sizeof signs[0] };
     unsigned char header[6] = {1, 2, 3, 4, 5, 6};
     struct data_entry entry = dv_entry(6, 8, false, false);
     struct dataset_file file;
-    dv_init(&file, &entry, header, 6, 1, 0);
-    cr_assert_eq(file.view_length, 0);
-    dataset_file_lock(&file);
-    cr_expect(!dataset_view_reopen_ends_pass(&file), "no sign yet");
-    cr_expect(!dataset_view_path_stat_ends_pass(&file), "no sign yet");
-    dataset_view_note_opened(&file);
-    dataset_view_note_path_stat(&file);
-    cr_expect(dataset_view_reopen_ends_pass(&file), "the open came first");
-    cr_expect(!dataset_view_path_stat_ends_pass(&file), "the open came first");
-    dataset_file_unlock(&file);
-    dataset_file_release(&file);
+    for (size_t first = 0; first < SIGN_COUNT; first++) {
+        dv_init(&file, &entry, header, 6, 1, 0);
+        cr_assert_eq(file.view_length, 0);
+        dataset_file_lock(&file);
+        for (size_t sign = 0; sign < SIGN_COUNT; sign++)
+            cr_expect(!signs[sign].ends(&file), "no sign yet: %s does not end it",
+                      signs[sign].name);
+        for (size_t sign = 0; sign < SIGN_COUNT; sign++)
+            signs[(first + sign) % SIGN_COUNT].note(&file);
+        for (size_t sign = 0; sign < SIGN_COUNT; sign++)
+            cr_expect(signs[sign].ends(&file) == (sign == first),
+                      "%s came first: %s %s it", signs[first].name, signs[sign].name,
+                      sign == first ? "ends" : "does not end");
+        dataset_file_unlock(&file);
+        dataset_file_release(&file);
+    }
 
     dv_init(&file, &entry, header, 6, 1, 0);
     dataset_file_lock(&file);
@@ -1262,6 +1277,42 @@ Test(dataset_view, a_reopen_or_a_path_stat_ends_a_pass_once_every_record_was_del
     cr_expect(dataset_view_reopen_ends_pass(&file));
     cr_expect(dataset_view_path_stat_ends_pass(&file), "this process read it all, file open");
     cr_expect(!dataset_view_readers_finished_pass(&file), "the file is still open here");
+    dataset_file_unlock(&file);
+    view_cursor_close(&cursor);
+    dataset_file_release(&file);
+    free(bytes);
+}
+
+/* A loader that opened the file before the restore and keeps it open asks
+ * its descriptor's size at every epoch: on a header-only view that question
+ * is the epoch's sign only when it came first (above), and not after an
+ * open; with records, it ends the pass once every record was delivered, the
+ * file open or not. */
+Test(dataset_view, a_size_asked_of_an_open_descriptor_is_a_sign_like_a_reopen)
+{
+    unsigned char header[6] = {1, 2, 3, 4, 5, 6};
+    struct data_entry entry = dv_entry(6, 8, false, false);
+    struct dataset_file file;
+    dv_init(&file, &entry, header, 6, 1, 0);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &file);
+    dataset_file_lock(&file);
+    cr_expect(!dataset_view_size_question_ends_pass(&file), "the open was the first sign");
+    dataset_file_unlock(&file);
+    view_cursor_close(&cursor);
+    dataset_file_release(&file);
+
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(6, 10, 8, 0, &size);
+    struct data_entry records_entry = dv_entry(6, 10, true, true);
+    dv_init(&file, &records_entry, bytes, size, 1, 0);
+    view_cursor_open(&cursor, &file);
+    dataset_file_lock(&file);
+    dataset_view_note_size_question(&file);
+    dataset_view_note_read(&file, 6, 10 * 7);
+    cr_expect(!dataset_view_size_question_ends_pass(&file), "one record is not delivered");
+    dataset_view_note_read(&file, 6 + 10 * 7, 10);
+    cr_expect(dataset_view_size_question_ends_pass(&file), "this process read it all, file open");
     dataset_file_unlock(&file);
     view_cursor_close(&cursor);
     dataset_file_release(&file);

@@ -99,6 +99,19 @@ static size_t vc_read_to_end(struct view_cursor *cursor, size_t chunk, unsigned 
     }
 }
 
+/* The two ways a loader asks the size of a descriptor it keeps open. */
+static uint64_t vc_size_by_fstat(struct view_cursor *cursor)
+{
+    return view_cursor_size(cursor, SIZE_QUESTION_ANY);
+}
+
+static uint64_t vc_size_by_seek_end(struct view_cursor *cursor)
+{
+    off_t end = view_cursor_seek(cursor, 0, SEEK_END);
+    cr_assert_geq(end, 0);
+    return (uint64_t)end;
+}
+
 Test(view_cursor, read_to_the_end_then_zero_ends_the_pass)
 {
     struct vc_data data;
@@ -742,6 +755,42 @@ Test(view_cursor, a_stat_of_the_path_after_a_covered_pass_reports_the_next_one)
                          "moved, it reads pass 1");
             view_cursor_close(&cursor);
         }
+        vc_teardown(&data);
+    }
+}
+
+/* A loader that opened the file before the restore and keeps it open asks
+ * its descriptor's size at every epoch (fstat, or SEEK_END) and preads: the
+ * question ends a header-only pass the second time, and a covered one at
+ * once, so every epoch is told the next pass's size.  The descriptor stays
+ * on the pass it finished until moved, as after a stat of the path. */
+Test(view_cursor, a_size_asked_of_a_kept_descriptor_after_a_covered_pass_reports_the_next_one)
+{
+    for (int by_seek = 0; by_seek <= 1; by_seek++) {
+        struct vc_data data;
+        vc_setup(&data, 0, true, 1, 0);
+        struct view_cursor cursor;
+        view_cursor_open(&cursor, &data.file);
+        cr_assert(dataset_view_restore(&data.file, RESUME_REPLAY, 1, 6, 0));
+        uint64_t (*size_of)(struct view_cursor *) =
+            by_seek ? vc_size_by_seek_end : vc_size_by_fstat;
+        cr_expect_eq(size_of(&cursor), 0, "seek %d: pass 0 is skipped, header-only", by_seek);
+        cr_expect_eq(data.file.view_pass, 0, "its first sign does not end it");
+        cr_expect_eq(size_of(&cursor), 4 * VC_RECORD, "seek %d: the second does", by_seek);
+        cr_expect_eq(data.file.view_pass, 1);
+        unsigned char record[VC_RECORD];
+        for (uint64_t i = 0; i < 3; i++)
+            cr_assert_eq(view_cursor_pread(&cursor, record, VC_RECORD, i * VC_RECORD),
+                         VC_RECORD);
+        cr_expect_eq(size_of(&cursor), 4 * VC_RECORD, "one record of the pass is left");
+        cr_expect_eq(data.file.view_pass, 1);
+        cr_assert_eq(view_cursor_pread(&cursor, record, VC_RECORD, 3 * VC_RECORD), VC_RECORD);
+        cr_expect_eq(size_of(&cursor), VC_COUNT * VC_RECORD, "seek %d: pass 2 is whole",
+                     by_seek);
+        cr_expect_eq(data.file.view_pass, 2);
+        cr_expect_eq(size_of(&cursor), VC_COUNT * VC_RECORD, "one question ends one pass");
+        cr_expect_eq(data.file.view_pass, 2);
+        view_cursor_close(&cursor);
         vc_teardown(&data);
     }
 }
