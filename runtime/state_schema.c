@@ -45,14 +45,17 @@
 /* ------------------------------------------------------------------------- */
 /* Schemas: the tables that define both formats                                */
 /* ------------------------------------------------------------------------- */
-#define FIELD(type, member, field_kind) \
-    { .name = #member, .kind = field_kind, .offset = offsetof(type, member) }
+#define MEMBER_SIZE(type, member) sizeof(((type *)0)->member)
+#define FIELD(type, member, field_kind)                                                 \
+    { .name = #member, .kind = field_kind, .offset = offsetof(type, member),            \
+      .member_size = MEMBER_SIZE(type, member) }
 #define RECORD_ARRAY(type, member, counter, schema)                                     \
     { .name = #member, .kind = FIELD_RECORD_ARRAY, .offset = offsetof(type, member),    \
-      .count_offset = offsetof(type, counter), .element = &schema }
+      .member_size = MEMBER_SIZE(type, member), .count_offset = offsetof(type, counter), \
+      .element = &schema }
 #define BYTES(type, member, counter)                                                    \
     { .name = #member, .kind = FIELD_BYTES, .offset = offsetof(type, member),           \
-      .count_offset = offsetof(type, counter) }
+      .member_size = MEMBER_SIZE(type, member), .count_offset = offsetof(type, counter) }
 
 static const struct field_spec content_identity_fields[] = {
     FIELD(struct content_identity, size, FIELD_U64),
@@ -141,6 +144,7 @@ static const struct field_spec snapshot_fields[] = {
     FIELD(struct adaptdl_snapshot, created_unix_time, FIELD_DOUBLE),
     FIELD(struct adaptdl_snapshot, checkpoint_path, FIELD_STRING),
     { .name = "binding", .kind = FIELD_RECORD, .offset = offsetof(struct adaptdl_snapshot, binding),
+      .member_size = MEMBER_SIZE(struct adaptdl_snapshot, binding),
       .element = &content_identity_schema },
     RECORD_ARRAY(struct adaptdl_snapshot, files, file_count, file_position_schema),
     FIELD(struct adaptdl_snapshot, cooperative, FIELD_BOOL),
@@ -195,6 +199,7 @@ static const struct field_spec job_record_fields[] = {
     FIELD(struct adaptdl_job_record, perf_params_valid, FIELD_BOOL),
     { .name = "perf_params", .kind = FIELD_DOUBLE_VECTOR,
       .offset = offsetof(struct adaptdl_job_record, perf_params),
+      .member_size = MEMBER_SIZE(struct adaptdl_job_record, perf_params),
       .length = COUNT_OF(((struct adaptdl_job_record *)0)->perf_params) },
 };
 const struct record_schema job_record_schema = {

@@ -40,6 +40,7 @@ struct field_spec {
     const char *name;
     enum field_kind kind;
     size_t offset;                        /* of the member */
+    size_t member_size;                   /* sizeof the member: it must fit the kind */
     size_t count_offset;                  /* FIELD_RECORD_ARRAY, FIELD_BYTES: its size_t count */
     size_t length;                        /* FIELD_DOUBLE_VECTOR */
     const struct record_schema *element;  /* FIELD_RECORD, FIELD_RECORD_ARRAY */

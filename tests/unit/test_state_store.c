@@ -2097,6 +2097,64 @@ static void make_probe(struct probe *probe)
     memcpy(probe->blob, "\0\1\2\3\xff", 5);
 }
 
+/* The size a member of each kind must have: the decoder writes that many
+ * bytes at its offset, so a table row whose kind does not match its member
+ * (a uint32_t read as FIELD_U64) would write past it. */
+static size_t schema_kind_size(const struct field_spec *field)
+{
+    switch (field->kind) {
+    case FIELD_MAGIC:
+        return 0;
+    case FIELD_VERSION:
+    case FIELD_U32:
+        return sizeof(uint32_t);
+    case FIELD_U64:
+        return sizeof(uint64_t);
+    case FIELD_I64:
+        return sizeof(int64_t);
+    case FIELD_DOUBLE:
+        return sizeof(double);
+    case FIELD_BOOL:
+        return sizeof(bool);
+    case FIELD_STRING:
+        return sizeof(char *);
+    case FIELD_DOUBLE_VECTOR:
+        return field->length * sizeof(double);
+    case FIELD_RECORD:
+        return field->element->structure_size;
+    case FIELD_RECORD_ARRAY:
+    case FIELD_BYTES:
+        return sizeof(void *);
+    default:
+        return SIZE_MAX;
+    }
+}
+
+/* Checks every row of `schema` and of the schemas it nests; returns the
+ * rows checked. */
+static size_t schema_expect_members_fit(const struct record_schema *schema)
+{
+    size_t checked = 0;
+    for (size_t index = 0; index < schema->field_count; index++) {
+        const struct field_spec *field = &schema->fields[index];
+        cr_expect_eq(field->member_size, schema_kind_size(field),
+                     "%s.%s: a member of %zu bytes described as kind %d", schema->label,
+                     field->name, field->member_size, (int)field->kind);
+        cr_expect_leq(field->offset + field->member_size, schema->structure_size,
+                      "%s.%s lies inside its structure", schema->label, field->name);
+        checked++;
+        if (field->kind == FIELD_RECORD || field->kind == FIELD_RECORD_ARRAY)
+            checked += schema_expect_members_fit(field->element);
+    }
+    return checked;
+}
+
+Test(state_schema, every_row_of_both_formats_has_a_member_of_its_kinds_size)
+{
+    cr_expect_gt(schema_expect_members_fit(&snapshot_schema), 30);
+    cr_expect_gt(schema_expect_members_fit(&job_record_schema), 25);
+}
+
 Test(state_schema, member_of_is_the_member_at_its_offset)
 {
     struct probe probe;
