@@ -1412,18 +1412,28 @@ Test(dataset_view, fixing_the_view_follows_the_tracker_and_forgets_the_deliverie
     free(bytes);
 }
 
+/* A file of 20 records of 10 bytes after a 6-byte header, on one replica,
+ * restored under continue into pass 0 at index `start`; returns its bytes
+ * (freed by the caller), with the file's lock held. */
+static unsigned char *dv_resumed_at(struct dataset_file *file, const struct data_entry *entry,
+                                    uint64_t start)
+{
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(6, 10, 20, 0, &size);
+    dv_init(file, entry, bytes, size, 1, 0);
+    dataset_file_lock(file);
+    cr_assert(dataset_view_restore(file, RESUME_CONTINUE, 0, start, 0));
+    return bytes;
+}
+
 /* A loader that counted a longer view than the restore left reads with that
  * count: the pass grows to it, keeping what a pass under way delivered, and
  * a mapped view, which cannot grow, is left alone. */
 Test(dataset_view, lengthening_a_pass_grows_its_view_and_keeps_its_deliveries)
 {
-    uint64_t size;
-    unsigned char *bytes = dv_fixed_file(6, 10, 20, 0, &size);
     struct data_entry entry = dv_entry(6, 10, true, true);
     struct dataset_file file;
-    dv_init(&file, &entry, bytes, size, 1, 0);
-    dataset_file_lock(&file);
-    cr_assert(dataset_view_restore(&file, RESUME_CONTINUE, 0, 14, 0));
+    unsigned char *bytes = dv_resumed_at(&file, &entry, 14);
     cr_assert_eq(file.view_length, 6, "records 14 to 19 are left");
 
     cr_expect_not(dataset_view_lengthen(&file, 6), "the view already holds 6");
@@ -1458,13 +1468,9 @@ Test(dataset_view, lengthening_a_pass_grows_its_view_and_keeps_its_deliveries)
  * the pass moves its start past them instead, so nothing is skipped. */
 Test(dataset_view, ending_a_pass_read_to_a_shorter_count_moves_its_start)
 {
-    uint64_t size;
-    unsigned char *bytes = dv_fixed_file(6, 10, 20, 0, &size);
     struct data_entry entry = dv_entry(6, 10, true, true);
     struct dataset_file file;
-    dv_init(&file, &entry, bytes, size, 1, 0);
-    dataset_file_lock(&file);
-    cr_assert(dataset_view_restore(&file, RESUME_CONTINUE, 0, 16, 0));
+    unsigned char *bytes = dv_resumed_at(&file, &entry, 16);
     stale_size_note_answer(&file, SIZE_QUESTION_TRAINER);
     dataset_view_note_read(&file, 6, 4 * 10);
     cr_expect_not(dataset_view_end_moves_start(&file), "the view asked about was covered");
