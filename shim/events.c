@@ -27,7 +27,8 @@ static void shim_events_pass_observer(const struct dataset_file *file, bool begi
 {
     struct json_line line;
     event_line_pass(&line, shim_events_time(), file, begins, pass, records_consumed, why);
-    metrics_write_event(&shim_metrics, &line);}
+    metrics_write_event(&shim_metrics, &line);
+}
 
 int shim_events_descriptor(void)
 {
@@ -54,7 +55,8 @@ void shim_events_start(const struct run_start *start)
         return;
     struct json_line line;
     event_line_start(&line, shim_events_time(), start);
-    metrics_write_event(&shim_metrics, &line);}
+    metrics_write_event(&shim_metrics, &line);
+}
 
 void shim_events_step(const struct agreed_step *step, const struct grad_noise_state *noise,
                       const struct job_position *position, bool local_bsz_known,
@@ -65,7 +67,8 @@ void shim_events_step(const struct agreed_step *step, const struct grad_noise_st
     struct json_line line;
     event_line_step(&line, shim_events_time(), step, noise, position, local_bsz_known, model,
                     nodes);
-    metrics_offer_step(&shim_metrics, &line, log_monotonic_seconds());}
+    metrics_offer_step(&shim_metrics, &line, log_monotonic_seconds());
+}
 
 void shim_events_snapshot(const char *checkpoint_path, const struct content_identity *identity,
                           bool written)
@@ -74,7 +77,8 @@ void shim_events_snapshot(const char *checkpoint_path, const struct content_iden
         return;
     struct json_line line;
     event_line_snapshot(&line, shim_events_time(), checkpoint_path, identity, written);
-    metrics_write_event(&shim_metrics, &line);}
+    metrics_write_event(&shim_metrics, &line);
+}
 
 void shim_events_restore(const char *checkpoint_path, int status)
 {
@@ -82,7 +86,8 @@ void shim_events_restore(const char *checkpoint_path, int status)
         return;
     struct json_line line;
     event_line_restore(&line, shim_events_time(), checkpoint_path, status);
-    metrics_write_event(&shim_metrics, &line);}
+    metrics_write_event(&shim_metrics, &line);
+}
 
 void shim_events_exit(int status, const char *why)
 {
@@ -91,7 +96,8 @@ void shim_events_exit(int status, const char *why)
     metrics_flush_latest_step(&shim_metrics);
     struct json_line line;
     event_line_exit(&line, shim_events_time(), status, why);
-    metrics_write_event(&shim_metrics, &line);}
+    metrics_write_event(&shim_metrics, &line);
+}
 
 void shim_events_decision(const struct batch_decision_inputs *inputs,
                           const struct batch_decision *decision, bool restart)
@@ -100,7 +106,8 @@ void shim_events_decision(const struct batch_decision_inputs *inputs,
         return;
     struct json_line line;
     event_line_decision(&line, shim_events_time(), inputs, decision, restart);
-    metrics_write_event(&shim_metrics, &line);}
+    metrics_write_event(&shim_metrics, &line);
+}
 
 void shim_events_replica_decision(const struct replica_choice *choice, uint32_t replicas,
                                   double restart_cost, bool restart)
@@ -110,7 +117,8 @@ void shim_events_replica_decision(const struct replica_choice *choice, uint32_t 
     struct json_line line;
     event_line_replica_decision(&line, shim_events_time(), choice, replicas, restart_cost,
                                 restart);
-    metrics_write_event(&shim_metrics, &line);}
+    metrics_write_event(&shim_metrics, &line);
+}
 
 void shim_events_write_hints(const char *path, const struct batch_decision_inputs *inputs,
                              const struct batch_decision *decision,
