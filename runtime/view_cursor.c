@@ -388,12 +388,16 @@ ssize_t view_cursor_preadv(struct view_cursor *cursor, const struct iovec *vecto
  * file (lock held): a loader that keeps its file open across epochs asks it
  * at each epoch, so a question about a pass it is done with ends that pass
  * first, and the answer is the next pass's.  The descriptor itself stays on
- * the pass it finished, as after a stat of the path. */
-static void view_cursor_note_size_question_locked(struct dataset_file *file)
+ * the pass it finished, as after a stat of the path.  Returns the size of
+ * the view, noted as the answer to `question` (stale_size_note_answer). */
+static uint64_t view_cursor_answer_size_locked(struct dataset_file *file,
+                                               enum size_question question)
 {
     if (dataset_view_size_question_ends_pass(file))
         view_cursor_end_pass_locked(file, "size asked again after the readers were done");
     dataset_view_note_size_question(file);
+    stale_size_note_answer(file, question);
+    return file->view_size;
 }
 
 off_t view_cursor_seek(struct view_cursor *cursor, off_t offset, int whence)
@@ -413,9 +417,7 @@ off_t view_cursor_seek(struct view_cursor *cursor, off_t offset, int whence)
         }
         break;
     case SEEK_END:
-        view_cursor_note_size_question_locked(file);
-        base = (int64_t)file->view_size;
-        stale_size_note_answer(file, SIZE_QUESTION_TRAINER);
+        base = (int64_t)view_cursor_answer_size_locked(file, SIZE_QUESTION_TRAINER);
         break;
     case SEEK_DATA:
     case SEEK_HOLE:
@@ -455,9 +457,7 @@ uint64_t view_cursor_size(struct view_cursor *cursor, enum size_question questio
 {
     struct dataset_file *file = cursor->file;
     dataset_file_lock(file);
-    view_cursor_note_size_question_locked(file);
-    stale_size_note_answer(file, question);
-    uint64_t size = file->view_size;
+    uint64_t size = view_cursor_answer_size_locked(file, question);
     dataset_file_unlock(file);
     return size;
 }

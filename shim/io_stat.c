@@ -25,7 +25,8 @@ static int shim_stat_fd_result(int result, int fd, struct stat *status)
         return result;
     struct fd_slot *slot = shim_view_slot_acquire(fd);
     if (slot != NULL)
-        shim_stat_set_view(status, slot->cursor.file, view_cursor_size(&slot->cursor, SIZE_QUESTION_ANY));
+        shim_stat_set_view(status, slot->cursor.file,
+                           view_cursor_size(&slot->cursor, SIZE_QUESTION_ANY));
     fd_slot_release(slot);
     return result;
 }

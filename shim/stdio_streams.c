@@ -296,11 +296,6 @@ static int shim_view_stream_seek_locked(FILE *stream, const struct shim_stream *
     off64_t current = ftello64(stream);
     if (current < 0)
         return -1;
-    /* what the trainer took from the buffer counts before a size question:
-     * its last record may be what makes the pass covered */
-    pthread_mutex_lock(&cookie->lock);
-    shim_view_cookie_deliver_consumed(cookie);
-    pthread_mutex_unlock(&cookie->lock);
     int64_t target;
     switch (whence) {
     case SEEK_SET:
@@ -310,6 +305,11 @@ static int shim_view_stream_seek_locked(FILE *stream, const struct shim_stream *
         target = current + offset;
         break;
     case SEEK_END:
+        /* what the trainer took from the buffer counts before a size
+         * question: its last record may be what makes the pass covered */
+        pthread_mutex_lock(&cookie->lock);
+        shim_view_cookie_deliver_consumed(cookie);
+        pthread_mutex_unlock(&cookie->lock);
         target = (int64_t)view_cursor_size(&slot->cursor, SIZE_QUESTION_TRAINER) + offset;
         break;
     default:
