@@ -1516,6 +1516,17 @@ Test(stale_size, a_read_placed_past_the_end_is_served_only_within_the_reported_c
 
 /* --- a shorter count kept (stale_size_count_covered) ----------------------- */
 
+/* A view resumed under continue at index 6, its 4 records counted by a
+ * stat of the path (a Dataset built once after the restore), and a cursor
+ * open on it. */
+static void vc_setup_counted_after_restore(struct vc_data *data, struct view_cursor *cursor)
+{
+    vc_setup(data, VC_HEADER, false, 1, 0);
+    cr_assert(dataset_view_restore(&data->file, RESUME_CONTINUE, 0, 6, 0));
+    cr_assert_eq(view_cursor_path_stat(&data->file), VC_HEADER + 4 * VC_RECORD);
+    view_cursor_open(cursor, &data->file);
+}
+
 /* One epoch of a loader that reads `count` records by index, then seeks
  * back to the first: the records it got, in `records`. */
 static void vc_epoch_by_index(struct view_cursor *cursor, uint64_t count, uint64_t *records)
@@ -1528,12 +1539,8 @@ static void vc_epoch_by_index(struct view_cursor *cursor, uint64_t count, uint64
 Test(stale_size, a_count_of_a_resumed_pass_reads_each_later_pass_on_where_it_stopped)
 {
     struct vc_data data;
-    vc_setup(&data, VC_HEADER, false, 1, 0);
-    cr_assert(dataset_view_restore(&data.file, RESUME_CONTINUE, 0, 6, 0));
-    /* a Dataset built once after the restore: 4 records */
-    cr_assert_eq(view_cursor_path_stat(&data.file), VC_HEADER + 4 * VC_RECORD);
     struct view_cursor cursor;
-    view_cursor_open(&cursor, &data.file);
+    vc_setup_counted_after_restore(&data, &cursor);
     uint64_t records[4];
     vc_epoch_by_index(&cursor, 4, records);
     cr_expect_eq(records[0], 6);
@@ -1564,11 +1571,8 @@ Test(stale_size, a_count_of_a_resumed_pass_reads_each_later_pass_on_where_it_sto
 Test(stale_size, a_reader_to_the_end_with_a_shorter_count_reads_each_pass_whole)
 {
     struct vc_data data;
-    vc_setup(&data, VC_HEADER, false, 1, 0);
-    cr_assert(dataset_view_restore(&data.file, RESUME_CONTINUE, 0, 6, 0));
-    cr_assert_eq(view_cursor_path_stat(&data.file), VC_HEADER + 4 * VC_RECORD);
     struct view_cursor cursor;
-    view_cursor_open(&cursor, &data.file);
+    vc_setup_counted_after_restore(&data, &cursor);
     for (int epoch = 0; epoch < 3; epoch++) {
         cr_assert_eq(view_cursor_seek(&cursor, VC_HEADER, SEEK_SET), VC_HEADER);
         cr_expect_eq(vc_read_to_end(&cursor, VC_RECORD, NULL, 0),
