@@ -432,7 +432,7 @@ static void set_config_defaults(struct adaptdl_config *config)
 {
     /* every field not named here is 0, false or empty */
     *config = (struct adaptdl_config){
-        .resume = RESUME_REPLAY,
+        .resume = RESUME_CONTINUE,
         .num_replicas = 1,
         .num_nodes = 1,
         .log_level = LOG_LEVEL_WARN,

@@ -178,13 +178,18 @@ static void expect_same_final_weights(const struct resume_setup *reference,
     free(actual_bytes);
 }
 
+/* sgd_read --resume loads its weights and step counter and runs its epoch
+ * loop again from 0: a replay-style trainer. */
+static char *replay_setting[] = {"ADAPTDL_RESUME=replay", NULL};
+
 Test(resume, killed_k1_run_equals_uninterrupted_run_bit_for_bit, .timeout = 240)
 {
     struct resume_setup reference;
     resume_setup_init(&reference, "read");
     unsigned one_run[] = {1};
     struct harness_killed_run reference_records[1];
-    run_kill_sequence(&reference, "trainers/sgd_read", one_run, 1, 1, reference_records, NULL);
+    run_kill_sequence(&reference, "trainers/sgd_read", one_run, 1, 1, reference_records,
+                      replay_setting);
 
     struct resume_setup setup;
     resume_setup_init(&setup, "read");
@@ -193,7 +198,8 @@ Test(resume, killed_k1_run_equals_uninterrupted_run_bit_for_bit, .timeout = 240)
     for (unsigned i = 0; i < RUNS; i++)
         plan[i] = 1;
     struct harness_killed_run records[RUNS];
-    run_kill_sequence(&setup, "trainers/sgd_read", plan, RUNS, 20261202, records, NULL);
+    run_kill_sequence(&setup, "trainers/sgd_read", plan, RUNS, 20261202, records,
+                      replay_setting);
 
     expect_every_record_committed_once(records, RUNS);
 
@@ -207,7 +213,7 @@ Test(resume, replica_count_changes_between_killed_runs, .timeout = 240)
     unsigned plan[] = {1, 4, 2, 3, 1, 4, 2, 2};
     enum { RUNS = sizeof plan / sizeof plan[0] };
     struct harness_killed_run records[RUNS];
-    run_kill_sequence(&setup, "trainers/sgd_read", plan, RUNS, 77, records, NULL);
+    run_kill_sequence(&setup, "trainers/sgd_read", plan, RUNS, 77, records, replay_setting);
     unsigned *counts = harness_count_committed_records(records, RUNS, RECORDS, EPOCHS);
     unsigned padding_allowance = 0;
     for (unsigned run = 0; run < RUNS; run++)
@@ -297,7 +303,9 @@ static char *run_bigram(const char *directory, const char *data, const char *sta
     snprintf(data_setting, sizeof data_setting, "ADAPTDL_DATA=%s:lines", data);
     snprintf(state_setting, sizeof state_setting, "ADAPTDL_CHECKPOINT_PATH=%s", state);
     snprintf(save_setting, sizeof save_setting, "ADAPTDL_SAVE=%s/bigram.ck*", directory);
-    char *environment[] = {data_setting, state_setting, save_setting, "ADAPTDL_SEED=3", NULL};
+    /* bigram_text --resume runs its epoch loop again from 0: replay style */
+    char *environment[] = {data_setting, state_setting, save_setting, "ADAPTDL_SEED=3",
+                           "ADAPTDL_RESUME=replay", NULL};
     char *checkpoint = harness_path_in(directory, "bigram.ck");
     char log_name[64], out_name[64];
     snprintf(log_name, sizeof log_name, "%s.ids", name);
@@ -395,6 +403,8 @@ Test(resume, killed_text_trainer_sees_every_line_once_and_same_counts, .timeout 
 
 #define COUNT_JOB_RECORDS 300
 #define COUNT_WARNING "ADAPTDL_RESUME=continue"
+/* sgd_read --resume runs its epoch loop again from 0: replay style */
+#define REPLAY "ADAPTDL_RESUME=replay"
 
 /* Runs sgd_read on the job's count= dataset for `epochs` epochs; `resume`
  * loads ck0.  extra_setting (NULL: none) is added to the environment. */
@@ -442,7 +452,7 @@ Test(resume, replay_past_a_count_file_pass_warns_once_naming_continue, .timeout 
     struct dataset_job job;
     counted_job_past_pass_zero(&job);
     struct run_result replay;
-    cr_assert_eq(run_counted_job(&job, "2", true, "1000000", NULL, &replay), 0, "%s",
+    cr_assert_eq(run_counted_job(&job, "2", true, "1000000", REPLAY, &replay), 0, "%s",
                  replay.err);
     cr_expect_not_null(strstr(replay.out, "resumed at step "), "%s", replay.out);
     cr_expect_eq(harness_count_occurrences(replay.err, COUNT_WARNING), 1,
@@ -499,7 +509,7 @@ Test(resume, replay_within_pass_zero_of_a_count_file_does_not_warn, .timeout = 1
     free(log);
 
     struct run_result replay;
-    cr_assert_eq(run_counted_job(&job, "1", true, "1000000", NULL, &replay), 0, "%s",
+    cr_assert_eq(run_counted_job(&job, "1", true, "1000000", REPLAY, &replay), 0, "%s",
                  replay.err);
     cr_expect_not_null(strstr(replay.out, "resumed at step "), "%s", replay.out);
     cr_expect_null(strstr(replay.err, COUNT_WARNING), "%s", replay.err);
@@ -535,7 +545,7 @@ Test(resume, a_copy_of_a_checkpoint_keeps_its_snapshot_through_later_commits, .t
     char *backup = harness_path_in(job.directory, "ck0.bak");
     harness_copy_file(checkpoint, backup);
     struct run_result second;
-    cr_assert_eq(run_counted_job(&job, "2", true, "5", NULL, &second), 0, "%s", second.err);
+    cr_assert_eq(run_counted_job(&job, "2", true, "5", REPLAY, &second), 0, "%s", second.err);
     cr_expect_not_null(strstr(second.out, "epoch 1 records 300 step 60"), "%s", second.out);
     run_result_free(&second);
     /* The third run commits contents the copy does not hold, every 5 steps,
@@ -544,13 +554,13 @@ Test(resume, a_copy_of_a_checkpoint_keeps_its_snapshot_through_later_commits, .t
     char *state = harness_path_in(job.directory, "state");
     cr_assert_gt(harness_edit_snapshots(state, make_an_hour_older), 0);
     struct run_result third;
-    cr_assert_eq(run_counted_job(&job, "3", true, "5", NULL, &third), 0, "%s", third.err);
+    cr_assert_eq(run_counted_job(&job, "3", true, "5", REPLAY, &third), 0, "%s", third.err);
     cr_expect_not_null(strstr(third.out, "epoch 2 records 300 step 90"), "%s", third.out);
     run_result_free(&third);
 
     harness_copy_file(backup, checkpoint);
     struct run_result from_copy;
-    cr_assert_eq(run_counted_job(&job, "2", true, "5", NULL, &from_copy), 0, "%s",
+    cr_assert_eq(run_counted_job(&job, "2", true, "5", REPLAY, &from_copy), 0, "%s",
                  from_copy.err);
     cr_expect(strstr(from_copy.out, "resumed at step 30") &&
                   strstr(from_copy.out, "epoch 0 records 0 step 30") &&

@@ -83,7 +83,7 @@ Test(config, defaults_without_any_variable)
     cr_assert_eq(config.data_count, 0);
     cr_assert_null(config.checkpoint_path);
     cr_assert_null(config.save_glob);
-    cr_assert_eq(config.resume, RESUME_REPLAY);
+    cr_assert_eq(config.resume, RESUME_CONTINUE);
     cr_assert_eq(config.seed, 0);
     cr_assert_eq(config.num_replicas, 1);
     cr_assert_eq(config.replica_rank, 0);
