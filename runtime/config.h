@@ -42,6 +42,9 @@ struct data_entry {
     bool shard;
     enum tail_policy tail;
     uint64_t lookahead;
+    /* resume=whole-pass: a pass interrupted by a restart is served whole
+     * again after the restore (SPEC §4.1, loaders that take the size once) */
+    bool resume_whole_pass;
     bool has_count_field;
     uint64_t count_offset;
     enum count_field_type count_type;

@@ -27,6 +27,7 @@ static const struct word_choice role_choices[] = {
 };
 
 static const struct word_choice tail_choices[] = {{"error", TAIL_ERROR}, {"drop", TAIL_DROP}};
+static const struct word_choice resume_choices[] = {{"exact", 0}, {"whole-pass", 1}};
 
 /* ------------------------------------------------------------------------
  * ADAPTDL_DATA (SPEC §3)
@@ -147,6 +148,15 @@ static const char *parse_tail_key(struct data_entry_draft *draft, const char *va
     return NULL;
 }
 
+static const char *parse_resume_key(struct data_entry_draft *draft, const char *value)
+{
+    int whole_pass = 0;
+    if (!config_find_word_choice(resume_choices, COUNT_OF(resume_choices), value, &whole_pass))
+        return "is not a known resume policy";
+    draft->entry->resume_whole_pass = whole_pass != 0;
+    return NULL;
+}
+
 static const char *parse_lookahead_key(struct data_entry_draft *draft, const char *value)
 {
     return parse_data_number(value, 0, &draft->entry->lookahead);
@@ -202,6 +212,7 @@ static const struct data_key data_keys[] = {
     {"shard", false, parse_shard_key, "shard=0 or shard=1"},
     {"tail", false, parse_tail_key, "tail=error or tail=drop"},
     {"lookahead", false, parse_lookahead_key, "lookahead=N (0..2^40)"},
+    {"resume", false, parse_resume_key, "resume=exact or resume=whole-pass"},
     {"count", false, parse_count_key,
      "count=OFFSET,TYPE,UNIT with TYPE one of u32le, u32be, i32le, u64le, u64be and UNIT >= 1"},
 };

@@ -492,9 +492,41 @@ bool dataset_view_replay_empties_count_field(const struct dataset_file *file)
     return file->entry->has_count_field && pass_tracker_replay_skips_passes(&file->shared->tracker);
 }
 
+bool (*dataset_view_before_training)(void);
+
+bool dataset_view_read_again_before_training(struct dataset_file *file)
+{
+    struct dataset_pass_state *shared = file->shared;
+    if (shared->read_again_before_training || dataset_view_before_training == NULL ||
+        !dataset_view_before_training() || !pass_tracker_repeat_previous_pass(&shared->tracker))
+        return false;
+    shared->read_again_before_training = true;
+    dataset_view_fix(file);
+    return true;
+}
+
+bool dataset_view_resume_at_own_position(struct dataset_file *file, uint64_t target)
+{
+    struct dataset_pass_state *shared = file->shared;
+    if (file->record_size == 0 || shared->tracker.started || target <= file->header_size ||
+        (target - file->header_size) % file->record_size != 0)
+        return false;
+    uint64_t position = (target - file->header_size) / file->record_size;
+    if (!pass_tracker_resume_at_own_position(&shared->tracker, position))
+        return false;
+    uint64_t delivered = shared->tracker.delivered;
+    dataset_view_fix(file);
+    delivery_record_mark(&shared->delivery, 0, delivered);
+    return true;
+}
+
 bool dataset_view_restore(struct dataset_file *file, enum resume_mode resume,
                           uint64_t pass, uint64_t current_index, uint64_t pass_length)
 {
+    /* resume=whole-pass: the interrupted pass from its start, in its order */
+    uint64_t length = pass_length == 0 ? file->record_count : pass_length;
+    if (file->entry->resume_whole_pass && current_index < length)
+        current_index = 0;
     if (!pass_tracker_restore(&file->shared->tracker, resume, pass, current_index, pass_length))
         return false;
     dataset_view_fix(file);

@@ -84,6 +84,12 @@ struct dataset_pass_state {
      * counts with it. */
     struct size_answer size_reported;
     bool stale_size_warned;
+    /* The most view bytes one read handed out that the trainer had placed
+     * itself (a seek then a read, a pread, an fseek then an fread): the read
+     * unit of a loader that positions every read.  Kept across passes. */
+    uint64_t placed_read_unit;
+    bool read_again_before_training; /* a pass was served twice (once per file) */
+    bool own_sharding_warned;     /* dataset_view_read_one_replica_share said so */
 };
 
 struct dataset_file {
@@ -262,6 +268,32 @@ uint64_t dataset_view_records_before(const struct dataset_file *file, uint64_t o
  * deliver nothing. */
 void dataset_view_note_read(struct dataset_file *file, uint64_t offset, uint64_t count);
 
+/* A read the trainer placed itself handed out `count` view bytes: the
+ * loader's read unit is at least that. */
+void dataset_view_note_placed_read(struct dataset_file *file, uint64_t count);
+
+/* True when records of the view remain undelivered, but fewer bytes of them
+ * than one read of a loader that places its reads: llm.c reads B*T+1
+ * tokens per batch and moves by B*T, so it counts (ntok - 1) / (B*T)
+ * batches and never reads the last record of its view.  Such a pass is
+ * over for the loader: its end rules (a reopen, a rewind, a size question,
+ * a checkpoint commit) treat it as covered, so that its next epoch gets a
+ * new pass and a checkpoint taken after its last batch binds the next pass
+ * rather than a view of that one record.  Fixed-size records only; a
+ * loader that reads on (sequential reads, no placed read larger than what
+ * is left) is never cut short. */
+bool dataset_view_rest_is_less_than_a_placed_read(const struct dataset_file *file);
+
+/* A trainer that shards the data itself (PyTorch's DistributedSampler,
+ * llm.c's process_rank/num_processes, `index % world_size`) under the
+ * shim's sharding reads only 1/K of its view each epoch.  True when the
+ * trainer looks at the file again (a reopen, a stat of the path, a size
+ * question) with that share of the view delivered, give or take one record
+ * (K >= 2 replicas, the view at least 2K records), and this was not said of
+ * the file yet: the caller says it once, with the setting that fixes it
+ * (shard=0).  Sets the flag that says it was said. */
+bool dataset_view_read_one_replica_share(struct dataset_file *file);
+
 /* True when every record of the view was delivered and the processes that
  * read it are done with it, although no read returned 0: the trainer's loop
  * over this pass is over.  When worker processes (other than the caller)
@@ -361,9 +393,37 @@ int dataset_view_end_pass(struct dataset_file *file);
 bool dataset_view_end_moves_start(const struct dataset_file *file);
 
 /* Applies a restored position (pass_tracker_restore) and re-fixes the view
- * when it was accepted. */
+ * when it was accepted.  A file whose entry says resume=whole-pass gets an
+ * interrupted pass (current_index below its length) from index 0: a loader
+ * that took the size once then reads it whole, repeating what it had
+ * trained of it before the restart, as it would without the shim. */
 bool dataset_view_restore(struct dataset_file *file, enum resume_mode resume,
                           uint64_t pass, uint64_t current_index, uint64_t pass_length);
+
+/* Whether training has not begun yet in a process where it can be seen:
+ * MPI is up, no gradient all-reduce and no checkpoint commit have happened
+ * (set by the shim; NULL: it cannot be told, and it has begun). */
+extern bool (*dataset_view_before_training)(void);
+
+/* Reading twice before training (SPEC §4.1): a loader that counts the
+ * records, rewinds (or reopens) and reads them again into memory (the MPI
+ * data-parallel trainer of llm_parallelisms.c) must see the same records
+ * both times, or its second reading overflows the buffer it sized by the
+ * first.  When the trainer starts reading the file again from its header
+ * while the pass it read to the end is the last one, nothing of the next
+ * one read yet and training not begun (dataset_view_before_training), that
+ * pass is served once more (pass_tracker_repeat_previous_pass), once per
+ * file.  Returns whether it was. */
+bool dataset_view_read_again_before_training(struct dataset_file *file);
+
+/* The trainer placed a read (a seek, an fseek, a pread) at view offset
+ * `target` before reading any record of a pass restored under continue:
+ * when that is the record where its interrupted epoch stopped, counted in
+ * its own records, the view takes the pass's coordinates back so that the
+ * offset reaches the first record not consumed
+ * (pass_tracker_resume_at_own_position).  Returns whether the view was
+ * re-fixed (the caller's cursor then joins it). */
+bool dataset_view_resume_at_own_position(struct dataset_file *file, uint64_t target);
 
 /* Lengthens the current pass to `view_records` records on this replica
  * (pass_tracker_lengthen): a pass that has not begun is fixed anew; one

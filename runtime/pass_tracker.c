@@ -174,6 +174,42 @@ bool pass_tracker_restore(struct pass_tracker *tracker, enum resume_mode resume,
     return true;
 }
 
+bool pass_tracker_resume_at_own_position(struct pass_tracker *tracker, uint64_t position)
+{
+    if (tracker->started || tracker->skipped || !tracker->has_bound ||
+        tracker->resume != RESUME_CONTINUE || tracker->pass != tracker->bound_pass ||
+        tracker->start_index != tracker->bound_index || tracker->start_index == 0 ||
+        tracker->start_index >= tracker->pass_length || position == 0)
+        return false;
+    /* this replica's positions r + j*K below s, in the pass's own coordinates */
+    uint64_t start = tracker->start_index, replicas = tracker->replicas;
+    uint64_t consumed = start > tracker->rank ? (start - tracker->rank + replicas - 1) / replicas
+                                              : 0;
+    if (position != consumed)
+        return false;
+    tracker->start_index = 0;
+    tracker->bound_index = 0;
+    tracker->delivered = position;
+    return true;
+}
+
+bool pass_tracker_repeat_previous_pass(struct pass_tracker *tracker)
+{
+    if (!tracker->has_previous || tracker->started || tracker->pass != tracker->previous_pass + 1 ||
+        tracker->previous_delivered !=
+            view_length(tracker->previous_length, tracker->replicas, tracker->previous_start))
+        return false;
+    __atomic_store_n(&tracker->pass, tracker->previous_pass, __ATOMIC_RELAXED);
+    __atomic_store_n(&tracker->passes_completed, tracker->passes_completed - 1,
+                     __ATOMIC_RELAXED);
+    tracker->pass_length = tracker->previous_length;
+    tracker->start_index = tracker->previous_start;
+    tracker->skipped = false;
+    tracker->delivered = 0;
+    tracker->has_previous = false;
+    return true;
+}
+
 bool pass_tracker_lengthen(struct pass_tracker *tracker, uint64_t view_records)
 {
     if (tracker->skipped)

@@ -159,6 +159,25 @@ bool pass_tracker_lengthen(struct pass_tracker *tracker, uint64_t view_records);
  * nothing of the pass would be left. */
 bool pass_tracker_advance_start(struct pass_tracker *tracker);
 
+/* The trainer of a pass restored under continue at index s (0 < s < M,
+ * nothing of it read yet) places its first read at record `position` of
+ * the view (SPEC §4.1, own positioning): it seeks to where its interrupted
+ * epoch stopped, counted in its own records.  When that is exactly where
+ * the pass's own coordinates (from index 0) put this replica's first record
+ * not consumed, the pass takes those coordinates back, the positions before
+ * it counted as delivered.  Returns false, changing nothing, otherwise: a
+ * position anywhere else is a loader's own order (a random first record),
+ * or a count of records done under another replica count, which names no
+ * record of this view. */
+bool pass_tracker_resume_at_own_position(struct pass_tracker *tracker, uint64_t position);
+
+/* Makes the pass that ended last the current one again, from its start
+ * with nothing delivered: its view (records, order, length) is served a
+ * second time.  Only when that pass ended in this run with every record of
+ * its view delivered and the current one has not begun.  Returns false,
+ * changing nothing, otherwise. */
+bool pass_tracker_repeat_previous_pass(struct pass_tracker *tracker);
+
 /* True while a restore under replay still has passes to skip: the current
  * pass and those up to the bound one are header-only views.  False without a
  * restore, under continue, and once replay has reached the bound pass. */

@@ -20,6 +20,7 @@ void stream_fetch_record(struct stream_fetch *fetch, uint64_t pass, uint64_t sta
     if (!fetch->present)
         return;
     fetch->pass = pass;
+    fetch->placed = fetch->seeking;
     fetch->start = start;
     fetch->end = start + length;
     /* the bytes before the seek's target were read only to reach it */

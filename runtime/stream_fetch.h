@@ -20,6 +20,8 @@ struct stream_fetch {
     uint64_t start, end;         /* view offsets, start <= end */
     bool seeking;                /* inside the trainer's fseek ... */
     uint64_t seek_target;        /* ... towards this view offset */
+    bool placed;                 /* the fetch was made inside such a seek: what the
+                                  * trainer consumes of it is one read it placed */
 };
 
 /* The trainer's fseek towards `target` begins or ends. */

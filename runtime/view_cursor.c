@@ -35,9 +35,43 @@ static void view_cursor_end_pass_locked(struct dataset_file *file, const char *w
               file->shared->tracker.skipped ? " (skipped: replay)" : "");
 }
 
+/* The trainer starts reading the file again from its header (a reopen, a
+ * rewind) right after reading a pass to its end: before training, that is
+ * a loader reading its data twice, and it gets the same pass again (lock
+ * held; dataset_view_read_again_before_training). */
+static void view_cursor_read_again_locked(struct dataset_file *file)
+{
+    if (!dataset_view_read_again_before_training(file))
+        return;
+    log_info("%s: read again from its start before training began (a loader that counts "
+             "its records, then reads them): pass %llu is served a second time, %llu records "
+             "on this replica", file->path, (unsigned long long)file->view_pass,
+             (unsigned long long)file->view_length);
+}
+
+/* The trainer looks at the file again (a reopen, a size question): a
+ * replica that read only its share of its own view shards the data itself
+ * (dataset_view_read_one_replica_share).  Lock held. */
+static void view_cursor_check_own_sharding_locked(struct dataset_file *file)
+{
+    if (!dataset_view_read_one_replica_share(file))
+        return;
+    log_warn("%s: replica %u of %u read %llu of the %llu records of its view in pass %llu, "
+             "then began again: the trainer seems to shard the data itself "
+             "(DistributedSampler, process_rank/num_processes, index %% world_size) on top of "
+             "the shim's sharding, so each epoch covers 1/%u of the data; add shard=0 to the "
+             "file's ADAPTDL_DATA entry, or give the trainer a world of one",
+             file->path, file->rank, file->replicas,
+             (unsigned long long)file->shared->delivery.delivered,
+             (unsigned long long)file->view_length, (unsigned long long)file->view_pass,
+             file->replicas);
+}
+
 void view_cursor_open(struct view_cursor *cursor, struct dataset_file *file)
 {
     dataset_file_lock(file);
+    view_cursor_check_own_sharding_locked(file);
+    view_cursor_read_again_locked(file);
     if (dataset_view_reopen_ends_pass(file))
         view_cursor_end_pass_locked(file, "reopened");
     dataset_view_note_opened(file);
@@ -75,11 +109,14 @@ static bool view_cursor_is_current_locked(struct view_cursor *cursor)
 }
 
 /* Marks view bytes [offset, offset + count) delivered and tells the observer
- * when that began the pass (its first delivered record). */
+ * when that began the pass (its first delivered record).  `placed`: the
+ * trainer positioned this read itself (a seek, then a read; a pread). */
 static void view_cursor_deliver_locked(struct dataset_file *file, uint64_t offset,
-                                       uint64_t count)
+                                       uint64_t count, bool placed)
 {
     bool was_started = dataset_view_started(file);
+    if (placed)
+        dataset_view_note_placed_read(file, count);
     dataset_view_note_read(file, offset, count);
     log_trace("delivered view bytes [%llu, %llu) of %s pass %llu: %llu of %llu records",
               (unsigned long long)offset, (unsigned long long)(offset + count), file->path,
@@ -108,6 +145,25 @@ static void view_cursor_begin_next_pass_if_repeating_locked(struct view_cursor *
         return;
     view_cursor_end_pass_locked(file, "read again after every record was delivered");
     cursor->pass = file->view_pass;
+}
+
+/* The trainer placed the cursor's next read at `target` (a seek, an fseek,
+ * a pread; lock held): the first placement inside a pass restored under
+ * continue may take back the pass's coordinates
+ * (dataset_view_resume_at_own_position), and the cursor joins the view. */
+static void view_cursor_placed_locked(struct view_cursor *cursor, uint64_t target)
+{
+    struct dataset_file *file = cursor->file;
+    uint64_t restored_at = file->view_start_index;
+    if (!dataset_view_resume_at_own_position(file, target))
+        return;
+    cursor->pass = file->view_pass;
+    log_info("%s: the trainer placed its first read after the restore where its epoch "
+             "stopped (its record %llu): pass %llu keeps its coordinates from index %llu, so "
+             "that the read reaches index %llu, the first record not consumed",
+             file->path, (unsigned long long)file->shared->tracker.delivered,
+             (unsigned long long)file->view_pass, (unsigned long long)file->view_start_index,
+             (unsigned long long)restored_at);
 }
 
 static void view_cursor_lengthen_locked(struct dataset_file *file, uint64_t records)
@@ -248,7 +304,7 @@ static ssize_t view_cursor_read_vectors(struct view_cursor *cursor, const struct
     uint64_t copied = view_cursor_copy(file, first, span, vector, count, &replaced);
     if (!replaced) {
         if (deliver)
-            view_cursor_deliver_locked(file, first, copied);
+            view_cursor_deliver_locked(file, first, copied, positioned);
     } else if (copied < span && cursor->pass == pass && cursor->offset == first + span) {
         cursor->offset = first + copied;
     }
@@ -296,7 +352,7 @@ void view_cursor_consume(struct view_cursor *cursor, const struct view_cursor_pe
     struct dataset_file *file = cursor->file;
     dataset_file_lock(file);
     if (peek->pass == file->view_pass)
-        view_cursor_deliver_locked(file, peek->offset, count);
+        view_cursor_deliver_locked(file, peek->offset, count, !peek->at_cursor);
     if (peek->at_cursor && cursor->pass == peek->pass && cursor->offset == peek->offset)
         cursor->offset += count;
     dataset_file_unlock(file);
@@ -330,12 +386,12 @@ ssize_t view_cursor_fetch(struct view_cursor *cursor, void *buffer, size_t size,
 }
 
 void view_cursor_deliver(struct view_cursor *cursor, uint64_t pass, uint64_t offset,
-                         uint64_t count)
+                         uint64_t count, bool placed)
 {
     struct dataset_file *file = cursor->file;
     dataset_file_lock(file);
     if (pass == file->view_pass)
-        view_cursor_deliver_locked(file, offset, count);
+        view_cursor_deliver_locked(file, offset, count, placed);
     dataset_file_unlock(file);
 }
 
@@ -357,6 +413,7 @@ static ssize_t view_cursor_pread_vectors(struct view_cursor *cursor, const struc
     for (int i = 0; i < count; i++)
         requested += vector[i].iov_len;
     dataset_file_lock(file);
+    view_cursor_placed_locked(cursor, offset);
     view_cursor_serve_told_length_locked(cursor, offset, requested, true);
     uint64_t left = offset < file->view_size ? file->view_size - offset : 0;
     uint64_t span = requested < left ? requested : left;
@@ -365,7 +422,7 @@ static ssize_t view_cursor_pread_vectors(struct view_cursor *cursor, const struc
         bool replaced;
         copied = view_cursor_copy(file, offset, span, vector, count, &replaced);
         if (!replaced)
-            view_cursor_deliver_locked(file, offset, copied);
+            view_cursor_deliver_locked(file, offset, copied, true);
     }
     dataset_file_unlock(file);
     return (ssize_t)copied;
@@ -393,6 +450,7 @@ ssize_t view_cursor_preadv(struct view_cursor *cursor, const struct iovec *vecto
 static uint64_t view_cursor_answer_size_locked(struct dataset_file *file,
                                                enum size_question question)
 {
+    view_cursor_check_own_sharding_locked(file);
     if (dataset_view_size_question_ends_pass(file))
         view_cursor_end_pass_locked(file, "size asked again after the readers were done");
     dataset_view_note_size_question(file);
@@ -441,10 +499,14 @@ off_t view_cursor_seek(struct view_cursor *cursor, off_t offset, int whence)
         return -1;
     }
     uint64_t target = (uint64_t)(base + offset);
+    if (whence != SEEK_END)
+        view_cursor_placed_locked(cursor, target);
     bool moves_back_to_header = view_cursor_moves_back_over_header(file, cursor->offset,
                                                                    target);
     if (moves_back_to_header && cursor->pass == file->view_pass && dataset_view_covered(file))
         view_cursor_end_pass_locked(file, "rewound");
+    else if (moves_back_to_header && cursor->at_end)
+        view_cursor_read_again_locked(file);
     cursor->pass = file->view_pass;
     cursor->at_end = false;
     cursor->repositioned = true;
@@ -465,6 +527,7 @@ uint64_t view_cursor_size(struct view_cursor *cursor, enum size_question questio
 uint64_t view_cursor_path_stat(struct dataset_file *file)
 {
     dataset_file_lock(file);
+    view_cursor_check_own_sharding_locked(file);
     if (dataset_view_path_stat_ends_pass(file))
         view_cursor_end_pass_locked(file, "size asked for after the readers were done");
     dataset_view_note_path_stat(file);
@@ -501,7 +564,12 @@ bool view_cursor_reposition_rule(struct view_cursor *cursor, uint64_t from, uint
 {
     struct dataset_file *file = cursor->file;
     dataset_file_lock(file);
-    bool stale = cursor->pass != file->view_pass;
+    uint64_t generation = file->shared->view_generation;
+    view_cursor_placed_locked(cursor, to);
+    if (cursor->pass != file->view_pass && view_cursor_moves_back_over_header(file, from, to))
+        view_cursor_read_again_locked(file);
+    /* a view re-fixed there leaves the stream's buffer with the old one's bytes */
+    bool stale = cursor->pass != file->view_pass || generation != file->shared->view_generation;
     cursor->trainer_moved_pass = file->view_pass + 1;
     if (!stale && view_cursor_moves_back_over_header(file, from, to) &&
         dataset_view_covered(file)) {

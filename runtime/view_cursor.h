@@ -71,9 +71,12 @@ ssize_t view_cursor_readv(struct view_cursor *cursor, const struct iovec *vector
 ssize_t view_cursor_fetch(struct view_cursor *cursor, void *buffer, size_t size,
                           uint64_t *pass, uint64_t *offset);
 /* The trainer consumed view bytes [offset, offset + count) of pass `pass`
- * (fetched earlier); nothing happens when that pass is over. */
+ * (fetched earlier); nothing happens when that pass is over.  `placed`: the
+ * trainer positioned the stream for these bytes (an fseek, then a read):
+ * they are one read of a loader that places its reads
+ * (dataset_view_note_placed_read). */
 void view_cursor_deliver(struct view_cursor *cursor, uint64_t pass, uint64_t offset,
-                         uint64_t count);
+                         uint64_t count, bool placed);
 /* pread(2): positionless, never ends a pass. */
 ssize_t view_cursor_pread(struct view_cursor *cursor, void *buffer, size_t size,
                           uint64_t offset);

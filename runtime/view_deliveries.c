@@ -45,6 +45,35 @@ void dataset_view_note_read(struct dataset_file *file, uint64_t offset, uint64_t
                                 file->shared->delivery.delivered > 0 || file->shared->header_read_to_end);
 }
 
+void dataset_view_note_placed_read(struct dataset_file *file, uint64_t count)
+{
+    if (count > file->shared->placed_read_unit)
+        file->shared->placed_read_unit = count;
+}
+
+bool dataset_view_rest_is_less_than_a_placed_read(const struct dataset_file *file)
+{
+    const struct delivery_record *delivery = &file->shared->delivery;
+    if (file->record_size == 0 || delivery->delivered == 0 ||
+        delivery->delivered >= delivery->length)
+        return false;
+    uint64_t rest = delivery->length - delivery->delivered;
+    return rest < file->shared->placed_read_unit / file->record_size +
+                      (file->shared->placed_read_unit % file->record_size != 0);
+}
+
+bool dataset_view_read_one_replica_share(struct dataset_file *file)
+{
+    const struct delivery_record *delivery = &file->shared->delivery;
+    uint64_t replicas = file->replicas, share = file->view_length / file->replicas;
+    if (file->shared->own_sharding_warned || replicas < 2 ||
+        file->view_length < 2 * replicas || delivery->delivered == 0 ||
+        delivery->delivered + 1 < share || delivery->delivered > share + 1)
+        return false;
+    file->shared->own_sharding_warned = true;
+    return true;
+}
+
 void dataset_view_note_mapped(struct dataset_file *file)
 {
     file->shared->mapped = true;
@@ -52,10 +81,12 @@ void dataset_view_note_mapped(struct dataset_file *file)
 }
 
 /* Every record of the view was delivered, or every record of a loader
- * counting fewer of them (stale_size_count_covered). */
+ * counting fewer of them (stale_size_count_covered), or all but fewer than
+ * one of its reads (dataset_view_rest_is_less_than_a_placed_read). */
 static bool dataset_view_delivered_all(const struct dataset_file *file)
 {
-    return delivery_record_covered(&file->shared->delivery) || stale_size_count_covered(file);
+    return delivery_record_covered(&file->shared->delivery) || stale_size_count_covered(file) ||
+           dataset_view_rest_is_less_than_a_placed_read(file);
 }
 
 /* Every record of the view was delivered, and the processes other than
@@ -76,6 +107,9 @@ static bool dataset_view_covered_by_gone_readers(const struct dataset_file *file
 
 bool dataset_view_readers_finished_pass(const struct dataset_file *file)
 {
+    /* such a loader keeps its file open until its next reset (llm.c) */
+    if (dataset_view_rest_is_less_than_a_placed_read(file))
+        return true;
     bool only_self;
     if (!dataset_view_covered_by_gone_readers(file, &only_self))
         return false;

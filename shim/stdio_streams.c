@@ -134,7 +134,8 @@ static void shim_view_cookie_deliver_consumed(struct shim_view_cookie *cookie)
         unread = (uint64_t)(stream->_IO_read_end - stream->_IO_read_ptr);
     uint64_t pass, start, consumed;
     if (stream_fetch_consumed(&cookie->fetch, unread, &pass, &start, &consumed))
-        view_cursor_deliver(&cookie->slot->cursor, pass, start, consumed);
+        view_cursor_deliver(&cookie->slot->cursor, pass, start, consumed,
+                            cookie->fetch.placed);
 }
 
 /* The trainer moves its stream: what it consumed is delivered.  glibc never

@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dataset_view.h"
 #include "log.h"
 #include "real_functions.h"
 #include "shim.h"
@@ -105,6 +106,23 @@ bool shim_steps_something_to_synchronize(void)
     return config->data_count > 0 || config->save_glob != NULL || shim_steps_synchronized;
 }
 
+/* Set at the first gradient or checkpoint commit; read by any reader
+ * thread through dataset_view_before_training. */
+static bool shim_training_begun;
+
+void shim_steps_training_begins(void)
+{
+    __atomic_store_n(&shim_training_begun, true, __ATOMIC_RELAXED);
+}
+
+/* dataset_view_before_training: MPI is up (where training shows as
+ * gradient all-reduces), and neither a gradient nor a commit was seen. */
+static bool shim_steps_before_training(void)
+{
+    return shim_steps_are_synchronized() &&
+           !__atomic_load_n(&shim_training_begun, __ATOMIC_RELAXED);
+}
+
 void shim_steps_initialize(void)
 {
     shim_signals_install();
@@ -124,6 +142,7 @@ void shim_steps_initialize(void)
     }
     /* 0: the monitor takes the first step's global batch */
     uint64_t initial = shim_session.config.batch_size;
+    dataset_view_before_training = shim_steps_before_training;
     step_monitor_init(&shim_monitor, (struct piggyback_transport){0},
                       shim_session.config.num_replicas, initial,
                       shim_session.config.drain_seconds, shim_now());
@@ -376,6 +395,7 @@ void shim_steps_cooperative_gradient(double local_sqr, double mean_sqr, uint64_t
     shim_guard_enter();
     step_monitor_gradient(&shim_monitor, shim_cooperative_communicator, local_sqr, mean_sqr,
                           0.0, 0.0);
+    shim_steps_training_begins();
     shim_guard_leave();
 }
 
@@ -413,6 +433,7 @@ void shim_steps_before_train_read(void)
 
 void shim_steps_note_commit(void)
 {
+    shim_steps_training_begins();
     shim_steps_lock();
     step_monitor_note_commit(&shim_monitor);
     shim_steps_unlock();

@@ -61,6 +61,9 @@ void shim_steps_cooperative_gradient(double local_sqr, double mean_sqr, uint64_t
 bool shim_mpi_on_mpi_thread(void);
 /* A checkpoint commit happened. */
 void shim_steps_note_commit(void);
+/* A gradient all-reduce (or a gradient reported through the API) was seen:
+ * training has begun (dataset_view_before_training). */
+void shim_steps_training_begins(void);
 /* True when a stop can wait for something better than where the signal
  * finds the trainer: data views, a checkpoint glob, or MPI up.  Safe in a
  * signal handler. */

@@ -525,10 +525,11 @@ pid_t harness_start_wrapped_sgd_mpi(const struct harness_wrapped_job *wrapped,
     for (size_t i = 0; trainer_options != NULL && trainer_options[i] != NULL; i++)
         argv[used++] = trainer_options[i];
     argv[used] = NULL;
+    /* sgd_mpi --resume replays its epochs */
     char *settings[40] = {harness_mpirun_as_root[0], harness_mpirun_as_root[1],
                           (char *)wrapped->job.data_setting, (char *)wrapped->job.state_setting,
-                          (char *)wrapped->job.save_setting};
-    used = 5;
+                          (char *)wrapped->job.save_setting, "ADAPTDL_RESUME=replay"};
+    used = 6;
     for (size_t i = 0; environment != NULL && environment[i] != NULL; i++)
         settings[used++] = environment[i];
     settings[used] = NULL;

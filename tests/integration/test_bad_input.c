@@ -279,8 +279,9 @@ static void train(const struct training *t, bool resume, struct run_result *resu
     char *arguments[] = {"--data", t->data, "--epochs", "2", "--batch", "10", "--lr", "0.05",
                          "--checkpoint", t->checkpoint, "--checkpoint-every", "5",
                          resume ? "--resume" : NULL, NULL};
+    /* sgd_read --resume runs its epoch loop again from 0: replay style */
     char *environment[] = {(char *)t->data_entry, (char *)t->state_entry, (char *)t->save_entry,
-                           "ADAPTDL_SEED=2", NULL};
+                           "ADAPTDL_SEED=2", "ADAPTDL_RESUME=replay", NULL};
     run_program(result, "trainers/sgd_read", arguments, environment, true);
 }
 
@@ -516,10 +517,11 @@ static void train_with(const struct training *t, const char *epochs, bool resume
                          "--lr", "0.05", "--checkpoint", t->checkpoint, "--checkpoint-every",
                          "5", resume ? "--resume" : NULL, NULL};
     char preload[2 * PATH_MAX + 32], directory[PATH_MAX + 32];
+    /* sgd_read --resume runs its epoch loop again from 0: replay style */
     char *environment[16] = {(char *)t->data_entry, (char *)t->state_entry,
                              (char *)(save_entry ? save_entry : t->save_entry),
-                             "ADAPTDL_SEED=2"};
-    size_t used = 4;
+                             "ADAPTDL_SEED=2", "ADAPTDL_RESUME=replay"};
+    size_t used = 5;
     for (size_t i = 0; extra != NULL && extra[i] != NULL; i++)
         environment[used++] = extra[i];
     if (full_disk) {
@@ -703,7 +705,8 @@ Test(bad_input, fifos_in_the_state_directory_are_reported_not_waited_on, .timeou
     struct run_result result;
     char *arguments[] = {"--data", t.data, "--epochs", "2", "--batch", "10", "--lr", "0.05",
                          "--checkpoint", t.checkpoint, "--checkpoint-every", "5", NULL};
-    char *environment[] = {t.data_entry, t.state_entry, t.save_entry, NULL};
+    char *environment[] = {t.data_entry, t.state_entry, t.save_entry, "ADAPTDL_RESUME=replay",
+                           NULL};
     char *argv[16];
     size_t used = 0;
     argv[used++] = strdup(harness_build_path("trainers/sgd_read"));

@@ -212,8 +212,10 @@ static pid_t start_adaptive_job(const struct adaptive_job *job, unsigned restart
     snprintf(settings[10], sizeof settings[10], "ADAPTDL_DECIDE_SECONDS=%s",
              job->decide_seconds);
     snprintf(ids_path, sizeof ids_path, "%s/%s.ids.%%r", directory, name);
+    /* sgd_mpi --resume runs its epoch loop again from 0: replay style */
     const char *fixed[] = {"ADAPTDL_BSZ_ARG=argv:--batch-size", "ADAPTDL_LR_ARG=argv:--lr",
-                           "ADAPTDL_LR_RULE=linear", "ADAPTDL_LOG=info"};
+                           "ADAPTDL_LR_RULE=linear", "ADAPTDL_LOG=info",
+                           "ADAPTDL_RESUME=replay"};
     char *argv[64] = {"/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2"};
     size_t used = 5;
     for (int i = 0; i < SETTINGS; i++) {

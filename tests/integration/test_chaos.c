@@ -244,11 +244,12 @@ static void chaos_check_trainer(const struct chaos_trainer *trainer, uint64_t fi
         harness_remove_temp_dir(job.directory);
 }
 
+/* sgd_read --resume runs its epoch loop again from 0: replay style. */
 Test(chaos, read_trainer_loses_no_record_through_kills_and_replica_changes, .timeout = 300)
 {
     struct chaos_trainer trainer = {
-        .program = "trainers/sgd_read", .batch = "10",
-        .fault_points = rename_commit_points,
+        .program = "trainers/sgd_read", .resume_setting = "ADAPTDL_RESUME=replay",
+        .batch = "10", .fault_points = rename_commit_points,
         .fault_point_count = sizeof rename_commit_points / sizeof rename_commit_points[0]};
     chaos_check_trainer(&trainer, 20261203);
 }
@@ -256,8 +257,8 @@ Test(chaos, read_trainer_loses_no_record_through_kills_and_replica_changes, .tim
 Test(chaos, pread_trainer_loses_no_record_through_kills_and_replica_changes, .timeout = 300)
 {
     struct chaos_trainer trainer = {
-        .program = "trainers/sgd_read", .mode_flag = "--pread", .batch = "10",
-       
+        .program = "trainers/sgd_read", .mode_flag = "--pread",
+        .resume_setting = "ADAPTDL_RESUME=replay", .batch = "10",
         .fault_points = rename_commit_points,
         .fault_point_count = sizeof rename_commit_points / sizeof rename_commit_points[0]};
     chaos_check_trainer(&trainer, 31415926);

@@ -122,8 +122,9 @@ Test(launcher, one_replica_runs_directly_and_a_second_signal_stops_at_once, .tim
                     strdup(harness_build_path("trainers/sgd_read")), "--data", job.data,
                     "--epochs", "50", "--batch", "16", "--lr", "0.01", "--checkpoint",
                     checkpoint, "--resume", "--sleep-us", "2000", "--ids-log", ids, NULL};
+    /* sgd_read --resume replays its epochs */
     char *environment[] = {job.data_setting, job.state_setting, job.save_setting,
-                           "ADAPTDL_LOG=info", NULL};
+                           "ADAPTDL_LOG=info", "ADAPTDL_RESUME=replay", NULL};
     pid_t pid = harness_start(argv, environment, false, out, err);
     wait_for_text(ids, "step 20\n");
     kill(pid, SIGINT);

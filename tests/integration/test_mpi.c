@@ -47,7 +47,9 @@ static pid_t mpi_job_start(const struct mpi_job *job, unsigned ranks, const char
         argv[used++] = (char *)head[i];
     const char *settings[] = {job->preload_setting,       job->files.data_setting,
                               job->files.state_setting,   job->files.save_setting,
-                              "ADAPTDL_SEED=4",           "ADAPTDL_LOG=info"};
+                              "ADAPTDL_SEED=4",           "ADAPTDL_LOG=info",
+                              /* sgd_mpi --resume replays its epochs */
+                              "ADAPTDL_RESUME=replay"};
     for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++) {
         argv[used++] = "-x";
         argv[used++] = (char *)settings[i];
@@ -354,7 +356,7 @@ Test(mpi, stop_without_mpi_happens_at_the_next_batch_read, .timeout = 120)
                     "0.05", "--checkpoint", checkpoint, "--sleep-us", "2000", "--ids-log",
                     ids, "--resume", NULL};
     char *environment[] = {job.files.data_setting, job.files.state_setting,
-                           job.files.save_setting, NULL};
+                           job.files.save_setting, "ADAPTDL_RESUME=replay", NULL};
     char *out = harness_path_in(job.files.directory, "single.out");
     pid_t pid = harness_start(argv, environment, true, out, NULL);
     for (int attempt = 0; attempt < 1000; attempt++) {
@@ -694,4 +696,67 @@ Test(mpi, more_outstanding_gradients_than_the_table_holds_warn_once, .timeout = 
     cr_expect_eq(harness_count_occurrences(result.err, "restarts, 6 steps,"), 2, "%s",
                  result.err);
     run_result_free(&result);
+}
+
+/* SPEC §4.1, reading twice before training: count_rewind_mpi reads its
+ * text file as train_dp.c does (count the lines with fgets, rewind, read
+ * them again into a buffer of that size) under mpirun -np 2 with only
+ * ADAPTDL_DATA set (shard and shuffle by default).  Both readings of a rank
+ * must be the same view (else it reads more lines than it counted, or
+ * fewer, and says so with status 3), and the two ranks' views are the two
+ * halves of the file; then it trains with six all-reduces a step. */
+Test(mpi, a_loader_that_counts_rewinds_and_reads_again_gets_its_half_both_times,
+     .timeout = 120)
+{
+    enum { LINES = 301 };
+    const char *directory = harness_temp_dir();
+    char *data = harness_path_in(directory, "names.txt");
+    harness_generate_text(data, LINES, 11);
+    char preload[600], data_setting[600];
+    snprintf(preload, sizeof preload, "LD_PRELOAD=%s", harness_build_path("libadaptshim.so"));
+    snprintf(data_setting, sizeof data_setting, "ADAPTDL_DATA=%s:lines", data);
+    char *trainer = strdup(harness_build_path("trainers/count_rewind_mpi"));
+    char *argv[] = {"/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe",
+                    "--mca", "btl_vader_single_copy_mechanism", "none", "-np", "2",
+                    "-x", preload, "-x", data_setting, trainer, "--data", data, "--steps", "20",
+                    NULL};
+    char *out = harness_path_in(directory, "out");
+    pid_t pid = harness_start_mpirun(argv, out);
+    int status = harness_wait(pid, 100);
+    char *err_path = NULL;
+    if (asprintf(&err_path, "%s.err", out) < 0)
+        abort();
+    char *text = harness_read_output(out);
+    cr_assert_eq(status, 0, "status %d: %s\n%s", status, harness_read_output(err_path), text);
+    unsigned seen[2][LINES] = {{0}};
+    size_t per_rank[2] = {0};
+    for (const char *line = text; line != NULL && *line; line = strchr(line, '\n')) {
+        while (*line == '\n')
+            line++;
+        int rank;
+        unsigned long long id;
+        if (sscanf(line, "rank %d line %llu", &rank, &id) == 2 && rank >= 0 && rank < 2 &&
+            id < LINES) {
+            seen[rank][id]++;
+            per_rank[rank]++;
+        }
+    }
+    size_t missing = 0, both = 0, twice = 0;
+    for (unsigned id = 0; id < LINES; id++) {
+        missing += seen[0][id] + seen[1][id] == 0;
+        both += seen[0][id] > 0 && seen[1][id] > 0;
+        twice += seen[0][id] > 1 || seen[1][id] > 1;
+    }
+    cr_expect_eq(per_rank[0], (LINES + 1) / 2, "rank 0 read %zu lines", per_rank[0]);
+    cr_expect_eq(per_rank[1], (LINES + 1) / 2, "rank 1 read %zu lines", per_rank[1]);
+    cr_expect_eq(missing, 0, "%zu lines read by neither rank", missing);
+    cr_expect_leq(both, 1, "%zu lines read by both ranks (padding allows 1)", both);
+    cr_expect_eq(twice, 0);
+    cr_expect_eq(harness_count_occurrences(text, " done\n"), 2, "%s", text);
+    free(text);
+    free(err_path);
+    free(out);
+    free(trainer);
+    free(data);
+    harness_remove_temp_dir(directory);
 }

@@ -7,6 +7,7 @@ torch.save checkpoints.
                      [--workers W=0] [--shuffle 0|1=1] [--checkpoint-every STEPS=4]
                      [--lr LR=0.05] [--seed S=0] [--sleep-us US=0] [--replay]
                      [--leave-open] [--size-first] [--dataset-once] [--dataset-first]
+                     [--length-from-header] [--shard-itself]
 
 The Dataset reads the 16-byte header ("ADSD", u32le dim, u64le count) once,
 takes its length from os.path.getsize, and opens the file lazily in
@@ -32,6 +33,11 @@ again from the first (what ADAPTDL_RESUME=replay expects).  --leave-open:
 the Dataset is never closed, as most are: its file stays open until the
 garbage collector releases it, after the next epoch's Dataset is built.
 --size-first: the Dataset asks os.path.getsize before it reads the header.
+--length-from-header: the Dataset's length is the header's record count
+(the file's size is never asked), as a loader of a format with a count
+field does.  --shard-itself: the DataLoader samples with PyTorch's
+DistributedSampler over the launcher's WORLD_SIZE and RANK (the standard
+DDP recipe), seeded from S and the epoch.
 """
 import os
 import struct
@@ -39,7 +45,7 @@ import sys
 import time
 
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from trainer_common import argument_parser, print_resumed, print_starting_fresh, \
     replace_checkpoint
@@ -50,7 +56,7 @@ HEADER = struct.Struct("<4sIQ")
 class RecordFile(Dataset):
     """The records of an ADSD file, read one by one on demand."""
 
-    def __init__(self, path, size_first=False):
+    def __init__(self, path, size_first=False, length_from_header=False):
         self.path = path
         size = os.path.getsize(path) if size_first else None
         with open(path, "rb") as f:
@@ -58,13 +64,16 @@ class RecordFile(Dataset):
         if magic != b"ADSD":
             raise ValueError(f"{path}: not an ADSD dataset")
         self.record = struct.Struct(f"<Q{self.dim}ff")
+        self.file = None
+        self.owner = None
+        if length_from_header:
+            self.length = count
+            return
         if size is None:
             size = os.path.getsize(path)
         if (size - HEADER.size) % self.record.size:
             raise ValueError(f"{path}: not a whole number of records")
         self.length = (size - HEADER.size) // self.record.size
-        self.file = None
-        self.owner = None
 
     def __len__(self):
         return self.length
@@ -96,11 +105,21 @@ def parse_arguments():
     parser.add_argument("--size-first", action="store_true")
     parser.add_argument("--dataset-once", action="store_true")
     parser.add_argument("--dataset-first", action="store_true")
+    parser.add_argument("--length-from-header", action="store_true")
+    parser.add_argument("--shard-itself", action="store_true")
     return parser.parse_args()
 
 
-def build_loader(arguments, generator):
-    dataset = RecordFile(arguments.data, arguments.size_first)
+def build_loader(arguments, generator, epoch):
+    dataset = RecordFile(arguments.data, arguments.size_first, arguments.length_from_header)
+    if arguments.shard_itself:
+        sampler = DistributedSampler(dataset, num_replicas=int(os.environ["WORLD_SIZE"]),
+                                     rank=int(os.environ["RANK"]),
+                                     shuffle=bool(arguments.shuffle), seed=arguments.seed)
+        sampler.set_epoch(epoch)
+        loader = DataLoader(dataset, batch_size=arguments.batch, sampler=sampler,
+                            num_workers=arguments.workers)
+        return dataset, loader
     loader = DataLoader(dataset, batch_size=arguments.batch, shuffle=bool(arguments.shuffle),
                         num_workers=arguments.workers, generator=generator)
     return dataset, loader
@@ -123,7 +142,7 @@ def main():
     epoch, step = 0, 0
     dataset, loader, generator = None, None, torch.Generator()
     if arguments.dataset_first:
-        dataset, loader = build_loader(arguments, generator)
+        dataset, loader = build_loader(arguments, generator, 0)
     if os.path.exists(arguments.checkpoint):
         checkpoint = torch.load(arguments.checkpoint)
         model.load_state_dict(checkpoint["model"])
@@ -137,7 +156,7 @@ def main():
 
     while epoch < arguments.epochs:
         if loader is None or not (arguments.dataset_once or arguments.dataset_first):
-            dataset, loader = build_loader(arguments, generator)
+            dataset, loader = build_loader(arguments, generator, epoch)
         generator.manual_seed(arguments.seed * 1000 + epoch)
         total_loss, batches_done = 0.0, 0
         for ids, x, y in loader:

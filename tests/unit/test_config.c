@@ -692,13 +692,14 @@ Test(config, data_minimal_entry_defaults)
     cr_assert(entry->shard);
     cr_assert_eq(entry->tail, TAIL_ERROR);
     cr_assert_eq(entry->lookahead, 0);
+    cr_assert_not(entry->resume_whole_pass);
     cr_assert_not(entry->has_count_field);
 }
 
 Test(config, data_every_key)
 {
     expect_ok(ENV("ADAPTDL_DATA=tok/*.bin:record=2:header=16:role=eval:shuffle=1:shard=0:"
-                  "tail=drop:lookahead=64:count=8,u64be,2"));
+                  "tail=drop:lookahead=64:resume=whole-pass:count=8,u64be,2"));
     const struct data_entry *entry = data_entry_at(0);
     cr_assert_str_eq(entry->glob, "tok/*.bin");
     cr_assert_eq(entry->record_size, 2);
@@ -708,6 +709,7 @@ Test(config, data_every_key)
     cr_assert_not(entry->shard);
     cr_assert_eq(entry->tail, TAIL_DROP);
     cr_assert_eq(entry->lookahead, 64);
+    cr_assert(entry->resume_whole_pass);
     cr_assert(entry->has_count_field);
     cr_assert_eq(entry->count_offset, 8);
     cr_assert_eq(entry->count_type, COUNT_FIELD_U64BE);
@@ -954,6 +956,8 @@ Test(config, data_bad_flags_and_words)
     expect_error(ENV("ADAPTDL_DATA=a:record=4:role=test"), "ADAPTDL_DATA", "role=\"test\"");
     expect_error(ENV("ADAPTDL_DATA=a:record=4:tail=pad"), "ADAPTDL_DATA", "tail=\"pad\"");
     expect_error(ENV("ADAPTDL_DATA=a:record=4:lookahead=-1"), "ADAPTDL_DATA", "lookahead=");
+    expect_error(ENV("ADAPTDL_DATA=a:record=4:resume=whole"), "ADAPTDL_DATA",
+                 "resume=\"whole\"");
 }
 
 Test(config, data_error_frees_earlier_entries)

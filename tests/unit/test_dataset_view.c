@@ -1626,3 +1626,142 @@ Test(dataset_view, a_file_keeps_its_own_pass_state_when_the_arena_is_full)
     pass_state_arena_destroy(arena);
     free(bytes);
 }
+
+/* llm.c reads B*T+1 tokens per batch and moves by B*T: each placed read
+ * is a record and two bytes, so it never reads its view's last record.
+ * Once all but fewer records than one such read were delivered, the pass is
+ * over for it: the end rules treat it as covered, and a checkpoint commit
+ * finds its readers done although the file stays open.  A loader that
+ * reads in sequence (no placed read) or places reads of whole records is
+ * never cut short. */
+Test(dataset_view, the_rest_shorter_than_a_placed_read_ends_the_pass)
+{
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(6, 10, 8, 0, &size);
+    struct data_entry entry = dv_entry(6, 10, true, true);
+    struct dataset_file file;
+    dv_init(&file, &entry, bytes, size, 1, 0);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, &file);
+    dataset_file_lock(&file);
+    /* in sequence: seven of eight records, nothing placed */
+    dataset_view_note_read(&file, 6, 7 * 10);
+    cr_expect(!dataset_view_rest_is_less_than_a_placed_read(&file));
+    cr_expect(!dataset_view_covered(&file), "a sequential reader reads on");
+    /* placed reads of one whole record leave nothing unread by design */
+    dataset_view_note_placed_read(&file, 10);
+    cr_expect(!dataset_view_rest_is_less_than_a_placed_read(&file));
+    cr_expect(!dataset_view_readers_finished_pass(&file));
+    /* a placed read of a record and two bytes: the last record is out of reach */
+    dataset_view_note_placed_read(&file, 12);
+    cr_expect(dataset_view_rest_is_less_than_a_placed_read(&file));
+    cr_expect(dataset_view_covered(&file));
+    cr_expect(dataset_view_reopen_ends_pass(&file));
+    cr_expect(dataset_view_readers_finished_pass(&file), "the open file does not hold it");
+    cr_expect(dataset_view_end_pass_finished_by_readers(&file));
+    cr_expect_eq(file.view_pass, 1);
+    cr_expect(!dataset_view_rest_is_less_than_a_placed_read(&file), "a new pass: nothing read");
+    /* the read unit is the loader's: the next pass ends the same way */
+    dataset_view_note_read(&file, 6, 7 * 10);
+    cr_expect(dataset_view_rest_is_less_than_a_placed_read(&file));
+    dataset_file_unlock(&file);
+    view_cursor_close(&cursor);
+    dataset_file_release(&file);
+    free(bytes);
+}
+
+/* resume=whole-pass (SPEC §4.1): a pass interrupted at index 10 of 30 is
+ * restored whole, from index 0 and in its own order; a complete pass stays
+ * complete (header-only), and without the key the view is what is left. */
+Test(dataset_view, resume_whole_pass_serves_an_interrupted_pass_whole)
+{
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(0, 8, 30, 0, &size);
+    struct data_entry entry = dv_entry(0, 8, true, true);
+    entry.resume_whole_pass = true;
+    struct dataset_file file;
+    dv_init(&file, &entry, bytes, size, 2, 1);
+    cr_assert(dataset_view_restore(&file, RESUME_CONTINUE, 3, 10, 0));
+    cr_expect_eq(file.view_pass, 3);
+    cr_expect_eq(file.view_start_index, 0);
+    cr_expect_eq(file.view_length, 15);
+    uint64_t first;
+    cr_assert_eq(dataset_view_copy(&file, 0, &first, 8), 8);
+    struct dv_layout layout = {30, 2, 1, 0, 3, true, DV_SEED, DV_BASENAME};
+    cr_expect_eq(first, dv_expected_physical(&layout, 0), "the pass's own order");
+    cr_assert(dataset_view_restore(&file, RESUME_CONTINUE, 3, 30, 0));
+    cr_expect_eq(file.view_length, 0, "a complete pass is not interrupted");
+    dataset_file_release(&file);
+    entry.resume_whole_pass = false;
+    dv_init(&file, &entry, bytes, size, 2, 1);
+    cr_assert(dataset_view_restore(&file, RESUME_CONTINUE, 3, 10, 0));
+    cr_expect_eq(file.view_start_index, 10);
+    cr_expect_eq(file.view_length, 10);
+    dataset_file_release(&file);
+    free(bytes);
+}
+
+static bool dv_training_not_begun(void)
+{
+    return true;
+}
+
+/* A loader that counts its records, rewinds and reads them again gets the
+ * same view twice before training (and only once more, and only when the
+ * shim can tell that training has not begun). */
+Test(dataset_view, a_pass_read_to_its_end_before_training_is_served_again_once)
+{
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(6, 10, 8, 0, &size);
+    struct data_entry entry = dv_entry(6, 10, true, true);
+    struct dataset_file file;
+    dv_init(&file, &entry, bytes, size, 2, 0);
+    dataset_file_lock(&file);
+    uint64_t first;
+    cr_assert_eq(dataset_view_copy(&file, 6, &first, 8), 8);
+    dataset_view_note_read(&file, 6, 4 * 10);
+    cr_assert_eq(dataset_view_end_pass(&file), 0);
+    cr_expect_not(dataset_view_read_again_before_training(&file), "nothing can tell");
+    dataset_view_before_training = dv_training_not_begun;
+    cr_assert(dataset_view_read_again_before_training(&file));
+    cr_expect_eq(file.view_pass, 0);
+    uint64_t again;
+    cr_assert_eq(dataset_view_copy(&file, 6, &again, 8), 8);
+    cr_expect_eq(again, first, "the same records in the same order");
+    dataset_view_note_read(&file, 6, 4 * 10);
+    cr_assert_eq(dataset_view_end_pass(&file), 0);
+    cr_expect_not(dataset_view_read_again_before_training(&file), "once per file");
+    cr_expect_eq(file.view_pass, 1);
+    dataset_view_before_training = NULL;
+    dataset_file_unlock(&file);
+    dataset_file_release(&file);
+    free(bytes);
+}
+
+/* A replica that read about 1/K of its view when it looks at the file
+ * again shards the data itself: said once per file; a replica that read
+ * more, less, or all of it, or the only replica, is not named. */
+Test(dataset_view, a_replica_that_read_one_share_of_its_view_is_named_once)
+{
+    uint64_t size;
+    unsigned char *bytes = dv_fixed_file(6, 10, 40, 0, &size);
+    struct data_entry entry = dv_entry(6, 10, true, true);
+    struct dataset_file file;
+    dv_init(&file, &entry, bytes, size, 2, 1);
+    dataset_file_lock(&file);
+    cr_assert_eq(file.view_length, 20);
+    dataset_view_note_read(&file, 6, 5 * 10);
+    cr_expect_not(dataset_view_read_one_replica_share(&file), "a quarter");
+    dataset_view_note_read(&file, 6 + 5 * 10, 4 * 10);
+    cr_expect(dataset_view_read_one_replica_share(&file), "9 of 20: a share, give or take one");
+    cr_expect_not(dataset_view_read_one_replica_share(&file), "said once");
+    dataset_file_unlock(&file);
+    dataset_file_release(&file);
+    dv_init(&file, &entry, bytes, size, 1, 0);
+    dataset_file_lock(&file);
+    dataset_view_note_read(&file, 6, 20 * 10);
+    cr_expect_not(dataset_view_read_one_replica_share(&file), "one replica shards nothing");
+    dataset_file_unlock(&file);
+    dataset_file_release(&file);
+    free(bytes);
+}

@@ -801,3 +801,78 @@ Test(pass_tracker, an_advanced_bound_pass_keeps_its_new_start_when_it_is_fixed_a
     pass_tracker_set_statistical(&tracker, false);
     expect_plan(&tracker, 1, 5, 5, false);
 }
+
+/* SPEC §4.1, own positioning: a trainer restored at index 6 of 10 places
+ * its first read at its own record 6 (one replica, as before the kill): the
+ * pass starts again at 0 with its 6 records delivered, so that record 6 of
+ * the view is index 6.  With two replicas, rank 0's record 3 and rank 1's
+ * record 3 (indices 6 and 7) are where each stopped.  A placement anywhere
+ * else (a loader's own order, a count of another replica count), at the
+ * first record, on a pass begun, or under replay changes nothing. */
+Test(pass_tracker, a_first_read_placed_where_the_epoch_stopped_keeps_the_pass_coordinates)
+{
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 10, 1, 0);
+    cr_assert(pass_tracker_restore(&tracker, RESUME_CONTINUE, 2, 6, 0));
+    expect_plan(&tracker, 2, 6, 4, false);
+    cr_expect_not(pass_tracker_resume_at_own_position(&tracker, 0), "the first record");
+    cr_expect_not(pass_tracker_resume_at_own_position(&tracker, 7), "past what was consumed");
+    expect_plan(&tracker, 2, 6, 4, false);
+    cr_assert(pass_tracker_resume_at_own_position(&tracker, 6));
+    expect_plan(&tracker, 2, 0, 10, false);
+    expect_position(&tracker, 0, 2, 6);
+    cr_expect_not(pass_tracker_resume_at_own_position(&tracker, 6), "only once");
+
+    pass_tracker_init(&tracker, 10, 1, 0);
+    cr_assert(pass_tracker_restore(&tracker, RESUME_CONTINUE, 2, 6, 0));
+    cr_expect_not(pass_tracker_resume_at_own_position(&tracker, 3), "its own order");
+    expect_plan(&tracker, 2, 6, 4, false);
+
+    pass_tracker_init(&tracker, 10, 2, 0);
+    cr_assert(pass_tracker_restore(&tracker, RESUME_CONTINUE, 2, 6, 0));
+    cr_assert(pass_tracker_resume_at_own_position(&tracker, 3));
+    expect_plan(&tracker, 2, 0, 5, false);
+    expect_position(&tracker, 0, 2, 6);
+    pass_tracker_note_delivered(&tracker, 4, true);
+    expect_position(&tracker, 0, 2, 8);
+    pass_tracker_init(&tracker, 10, 2, 1);
+    cr_assert(pass_tracker_restore(&tracker, RESUME_CONTINUE, 2, 6, 0));
+    cr_assert(pass_tracker_resume_at_own_position(&tracker, 3), "indices 1, 3, 5 consumed");
+
+    pass_tracker_init(&tracker, 10, 1, 0);
+    cr_assert(pass_tracker_restore(&tracker, RESUME_CONTINUE, 2, 6, 0));
+    pass_tracker_note_delivered(&tracker, 1, true);
+    cr_expect_not(pass_tracker_resume_at_own_position(&tracker, 6), "the pass has begun");
+    pass_tracker_init(&tracker, 10, 1, 0);
+    cr_assert(pass_tracker_restore(&tracker, RESUME_REPLAY, 0, 6, 0));
+    cr_expect_not(pass_tracker_resume_at_own_position(&tracker, 6), "replay's own rule");
+}
+
+/* Reading twice before training: the pass read whole and ended is served
+ * again, from its start, once; a pass ended short of its records, or one
+ * followed by a pass already begun, is not. */
+Test(pass_tracker, a_pass_read_whole_can_be_served_once_more)
+{
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 10, 2, 1);
+    pass_tracker_note_delivered(&tracker, 5, true);
+    pass_tracker_end_pass(&tracker);
+    expect_plan(&tracker, 1, 0, 5, false);
+    cr_assert(pass_tracker_repeat_previous_pass(&tracker));
+    expect_plan(&tracker, 0, 0, 5, false);
+    cr_expect_eq(pass_tracker_passes_completed(&tracker), 0);
+    cr_expect_not(pass_tracker_repeat_previous_pass(&tracker), "once");
+    pass_tracker_note_delivered(&tracker, 5, true);
+    pass_tracker_end_pass(&tracker);
+    expect_plan(&tracker, 1, 0, 5, false);
+
+    pass_tracker_init(&tracker, 10, 1, 0);
+    pass_tracker_note_delivered(&tracker, 4, true);
+    pass_tracker_end_pass(&tracker);
+    cr_expect_not(pass_tracker_repeat_previous_pass(&tracker), "read short of its end");
+    pass_tracker_init(&tracker, 10, 1, 0);
+    pass_tracker_note_delivered(&tracker, 10, true);
+    pass_tracker_end_pass(&tracker);
+    pass_tracker_note_delivered(&tracker, 1, true);
+    cr_expect_not(pass_tracker_repeat_previous_pass(&tracker), "the next pass has begun");
+}

@@ -1,7 +1,8 @@
 /* test_stream_fetch.c - the consumed part of a stdio stream's last fetch
  * (runtime/stream_fetch.h): the fetch less what is still unread in the
  * buffer, nothing when there is no fetch or the buffer holds it all, and a
- * fetch made inside a seek counted from the seek's target. */
+ * fetch made inside a seek counted from the seek's target (and known as a
+ * read the trainer placed). */
 #include <criterion/criterion.h>
 
 #include "stream_fetch.h"
@@ -53,6 +54,7 @@ Test(stream_fetch, a_fetch_inside_a_seek_counts_from_the_target)
     cr_expect_eq(length, 0, "the trainer has read nothing after its target yet");
     cr_assert(stream_fetch_consumed(&fetch, 3000, &pass, &start, &length));
     cr_expect_eq(length, 192);
+    cr_expect(fetch.placed, "what the trainer reads after its fseek is a read it placed");
 
     /* a target beyond what the read returned leaves an empty fetch */
     stream_fetch_seek_begins(&fetch, 10000);
@@ -67,4 +69,5 @@ Test(stream_fetch, a_fetch_inside_a_seek_counts_from_the_target)
     cr_assert(stream_fetch_consumed(&fetch, 0, &pass, &start, &length));
     cr_expect_eq(start, 8192);
     cr_expect_eq(length, 1000);
+    cr_expect(!fetch.placed, "a refill that follows on is no placed read");
 }

@@ -835,7 +835,7 @@ Test(view_cursor, a_fetch_at_the_end_of_a_header_only_pass_ends_it_after_the_tra
         ssize_t got = view_cursor_fetch(&cursor, buffer, sizeof buffer, &pass, &offset);
         cr_assert_eq(got, (ssize_t)header);
         if (got > 0) {
-            view_cursor_deliver(&cursor, pass, offset, (uint64_t)got);
+            view_cursor_deliver(&cursor, pass, offset, (uint64_t)got, false);
             got = view_cursor_fetch(&cursor, buffer, sizeof buffer, &pass, &offset);
         }
         cr_expect_eq(got, 0);
@@ -1003,15 +1003,15 @@ Test(view_cursor, deliver_counts_a_record_once_its_last_byte_is_consumed)
     uint64_t pass, offset;
     cr_assert_eq(view_cursor_fetch(&cursor, buffer, sizeof buffer, &pass, &offset),
                  sizeof buffer);
-    view_cursor_deliver(&cursor, pass, offset, VC_HEADER);
+    view_cursor_deliver(&cursor, pass, offset, VC_HEADER, false);
     cr_expect_eq(data.file.shared->tracker.delivered, 0, "the header delivers nothing");
     cr_expect_not(dataset_view_started(&data.file));
-    view_cursor_deliver(&cursor, pass, VC_HEADER, VC_RECORD - 1);
+    view_cursor_deliver(&cursor, pass, VC_HEADER, VC_RECORD - 1, false);
     cr_expect_eq(data.file.shared->tracker.delivered, 0, "a record short of its last byte");
-    view_cursor_deliver(&cursor, pass, VC_HEADER + VC_RECORD - 1, 1);
+    view_cursor_deliver(&cursor, pass, VC_HEADER + VC_RECORD - 1, 1, false);
     cr_expect_eq(data.file.shared->tracker.delivered, 1);
     cr_expect(dataset_view_started(&data.file), "the first record begins the pass");
-    view_cursor_deliver(&cursor, pass, VC_HEADER + VC_RECORD, 3 * VC_RECORD);
+    view_cursor_deliver(&cursor, pass, VC_HEADER + VC_RECORD, 3 * VC_RECORD, false);
     cr_expect_eq(data.file.shared->tracker.delivered, 4);
     cr_expect_eq(data.file.view_pass, 0, "delivering never ends a pass");
     vc_teardown(&data);
@@ -1030,14 +1030,14 @@ Test(view_cursor, deliver_for_a_pass_that_is_over_does_nothing)
     cr_expect_eq(view_cursor_fetch(&cursor, buffer, sizeof buffer, &pass, &offset), 0);
     cr_assert_eq(data.file.view_pass, 1, "the stream never moved: its 0 ends the pass");
     cr_expect_eq(data.file.shared->tracker.records_served, 0, "none of it was consumed");
-    view_cursor_deliver(&cursor, 0, VC_HEADER, 3 * VC_RECORD);
+    view_cursor_deliver(&cursor, 0, VC_HEADER, 3 * VC_RECORD, false);
     cr_expect_eq(data.file.shared->tracker.delivered, 0, "bytes of pass 0 count for nothing");
     cr_expect_not(dataset_view_started(&data.file), "pass 1 has not begun");
     cr_assert_eq(view_cursor_seek(&cursor, 0, SEEK_SET), 0);
     cr_assert_eq(view_cursor_fetch(&cursor, buffer, 2 * VC_RECORD, &pass, &offset),
                  2 * VC_RECORD);
     cr_expect_eq(pass, 1, "bytes of the next pass say so");
-    view_cursor_deliver(&cursor, pass, offset, 2 * VC_RECORD);
+    view_cursor_deliver(&cursor, pass, offset, 2 * VC_RECORD, false);
     cr_expect_eq(data.file.shared->tracker.delivered, 1, "header and one record");
     vc_teardown(&data);
 }
@@ -1057,7 +1057,7 @@ Test(view_cursor, a_fetch_returning_zero_after_the_trainer_moved_ends_only_a_cov
                  VC_HEADER + 5 * VC_RECORD);
     cr_assert_eq(view_cursor_fetch(&cursor, buffer, sizeof buffer, &pass, &offset),
                  5 * VC_RECORD);
-    view_cursor_deliver(&cursor, pass, offset, 5 * VC_RECORD);
+    view_cursor_deliver(&cursor, pass, offset, 5 * VC_RECORD, false);
     cr_expect_eq(view_cursor_fetch(&cursor, buffer, sizeof buffer, &pass, &offset), 0);
     cr_expect_eq(data.file.view_pass, 0, "five records are still to come: no pass end");
     cr_expect_eq(view_cursor_fetch(&cursor, buffer, 0, &pass, &offset), 0);
@@ -1067,7 +1067,7 @@ Test(view_cursor, a_fetch_returning_zero_after_the_trainer_moved_ends_only_a_cov
     cr_assert_eq(view_cursor_move(&cursor, VC_HEADER, SEEK_SET), VC_HEADER);
     cr_assert_eq(view_cursor_fetch(&cursor, buffer, 5 * VC_RECORD, &pass, &offset),
                  5 * VC_RECORD);
-    view_cursor_deliver(&cursor, pass, offset, 5 * VC_RECORD);
+    view_cursor_deliver(&cursor, pass, offset, 5 * VC_RECORD, false);
     cr_assert(dataset_view_covered(&data.file));
     cr_assert_eq(view_cursor_move(&cursor, 0, SEEK_END), VC_HEADER + VC_RECORD * VC_COUNT);
     cr_expect_eq(view_cursor_fetch(&cursor, buffer, sizeof buffer, &pass, &offset), 0);
