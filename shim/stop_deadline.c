@@ -95,6 +95,9 @@ static void *shim_deadline_worker(void *unused)
     /* everything this thread does is the shim's own: never virtualized */
     shim_guard_enter();
     shim_deadline_take_own_descriptors();
+    /* named only now: who looks for the thread by its name finds it with
+     * its own descriptor table already in place */
+    pthread_setname_np(pthread_self(), "adaptshim-stop");
     for (;;) {
         if (sem_wait(&shim_worker_wake) != 0)
             continue;  /* EINTR cannot happen with every signal blocked; be safe */
@@ -127,10 +130,8 @@ void shim_deadline_start_worker(void)
         error = pthread_create(&thread, &attributes, shim_deadline_worker, NULL);
         pthread_attr_destroy(&attributes);
         pthread_sigmask(SIG_SETMASK, &previous, NULL);
-        if (error == 0) {
-            pthread_setname_np(thread, "adaptshim-stop");
+        if (error == 0)
             shim_worker_pid = pid;
-        }
     }
     shim_guard_leave();
     pthread_mutex_unlock(&shim_worker_lock);
