@@ -90,6 +90,8 @@ struct dataset_pass_state {
     uint64_t placed_read_unit;
     bool read_again_before_training; /* a pass was served twice (once per file) */
     bool own_sharding_warned;     /* dataset_view_read_one_replica_share said so */
+    uint64_t mappings;            /* mappings made of the file, every pass */
+    bool window_mappings_warned;  /* view_mapping_note_mapped said so */
 };
 
 struct dataset_file {

@@ -97,8 +97,25 @@ void view_mapping_plan_for_file(struct dataset_file *file,
 }
 
 /* view_mapping_note_mapped with file->lock held. */
+/* See VIEW_MAPPING_WINDOW_SIGN.  Lock held. */
+static void view_mapping_check_windows_locked(struct dataset_file *file)
+{
+    file->shared->mappings++;
+    if (file->shared->window_mappings_warned || view_mapping_view_is_file(file) ||
+        file->shared->mappings < VIEW_MAPPING_WINDOW_SIGN)
+        return;
+    file->shared->window_mappings_warned = true;
+    log_warn("%s: mapped %llu times, each time anew: if this is a loader that samples random "
+             "windows of a memmap (nanoGPT's get_batch), its windows are not records, the shim "
+             "cannot shard or shuffle them, and every mapping copies the whole view; add "
+             "shard=0:shuffle=0 to the file's ADAPTDL_DATA entry (the file itself is mapped) "
+             "and let each replica seed its own windows",
+             file->path, (unsigned long long)file->shared->mappings);
+}
+
 static void view_mapping_note_mapped_locked(struct dataset_file *file)
 {
+    view_mapping_check_windows_locked(file);
     bool started = dataset_view_started(file);
     dataset_view_note_mapped(file);
     if (started)

@@ -94,7 +94,15 @@ uint64_t view_mapping_fill(struct dataset_file *file, uint64_t offset, void *des
 
 /* A mapping of the current view was made (from memory or of the file
  * itself): begins the pass without delivering a record, telling the pass
- * observer ("mapped").  Takes file->lock. */
+ * observer ("mapped").  Takes file->lock.  A file mapped anew again and
+ * again while its view is not the file itself is most likely a loader that
+ * samples random windows of a memmap (nanoGPT's get_batch maps the file
+ * for every batch): its windows are no records the shim can shard or
+ * shuffle, and each mapping copies the whole view; at the
+ * VIEW_MAPPING_WINDOW_SIGN-th mapping one warn line says so and names
+ * shard=0:shuffle=0 (SPEC §4.1).  A trainer that maps once per epoch says
+ * it only after that many epochs in one process, and the line says "if". */
+#define VIEW_MAPPING_WINDOW_SIGN 16
 void view_mapping_note_mapped(struct dataset_file *file);
 
 /* --- memory ----------------------------------------------------------------- */

@@ -477,3 +477,34 @@ Test(mmap, numpy_load_with_mmap_mode_sees_the_records_shuffled)
     run_result_free(&transparent);
     mmap_dataset_remove(&data);
 }
+
+/* SPEC §4.1: a loader that samples random windows of a memmap made for
+ * every batch (nanoGPT's get_batch) under a sharded, shuffled view is told
+ * in one warn line that windows cannot be sharded, with the setting to use;
+ * with that setting (shard=0:shuffle=0) it maps the file itself and hears
+ * nothing. */
+Test(mmap, random_windows_of_a_memmap_per_batch_are_named_once)
+{
+    skip_without_numpy();
+    struct mmap_dataset data;
+    mmap_dataset_init(&data, 257);
+    static const char *const keys[] = {"", ":shard=0:shuffle=0"};
+    for (unsigned setting = 0; setting < 2; setting++) {
+        struct rank_environment environment;
+        rank_environment_init(&environment, &data, 1, keys[setting]);
+        char *arguments[] = {"--windows", data.path, "40", NULL};
+        struct run_result result;
+        run_numpy_trainer(&result, arguments, environment.variables, true);
+        cr_assert_eq(result.status, 0, "%s", result.err);
+        cr_expect_eq(harness_count_occurrences(result.out, " starts "), 40, "%s", result.out);
+        size_t lines = harness_count_occurrences(result.err, "random windows");
+        cr_expect_eq(lines, setting == 0 ? 1 : 0, "with \"%s\": %zu lines: %s", keys[setting],
+                     lines, result.err);
+        if (setting == 0)
+            cr_expect(strstr(result.err, "shard=0:shuffle=0") != NULL &&
+                          strstr(result.err, data.path) != NULL,
+                      "names the file and the setting: %s", result.err);
+        run_result_free(&result);
+    }
+    mmap_dataset_remove(&data);
+}
