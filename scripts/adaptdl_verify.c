@@ -1018,8 +1018,9 @@ static void run_case(struct verify_context *context, const struct verify_case *v
     char name[64];
     snprintf(name, sizeof name, "%s%s", verify_case->name, setting->label[0] ? "-fix" : "");
     new_case_directory(context, name, result->directory, sizeof result->directory);
-    fprintf(stderr, PROGRAM ": %s%s%s, killed after commit %zu...\n", verify_case->label,
-            setting->label[0] ? " with " : "", setting->label, verify_case->ordinal);
+    fprintf(stderr, PROGRAM ": %s%s%s (commit %zu of the uninterrupted run)...\n",
+            verify_case->label, setting->label[0] ? " with " : "", setting->label,
+            verify_case->ordinal);
     size_t runs = case_runs(context, verify_case, setting, result);
     result->row.runs = runs;
     case_compare(context, verify_case, result, runs);
