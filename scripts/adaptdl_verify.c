@@ -86,7 +86,10 @@ struct verify_setting {
 
 /* What the library's log said about a case, at warn or error level. */
 #define VERIFY_MAX_WARNINGS 3
-#define VERIFY_WARNING_SIZE 320
+#define VERIFY_WARNING_SIZE 640
+/* A case's runs: the killed one, the restarts after crashes, the last. */
+#define VERIFY_MAX_CRASH_RESTARTS 100
+#define VERIFY_MAX_RUNS (VERIFY_MAX_CRASH_RESTARTS + 2)
 
 struct case_result {
     struct verdict_row row;
@@ -95,6 +98,7 @@ struct case_result {
     char directory[PATH_MAX];
     char warnings[VERIFY_MAX_WARNINGS][VERIFY_WARNING_SIZE];
     size_t warning_count;
+    bool run_failed[VERIFY_MAX_RUNS];   /* the run did not end with 0 (or a stop) */
 };
 
 /* --- messages ------------------------------------------------------------------ */
@@ -265,7 +269,8 @@ static void parse_options(int argc, char **argv, struct verify_options *options)
             options->timeout_seconds = parse_seconds("--timeout", option_value(argc, argv, &i));
         } else if (strcmp(argument, "--crash-restarts") == 0) {
             options->crash_restarts = parse_count("--crash-restarts",
-                                                  option_value(argc, argv, &i), 0, 100);
+                                                  option_value(argc, argv, &i), 0,
+                                                  VERIFY_MAX_CRASH_RESTARTS);
         } else if (strcmp(argument, "--no-fixes") == 0) {
             options->try_fixes = false;
         } else if (strcmp(argument, "--scratch") == 0) {
@@ -316,7 +321,11 @@ static void resolve_trainer(struct verify_context *context)
     while (*path != '\0') {
         size_t length = strcspn(path, ":");
         char directory[PATH_MAX];
-        snprintf(directory, sizeof directory, "%.*s", (int)length, length ? path : ".");
+        /* an empty entry is the current directory */
+        if (length == 0)
+            snprintf(directory, sizeof directory, ".");
+        else
+            snprintf(directory, sizeof directory, "%.*s", (int)length, path);
         char candidate[PATH_MAX];
         if (snprintf(candidate, sizeof candidate, "%s/%s", directory, name) < (int)sizeof candidate &&
             regular_executable(candidate)) {
@@ -677,6 +686,15 @@ static void run_environment(const struct verify_context *context,
 
 /* --- runs ----------------------------------------------------------------------- */
 
+/* "exit status 3", "killed by signal 11" */
+static void describe_status(int status, char *out, size_t out_size)
+{
+    if (status > 128)
+        snprintf(out, out_size, "killed by signal %d", status - 128);
+    else
+        snprintf(out, out_size, "exit status %d", status);
+}
+
 /* How a run of a case ended. */
 struct run_outcome {
     enum verify_wait_outcome wait;
@@ -714,25 +732,36 @@ static void run_trainer(struct verify_context *context, const struct verify_sett
     outcome->wait = verify_wait(processes, replicas, stop_after > 0 ? stop_trace : NULL,
                                 context->options.timeout_seconds);
     verify_stop_if_interrupted(context);
-    for (unsigned rank = 0; rank < replicas; rank++) {
-        if (processes[rank].status == 0 || outcome->status != 0)
-            continue;
-        outcome->status = processes[rank].status;
-        outcome->failed_rank = rank;
-        char err[PATH_MAX];
-        path_in(err, sizeof err, case_directory, "run%zu-rank%u.err", run, rank);
-        verify_last_line(err, outcome->last_error, sizeof outcome->last_error);
-    }
+    /* the replica that failed on its own, rather than one killed after it */
+    bool found = false;
+    for (int pass = 0; pass < 2 && !found; pass++)
+        for (unsigned rank = 0; rank < replicas && !found; rank++) {
+            int status = processes[rank].status;
+            if (status == 0 || (pass == 0 && status == 128 + SIGKILL))
+                continue;
+            found = true;
+            outcome->status = status;
+            outcome->failed_rank = rank;
+            char err[PATH_MAX];
+            path_in(err, sizeof err, case_directory, "run%zu-rank%u.err", run, rank);
+            verify_last_line(err, outcome->last_error, sizeof outcome->last_error);
+        }
 }
 
-/* "exit status 3", "killed by signal 11" */
-static void describe_status(int status, char *out, size_t out_size)
+/* "run 3: exit status 3: what it said last", "run 2 (replica 1): killed by
+ * signal 11" */
+static void describe_failure(const struct run_outcome *outcome, size_t run, char *out,
+                             size_t out_size)
 {
-    if (status > 128)
-        snprintf(out, out_size, "killed by signal %d", status - 128);
-    else
-        snprintf(out, out_size, "exit status %d", status);
+    char replica[32] = "";
+    if (outcome->replicas > 1)
+        snprintf(replica, sizeof replica, " (replica %u)", outcome->failed_rank);
+    char status[64];
+    describe_status(outcome->status, status, sizeof status);
+    snprintf(out, out_size, "run %zu%s: %s%s%.150s", run, replica, status,
+             outcome->last_error[0] ? ": " : "", outcome->last_error);
 }
+
 
 /* Whether the file at `path` (the library's log) holds `text`. */
 static bool log_mentions(const char *path, const char *text)
@@ -751,9 +780,12 @@ static bool log_mentions(const char *path, const char *text)
 }
 
 /* Reads the traces of a run (one per replica) and adds the run to the
- * history.  -1 with a message in note. */
+ * history; a run that failed may lack the trace of a replica that ended
+ * (or was killed) before the library started in it.  -1 with a message in
+ * note. */
 static int add_run_traces(const char *case_directory, size_t run, unsigned replicas,
-                          struct resume_history *history, char *note, size_t note_size)
+                          bool run_failed, struct resume_history *history, char *note,
+                          size_t note_size)
 {
     struct trace_log logs[VERIFY_MAX_REPLICAS];
     const struct trace_log *pointers[VERIFY_MAX_REPLICAS];
@@ -763,7 +795,9 @@ static int add_run_traces(const char *case_directory, size_t run, unsigned repli
         char path[PATH_MAX], log_path[PATH_MAX], error[768];
         path_in(path, sizeof path, case_directory, "run%zu-rank%u.trace", run, rank);
         path_in(log_path, sizeof log_path, case_directory, "run%zu-rank%u.log", run, rank);
-        if (access(path, F_OK) != 0) {
+        if (access(path, F_OK) != 0 && run_failed) {
+            continue;   /* it ended before the library started: it did nothing */
+        } else if (access(path, F_OK) != 0) {
             snprintf(note, note_size, "run %zu (replica %u) wrote no delivery trace: the library "
                      "did not reach the trainer (a static program, or ADAPTDL_TARGET not "
                      "matching its program name?)", run + 1, rank);
@@ -781,7 +815,10 @@ static int add_run_traces(const char *case_directory, size_t run, unsigned repli
             }
         }
     }
-    if (status == 0 && resume_history_add_run(history, pointers, replicas, note, note_size) != 0)
+    /* a run none of whose replicas got as far as the library changed
+     * nothing: its trainer never loaded or wrote a checkpoint */
+    if (status == 0 && parsed > 0 &&
+        resume_history_add_run(history, pointers, parsed, note, note_size) != 0)
         status = -1;
     for (unsigned i = 0; i < parsed; i++)
         trace_log_free(&logs[i]);
@@ -823,7 +860,7 @@ static void run_reference(struct verify_context *context)
                       outcome.last_error[0] ? outcome.last_error : "(nothing)");
     resume_history_init(&context->reference);
     char note[1024];
-    if (add_run_traces(directory, 0, 1, &context->reference, note, sizeof note) != 0)
+    if (add_run_traces(directory, 0, 1, false, &context->reference, note, sizeof note) != 0)
         verify_refuse("the uninterrupted run: %s", note);
     check_commits_in_scratch(context, &context->reference);
     uint64_t records = resume_history_records(&context->reference, NULL);
@@ -864,28 +901,31 @@ static void case_fail(struct case_result *result, enum verdict_kind kind, const 
 }
 
 /* Runs a case's runs: the first stopped after commit `ordinal`, then
- * restarts until one ends with 0.  Returns the runs made; the row is
- * marked when they did not get there. */
+ * restarts until one ends with 0.  Returns the runs made, each marked in
+ * result->run_failed when it ended otherwise (its traces may then be
+ * missing); the row is marked when they did not get there. */
 static size_t case_runs(struct verify_context *context, const struct verify_case *verify_case,
                         const struct verify_setting *setting, struct case_result *result)
 {
     const char *directory = result->directory;
     struct run_outcome outcome;
-    char status[64];
+    char failure[sizeof result->row.note];
     run_trainer(context, setting, directory, 0, 1, verify_case->ordinal, &outcome);
-    describe_status(outcome.status, status, sizeof status);
     if (outcome.wait == VERIFY_WAIT_TIMED_OUT) {
+        result->run_failed[0] = true;
         case_fail(result, VERDICT_FAILED, "run 1 did not end within %.0f s",
                   context->options.timeout_seconds);
         return 1;
     }
     if (outcome.wait != VERIFY_WAIT_STOPPED) {
+        result->run_failed[0] = outcome.status != 0;
+        describe_failure(&outcome, 1, failure, sizeof failure);
         if (outcome.status == 0)
             case_fail(result, VERDICT_NOT_RUN, "the trainer read no record after commit %zu "
                       "(it ended first)", verify_case->ordinal);
         else
-            case_fail(result, VERDICT_FAILED, "run 1 ended with %s before commit %zu: %s",
-                      status, verify_case->ordinal, outcome.last_error);
+            case_fail(result, VERDICT_FAILED, "%s, before commit %zu", failure,
+                      verify_case->ordinal);
         return 1;
     }
     size_t runs = 1;
@@ -901,17 +941,18 @@ static size_t case_runs(struct verify_context *context, const struct verify_case
         }
         run_trainer(context, setting, directory, runs, replicas, 0, &outcome);
         runs++;
-        describe_status(outcome.status, status, sizeof status);
         if (outcome.wait == VERIFY_WAIT_TIMED_OUT) {
+            result->run_failed[runs - 1] = true;
             case_fail(result, VERDICT_FAILED, "run %zu did not end within %.0f s", runs,
                       context->options.timeout_seconds);
             return runs;
         }
         if (outcome.status == 0)
             return runs;
+        result->run_failed[runs - 1] = true;
         if (++crashes > context->options.crash_restarts) {
-            case_fail(result, VERDICT_FAILED, "run %zu (replica %u) ended with %s: %s", runs,
-                      outcome.failed_rank, status, outcome.last_error);
+            describe_failure(&outcome, runs, failure, sizeof failure);
+            case_fail(result, VERDICT_FAILED, "%s", failure);
             return runs;
         }
     }
@@ -967,20 +1008,22 @@ static void case_compare(struct verify_context *context, const struct verify_cas
     collect_warnings(verify_case, result, runs);
     for (size_t run = 0; run < runs; run++) {
         unsigned replicas = run == 0 ? 1 : verify_case->restart_replicas;
-        if (add_run_traces(result->directory, run, replicas, &result->history, note,
-                           sizeof note) != 0) {
+        if (add_run_traces(result->directory, run, replicas, result->run_failed[run],
+                           &result->history, note, sizeof note) != 0) {
             if (result->row.kind == VERDICT_EXACT)
                 case_fail(result, VERDICT_FAILED, "%s", note);
             return;
         }
+        const struct history_run *first = &result->history.runs[0];
+        if (run == 0 && first->commit_count > 0)
+            verify_describe_commit(
+                &result->history,
+                &result->history.commits[first->first_commit + first->commit_count - 1],
+                result->row.killed_after, sizeof result->row.killed_after);
     }
     check_commits_in_scratch(context, &result->history);
-    const struct history_run *first = &result->history.runs[0];
-    if (first->commit_count > 0)
-        verify_describe_commit(&result->history,
-                               &result->history.commits[first->first_commit + first->commit_count - 1],
-                               result->row.killed_after, sizeof result->row.killed_after);
-    if (runs > 1 && result->history.runs[1].start != HISTORY_START_RESTORED) {
+    if (result->history.run_count > 1 &&
+        result->history.runs[1].start != HISTORY_START_RESTORED) {
         size_t used = strlen(result->row.killed_after);
         snprintf(result->row.killed_after + used, sizeof result->row.killed_after - used, "%s",
                  result->history.runs[1].start == HISTORY_START_FRESH
@@ -1010,9 +1053,10 @@ static void run_case(struct verify_context *context, const struct verify_case *v
         snprintf(result->row.label, sizeof result->row.label, "  with %s", setting->label);
     result->row.kind = VERDICT_EXACT;
     if (verify_case->ordinal == 0) {
-        case_fail(result, VERDICT_NOT_RUN, "the uninterrupted run has no checkpoint commit %s "
-                  "(commit more often)", verify_case->place == COMMIT_MID_EPOCH
-                      ? "in the middle of an epoch" : "at an epoch's end");
+        case_fail(result, VERDICT_NOT_RUN, "the uninterrupted run has no checkpoint commit %s",
+                  verify_case->place == COMMIT_MID_EPOCH
+                      ? "in the middle of an epoch (checkpoint every few batches)"
+                      : "at an epoch's end (checkpoint after each epoch too)");
         return;
     }
     char name[64];
