@@ -1014,12 +1014,19 @@ static void case_compare(struct verify_context *context, const struct verify_cas
                 case_fail(result, VERDICT_FAILED, "%s", note);
             return;
         }
-        const struct history_run *first = &result->history.runs[0];
-        if (run == 0 && first->commit_count > 0)
-            verify_describe_commit(
-                &result->history,
-                &result->history.commits[first->first_commit + first->commit_count - 1],
-                result->row.killed_after, sizeof result->row.killed_after);
+        /* the commit the first restart resumed from: the kill's last one,
+         * unless another process or thread of the trainer reached its stop
+         * before that commit's rename (then the one before it) */
+        const struct resume_history *history = &result->history;
+        const struct history_run *first = &history->runs[0];
+        const struct history_commit *killed_after = NULL;
+        if (history->run_count > 1 && history->runs[1].start == HISTORY_START_RESTORED)
+            killed_after = &history->commits[history->runs[1].restored_commit];
+        else if (history->run_count == 1 && first->commit_count > 0)
+            killed_after = &history->commits[first->first_commit + first->commit_count - 1];
+        if (killed_after != NULL)
+            verify_describe_commit(history, killed_after, result->row.killed_after,
+                                   sizeof result->row.killed_after);
     }
     check_commits_in_scratch(context, &result->history);
     if (result->history.run_count > 1 &&
