@@ -1202,12 +1202,26 @@ static int print_summary(const struct verify_report *report)
         const struct verdict_row *row = &report->results[i].row;
         if (row->label[0] == ' ' || !verdict_is_failure(row->kind))
             continue;
-        const char *fix = NULL;
-        for (size_t j = i + 1; j < report->count && report->results[j].row.label[0] == ' '; j++)
-            if (report->results[j].row.kind == VERDICT_EXACT && fix == NULL)
-                fix = report->results[j].row.label + strlen("  with ");
+        /* the first setting that made it exact; else one that loses nothing
+         * (resume=whole-pass repeats what was trained of the resumed pass
+         * before the kill, as a trainer without the library would) */
+        const struct verdict_row *fix = NULL, *lossless = NULL;
+        for (size_t j = i + 1; j < report->count && report->results[j].row.label[0] == ' '; j++) {
+            const struct verdict_row *trial = &report->results[j].row;
+            if (trial->kind == VERDICT_EXACT && fix == NULL)
+                fix = trial;
+            if (trial->kind == VERDICT_NOT_EXACT && trial->comparison != NULL &&
+                trial->comparison->lost == 0 && lossless == NULL)
+                lossless = trial;
+        }
+        const char *with = "  with ";
         if (fix != NULL)
-            printf("%s: not exact as set; exact with %s.\n", row->label, fix);
+            printf("%s: not exact as set; exact with %s.\n", row->label,
+                   fix->label + strlen(with));
+        else if (lossless != NULL)
+            printf("%s: not exact, and no setting tried made it exact; with %s nothing is lost "
+                   "(%llu repeated).\n", row->label, lossless->label + strlen(with),
+                   (unsigned long long)lossless->comparison->repeated);
         else
             printf("%s: not exact, and no setting tried made it exact.\n", row->label);
         const struct case_result *result = &report->results[i];
