@@ -66,6 +66,8 @@ UNIT_ASAN := $(BUILD)/tests/unit_tests_asan
 INSPECT   := $(BUILD)/adaptdl-inspect
 # The launcher's helper that picks a replica count from the hints file.
 REPLICAS_TOOL := $(BUILD)/adaptdl-replicas
+# Whether a trainer resumes exactly: runs it, kills it, compares delivery traces.
+VERIFY_TOOL := $(BUILD)/adaptdl-verify
 WRAP      := $(BUILD)/adaptdl-wrap
 PLOT      := $(BUILD)/adaptdl-plot
 TRAINERS  := $(patsubst tests/trainers/%.c,$(BUILD)/trainers/%,$(TRAINER_SRC)) \
@@ -90,7 +92,7 @@ ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 .PHONY: all deps check unit unit-asan integration tsan asan-shim fuzz fuzz-short demo bench install uninstall clean
-all: $(LIB) $(STANDALONE) $(ARCHIVE) $(INSPECT) $(REPLICAS_TOOL) $(WRAP) $(PLOT) $(TRAINERS) $(TOOLS) $(FAULTS)
+all: $(LIB) $(STANDALONE) $(ARCHIVE) $(INSPECT) $(REPLICAS_TOOL) $(VERIFY_TOOL) $(WRAP) $(PLOT) $(TRAINERS) $(TOOLS) $(FAULTS)
 
 # The launcher beside the library and the inspector, where it finds them, as
 # after `make install`; the metrics plotter beside it.
@@ -146,6 +148,10 @@ $(INSPECT): $(BUILD)/obj/hooks/adaptdl_inspect.o $(HOOKS_OBJ) $(BUILD)/obj/runti
 
 $(REPLICAS_TOOL): $(BUILD)/obj/scripts/adaptdl_replicas.o $(ARCHIVE)
 	$(CC) -o $@ $^ $(PKG_LIBS) -lm
+
+$(VERIFY_TOOL): $(BUILD)/obj/scripts/adaptdl_verify.o $(BUILD)/obj/scripts/verify_processes.o \
+                $(ARCHIVE)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lpthread -lm
 
 $(BUILD)/obj/tests/unit/%.o: tests/unit/%.c
 	@mkdir -p $(dir $@)
@@ -350,7 +356,7 @@ bench: deps
 	$(MAKE) all $(BENCHES)
 	@tests/bench/run-all $(BUILD)
 
-install: $(LIB) $(STANDALONE) $(INSPECT) $(REPLICAS_TOOL) $(WRAP) $(PLOT)
+install: $(LIB) $(STANDALONE) $(INSPECT) $(REPLICAS_TOOL) $(VERIFY_TOOL) $(WRAP) $(PLOT)
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
 	    $(DESTDIR)$(PREFIX)/include
 	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libadaptshim.so
@@ -358,6 +364,7 @@ install: $(LIB) $(STANDALONE) $(INSPECT) $(REPLICAS_TOOL) $(WRAP) $(PLOT)
 	install -m 0644 shim/adaptdl.h $(DESTDIR)$(PREFIX)/include/adaptdl.h
 	install -m 0755 $(INSPECT) $(DESTDIR)$(PREFIX)/bin/adaptdl-inspect
 	install -m 0755 $(REPLICAS_TOOL) $(DESTDIR)$(PREFIX)/bin/adaptdl-replicas
+	install -m 0755 $(VERIFY_TOOL) $(DESTDIR)$(PREFIX)/bin/adaptdl-verify
 	install -m 0755 scripts/adaptdl-wrap $(DESTDIR)$(PREFIX)/bin/adaptdl-wrap
 	install -m 0755 scripts/adaptdl-plot $(DESTDIR)$(PREFIX)/bin/adaptdl-plot
 	sed -e 's|@PREFIX@|$(PREFIX)|g' scripts/adaptshim.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/adaptshim.pc
@@ -367,6 +374,7 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/libadaptshim.so $(DESTDIR)$(PREFIX)/lib/libadaptdl.so \
 	    $(DESTDIR)$(PREFIX)/bin/adaptdl-inspect $(DESTDIR)$(PREFIX)/bin/adaptdl-wrap \
 	    $(DESTDIR)$(PREFIX)/bin/adaptdl-plot $(DESTDIR)$(PREFIX)/bin/adaptdl-replicas \
+	    $(DESTDIR)$(PREFIX)/bin/adaptdl-verify \
 	    $(DESTDIR)$(PREFIX)/include/adaptdl.h \
 	    $(DESTDIR)$(PREFIX)/lib/pkgconfig/adaptshim.pc
 

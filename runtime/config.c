@@ -371,6 +371,8 @@ static const struct config_variable config_variables[] = {
     REAL("ADAPTDL_STOP_SECONDS", stop_seconds, 0, true),
     TEXT("ADAPTDL_METRICS_FILE", metrics_file, file_path_with_rank),
     TEXT("ADAPTDL_HINTS_FILE", hints_file, "a file path"),
+    TEXT("ADAPTDL_TRACE_FILE", trace_file, file_path_with_rank),
+    INTEGER("ADAPTDL_TRACE_STOP_AFTER", trace_stop_after, 0, UINT64_MAX),
     INTEGER("ADAPTDL_BATCH_SIZE", batch_size, 1, BATCH_SIZE_LIMIT),
     INTEGER("ADAPTDL_MAX_BATCH_SIZE", max_batch_size, 1, BATCH_SIZE_LIMIT),
     OWN("ADAPTDL_LOCAL_BSZ_BOUNDS", parse_local_bsz_bounds_variable),
@@ -514,6 +516,7 @@ void config_free(struct adaptdl_config *config)
     free(config->target);
     free(config->metrics_file);
     free(config->hints_file);
+    free(config->trace_file);
     free(config->bsz_arg.name);
     free(config->lr_arg.name);
     memset(config, 0, sizeof *config);

@@ -86,6 +86,8 @@ struct adaptdl_config {
     double stop_seconds;     /* longest wait of a stop signal for an agreement point */
     char *metrics_file;
     char *hints_file;
+    char *trace_file;        /* ADAPTDL_TRACE_FILE: NULL, no delivery trace */
+    uint64_t trace_stop_after; /* ADAPTDL_TRACE_STOP_AFTER: 0, never stop */
 
     uint64_t batch_size;          /* 0: unset */
     uint64_t max_batch_size;      /* 0: unset, no adaptation */

@@ -221,6 +221,7 @@ int dataset_registry_capture(struct dataset_registry *registry,
         position->role = (uint32_t)file->entry->role;
         pass_tracker_position(&file->shared->tracker, unconsumed_records, &position->pass,
                               &position->current_index, &position->pass_length);
+        delivery_trace_binding(&snapshot->binding, file, position, unconsumed_records);
         dataset_file_unlock(file);
     }
     /* Files restored but not touched yet in this run keep their bound

@@ -24,6 +24,7 @@
 
 #include "config.h"
 #include "delivery_record.h"
+#include "delivery_trace.h"
 #include "pass_state_arena.h"
 #include "pass_tracker.h"
 #include "permutation.h"

@@ -123,6 +123,7 @@ int session_commit_checkpoint(struct runtime_session *session, const char *check
     int status = snapshot_save(session->config.checkpoint_path, &snapshot, error, error_size);
     if (status == 0) {
         __atomic_add_fetch(&session->snapshots_written, 1, __ATOMIC_RELAXED);
+        delivery_trace_commit(checkpoint_path, identity);
         if (log_enabled(LOG_LEVEL_DEBUG)) {
             log_debug("snapshot %" PRIu64 " bound to %s (size %" PRIu64 ", hash %016" PRIx64
                       "), epoch %" PRIu64 ", step %" PRIu64 ", progress %.6g",
@@ -217,6 +218,7 @@ int session_restore_checkpoint(struct runtime_session *session, const char *chec
                                const struct content_identity *identity,
                                char *error, size_t error_size)
 {
+    delivery_trace_load(checkpoint_path, identity);
     if (session->restore_attempted || session_train_record_delivered(session)) {
         log_debug("checkpoint %s read again after the start of training: the data "
                   "position is unchanged", checkpoint_path);

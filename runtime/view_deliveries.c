@@ -30,6 +30,7 @@ void dataset_view_note_read(struct dataset_file *file, uint64_t offset, uint64_t
     uint64_t end = offset + count;
     uint64_t first = dataset_view_records_before(file, offset);
     uint64_t last = dataset_view_records_before(file, end);
+    delivery_trace_deliveries(file, first, last);
     delivery_record_mark(&file->shared->delivery, first, last);
     if (last > first)
         dataset_view_note_reader(file);

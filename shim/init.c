@@ -153,6 +153,7 @@ static void shim_initialize(void)
     shim_is_configured = true;
     shim_start_process_id = getpid();
     shim_steps_initialize();
+    delivery_trace_start(config);
     atexit(shim_ending_at_exit);
     /* before main, so before the trainer can fork a DataLoader worker */
     if (config->data_count > 0 &&
