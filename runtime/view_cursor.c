@@ -214,6 +214,27 @@ static void view_cursor_serve_told_length_locked(struct view_cursor *cursor, uin
         log_warn("%s", message);
 }
 
+/* A read at the end of the view ends the pass (SPEC §3 rule 1): records of
+ * the view that were never delivered are lost to this epoch, and the
+ * accounting can see it (SPEC §4.1: one warn line per pass).  A pass whose
+ * rest is out of the loader's reach (llm.c's last record) is no loss the
+ * trainer could have read.  Lock held. */
+static void view_cursor_end_pass_at_end_locked(struct dataset_file *file)
+{
+    const struct delivery_record *delivery = &file->shared->delivery;
+    if (file->view_length > 0 && !dataset_view_covered(file) &&
+        !dataset_view_rest_is_less_than_a_placed_read(file))
+        log_warn("%s: pass %llu was read to its end with %llu of the %llu records of this "
+                 "replica's view never read: they are lost to this epoch (the trainer moved "
+                 "past them, by a seek or by a count of records done under another replica "
+                 "count); let the trainer read each epoch from its first record, or run "
+                 "adaptdl-verify on it",
+                 file->path, (unsigned long long)file->view_pass,
+                 (unsigned long long)(delivery->length - delivery->delivered),
+                 (unsigned long long)file->view_length);
+    view_cursor_end_pass_locked(file, "read to the end");
+}
+
 /* Copies view bytes [first, first + span) to the vectors, `span` at most
  * what is left of the view: planned a batch at a time under the file's lock
  * (held on entry and on return), copied with it released (see
@@ -288,7 +309,7 @@ static ssize_t view_cursor_read_vectors(struct view_cursor *cursor, const struct
         bool trainer_moved = cursor->trainer_moved_pass == file->view_pass + 1;
         if (size > 0 && (deliver || !trainer_moved || file->view_length == 0 ||
                          dataset_view_covered(file))) {
-            view_cursor_end_pass_locked(file, "read to the end");
+            view_cursor_end_pass_at_end_locked(file);
             cursor->at_end = true;
         }
         dataset_file_unlock(file);
@@ -337,7 +358,7 @@ ssize_t view_cursor_peek(struct view_cursor *cursor, void *buffer, size_t size,
     peek->pass = file->view_pass;
     peek->offset = cursor->offset;
     if (copied == 0 && size > 0) {
-        view_cursor_end_pass_locked(file, "read to the end");
+        view_cursor_end_pass_at_end_locked(file);
         cursor->at_end = true;
     }
     dataset_file_unlock(file);

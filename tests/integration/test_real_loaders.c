@@ -841,3 +841,47 @@ Test(real_loaders, torch_without_its_own_sampler_is_not_named, .timeout = 90)
 {
     run_two_torchrun_ranks(&torch_w0_shuffled_case, 0);
 }
+
+/* SPEC §4.1, no silent loss: the own-seek trainer killed with one replica
+ * and resumed with two seeks by its count of records done, past records
+ * of its new view that nothing delivered; reading to the end then ends the
+ * pass with them unread, and each replica says so in one warn line. */
+Test(real_loaders, a_seek_past_records_then_the_end_names_the_lost_records, .timeout = 90)
+{
+    struct loader_job job;
+    loader_job_init(&job, &epoch_reader_own_seek_case);
+    job.epochs = "1";
+    char *data = data_setting(&job, "");
+    char *first_environment[] = {data, job.state_setting, job.save_setting, SEED_SETTING, NULL};
+    struct trainer_process first;
+    start_trainer(&first, &job, "first", "ckpt-rank0", "3000", true, first_environment);
+    harness_wait_for_lines(first.out_path, "checkpoint step", 6, first.pid, 60);
+    kill(first.pid, SIGKILL);
+    harness_wait(first.pid, 30);
+    trainer_process_free(&first);
+    char *checkpoint0 = harness_path_in(job.directory, "ckpt-rank0");
+    char *checkpoint1 = harness_path_in(job.directory, "ckpt-rank1");
+    cr_assert(harness_copy_file(checkpoint0, checkpoint1));
+    struct trainer_process ranks[2];
+    for (unsigned rank = 0; rank < 2; rank++) {
+        char rank_setting[64], name[32], checkpoint[32];
+        snprintf(rank_setting, sizeof rank_setting, "ADAPTDL_REPLICA_RANK=%u", rank);
+        snprintf(name, sizeof name, "rank%u", rank);
+        snprintf(checkpoint, sizeof checkpoint, "ckpt-rank%u", rank);
+        char *environment[] = {data, job.state_setting, job.save_setting, SEED_SETTING,
+                               "ADAPTDL_NUM_REPLICAS=2", rank_setting, NULL};
+        start_trainer(&ranks[rank], &job, name, checkpoint, "0", true, environment);
+    }
+    for (unsigned rank = 0; rank < 2; rank++) {
+        expect_success(&ranks[rank], rank == 0 ? "rank 0" : "rank 1");
+        char *err = harness_read_output(ranks[rank].err_path);
+        EXPECT(harness_count_occurrences(err, "never read") == 1 && strstr(err, job.data),
+               "rank %u: one line names the file and the records never read: %s", rank, err);
+        free(err);
+        trainer_process_free(&ranks[rank]);
+    }
+    free(checkpoint0);
+    free(checkpoint1);
+    free(data);
+    loader_job_finish(&job);
+}
