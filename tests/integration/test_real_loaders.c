@@ -329,6 +329,27 @@ static void check_transparency(const struct loader_case *trainer)
     loader_job_finish(&job);
 }
 
+/* Starts ranks 0 and 1 of two as runs "rank0" and "rank1" with their own
+ * checkpoints ("ckpt-rankR"), each with `shared` (NULL-terminated, at most
+ * 8) and its rank setting, `rank_format` with the rank for %u. */
+static void start_two_ranks(struct trainer_process ranks[2], const struct loader_job *job,
+                            char *const shared[], const char *rank_format)
+{
+    for (unsigned rank = 0; rank < 2; rank++) {
+        char rank_setting[64], name[32], checkpoint[32];
+        snprintf(rank_setting, sizeof rank_setting, rank_format, rank);
+        snprintf(name, sizeof name, "rank%u", rank);
+        snprintf(checkpoint, sizeof checkpoint, "ckpt-rank%u", rank);
+        char *environment[10];
+        size_t used = 0;
+        for (; shared[used] != NULL && used < 8; used++)
+            environment[used] = shared[used];
+        environment[used++] = rank_setting;
+        environment[used] = NULL;
+        start_trainer(&ranks[rank], job, name, checkpoint, "0", true, environment);
+    }
+}
+
 /* (b) two replicas: per epoch, each rank's share of ceil(N/2) records,
  * disjoint up to the padding, together covering the dataset. */
 static void check_sharding(const struct loader_case *trainer)
@@ -337,14 +358,8 @@ static void check_sharding(const struct loader_case *trainer)
     loader_job_init(&job, trainer);
     char *data = data_setting(&job, "");
     struct trainer_process ranks[2];
-    for (unsigned rank = 0; rank < 2; rank++) {
-        char rank_setting[64], name[32], checkpoint[32];
-        snprintf(rank_setting, sizeof rank_setting, "ADAPTDL_REPLICA_RANK=%u", rank);
-        snprintf(name, sizeof name, "rank%u", rank);
-        snprintf(checkpoint, sizeof checkpoint, "ckpt-rank%u", rank);
-        char *environment[] = {data, SEED_SETTING, "ADAPTDL_NUM_REPLICAS=2", rank_setting, NULL};
-        start_trainer(&ranks[rank], &job, name, checkpoint, "0", true, environment);
-    }
+    char *shared[] = {data, SEED_SETTING, "ADAPTDL_NUM_REPLICAS=2", NULL};
+    start_two_ranks(ranks, &job, shared, "ADAPTDL_REPLICA_RANK=%u");
     for (unsigned rank = 0; rank < 2; rank++)
         expect_success(&ranks[rank], rank == 0 ? "rank 0" : "rank 1");
     const uint64_t records = trainer->records;
@@ -808,14 +823,8 @@ static void run_two_torchrun_ranks(const struct loader_case *trainer, size_t exp
     job.epochs = "2";
     char *data = data_setting(&job, "");
     struct trainer_process ranks[2];
-    for (unsigned rank = 0; rank < 2; rank++) {
-        char rank_setting[64], name[32], checkpoint[32];
-        snprintf(rank_setting, sizeof rank_setting, "RANK=%u", rank);
-        snprintf(name, sizeof name, "rank%u", rank);
-        snprintf(checkpoint, sizeof checkpoint, "ckpt-rank%u", rank);
-        char *environment[] = {data, SEED_SETTING, "WORLD_SIZE=2", rank_setting, NULL};
-        start_trainer(&ranks[rank], &job, name, checkpoint, "0", true, environment);
-    }
+    char *shared[] = {data, SEED_SETTING, "WORLD_SIZE=2", NULL};
+    start_two_ranks(ranks, &job, shared, "RANK=%u");
     for (unsigned rank = 0; rank < 2; rank++) {
         expect_success(&ranks[rank], rank == 0 ? "rank 0" : "rank 1");
         char *err = harness_read_output(ranks[rank].err_path);
@@ -863,15 +872,9 @@ Test(real_loaders, a_seek_past_records_then_the_end_names_the_lost_records, .tim
     char *checkpoint1 = harness_path_in(job.directory, "ckpt-rank1");
     cr_assert(harness_copy_file(checkpoint0, checkpoint1));
     struct trainer_process ranks[2];
-    for (unsigned rank = 0; rank < 2; rank++) {
-        char rank_setting[64], name[32], checkpoint[32];
-        snprintf(rank_setting, sizeof rank_setting, "ADAPTDL_REPLICA_RANK=%u", rank);
-        snprintf(name, sizeof name, "rank%u", rank);
-        snprintf(checkpoint, sizeof checkpoint, "ckpt-rank%u", rank);
-        char *environment[] = {data, job.state_setting, job.save_setting, SEED_SETTING,
-                               "ADAPTDL_NUM_REPLICAS=2", rank_setting, NULL};
-        start_trainer(&ranks[rank], &job, name, checkpoint, "0", true, environment);
-    }
+    char *shared[] = {data, job.state_setting, job.save_setting, SEED_SETTING,
+                      "ADAPTDL_NUM_REPLICAS=2", NULL};
+    start_two_ranks(ranks, &job, shared, "ADAPTDL_REPLICA_RANK=%u");
     for (unsigned rank = 0; rank < 2; rank++) {
         expect_success(&ranks[rank], rank == 0 ? "rank 0" : "rank 1");
         char *err = harness_read_output(ranks[rank].err_path);
