@@ -73,6 +73,12 @@ static const struct loader_case epoch_reader_case = {
 static const struct loader_case epoch_reader_own_seek_case = {
     .program = "trainers/epoch_reader", RECORD_CASE(6), .options = {"--own-seek", NULL},
     .own_position = true};
+static const struct loader_case epoch_reader_fseek_case = {
+    .program = "trainers/epoch_reader", RECORD_CASE(6),
+    .options = {"--own-seek", "--io", "stdio", NULL}, .own_position = true};
+static const struct loader_case epoch_reader_pread_case = {
+    .program = "trainers/epoch_reader", RECORD_CASE(6),
+    .options = {"--own-seek", "--io", "pread", NULL}, .own_position = true};
 static const struct loader_case ifstream_case = {
     .program = "trainers/ifstream_reader", RECORD_CASE(6)};
 static const struct loader_case text_case = {
@@ -720,6 +726,8 @@ LOADER_TESTS(llmc, llmc_case, 101)
 LOADER_TESTS(llmc_in_order, llmc_in_order_case, 109)
 LOADER_TESTS(epoch_reader, epoch_reader_case, 110)
 LOADER_TESTS(epoch_reader_own_seek, epoch_reader_own_seek_case, 111)
+LOADER_TESTS(epoch_reader_own_fseek, epoch_reader_fseek_case, 114)
+LOADER_TESTS(epoch_reader_own_pread_offset, epoch_reader_pread_case, 115)
 LOADER_TESTS(ifstream, ifstream_case, 102)
 LOADER_TESTS(python_text_lines, text_case, 103)
 LOADER_TESTS(python_binary_80, binary80_case, 104)

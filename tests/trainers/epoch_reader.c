@@ -4,13 +4,17 @@
  *
  *   epoch_reader --data PATH --epochs E --batch B --checkpoint PATH
  *                [--checkpoint-every STEPS=4] [--sleep-us US=0] [--own-seek]
+ *                [--io read|stdio|pread (read)]
  *
  * Every epoch: open(PATH), read() of the 16-byte ADSD header (its count is
  * not used: the loop reads to the end), then read() of B records at a time
  * until a read returns 0, close().  With --own-seek the epoch a checkpoint
  * was taken in is resumed the way a careful author does without any
  * library: after the header, lseek(fd, 16 + done * record, SEEK_SET) to the
- * first record it had not trained on.
+ * first record it had not trained on.  --io stdio does the same with
+ * fopen, fread, fseek and fclose; --io pread with pread() at its own
+ * offsets (the header at 0, then B records at a time from 16 + done *
+ * record with --own-seek, else from 16) until a pread returns 0.
  *
  * Prints "epoch E record ID" per record once its step is done, "epoch E
  * records N" per epoch.  Checkpoint (epoch in progress, records done in
@@ -36,6 +40,107 @@ struct options {
     const char *data, *checkpoint;
     uint64_t epochs, batch, every, sleep_us;
     bool own_seek;
+    const struct reader_kind *io;
+};
+
+/* How an epoch reads the file: three ways people write it. */
+struct reader {
+    int fd;
+    FILE *stream;
+    uint64_t offset;             /* pread: where the next read starts */
+    const char *path;
+};
+
+struct reader_kind {
+    const char *name;
+    void (*open)(struct reader *reader);
+    /* up to size bytes from the reader's position; *at_end when the file ended */
+    size_t (*read)(struct reader *reader, void *buffer, size_t size, bool *at_end);
+    void (*seek)(struct reader *reader, uint64_t offset);
+    void (*close)(struct reader *reader);
+};
+
+static void fd_open(struct reader *reader)
+{
+    reader->fd = open(reader->path, O_RDONLY);
+    if (reader->fd < 0)
+        trainer_die(1, "cannot open %s: %s", reader->path, strerror(errno));
+}
+
+static size_t fd_read(struct reader *reader, void *buffer, size_t size, bool *at_end)
+{
+    return trainer_read_full(reader->fd, buffer, size, at_end, reader->path);
+}
+
+static void fd_seek(struct reader *reader, uint64_t offset)
+{
+    if (lseek(reader->fd, (off_t)offset, SEEK_SET) < 0)
+        trainer_die(1, "lseek %s: %s", reader->path, strerror(errno));
+}
+
+static void fd_close(struct reader *reader)
+{
+    close(reader->fd);
+}
+
+static void stdio_open(struct reader *reader)
+{
+    reader->stream = fopen(reader->path, "rb");
+    if (reader->stream == NULL)
+        trainer_die(1, "cannot open %s: %s", reader->path, strerror(errno));
+}
+
+static size_t stdio_read(struct reader *reader, void *buffer, size_t size, bool *at_end)
+{
+    size_t got = fread(buffer, 1, size, reader->stream);
+    if (got < size) {
+        if (ferror(reader->stream))
+            trainer_die(1, "fread %s: %s", reader->path, strerror(errno));
+        *at_end = true;
+    }
+    return got;
+}
+
+static void stdio_seek(struct reader *reader, uint64_t offset)
+{
+    if (fseek(reader->stream, (long)offset, SEEK_SET) != 0)
+        trainer_die(1, "fseek %s: %s", reader->path, strerror(errno));
+}
+
+static void stdio_close(struct reader *reader)
+{
+    fclose(reader->stream);
+}
+
+static size_t pread_read(struct reader *reader, void *buffer, size_t size, bool *at_end)
+{
+    size_t got = 0;
+    while (got < size) {
+        ssize_t n = pread(reader->fd, (unsigned char *)buffer + got, size - got,
+                          (off_t)(reader->offset + got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            trainer_die(1, "pread %s: %s", reader->path, strerror(errno));
+        if (n == 0) {
+            *at_end = true;
+            break;
+        }
+        got += (size_t)n;
+    }
+    reader->offset += got;
+    return got;
+}
+
+static void pread_seek(struct reader *reader, uint64_t offset)
+{
+    reader->offset = offset;
+}
+
+static const struct reader_kind reader_kinds[] = {
+    {"read", fd_open, fd_read, fd_seek, fd_close},
+    {"stdio", stdio_open, stdio_read, stdio_seek, stdio_close},
+    {"pread", fd_open, pread_read, pread_seek, fd_close},
 };
 
 /* What a checkpoint holds. */
@@ -44,9 +149,17 @@ struct trainer_state {
     uint64_t epoch, done, step;
 };
 
+static const struct reader_kind *find_reader_kind(const char *name)
+{
+    for (size_t i = 0; i < sizeof reader_kinds / sizeof reader_kinds[0]; i++)
+        if (strcmp(reader_kinds[i].name, name) == 0)
+            return &reader_kinds[i];
+    trainer_die(2, "--io %s: expected read, stdio or pread", name);
+}
+
 static void parse_options(int argc, char **argv, struct options *o)
 {
-    *o = (struct options){.every = 4, .epochs = UINT64_MAX};
+    *o = (struct options){.every = 4, .epochs = UINT64_MAX, .io = &reader_kinds[0]};
     for (int i = 1; i < argc; i++) {
         const char *flag = argv[i];
         if (strcmp(flag, "--own-seek") == 0) {
@@ -64,11 +177,14 @@ static void parse_options(int argc, char **argv, struct options *o)
             o->every = trainer_parse_count(flag, value, 1, UINT64_MAX);
         else if (strcmp(flag, "--sleep-us") == 0)
             o->sleep_us = trainer_parse_count(flag, value, 0, UINT64_MAX);
+        else if (strcmp(flag, "--io") == 0)
+            o->io = find_reader_kind(value);
         else trainer_die(2, "unknown option: %s", flag);
     }
     if (!o->data || !o->checkpoint || o->epochs == UINT64_MAX || o->batch == 0)
         trainer_die(2, "usage: epoch_reader --data PATH --epochs E --batch B --checkpoint PATH "
-                       "[--checkpoint-every STEPS] [--sleep-us US] [--own-seek]");
+                       "[--checkpoint-every STEPS] [--sleep-us US] [--own-seek] "
+                       "[--io read|stdio|pread]");
 }
 
 static void load_checkpoint(const char *path, struct trainer_state *state)
@@ -99,23 +215,21 @@ static void save_checkpoint(const char *path, const struct trainer_state *state)
 static uint64_t run_epoch(const struct options *o, struct trainer_state *state,
                           unsigned char *buffer, size_t buffer_size)
 {
-    int fd = open(o->data, O_RDONLY);
-    if (fd < 0)
-        trainer_die(1, "cannot open %s: %s", o->data, strerror(errno));
+    struct reader reader = {.fd = -1, .path = o->data};
+    o->io->open(&reader);
     unsigned char header[ADSD_HEADER_SIZE];
     bool at_end = false;
-    if (trainer_read_full(fd, header, sizeof header, &at_end, o->data) != sizeof header)
+    if (o->io->read(&reader, header, sizeof header, &at_end) != sizeof header)
         trainer_die(3, "%s: shorter than its header", o->data);
-    struct adsd_dataset data = {.fd = fd};
+    struct adsd_dataset data = {.fd = reader.fd};
     adsd_accept_header(&data, header, "bad dimension", o->data);
     if (data.record_size * o->batch > buffer_size)
         trainer_die(2, "--batch %" PRIu64 " too large", o->batch);
-    if (o->own_seek && state->done > 0 &&
-        lseek(fd, (off_t)(ADSD_HEADER_SIZE + state->done * data.record_size), SEEK_SET) < 0)
-        trainer_die(1, "lseek %s: %s", o->data, strerror(errno));
+    if (o->own_seek && state->done > 0)
+        o->io->seek(&reader, ADSD_HEADER_SIZE + state->done * data.record_size);
     uint64_t read_records = 0;
     while (!at_end) {
-        size_t got = trainer_read_full(fd, buffer, data.record_size * o->batch, &at_end, o->data);
+        size_t got = o->io->read(&reader, buffer, data.record_size * o->batch, &at_end);
         if (got % data.record_size != 0)
             trainer_die(3, "%s: a record cut short", o->data);
         size_t records = got / data.record_size;
@@ -131,7 +245,7 @@ static uint64_t run_epoch(const struct options *o, struct trainer_state *state,
         if (state->step % o->every == 0)
             save_checkpoint(o->checkpoint, state);
     }
-    close(fd);
+    o->io->close(&reader);
     return read_records;
 }
 
