@@ -109,11 +109,28 @@ SHIM_EXPORT int __lxstat64(int version, const char *path, struct stat64 *status)
                                  (struct stat *)status);
 }
 
-/* fstatat with an empty path and AT_EMPTY_PATH stats the descriptor itself. */
+/* glibc declares the path of statx and fstatat nonnull, yet passes NULL on
+ * with AT_EMPTY_PATH (current kernels accept it): the pointer goes through
+ * an empty asm so that the compiler cannot drop a test of it for NULL. */
+static const char *shim_path_maybe_null(const char *path)
+{
+    __asm__("" : "+r"(path));
+    return path;
+}
+
+/* With AT_EMPTY_PATH an empty path, or none at all, names the descriptor
+ * itself. */
+static bool shim_names_the_descriptor(const char *path, int flags)
+{
+    path = shim_path_maybe_null(path);
+    return (flags & AT_EMPTY_PATH) && (path == NULL || path[0] == '\0');
+}
+
+/* fstatat of the descriptor itself, or of a path. */
 static int shim_statat_result(int result, int dirfd, const char *path, struct stat *status,
                               int flags)
 {
-    if ((flags & AT_EMPTY_PATH) && path[0] == '\0')
+    if (shim_names_the_descriptor(path, flags))
         return shim_stat_fd_result(result, dirfd, status);
     return shim_stat_path_result(result, dirfd, path, status);
 }
@@ -151,22 +168,28 @@ SHIM_EXPORT int statx(int dirfd, const char *path, int flags, unsigned int mask,
     if (result != 0 || !(status->stx_mask & STATX_TYPE) || !S_ISREG(status->stx_mode))
         return result;
     uint64_t size;
-    if ((flags & AT_EMPTY_PATH) && path[0] == '\0') {
+    struct dataset_file *file;
+    if (shim_names_the_descriptor(path, flags)) {
         struct fd_slot *slot = shim_view_slot_acquire(dirfd);
         if (slot == NULL)
             return result;
+        file = slot->cursor.file;
         size = view_cursor_size(&slot->cursor, SIZE_QUESTION_ANY);
         fd_slot_release(slot);
     } else {
-        if (!shim_paths_active())
+        if (shim_path_maybe_null(path) == NULL || !shim_paths_active())
             return result;
         bool matched;
-        struct dataset_file *file = shim_dataset_for_path(dirfd, path, &matched);
+        file = shim_dataset_for_path(dirfd, path, &matched);
         if (file == NULL)
             return result;
         size = view_cursor_path_stat(file);
     }
     status->stx_size = size;
     status->stx_blocks = (size + 511) / 512;
+    /* the record size, as fstat reports it (shim_stat_set_view) */
+    uint64_t block_size = dataset_view_block_size(file);
+    if (block_size != 0 && block_size <= INT32_MAX)
+        status->stx_blksize = (uint32_t)block_size;
     return result;
 }

@@ -217,6 +217,9 @@ Test(descriptors, seek_end_and_fstat_are_the_view_size)
     cr_expect_eq(value_of(r.out, "fstat_size"), VIEW_SIZE);
     cr_expect_eq(value_of(r.out, "stat_size"), VIEW_SIZE);
     cr_expect_eq(value_of(r.out, "statx_size"), VIEW_SIZE);
+    cr_expect_eq(value_of(r.out, "statx_fd_size"), VIEW_SIZE, "statx(fd, NULL, AT_EMPTY_PATH)");
+    cr_expect_eq(value_of(r.out, "statx_fd_blksize"), value_of(r.out, "fstat_blksize"),
+                 "statx reports the block size fstat does");
     cr_expect_eq(value_of(r.out, "seek_end"), VIEW_SIZE);
     cr_expect_eq(value_of(r.out, "seek_end_minus_10"), VIEW_SIZE - 10);
     expect_view_read(&s, r.out, "tail", VIEW_SIZE - 10, 10);

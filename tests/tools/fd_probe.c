@@ -11,7 +11,8 @@
  *                one offset
  *   pread        pread/preadv/preadv2 between reads do not move the offset;
  *                preadv2 at offset -1 reads at the offset and moves it
- *   seekend      fstat, stat, statx, lseek(SEEK_END) sizes; the last 10 bytes
+ *   seekend      fstat, stat, statx (of the path, and of the descriptor with
+ *                AT_EMPTY_PATH and no path), lseek(SEEK_END) sizes; the last 10 bytes
  *   reuse OTHER  close a data descriptor; the next open of OTHER gets its
  *                number and must read OTHER
  *   dup2 OTHER   dup2 of OTHER's descriptor onto a data descriptor
@@ -205,6 +206,14 @@ static void probe_seekend(const char *path)
     if (statx(AT_FDCWD, path, 0, STATX_SIZE | STATX_TYPE, &extended) != 0)
         die("statx");
     report("statx_size", (long long)extended.stx_size);
+    /* the descriptor itself, named by no path at all (AT_EMPTY_PATH with NULL) */
+    struct statx of_descriptor;
+    const char *volatile no_path = NULL;  /* glibc declares it nonnull, and takes NULL */
+    if (statx(fd, no_path, AT_EMPTY_PATH, STATX_SIZE | STATX_TYPE, &of_descriptor) != 0)
+        die("statx of the descriptor");
+    report("statx_fd_size", (long long)of_descriptor.stx_size);
+    report("statx_fd_blksize", (long long)of_descriptor.stx_blksize);
+    report("fstat_blksize", (long long)status.st_blksize);
     report("seek_end", (long long)lseek(fd, 0, SEEK_END));
     report("seek_end_minus_10", (long long)lseek(fd, -10, SEEK_END));
     read_and_report(fd, 100, "tail");
