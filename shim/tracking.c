@@ -244,11 +244,13 @@ int shim_track_opened(int fd, int dirfd, const char *path, int flags)
     shim_guard_enter();
     struct fd_slot *slot = fd_slot_new_view(file);
     int status = slot != NULL ? fd_table_install(fd, slot) : -1;
+    /* EMFILE from a number past the table, ENOMEM from the slot's allocation */
+    int saved = errno;
     shim_guard_leave();
     if (status != 0) {
         free(slot);
         REAL(close)(fd);
-        errno = ENOMEM;
+        errno = saved;
         return -1;
     }
     log_trace("open %s -> fd %d (view of pass %" PRIu64 ", %" PRIu64 " bytes)", path, fd,
