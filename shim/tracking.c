@@ -199,6 +199,10 @@ int shim_track_opened(int fd, int dirfd, const char *path, int flags)
      * closed where no wrapper saw it, and must not outlive it. */
     if (SHIM_UNLIKELY(fd_table_tracked(fd)) && !shim_in_vfork_child())
         shim_forget_descriptor(fd);
+    /* an O_PATH descriptor reads nothing (read gives EBADF): neither a view
+     * nor the load of a checkpoint */
+    if (flags & O_PATH)
+        return fd;
     char absolute_path[PATH_MAX];
     const char *absolute = shim_absolute_path(dirfd, path, absolute_path,
                                               sizeof absolute_path) == 0 ? absolute_path

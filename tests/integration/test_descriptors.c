@@ -329,6 +329,21 @@ Test(descriptors, view_survives_closefrom)
     check_reopen_after("reopen_after_closefrom");
 }
 
+/* An O_PATH descriptor of a data file is no view: its read fails with
+ * EBADF (before, it read view bytes), and fstat gives the file's size. */
+Test(descriptors, an_o_path_descriptor_is_not_a_view)
+{
+    struct setup s;
+    setup_init(&s);
+    struct run_result r;
+    probe_ok(&r, &s, "opath", NULL);
+    cr_expect_eq(value_of(r.out, "opath_read"), -1);
+    cr_expect_eq(value_of(r.out, "opath_read_ebadf"), 1);
+    cr_expect_eq(value_of(r.out, "opath_fstat_size"), (long long)(HEADER_SIZE + RECORDS *
+                                                                  RECORD_SIZE));
+    run_result_free(&r);
+}
+
 static void expect_duplicates_share_the_view(void)
 {
     struct setup s;

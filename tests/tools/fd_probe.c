@@ -25,6 +25,7 @@
  *                forgotten, never read another file)
  *   reopen_after_closefrom OTHER    the same with closefrom(fd)
  *   dupfd        fcntl F_DUPFD / F_DUPFD_CLOEXEC share the offset
+ *   opath        an O_PATH descriptor: read fails with EBADF, fstat is the file
  *   fork         a child reads the inherited descriptor; then the parent reads
  *   vfork HOW    a vfork child closes descriptors (HOW: close, close_range or
  *                closefrom) and execs /bin/true; then the parent reads
@@ -324,6 +325,23 @@ static void probe_dupfd(const char *path)
     report("offset_fd", offset_of(fd));
     report("offset_low", offset_of(low));
     report("offset_cloexec", offset_of(cloexec));
+}
+
+/* An O_PATH descriptor of a data file is no view: a read fails with EBADF
+ * as it does without the library, and fstat reports the file's own size. */
+static void probe_opath(const char *path)
+{
+    int fd = open_or_die(path, O_PATH);
+    char byte;
+    errno = 0;
+    ssize_t got = read(fd, &byte, 1);
+    report("opath_read", got);
+    report("opath_read_ebadf", got < 0 && errno == EBADF);
+    struct stat status;
+    if (fstat(fd, &status) != 0)
+        die("fstat of the O_PATH descriptor");
+    report("opath_fstat_size", (long long)status.st_size);
+    close(fd);
 }
 
 static void probe_fork(const char *path)
@@ -930,6 +948,7 @@ int main(int argc, char **argv)
     else if (strcmp(name, "reopen_after_close_range") == 0) probe_reopen_after(path, other, false);
     else if (strcmp(name, "reopen_after_closefrom") == 0) probe_reopen_after(path, other, true);
     else if (strcmp(name, "dupfd") == 0) probe_dupfd(path);
+    else if (strcmp(name, "opath") == 0) probe_opath(path);
     else if (strcmp(name, "fork") == 0) probe_fork(path);
     else if (strcmp(name, "vfork") == 0) probe_vfork(path, other);
     else if (strcmp(name, "threads") == 0) {
