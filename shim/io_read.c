@@ -124,6 +124,7 @@ static ssize_t shim_view_preadv(struct fd_slot *slot, const struct iovec *vector
         errno = EINVAL;
         return -1;
     }
+    shim_before_view_read(slot);
     return view_cursor_preadv(&slot->cursor, vector, count, (uint64_t)offset);
 }
 

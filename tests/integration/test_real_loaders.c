@@ -896,3 +896,36 @@ Test(real_loaders, a_seek_past_records_then_the_end_names_the_lost_records, .tim
     free(data);
     loader_job_finish(&job);
 }
+
+/* A stop signal to a trainer without MPI that reads only with preadv at
+ * its own offsets ends it at its next read, through exit(3): 143, its
+ * atexit handlers run (before, preadv skipped the hook pread runs, and the
+ * trainer ended at ADAPTDL_STOP_SECONDS without them). */
+Test(real_loaders, a_preadv_reader_stops_at_its_next_read_with_its_exit_handlers,
+     .timeout = 90)
+{
+    static const struct loader_case preadv_case = {
+        .program = "trainers/epoch_reader", RECORD_CASE(6), .options = {"--io", "preadv", NULL}};
+    struct loader_job job;
+    loader_job_init(&job, &preadv_case);
+    job.epochs = "1000";
+    char *data = data_setting(&job, "");
+    char *environment[] = {data, job.state_setting, job.save_setting, SEED_SETTING,
+                           "ADAPTDL_STOP_SECONDS=60", NULL};
+    struct trainer_process trainer;
+    start_trainer(&trainer, &job, "trainer", "ckpt", "2000", true, environment);
+    cr_assert(harness_wait_for_lines(trainer.out_path, " record ", 40, trainer.pid, 60),
+              "the trainer reads");
+    kill(trainer.pid, SIGTERM);
+    /* the deadline is 60 s away: a trainer that waits for it is still
+     * running when this wait gives up */
+    int status = harness_wait(trainer.pid, 40);
+    char *out = harness_read_output(trainer.out_path);
+    EXPECT(status == 143, "status %d: %s", status, harness_describe_status(status));
+    EXPECT(strstr(out, "exit handlers ran") != NULL, "its atexit handlers ran: %.300s",
+           out + (strlen(out) > 300 ? strlen(out) - 300 : 0));
+    free(out);
+    free(data);
+    trainer_process_free(&trainer);
+    loader_job_finish(&job);
+}

@@ -4,7 +4,7 @@
  *
  *   epoch_reader --data PATH --epochs E --batch B --checkpoint PATH
  *                [--checkpoint-every STEPS=4] [--sleep-us US=0] [--own-seek]
- *                [--io read|stdio|pread (read)]
+ *                [--io read|stdio|pread|preadv (read)]
  *
  * Every epoch: open(PATH), read() of the 16-byte ADSD header (its count is
  * not used: the loop reads to the end), then read() of B records at a time
@@ -14,7 +14,9 @@
  * first record it had not trained on.  --io stdio does the same with
  * fopen, fread, fseek and fclose; --io pread with pread() at its own
  * offsets (the header at 0, then B records at a time from 16 + done *
- * record with --own-seek, else from 16) until a pread returns 0.
+ * record with --own-seek, else from 16) until a pread returns 0; --io
+ * preadv likewise with preadv().  An atexit handler prints "exit handlers
+ * ran": a stop that ends the process through exit(3) runs it.
  *
  * Prints "epoch E record ID" per record once its step is done, "epoch E
  * records N" per epoch.  Checkpoint (epoch in progress, records done in
@@ -31,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "adsd_records.h"
@@ -132,6 +135,26 @@ static size_t pread_read(struct reader *reader, void *buffer, size_t size, bool 
     return got;
 }
 
+static size_t preadv_read(struct reader *reader, void *buffer, size_t size, bool *at_end)
+{
+    size_t got = 0;
+    while (got < size) {
+        struct iovec piece = {(unsigned char *)buffer + got, size - got};
+        ssize_t n = preadv(reader->fd, &piece, 1, (off_t)(reader->offset + got));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            trainer_die(1, "preadv %s: %s", reader->path, strerror(errno));
+        if (n == 0) {
+            *at_end = true;
+            break;
+        }
+        got += (size_t)n;
+    }
+    reader->offset += got;
+    return got;
+}
+
 static void pread_seek(struct reader *reader, uint64_t offset)
 {
     reader->offset = offset;
@@ -141,6 +164,7 @@ static const struct reader_kind reader_kinds[] = {
     {"read", fd_open, fd_read, fd_seek, fd_close},
     {"stdio", stdio_open, stdio_read, stdio_seek, stdio_close},
     {"pread", fd_open, pread_read, pread_seek, fd_close},
+    {"preadv", fd_open, preadv_read, pread_seek, fd_close},
 };
 
 /* What a checkpoint holds. */
@@ -154,7 +178,7 @@ static const struct reader_kind *find_reader_kind(const char *name)
     for (size_t i = 0; i < sizeof reader_kinds / sizeof reader_kinds[0]; i++)
         if (strcmp(reader_kinds[i].name, name) == 0)
             return &reader_kinds[i];
-    trainer_die(2, "--io %s: expected read, stdio or pread", name);
+    trainer_die(2, "--io %s: expected read, stdio, pread or preadv", name);
 }
 
 static void parse_options(int argc, char **argv, struct options *o)
@@ -184,7 +208,7 @@ static void parse_options(int argc, char **argv, struct options *o)
     if (!o->data || !o->checkpoint || o->epochs == UINT64_MAX || o->batch == 0)
         trainer_die(2, "usage: epoch_reader --data PATH --epochs E --batch B --checkpoint PATH "
                        "[--checkpoint-every STEPS] [--sleep-us US] [--own-seek] "
-                       "[--io read|stdio|pread]");
+                       "[--io read|stdio|pread|preadv]");
 }
 
 static void load_checkpoint(const char *path, struct trainer_state *state)
@@ -249,9 +273,15 @@ static uint64_t run_epoch(const struct options *o, struct trainer_state *state,
     return read_records;
 }
 
+static void say_exit_handlers_ran(void)
+{
+    printf("exit handlers ran\n");
+}
+
 int main(int argc, char **argv)
 {
     trainer_set_program_name("epoch_reader");
+    atexit(say_exit_handlers_ran);
     struct options o;
     parse_options(argc, argv, &o);
     setvbuf(stdout, NULL, _IOLBF, 0);
