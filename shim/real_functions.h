@@ -95,6 +95,7 @@ struct statx;
     X(freopen64, optional, FILE *, (const char *, const char *, FILE *), NULL)                    \
     X(fdopen, required, FILE *, (int, const char *), NULL)                                        \
     X(fclose, required, int, (FILE *), -1)                                                        \
+    X(fcloseall, optional, int, (void), -1)                                                       \
     X(fseek, optional, int, (FILE *, long, int), -1)                                              \
     X(fseeko, optional, int, (FILE *, off_t, int), -1)                                            \
     X(fseeko64, required, int, (FILE *, off64_t, int), -1)                                        \

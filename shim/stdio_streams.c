@@ -84,6 +84,16 @@ struct shim_stream shim_stream_unregister(FILE *stream)
     return found;
 }
 
+FILE *shim_stream_first(void)
+{
+    if (!__atomic_load_n(&shim_streams_in_use, __ATOMIC_ACQUIRE))
+        return NULL;
+    pthread_mutex_lock(&shim_streams_lock);
+    FILE *stream = shim_stream_count > 0 ? shim_streams[0].stream : NULL;
+    pthread_mutex_unlock(&shim_streams_lock);
+    return stream;
+}
+
 bool shim_stream_find(FILE *stream, struct shim_stream *out)
 {
     if (SHIM_LIKELY(!__atomic_load_n(&shim_streams_in_use, __ATOMIC_ACQUIRE)))

@@ -47,6 +47,8 @@ bool shim_stream_find(FILE *stream, struct shim_stream *out);
 bool shim_view_stream_find(FILE *stream, struct shim_stream *out);
 /* Removes and returns the entry of a stream (entry.stream NULL if none). */
 struct shim_stream shim_stream_unregister(FILE *stream);
+/* One stream the shim follows, or NULL when it follows none (fcloseall). */
+FILE *shim_stream_first(void);
 /* After the stream is closed: releases what an unregistered entry holds
  * (its slot and descriptor, its cookie, its checkpoint path). */
 void shim_stream_entry_release(struct shim_stream *entry);

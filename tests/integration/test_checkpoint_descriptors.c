@@ -138,3 +138,21 @@ Test(checkpoint_descriptors, freopen_of_a_checkpoint_stream_commits_it)
     run_result_free(&r);
     free(log);
 }
+
+/* Regression: fcloseall was not interposed: a checkpoint written with stdio
+ * and closed by it never committed, and the view stream stayed behind. */
+Test(checkpoint_descriptors, fcloseall_commits_a_checkpoint_stream)
+{
+    struct checkpoint_setup s;
+    checkpoint_setup_init(&s);
+    char header[16], record[16];
+    snprintf(header, sizeof header, "%d", CK_HEADER);
+    snprintf(record, sizeof record, "%d", CK_RECORD);
+    char *arguments[] = {"fcloseall", s.data, s.checkpoint, header, record, NULL};
+    struct run_result r;
+    run_checkpoint_probe(&r, &s, arguments);
+    cr_expect(strstr(r.out, "fcloseall 0\n") != NULL, "%s", r.out);
+    cr_expect_eq(harness_count_occurrences(r.err, " bound to "), 1, "one commit:\n%s", r.err);
+    cr_expect_eq(bound_index(r.err), 10, "bound after the 10 records read:\n%s", r.err);
+    run_result_free(&r);
+}

@@ -12,6 +12,10 @@
  *   checkpoint_probe freopen CK OTHER
  *       writes CK through fopen, then freopens the stream onto OTHER, writes
  *       there and fcloses it.
+ *   checkpoint_probe fcloseall DATA CK HEADER RECORD
+ *       fopens DATA and reads HEADER + 10 records with fread, writes CK
+ *       through fopen + fputs, then closes every stream with fcloseall;
+ *       prints "fcloseall R" (its result).
  *
  * Output, one fact per line: "checkpoint_fd N", "same_fd 0|1" (a later
  * descriptor got the checkpoint's old number).  Unexpected errors: a
@@ -110,6 +114,24 @@ static void probe_freopen(const char *checkpoint, const char *other)
         die("writing the other file");
 }
 
+static void probe_fcloseall(const char *data, const char *checkpoint, size_t header,
+                            size_t record)
+{
+    FILE *input = fopen(data, "rb");
+    if (input == NULL)
+        die(data);
+    char buffer[4096];
+    size_t want = header + 10 * record;
+    if (want > sizeof buffer || fread(buffer, 1, want, input) != want)
+        die("fread of the data file");
+    FILE *stream = fopen(checkpoint, "w");
+    if (stream == NULL)
+        die(checkpoint);
+    if (fputs("model after 10 records\n", stream) < 0)
+        die("fputs");
+    printf("fcloseall %d\n", fcloseall());
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 7 && strcmp(argv[1], "fdopen") == 0)
@@ -119,10 +141,14 @@ int main(int argc, char **argv)
         probe_stale(argv[2]);
     else if (argc == 4 && strcmp(argv[1], "freopen") == 0)
         probe_freopen(argv[2], argv[3]);
+    else if (argc == 6 && strcmp(argv[1], "fcloseall") == 0)
+        probe_fcloseall(argv[2], argv[3], strtoul(argv[4], NULL, 10),
+                        strtoul(argv[5], NULL, 10));
     else {
         fprintf(stderr, "usage: checkpoint_probe fdopen DATA CK OTHER HEADER RECORD | "
-                        "stale CK | freopen CK OTHER\n");
+                        "stale CK | freopen CK OTHER | fcloseall DATA CK HEADER RECORD\n");
         return 2;
     }
-    return fflush(stdout) == 0 ? 0 : 1;
+    /* (fcloseall closed stdout: its line went out with it) */
+    return fflush(stdout) == 0 || strcmp(argv[1], "fcloseall") == 0 ? 0 : 1;
 }
