@@ -5,10 +5,13 @@
 #include <errno.h>
 #include <fnmatch.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
 
 #include "log.h"
+#include "path_normalize.h"
 
 void session_init(struct runtime_session *session)
 {
@@ -18,19 +21,62 @@ void session_init(struct runtime_session *session)
     statistical_epochs_init(&session->epochs);
 }
 
-static bool session_glob_matches(const char *glob, const char *path, const char *absolute_path)
+/* `glob` made absolute against `cwd`, or NULL for an absolute glob (and
+ * when it does not fit: errno ENAMETOOLONG, or ENOMEM). */
+static char *session_anchor_glob(const char *glob, const char *cwd, int *error)
+{
+    if (glob[0] == '/')
+        return NULL;
+    char anchored[PATH_MAX];
+    if (path_normalize_absolute(cwd, glob, anchored, sizeof anchored) != 0) {
+        *error = ENAMETOOLONG;
+        return NULL;
+    }
+    char *copy = strdup(anchored);
+    if (copy == NULL)
+        *error = ENOMEM;
+    return copy;
+}
+
+int session_anchor_relative_globs(struct runtime_session *session, const char *cwd)
+{
+    int error = 0;
+    size_t count = session->config.data_count;
+    session->data_anchored_globs = calloc(count ? count : 1, sizeof(char *));
+    if (session->data_anchored_globs == NULL) {
+        errno = ENOMEM;
+        return -1;
+    }
+    for (size_t i = 0; i < count; i++)
+        session->data_anchored_globs[i] =
+            session_anchor_glob(session->config.data[i].glob, cwd, &error);
+    if (session->config.save_glob != NULL)
+        session->save_anchored_glob = session_anchor_glob(session->config.save_glob, cwd,
+                                                          &error);
+    errno = error;
+    return error == 0 ? 0 : -1;
+}
+
+static bool session_glob_matches(const char *glob, const char *anchored, const char *path,
+                                 const char *absolute_path)
 {
     if (fnmatch(glob, path, 0) == 0)
         return true;
-    return absolute_path != NULL && fnmatch(glob, absolute_path, 0) == 0;
+    if (absolute_path == NULL)
+        return false;
+    return fnmatch(glob, absolute_path, 0) == 0 ||
+           (anchored != NULL && fnmatch(anchored, absolute_path, 0) == 0);
 }
 
 const struct data_entry *session_match_data(const struct runtime_session *session,
                                             const char *path, const char *absolute_path)
 {
-    for (size_t i = 0; i < session->config.data_count; i++)
-        if (session_glob_matches(session->config.data[i].glob, path, absolute_path))
+    for (size_t i = 0; i < session->config.data_count; i++) {
+        const char *anchored =
+            session->data_anchored_globs != NULL ? session->data_anchored_globs[i] : NULL;
+        if (session_glob_matches(session->config.data[i].glob, anchored, path, absolute_path))
             return &session->config.data[i];
+    }
     return NULL;
 }
 
@@ -38,7 +84,8 @@ bool session_match_save(const struct runtime_session *session, const char *path,
                         const char *absolute_path)
 {
     return session->config.save_glob != NULL &&
-           session_glob_matches(session->config.save_glob, path, absolute_path);
+           session_glob_matches(session->config.save_glob, session->save_anchored_glob, path,
+                                absolute_path);
 }
 
 bool session_train_record_delivered(struct runtime_session *session)

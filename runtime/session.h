@@ -32,12 +32,27 @@ struct runtime_session {
     uncounted_steps_fn uncounted_steps;  /* NULL: every finished step is counted */
     /* the cooperative API's epochs, loops, accumulators and registered state */
     struct cooperative_state cooperative;
+    /* relative globs made absolute against the working directory at
+     * start-up (session_anchor_relative_globs); NULL for absolute ones */
+    char **data_anchored_globs;      /* one per config.data entry */
+    char *save_anchored_glob;
 };
 
 void session_init(struct runtime_session *session);
 
+/* A relative ADAPTDL_DATA or ADAPTDL_SAVE glob matches relative paths as
+ * the trainer passes them; `data.bin` does not match `./data.bin`, nor
+ * `ck0` the trainer's `$PWD/ck0`, and nothing would say so.  So each
+ * relative glob is also made absolute against `cwd`, the working
+ * directory at start-up, and matched against the absolute form of the
+ * path (lexically normalized, as path_normalize_absolute makes it).  -1
+ * with errno when memory or a path's length runs out (the globs then match
+ * as written). */
+int session_anchor_relative_globs(struct runtime_session *session, const char *cwd);
+
 /* The ADAPTDL_DATA entry whose glob matches the path as passed or its
- * absolute form; NULL when none. */
+ * absolute form (or whose anchored glob matches the absolute form); NULL
+ * when none. */
 const struct data_entry *session_match_data(const struct runtime_session *session,
                                             const char *path, const char *absolute_path);
 bool session_match_save(const struct runtime_session *session, const char *path,

@@ -10,6 +10,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fnmatch.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,6 +144,11 @@ static void shim_initialize(void)
                                         sizeof typo_warning))
         log_warn("%s", typo_warning);
     shim_session.registry.resume = config->resume;
+    char cwd[PATH_MAX];
+    if (getcwd(cwd, sizeof cwd) == NULL ||
+        session_anchor_relative_globs(&shim_session, cwd) != 0)
+        log_warn("relative ADAPTDL_DATA and ADAPTDL_SAVE globs match only paths written as "
+                 "relative ones (%s)", strerror(errno));
     if (session_prepare_state_directory(&shim_session, error, sizeof error) != 0) {
         shim_fail_configuration(error);
         goto done;

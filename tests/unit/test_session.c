@@ -370,6 +370,39 @@ Test(session, globs_match_the_path_as_passed_or_its_absolute_form)
     config_free(&session.config);
 }
 
+/* A relative glob also matches the absolute form of a path, made absolute
+ * against the working directory at start-up: `data.bin` matches the
+ * trainer's `./data.bin` and `ck0` its `$PWD/ck0` (before, neither matched,
+ * silently); an absolute glob is left as it is. */
+Test(session, relative_globs_are_anchored_at_the_start_up_directory)
+{
+    struct runtime_session session;
+    session_init(&session);
+    char error[512];
+    char *environment[] = {"ADAPTDL_DATA=data.bin:record=8;/data/eval.bin:record=4",
+                           "ADAPTDL_SAVE=ck0", NULL};
+    cr_assert_eq(config_parse(&session.config, environment, error, sizeof error), 0, "%s",
+                 error);
+    cr_expect_null(session_match_data(&session, "./data.bin", "/work/run/data.bin"),
+                   "as written, the glob matches no form of ./data.bin");
+    cr_expect_not(session_match_save(&session, "/work/run/ck0", "/work/run/ck0"));
+    cr_assert_eq(session_anchor_relative_globs(&session, "/work/run"), 0);
+    cr_expect_str_eq(session.data_anchored_globs[0], "/work/run/data.bin");
+    cr_expect_null(session.data_anchored_globs[1], "an absolute glob");
+    const struct data_entry *entry =
+        session_match_data(&session, "./data.bin", "/work/run/data.bin");
+    cr_assert_not_null(entry);
+    cr_expect_eq(entry->record_size, 8);
+    cr_expect(session_match_save(&session, "/work/run/ck0", "/work/run/ck0"));
+    cr_expect_not(session_match_save(&session, "/elsewhere/ck0", "/elsewhere/ck0"),
+                  "another directory's ck0");
+    cr_expect_null(session_match_data(&session, "/other/data.bin", "/other/data.bin"));
+    free(session.data_anchored_globs[0]);
+    free(session.data_anchored_globs);
+    free(session.save_anchored_glob);
+    config_free(&session.config);
+}
+
 /* A commit, then a fresh session (a restart) that loads that checkpoint:
  * the snapshot bound to its content is restored (0); a checkpoint of other
  * content finds none (1, a fresh start); a second load changes nothing. */
