@@ -271,9 +271,12 @@ uint64_t dataset_view_records_before(const struct dataset_file *file, uint64_t o
  * deliver nothing. */
 void dataset_view_note_read(struct dataset_file *file, uint64_t offset, uint64_t count);
 
-/* A read the trainer placed itself handed out `count` view bytes: the
- * loader's read unit is at least that. */
-void dataset_view_note_placed_read(struct dataset_file *file, uint64_t count);
+/* A read the trainer placed itself handed out view bytes [offset, offset +
+ * count).  When its payload part ends inside a record (llm.c's B*T+1
+ * tokens), the loader's read unit is at least that part: a loader whose
+ * placed reads are whole records (a batch of them, a short last batch) has
+ * none, and is never cut short. */
+void dataset_view_note_placed_read(struct dataset_file *file, uint64_t offset, uint64_t count);
 
 /* True when records of the view remain undelivered, but fewer bytes of them
  * than one read of a loader that places its reads: llm.c reads B*T+1
@@ -283,8 +286,8 @@ void dataset_view_note_placed_read(struct dataset_file *file, uint64_t count);
  * a checkpoint commit) treat it as covered, so that its next epoch gets a
  * new pass and a checkpoint taken after its last batch binds the next pass
  * rather than a view of that one record.  Fixed-size records only; a
- * loader that reads on (sequential reads, no placed read larger than what
- * is left) is never cut short. */
+ * loader that reads on (sequential reads, placed reads of whole records,
+ * whose last batch may be short) is never cut short. */
 bool dataset_view_rest_is_less_than_a_placed_read(const struct dataset_file *file);
 
 /* A trainer that shards the data itself (PyTorch's DistributedSampler,

@@ -116,7 +116,7 @@ static void view_cursor_deliver_locked(struct dataset_file *file, uint64_t offse
 {
     bool was_started = dataset_view_started(file);
     if (placed)
-        dataset_view_note_placed_read(file, count);
+        dataset_view_note_placed_read(file, offset, count);
     dataset_view_note_read(file, offset, count);
     log_trace("delivered view bytes [%llu, %llu) of %s pass %llu: %llu of %llu records",
               (unsigned long long)offset, (unsigned long long)(offset + count), file->path,

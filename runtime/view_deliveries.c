@@ -46,10 +46,15 @@ void dataset_view_note_read(struct dataset_file *file, uint64_t offset, uint64_t
                                 file->shared->delivery.delivered > 0 || file->shared->header_read_to_end);
 }
 
-void dataset_view_note_placed_read(struct dataset_file *file, uint64_t count)
+void dataset_view_note_placed_read(struct dataset_file *file, uint64_t offset, uint64_t count)
 {
-    if (count > file->shared->placed_read_unit)
-        file->shared->placed_read_unit = count;
+    uint64_t end = offset + count;
+    uint64_t start = offset > file->header_size ? offset : file->header_size;
+    if (file->record_size == 0 || end <= start)
+        return;
+    uint64_t payload = end - start;
+    if (payload % file->record_size != 0 && payload > file->shared->placed_read_unit)
+        file->shared->placed_read_unit = payload;
 }
 
 bool dataset_view_rest_is_less_than_a_placed_read(const struct dataset_file *file)

@@ -1648,12 +1648,17 @@ Test(dataset_view, the_rest_shorter_than_a_placed_read_ends_the_pass)
     dataset_view_note_read(&file, 6, 7 * 10);
     cr_expect(!dataset_view_rest_is_less_than_a_placed_read(&file));
     cr_expect(!dataset_view_covered(&file), "a sequential reader reads on");
-    /* placed reads of one whole record leave nothing unread by design */
-    dataset_view_note_placed_read(&file, 10);
+    /* placed reads of whole records (one, a batch of three) read on to the
+     * end: a short last batch is still to come */
+    dataset_view_note_placed_read(&file, 6, 10);
+    dataset_view_note_placed_read(&file, 6, 30);
     cr_expect(!dataset_view_rest_is_less_than_a_placed_read(&file));
     cr_expect(!dataset_view_readers_finished_pass(&file));
+    /* the header in a placed read is no part of its unit */
+    dataset_view_note_placed_read(&file, 0, 6 + 10);
+    cr_expect(!dataset_view_rest_is_less_than_a_placed_read(&file));
     /* a placed read of a record and two bytes: the last record is out of reach */
-    dataset_view_note_placed_read(&file, 12);
+    dataset_view_note_placed_read(&file, 6, 12);
     cr_expect(dataset_view_rest_is_less_than_a_placed_read(&file));
     cr_expect(dataset_view_covered(&file));
     cr_expect(dataset_view_reopen_ends_pass(&file));
