@@ -6,6 +6,7 @@
 #include <fnmatch.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
@@ -38,12 +39,13 @@ static char *session_anchor_glob(const char *glob, const char *cwd, int *error)
     return copy;
 }
 
-int session_anchor_relative_globs(struct runtime_session *session, const char *cwd)
+int session_prepare_globs(struct runtime_session *session, const char *cwd)
 {
     int error = 0;
     size_t count = session->config.data_count;
+    session->data_entry_matched = calloc(count ? count : 1, sizeof(bool));
     session->data_anchored_globs = calloc(count ? count : 1, sizeof(char *));
-    if (session->data_anchored_globs == NULL) {
+    if (session->data_anchored_globs == NULL || session->data_entry_matched == NULL) {
         errno = ENOMEM;
         return -1;
     }
@@ -68,24 +70,62 @@ static bool session_glob_matches(const char *glob, const char *anchored, const c
            (anchored != NULL && fnmatch(anchored, absolute_path, 0) == 0);
 }
 
-const struct data_entry *session_match_data(const struct runtime_session *session,
+const struct data_entry *session_match_data(struct runtime_session *session,
                                             const char *path, const char *absolute_path)
 {
     for (size_t i = 0; i < session->config.data_count; i++) {
         const char *anchored =
             session->data_anchored_globs != NULL ? session->data_anchored_globs[i] : NULL;
-        if (session_glob_matches(session->config.data[i].glob, anchored, path, absolute_path))
-            return &session->config.data[i];
+        if (!session_glob_matches(session->config.data[i].glob, anchored, path, absolute_path))
+            continue;
+        if (session->data_entry_matched != NULL)
+            __atomic_store_n(&session->data_entry_matched[i], true, __ATOMIC_RELAXED);
+        return &session->config.data[i];
     }
     return NULL;
 }
 
-bool session_match_save(const struct runtime_session *session, const char *path,
+bool session_match_save(struct runtime_session *session, const char *path,
                         const char *absolute_path)
 {
-    return session->config.save_glob != NULL &&
-           session_glob_matches(session->config.save_glob, session->save_anchored_glob, path,
-                                absolute_path);
+    bool matched = session->config.save_glob != NULL &&
+                   session_glob_matches(session->config.save_glob, session->save_anchored_glob,
+                                        path, absolute_path);
+    if (matched)
+        __atomic_store_n(&session->save_matched, true, __ATOMIC_RELAXED);
+    return matched;
+}
+
+bool session_describe_unmatched_globs(struct runtime_session *session, bool with_data,
+                                      bool with_save, char *message, size_t message_size)
+{
+    size_t used = 0;
+    message[0] = '\0';
+    for (size_t i = 0; with_data && i < session->config.data_count &&
+                       session->data_entry_matched != NULL; i++) {
+        if (session->config.data[i].role != DATA_ROLE_TRAIN ||
+            __atomic_load_n(&session->data_entry_matched[i], __ATOMIC_RELAXED))
+            continue;
+        int wrote = snprintf(message + used, message_size - used, "%sADAPTDL_DATA entry \"%s\"",
+                             used ? ", " : "", session->config.data[i].glob);
+        if (wrote > 0 && (size_t)wrote < message_size - used)
+            used += (size_t)wrote;
+    }
+    if (with_save && session->config.save_glob != NULL &&
+        !__atomic_load_n(&session->save_matched, __ATOMIC_RELAXED)) {
+        int wrote = snprintf(message + used, message_size - used, "%sADAPTDL_SAVE \"%s\"",
+                             used ? ", " : "", session->config.save_glob);
+        if (wrote > 0 && (size_t)wrote < message_size - used)
+            used += (size_t)wrote;
+    }
+    if (used == 0)
+        return false;
+    snprintf(message + used, message_size - used,
+             ": matched no file this process opened, stat'ed or renamed (its data is neither "
+             "sharded nor shuffled, its checkpoints bind nothing); a glob is matched against "
+             "the path as the trainer passes it and its absolute form, a relative glob also "
+             "against the directory the process started in");
+    return true;
 }
 
 bool session_train_record_delivered(struct runtime_session *session)
@@ -137,6 +177,12 @@ int session_commit_checkpoint(struct runtime_session *session, const char *check
     if (session->commit_sequence < session->registry.restored_sequence)
         session->commit_sequence = session->registry.restored_sequence;
     snapshot.sequence = ++session->commit_sequence;
+    char unmatched[1024];
+    if (!session->warned_unmatched_data &&
+        session_describe_unmatched_globs(session, true, false, unmatched, sizeof unmatched)) {
+        session->warned_unmatched_data = true;
+        log_warn("at the first checkpoint commit, %s", unmatched);
+    }
     int captured = dataset_registry_capture(&session->registry, unconsumed, context, &snapshot);
     pthread_mutex_unlock(&session->registry.lock);
     uint64_t pending_steps = 0, pending_records = 0;

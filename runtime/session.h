@@ -36,6 +36,11 @@ struct runtime_session {
      * start-up (session_anchor_relative_globs); NULL for absolute ones */
     char **data_anchored_globs;      /* one per config.data entry */
     char *save_anchored_glob;
+    /* which globs a path opened, stat'ed or renamed onto has matched
+     * (atomic; NULL before session_prepare_globs) */
+    bool *data_entry_matched;        /* one per config.data entry */
+    bool save_matched;
+    bool warned_unmatched_data;
 };
 
 void session_init(struct runtime_session *session);
@@ -48,14 +53,23 @@ void session_init(struct runtime_session *session);
  * path (lexically normalized, as path_normalize_absolute makes it).  -1
  * with errno when memory or a path's length runs out (the globs then match
  * as written). */
-int session_anchor_relative_globs(struct runtime_session *session, const char *cwd);
+int session_prepare_globs(struct runtime_session *session, const char *cwd);
+
+/* SPEC §2 intent, a setting never silently matches nothing: one line naming
+ * the train entries of ADAPTDL_DATA that no path has matched (at the first
+ * checkpoint commit: the trainer checkpoints without having read that data
+ * through the shim; `with_data`), and ADAPTDL_SAVE when no path matched
+ * it (`with_save`: at the exit of a process that read train records).
+ * False when every one asked about matched. */
+bool session_describe_unmatched_globs(struct runtime_session *session, bool with_data,
+                                      bool with_save, char *message, size_t message_size);
 
 /* The ADAPTDL_DATA entry whose glob matches the path as passed or its
  * absolute form (or whose anchored glob matches the absolute form); NULL
  * when none. */
-const struct data_entry *session_match_data(const struct runtime_session *session,
+const struct data_entry *session_match_data(struct runtime_session *session,
                                             const char *path, const char *absolute_path);
-bool session_match_save(const struct runtime_session *session, const char *path,
+bool session_match_save(struct runtime_session *session, const char *path,
                         const char *absolute_path);
 
 /* True once any train view delivered a payload byte in this run. */

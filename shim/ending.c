@@ -155,8 +155,23 @@ void shim_ending_finish(const char *why)
         shim_steps_write_ending(why, shim_expected_exit_status());
 }
 
+/* A trainer that read train records and ends: the settings that matched
+ * nothing in it are named (session_describe_unmatched_globs).  Forked
+ * workers say nothing: the process that started the trainer speaks. */
+static void shim_ending_name_unmatched_globs(void)
+{
+    if (shim_in_forked_child() || !session_train_record_delivered(&shim_session))
+        return;
+    char unmatched[1024];
+    bool data = !__atomic_load_n(&shim_session.warned_unmatched_data, __ATOMIC_RELAXED);
+    if (session_describe_unmatched_globs(&shim_session, data, true, unmatched,
+                                         sizeof unmatched))
+        log_warn("at exit, %s", unmatched);
+}
+
 void shim_ending_at_exit(void)
 {
+    shim_ending_name_unmatched_globs();
     if (shim_ending_claim(SHIM_ENDING_EXITING))
         shim_steps_write_ending("exit", shim_expected_exit_status());
     shim_steps_lock();

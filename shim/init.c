@@ -146,7 +146,7 @@ static void shim_initialize(void)
     shim_session.registry.resume = config->resume;
     char cwd[PATH_MAX];
     if (getcwd(cwd, sizeof cwd) == NULL ||
-        session_anchor_relative_globs(&shim_session, cwd) != 0)
+        session_prepare_globs(&shim_session, cwd) != 0)
         log_warn("relative ADAPTDL_DATA and ADAPTDL_SAVE globs match only paths written as "
                  "relative ones (%s)", strerror(errno));
     if (session_prepare_state_directory(&shim_session, error, sizeof error) != 0) {

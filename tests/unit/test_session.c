@@ -386,7 +386,13 @@ Test(session, relative_globs_are_anchored_at_the_start_up_directory)
     cr_expect_null(session_match_data(&session, "./data.bin", "/work/run/data.bin"),
                    "as written, the glob matches no form of ./data.bin");
     cr_expect_not(session_match_save(&session, "/work/run/ck0", "/work/run/ck0"));
-    cr_assert_eq(session_anchor_relative_globs(&session, "/work/run"), 0);
+    cr_assert_eq(session_prepare_globs(&session, "/work/run"), 0);
+    char message[1024];
+    cr_assert(session_describe_unmatched_globs(&session, true, true, message, sizeof message));
+    cr_expect(strstr(message, "ADAPTDL_DATA entry \"data.bin\"") != NULL &&
+                  strstr(message, "ADAPTDL_SAVE \"ck0\"") != NULL &&
+                  strstr(message, "/data/eval.bin") == NULL,
+              "the train entry and the save glob, not the eval entry: %s", message);
     cr_expect_str_eq(session.data_anchored_globs[0], "/work/run/data.bin");
     cr_expect_null(session.data_anchored_globs[1], "an absolute glob");
     const struct data_entry *entry =
@@ -396,10 +402,14 @@ Test(session, relative_globs_are_anchored_at_the_start_up_directory)
     cr_expect(session_match_save(&session, "/work/run/ck0", "/work/run/ck0"));
     cr_expect_not(session_match_save(&session, "/elsewhere/ck0", "/elsewhere/ck0"),
                   "another directory's ck0");
+    cr_expect_not(session_describe_unmatched_globs(&session, true, true, message,
+                                                   sizeof message),
+                  "every one matched: %s", message);
     cr_expect_null(session_match_data(&session, "/other/data.bin", "/other/data.bin"));
     free(session.data_anchored_globs[0]);
     free(session.data_anchored_globs);
     free(session.save_anchored_glob);
+    free(session.data_entry_matched);
     config_free(&session.config);
 }
 
