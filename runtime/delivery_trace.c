@@ -255,15 +255,23 @@ void delivery_trace_binding(const struct content_identity *binding,
     trace_line_write(&line);
 }
 
+/* The line of a checkpoint event: `kind` C (a commit) or L (a load), the
+ * content's size and hash, the path. */
+static void delivery_trace_checkpoint_line(char kind, const char *checkpoint_path,
+                                           const struct content_identity *identity)
+{
+    char path[TRACE_PATH_CAPACITY];
+    struct trace_line line = {.length = 0};
+    trace_line_format(&line, "%c %" PRIu64 " %016" PRIx64 " %s", kind, identity->size,
+                      identity->hash, trace_escape_into(checkpoint_path, path, sizeof path));
+    trace_line_write(&line);
+}
+
 void delivery_trace_commit(const char *checkpoint_path, const struct content_identity *identity)
 {
     if (!__atomic_load_n(&delivery_trace_active, __ATOMIC_ACQUIRE))
         return;
-    char path[TRACE_PATH_CAPACITY];
-    struct trace_line line = {.length = 0};
-    trace_line_format(&line, "C %" PRIu64 " %016" PRIx64 " %s", identity->size, identity->hash,
-                      trace_escape_into(checkpoint_path, path, sizeof path));
-    trace_line_write(&line);
+    delivery_trace_checkpoint_line('C', checkpoint_path, identity);
     /* after the line: whoever waits for a stop finds the commit first */
     __atomic_add_fetch(&delivery_trace_shared->commits, 1, __ATOMIC_RELEASE);
 }
@@ -272,9 +280,5 @@ void delivery_trace_load(const char *checkpoint_path, const struct content_ident
 {
     if (!__atomic_load_n(&delivery_trace_active, __ATOMIC_ACQUIRE))
         return;
-    char path[TRACE_PATH_CAPACITY];
-    struct trace_line line = {.length = 0};
-    trace_line_format(&line, "L %" PRIu64 " %016" PRIx64 " %s", identity->size, identity->hash,
-                      trace_escape_into(checkpoint_path, path, sizeof path));
-    trace_line_write(&line);
+    delivery_trace_checkpoint_line('L', checkpoint_path, identity);
 }

@@ -115,16 +115,21 @@ static void stdio_close(struct reader *reader)
     fclose(reader->stream);
 }
 
-static size_t pread_read(struct reader *reader, void *buffer, size_t size, bool *at_end)
+/* pread, or preadv of one piece: reads at the reader's own offset */
+static size_t positioned_read(struct reader *reader, void *buffer, size_t size, bool *at_end,
+                              bool vectored)
 {
     size_t got = 0;
     while (got < size) {
-        ssize_t n = pread(reader->fd, (unsigned char *)buffer + got, size - got,
-                          (off_t)(reader->offset + got));
+        struct iovec piece = {(unsigned char *)buffer + got, size - got};
+        off_t at = (off_t)(reader->offset + got);
+        ssize_t n = vectored ? preadv(reader->fd, &piece, 1, at)
+                             : pread(reader->fd, piece.iov_base, piece.iov_len, at);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
-            trainer_die(1, "pread %s: %s", reader->path, strerror(errno));
+            trainer_die(1, "%s %s: %s", vectored ? "preadv" : "pread", reader->path,
+                        strerror(errno));
         if (n == 0) {
             *at_end = true;
             break;
@@ -135,24 +140,14 @@ static size_t pread_read(struct reader *reader, void *buffer, size_t size, bool 
     return got;
 }
 
+static size_t pread_read(struct reader *reader, void *buffer, size_t size, bool *at_end)
+{
+    return positioned_read(reader, buffer, size, at_end, false);
+}
+
 static size_t preadv_read(struct reader *reader, void *buffer, size_t size, bool *at_end)
 {
-    size_t got = 0;
-    while (got < size) {
-        struct iovec piece = {(unsigned char *)buffer + got, size - got};
-        ssize_t n = preadv(reader->fd, &piece, 1, (off_t)(reader->offset + got));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            trainer_die(1, "preadv %s: %s", reader->path, strerror(errno));
-        if (n == 0) {
-            *at_end = true;
-            break;
-        }
-        got += (size_t)n;
-    }
-    reader->offset += got;
-    return got;
+    return positioned_read(reader, buffer, size, at_end, true);
 }
 
 static void pread_seek(struct reader *reader, uint64_t offset)
