@@ -70,6 +70,15 @@ static bool session_glob_matches(const char *glob, const char *anchored, const c
            (anchored != NULL && fnmatch(anchored, absolute_path, 0) == 0);
 }
 
+/* A glob matched a path: the first match of all tells serving_begins. */
+static void session_note_match(struct runtime_session *session, bool *matched)
+{
+    __atomic_store_n(matched, true, __ATOMIC_RELAXED);
+    if (!__atomic_exchange_n(&session->serving, true, __ATOMIC_ACQ_REL) &&
+        session->serving_begins != NULL)
+        session->serving_begins();
+}
+
 const struct data_entry *session_match_data(struct runtime_session *session,
                                             const char *path, const char *absolute_path)
 {
@@ -79,7 +88,7 @@ const struct data_entry *session_match_data(struct runtime_session *session,
         if (!session_glob_matches(session->config.data[i].glob, anchored, path, absolute_path))
             continue;
         if (session->data_entry_matched != NULL)
-            __atomic_store_n(&session->data_entry_matched[i], true, __ATOMIC_RELAXED);
+            session_note_match(session, &session->data_entry_matched[i]);
         return &session->config.data[i];
     }
     return NULL;
@@ -92,7 +101,7 @@ bool session_match_save(struct runtime_session *session, const char *path,
                    session_glob_matches(session->config.save_glob, session->save_anchored_glob,
                                         path, absolute_path);
     if (matched)
-        __atomic_store_n(&session->save_matched, true, __ATOMIC_RELAXED);
+        session_note_match(session, &session->save_matched);
     return matched;
 }
 

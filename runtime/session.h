@@ -41,6 +41,10 @@ struct runtime_session {
     bool *data_entry_matched;        /* one per config.data entry */
     bool save_matched;
     bool warned_unmatched_data;
+    /* called once, at the first path any glob matches: from then on the
+     * library serves this process (NULL: nobody to tell) */
+    void (*serving_begins)(void);
+    bool serving;
 };
 
 void session_init(struct runtime_session *session);

@@ -207,6 +207,14 @@ typedef int (*main_function)(int, char **, char **);
 typedef int (*libc_start_main_function)(main_function, int, char **, void (*)(void),
                                         void (*)(void), void (*)(void), void *);
 
+/* session.serving_begins: the stop deadline's thread, in the process that
+ * started the trainer (a forked DataLoader worker never stops on its own). */
+static void shim_serving_begins(void)
+{
+    if (!shim_in_forked_child() && shim_steps_something_to_synchronize())
+        shim_deadline_start_worker();
+}
+
 SHIM_EXPORT int __libc_start_main(main_function main, int argc, char **argv,
                                   void (*init)(void), void (*fini)(void),
                                   void (*rtld_fini)(void), void *stack_end);
@@ -246,10 +254,13 @@ SHIM_EXPORT int __libc_start_main(main_function main, int argc, char **argv,
         shim_exit_with_message(error);
     if (shim_configured()) {
         shim_inject_batch_size(&argc, &argv);
-        /* a stop that cannot wait needs a thread to end the process (MPI
-         * starts one when it comes up, if this did not) */
-        if (shim_steps_something_to_synchronize())
-            shim_deadline_start_worker();
+        /* a stop that cannot wait needs a thread to end the process: it is
+         * started once the library serves the process (the first path a
+         * glob matches, MPI coming up), not before main, so that a process
+         * that only runs a helper has no thread of the library (glibc
+         * aborts a process that changes its user, as setpriv does, when a
+         * thread of it cannot follow) */
+        shim_session.serving_begins = shim_serving_begins;
         shim_trainer_main = main;
         main = shim_main;
     }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -112,4 +113,26 @@ Test(startup, target_match_applies_configuration)
     harness_run(&result, argv, environment, true, 20);
     cr_expect_eq(result.status, 2);
     run_result_free(&result);
+}
+
+/* A process that only runs a helper (here setpriv, which drops to another
+ * user and group before it execs /bin/true) gets no thread of the library:
+ * it serves nothing there.  With the stop deadline's thread started before
+ * main, glibc aborted setpriv's setresgid (status 134). */
+Test(startup, a_helper_that_changes_its_user_gets_no_thread_and_runs)
+{
+    if (access("/usr/bin/setpriv", X_OK) != 0)
+        cr_skip("no /usr/bin/setpriv (util-linux) on this machine");
+    const char *directory = harness_temp_dir();
+    char data[700], save[700];
+    snprintf(data, sizeof data, "ADAPTDL_DATA=%s/train.bin:record=8", directory);
+    snprintf(save, sizeof save, "ADAPTDL_SAVE=%s/ck*", directory);
+    char *environment[] = {data, save, NULL};
+    char *argv[] = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                    "/bin/true", NULL};
+    struct run_result result;
+    harness_run(&result, argv, environment, true, 20);
+    cr_expect_eq(result.status, 0, "status %d: %s", result.status, result.err);
+    run_result_free(&result);
+    harness_remove_temp_dir(directory);
 }

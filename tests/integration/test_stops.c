@@ -334,15 +334,18 @@ static bool thread_descriptors(pid_t pid, const char *name, char *out, size_t ou
 /* The thread that ends a stop at its deadline keeps a descriptor table of
  * its own with the log and metrics files only: sharing the trainer's would
  * make every descriptor call of the trainer dearer (SPEC §10), and a copy
- * of all of it would keep the trainer's files open after it closed them. */
+ * of all of it would keep the trainer's files open after it closed them.
+ * It starts once the library serves the process: here, at the first read
+ * of the data file. */
 Test(stops, the_deadline_thread_holds_only_the_log_and_metrics_files, .timeout = 120)
 {
     struct dataset_job job;
     dataset_job_init(&job, 100, DIM, 1);
-    char metrics[700];
+    char metrics[700], reads[700];
     snprintf(metrics, sizeof metrics, "ADAPTDL_METRICS_FILE=%s/metrics.%%r", job.directory);
+    snprintf(reads, sizeof reads, "%s,%d,16,2", job.data, RECORD_SIZE);
     struct probe probe;
-    probe_start(&probe, job.directory, NULL, NULL,
+    probe_start(&probe, job.directory, NULL, (char *[]){"--read", reads, NULL},
                 (char *[]){job.data_setting, metrics, NULL});
     probe_expect_line(&probe, probe.out, "ready");
     char descriptors[2000];
