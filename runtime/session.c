@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/time.h>
 
+#include "config_text.h"
 #include "log.h"
 #include "path_normalize.h"
 
@@ -108,25 +109,22 @@ bool session_match_save(struct runtime_session *session, const char *path,
 bool session_describe_unmatched_globs(struct runtime_session *session, bool with_data,
                                       bool with_save, char *message, size_t message_size)
 {
-    size_t used = 0;
+    char item[PATH_MAX + 32];
     message[0] = '\0';
     for (size_t i = 0; with_data && i < session->config.data_count &&
                        session->data_entry_matched != NULL; i++) {
         if (session->config.data[i].role != DATA_ROLE_TRAIN ||
             __atomic_load_n(&session->data_entry_matched[i], __ATOMIC_RELAXED))
             continue;
-        int wrote = snprintf(message + used, message_size - used, "%sADAPTDL_DATA entry \"%s\"",
-                             used ? ", " : "", session->config.data[i].glob);
-        if (wrote > 0 && (size_t)wrote < message_size - used)
-            used += (size_t)wrote;
+        snprintf(item, sizeof item, "ADAPTDL_DATA entry \"%s\"", session->config.data[i].glob);
+        config_append_to_list(message, message_size, item);
     }
     if (with_save && session->config.save_glob != NULL &&
         !__atomic_load_n(&session->save_matched, __ATOMIC_RELAXED)) {
-        int wrote = snprintf(message + used, message_size - used, "%sADAPTDL_SAVE \"%s\"",
-                             used ? ", " : "", session->config.save_glob);
-        if (wrote > 0 && (size_t)wrote < message_size - used)
-            used += (size_t)wrote;
+        snprintf(item, sizeof item, "ADAPTDL_SAVE \"%s\"", session->config.save_glob);
+        config_append_to_list(message, message_size, item);
     }
+    size_t used = strlen(message);
     if (used == 0)
         return false;
     snprintf(message + used, message_size - used,

@@ -10,12 +10,20 @@
 
 /* The view's size, and its block size: buffered readers that size their
  * buffer from st_blksize then read one record at a time (SPEC §3). */
+/* The block size a view reports in st_blksize and stx_blksize; 0: keep
+ * the file's own. */
+static uint32_t shim_view_block_size(const struct dataset_file *file)
+{
+    uint64_t block_size = dataset_view_block_size(file);
+    return block_size <= INT32_MAX ? (uint32_t)block_size : 0;
+}
+
 static void shim_stat_set_view(struct stat *status, struct dataset_file *file, uint64_t size)
 {
     status->st_size = (off_t)size;
     status->st_blocks = (blkcnt_t)((size + 511) / 512);
-    uint64_t block_size = dataset_view_block_size(file);
-    if (block_size != 0 && block_size <= INT32_MAX)
+    uint32_t block_size = shim_view_block_size(file);
+    if (block_size != 0)
         status->st_blksize = (blksize_t)block_size;
 }
 
@@ -187,9 +195,9 @@ SHIM_EXPORT int statx(int dirfd, const char *path, int flags, unsigned int mask,
     }
     status->stx_size = size;
     status->stx_blocks = (size + 511) / 512;
-    /* the record size, as fstat reports it (shim_stat_set_view) */
-    uint64_t block_size = dataset_view_block_size(file);
-    if (block_size != 0 && block_size <= INT32_MAX)
-        status->stx_blksize = (uint32_t)block_size;
+    /* the record size, as fstat reports it */
+    uint32_t block_size = shim_view_block_size(file);
+    if (block_size != 0)
+        status->stx_blksize = block_size;
     return result;
 }
