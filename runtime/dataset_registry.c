@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "delivered_set.h"
 #include "log.h"
 
 void dataset_registry_init(struct dataset_registry *registry, enum resume_mode resume)
@@ -23,6 +24,29 @@ int dataset_registry_share_across_fork(struct dataset_registry *registry, size_t
         return 0;
     registry->arena = pass_state_arena_create(bytes);
     return registry->arena != NULL ? 0 : -1;
+}
+
+/* A deep copy of a position (its name and its delivered set): 0, or -1
+ * when out of memory, with *copy holding nothing to free. */
+static int dataset_registry_copy_position(struct snapshot_file_position *copy,
+                                          const struct snapshot_file_position *position)
+{
+    *copy = *position;
+    copy->name = strdup(position->name);
+    copy->delivered_after = NULL;
+    if (position->delivered_after_size > 0)
+        copy->delivered_after = malloc(position->delivered_after_size);
+    if (copy->name == NULL ||
+        (position->delivered_after_size > 0 && copy->delivered_after == NULL)) {
+        free(copy->name);
+        free(copy->delivered_after);
+        *copy = (struct snapshot_file_position){0};
+        return -1;
+    }
+    if (position->delivered_after_size > 0)
+        memcpy(copy->delivered_after, position->delivered_after,
+               position->delivered_after_size);
+    return 0;
 }
 
 struct dataset_file *dataset_registry_find(struct dataset_registry *registry,
@@ -75,7 +99,22 @@ static int dataset_registry_apply_position(struct dataset_registry *registry,
     dataset_file_lock(file);
     bool applied = dataset_view_restore(file, registry->resume, position->pass,
                                         position->current_index, position->pass_length);
+    bool selected = applied && position->delivered_after_size > 0 &&
+                    dataset_view_select_undelivered(file, position->pass_length,
+                                                    position->delivered_after,
+                                                    position->delivered_after_size);
     dataset_file_unlock(file);
+    if (selected)
+        log_debug("restore: %s pass %llu serves the %llu records from index %llu its "
+                  "snapshot did not name delivered", file->path,
+                  (unsigned long long)position->pass,
+                  (unsigned long long)file->shared->tracker.bound_selected,
+                  (unsigned long long)position->current_index);
+    else if (applied && position->delivered_after_size > 0)
+        log_debug("restore: %s pass %llu serves every record from index %llu, also those "
+                  "its snapshot named delivered after it", file->path,
+                  (unsigned long long)position->pass,
+                  (unsigned long long)position->current_index);
     if (!applied) {
         log_warn("restore: %s has already delivered records in this run; its position "
                  "is left as it is", file->path);
@@ -188,6 +227,30 @@ uint64_t dataset_registry_epoch(struct dataset_registry *registry)
     return epoch;
 }
 
+/* A reader out of order binds the set of records it consumed, not only
+ * their in-order prefix (delivered_set.h).  File lock held. */
+static int dataset_registry_capture_delivered_set(struct dataset_file *file,
+                                                  uint64_t unconsumed,
+                                                  struct snapshot_file_position *position)
+{
+    struct dataset_pass_state *shared = file->shared;
+    struct delivered_set set;
+    int status = delivered_set_capture(&shared->tracker, &shared->delivery, &shared->selection,
+                                       unconsumed, &set);
+    if (status <= 0)
+        return status;
+    position->pass = set.pass;
+    position->pass_length = set.pass_length;
+    position->current_index = set.current_index;
+    position->delivered_after = set.bytes;
+    position->delivered_after_size = set.size;
+    log_debug("snapshot: %s pass %llu binds index %llu and %zu bytes of records delivered "
+              "after it (a reader in its own order)", file->path,
+              (unsigned long long)position->pass, (unsigned long long)set.current_index,
+              set.size);
+    return 0;
+}
+
 int dataset_registry_capture(struct dataset_registry *registry,
                              unconsumed_records_fn unconsumed, void *context,
                              struct adaptdl_snapshot *snapshot)
@@ -221,6 +284,10 @@ int dataset_registry_capture(struct dataset_registry *registry,
         position->role = (uint32_t)file->entry->role;
         pass_tracker_position(&file->shared->tracker, unconsumed_records, &position->pass,
                               &position->current_index, &position->pass_length);
+        if (dataset_registry_capture_delivered_set(file, unconsumed_records, position) != 0) {
+            dataset_file_unlock(file);
+            return -1;
+        }
         delivery_trace_binding(&snapshot->binding, file, position, unconsumed_records);
         dataset_file_unlock(file);
     }
@@ -229,10 +296,8 @@ int dataset_registry_capture(struct dataset_registry *registry,
     for (size_t i = 0; i < registry->pending_count; i++) {
         if (registry->pending[i].applied)
             continue;
-        struct snapshot_file_position *position = &snapshot->files[snapshot->file_count];
-        *position = registry->pending[i].position;
-        position->name = strdup(registry->pending[i].position.name);
-        if (position->name == NULL)
+        if (dataset_registry_copy_position(&snapshot->files[snapshot->file_count],
+                                           &registry->pending[i].position) != 0)
             return -1;
         snapshot->file_count++;
     }
@@ -248,8 +313,10 @@ int dataset_registry_capture(struct dataset_registry *registry,
 
 static void dataset_registry_clear_pending(struct dataset_registry *registry)
 {
-    for (size_t i = 0; i < registry->pending_count; i++)
+    for (size_t i = 0; i < registry->pending_count; i++) {
         free(registry->pending[i].position.name);
+        free(registry->pending[i].position.delivered_after);
+    }
     free(registry->pending);
     registry->pending = NULL;
     registry->pending_count = 0;
@@ -267,11 +334,8 @@ int dataset_registry_restore(struct dataset_registry *registry,
     }
     for (size_t i = 0; i < snapshot->file_count; i++) {
         struct pending_position *pending = &registry->pending[registry->pending_count];
-        pending->position = snapshot->files[i];
-        pending->position.name = strdup(snapshot->files[i].name);
-        if (pending->position.name == NULL) {
+        if (dataset_registry_copy_position(&pending->position, &snapshot->files[i]) != 0)
             return error_message(error, error_size, "out of memory restoring a snapshot");
-        }
         registry->pending_count++;
     }
     registry->restored = true;

@@ -4,6 +4,7 @@
  * view_deliveries.c; copying the view's bytes out is view_copy.c.  Everything here works on memory: the shim maps the file
  * and hands the mapping in, tests hand in a buffer. */
 #include "dataset_view.h"
+#include "delivered_set.h"
 #include "error_message.h"
 
 #include <errno.h>
@@ -92,11 +93,41 @@ static int dataset_file_index_lines(struct dataset_file *file, char *error, size
     return 0;
 }
 
-/* Bytes of a pass-state block: the struct, then the delivery bits. */
-static size_t dataset_pass_state_size(uint64_t record_count)
+/* The latest deliveries a pass state remembers: enough for the records a
+ * loader's declared lookahead may be among (delivered_set.h), one record a
+ * read, and a margin. */
+static uint64_t dataset_pass_state_recent_ranges(const struct dataset_file *file)
 {
+    return delivered_set_reordered(file->entry->lookahead) + 64;
+}
+
+/* A pass-state block: the struct, the delivery bits, the bits and block
+ * counts of a resumed pass's selection, then the ring of latest deliveries
+ * (all uint64_t words).  Pages a pass never touches cost nothing. */
+struct pass_state_layout {
+    uint64_t delivery_words;
+    uint64_t selection_words;
+    uint64_t block_words;
+    uint64_t recent_ranges;
+};
+
+static struct pass_state_layout dataset_pass_state_layout(const struct dataset_file *file)
+{
+    return (struct pass_state_layout){
+        .delivery_words = delivery_record_words(file->record_count),
+        .selection_words = record_selection_bit_words(file->record_count),
+        .block_words = record_selection_block_words(file->record_count),
+        .recent_ranges = dataset_pass_state_recent_ranges(file),
+    };
+}
+
+static size_t dataset_pass_state_size(const struct dataset_file *file)
+{
+    struct pass_state_layout layout = dataset_pass_state_layout(file);
     return sizeof(struct dataset_pass_state) +
-           (size_t)delivery_record_words(record_count) * sizeof(uint64_t);
+           (size_t)(layout.delivery_words + layout.selection_words + layout.block_words) *
+               sizeof(uint64_t) +
+           (size_t)layout.recent_ranges * sizeof(struct delivery_range);
 }
 
 /* Makes a fresh pass state for `context` (a dataset_file) in `block`: pass
@@ -115,7 +146,16 @@ static int dataset_pass_state_initialize(void *block, void *context)
         errno = status;
         return -1;
     }
-    delivery_record_init(&shared->delivery, (uint64_t *)(shared + 1), file->record_count);
+    struct pass_state_layout layout = dataset_pass_state_layout(file);
+    uint64_t *words = (uint64_t *)(shared + 1);
+    uint64_t *selection_bits = words + layout.delivery_words;
+    uint64_t *selection_blocks = selection_bits + layout.selection_words;
+    struct delivery_range *recent =
+        (struct delivery_range *)(selection_blocks + layout.block_words);
+    delivery_record_init(&shared->delivery, words, file->record_count, recent,
+                         layout.recent_ranges);
+    record_selection_init(&shared->selection, selection_bits, selection_blocks,
+                          file->record_count);
     pass_tracker_init(&shared->tracker, file->record_count, file->replicas, file->rank);
     pass_tracker_set_statistical(&shared->tracker, file->entry->role == DATA_ROLE_TRAIN);
     shared->header_read_to_end = false;
@@ -133,7 +173,7 @@ static int dataset_pass_state_initialize(void *block, void *context)
 static int dataset_file_map_own_pass_state(struct dataset_file *file)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    size_t size = dataset_pass_state_size(file->record_count);
+    size_t size = dataset_pass_state_size(file);
     size = (size + page - 1) / page * page;
     void *memory = runtime_sysio.mmap(NULL, size, PROT_READ | PROT_WRITE,
                         MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -259,8 +299,12 @@ static const struct record_permutation *dataset_view_sweep_permutation(struct da
 
 uint64_t dataset_view_logical_to_physical(struct dataset_file *file, uint64_t position)
 {
-    uint64_t logical = view_logical_index(file->view_pass_length, file->replicas, file->rank,
-                                          file->view_start_index, position);
+    uint64_t logical =
+        file->view_selected > 0
+            ? record_selection_view_index(&file->shared->selection, file->replicas, file->rank,
+                                          position)
+            : view_logical_index(file->view_pass_length, file->replicas, file->rank,
+                                 file->view_start_index, position);
     if (logical < file->record_count || file->record_count == 0)
         return record_permutation_apply(&file->permutation, logical);
     const struct record_permutation *sweep =
@@ -308,6 +352,7 @@ static int dataset_view_build_local(struct dataset_file *file)
     file->view_pass_length = plan.pass_length;
     file->view_start_index = plan.start_index;
     file->view_length = plan.length;
+    file->view_selected = plan.selected;
     file->block_first = 0;
     file->block_count = 0;
     file->last_lookup = UINT64_MAX;   /* position 0 comes next in order */
@@ -374,7 +419,7 @@ int dataset_file_share_pass_state_in_arena(struct dataset_file *file,
     struct pass_state_key key = {
         .device = file->device, .inode = file->inode, .record_count = file->record_count,
     };
-    size_t size = dataset_pass_state_size(file->record_count);
+    size_t size = dataset_pass_state_size(file);
     bool created = false;
     struct dataset_pass_state *block =
         pass_state_arena_claim(arena, &key, size, dataset_pass_state_initialize, file, &created);
@@ -492,15 +537,29 @@ bool dataset_view_replay_empties_count_field(const struct dataset_file *file)
     return file->entry->has_count_field && pass_tracker_replay_skips_passes(&file->shared->tracker);
 }
 
-bool (*dataset_view_before_training)(void);
+uint64_t (*dataset_view_training_events)(void);
 
-bool dataset_view_read_again_before_training(struct dataset_file *file)
+/* UINT64_MAX where it cannot be told. */
+static uint64_t dataset_view_training_events_now(void)
+{
+    return dataset_view_training_events != NULL ? dataset_view_training_events() : UINT64_MAX;
+}
+
+void dataset_view_note_first_read(struct dataset_file *file)
+{
+    file->shared->training_events_at_first_read = dataset_view_training_events_now();
+}
+
+bool dataset_view_read_again_without_training(struct dataset_file *file)
 {
     struct dataset_pass_state *shared = file->shared;
-    if (shared->read_again_before_training || dataset_view_before_training == NULL ||
-        !dataset_view_before_training() || !pass_tracker_repeat_previous_pass(&shared->tracker))
+    const struct pass_tracker *tracker = &shared->tracker;
+    uint64_t now = dataset_view_training_events_now();
+    if (now == UINT64_MAX || now != shared->training_events_at_first_read ||
+        shared->served_again_pass_plus_one == tracker->previous_pass + 1 ||
+        !pass_tracker_repeat_previous_pass(&shared->tracker))
         return false;
-    shared->read_again_before_training = true;
+    shared->served_again_pass_plus_one = tracker->pass + 1;
     dataset_view_fix(file);
     return true;
 }
@@ -528,6 +587,27 @@ bool dataset_view_restore(struct dataset_file *file, enum resume_mode resume,
     if (file->entry->resume_whole_pass && current_index < length)
         current_index = 0;
     if (!pass_tracker_restore(&file->shared->tracker, resume, pass, current_index, pass_length))
+        return false;
+    dataset_view_fix(file);
+    return true;
+}
+
+bool dataset_view_select_undelivered(struct dataset_file *file, uint64_t pass_length,
+                                     const unsigned char *delivered_after, size_t size)
+{
+    struct dataset_pass_state *shared = file->shared;
+    struct pass_tracker *tracker = &shared->tracker;
+    uint64_t length = pass_length == 0 ? file->record_count : pass_length;
+    /* A loader told the size of a view before this restore (a Dataset built
+     * before the checkpoint is loaded) reads with that count: the rules for
+     * stale counts (stale_size.h) serve it a plain pass. */
+    bool told_a_size_before = shared->size_told.given || shared->size_reported.given;
+    if (size == 0 || file->entry->resume_whole_pass || told_a_size_before ||
+        tracker->bound_length != length || tracker->bound_index >= length)
+        return false;
+    if (!record_selection_load(&shared->selection, tracker->bound_index,
+                               length - tracker->bound_index, delivered_after, size) ||
+        !pass_tracker_select_undelivered(tracker, shared->selection.remaining))
         return false;
     dataset_view_fix(file);
     return true;

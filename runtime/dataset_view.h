@@ -29,6 +29,7 @@
 #include "pass_tracker.h"
 #include "permutation.h"
 #include "reader_processes.h"
+#include "record_selection.h"
 
 /* Physical indices of the view computed ahead, so that small records cost an
  * array lookup rather than a Feistel evaluation each (SPEC §10). */
@@ -65,11 +66,13 @@ struct size_answer {
  * registered, so processes forked after that (a PyTorch DataLoader's
  * workers) deliver into the same pass (SPEC §3); the lock is process-shared
  * and robust, so a worker killed while holding it does not stop the others.
- * The bits of `delivery` follow this struct in the same mapping. */
+ * The storage of `delivery` and `selection` follows this struct in the
+ * same mapping. */
 struct dataset_pass_state {
     pthread_mutex_t lock;
     struct pass_tracker tracker;
     struct delivery_record delivery;  /* which records of the view were delivered */
+    struct record_selection selection; /* the undelivered records a resumed pass serves */
     bool header_read_to_end;      /* a header-only view was read to its end */
     enum view_sign header_only_first_sign; /* how the trainer first looked at a
                                   * header-only view: that sign again ends it */
@@ -89,7 +92,11 @@ struct dataset_pass_state {
      * itself (a seek then a read, a pread, an fseek then an fread): the read
      * unit of a loader that positions every read.  Kept across passes. */
     uint64_t placed_read_unit;
-    bool read_again_before_training; /* a pass was served twice (once per file) */
+    /* dataset_view_training_events() when the pass that began last had its
+     * first record read: the same count at a reading again from the start
+     * means nothing was trained meanwhile */
+    uint64_t training_events_at_first_read;
+    uint64_t served_again_pass_plus_one; /* the last pass served twice, plus one */
     bool own_sharding_warned;     /* dataset_view_read_one_replica_share said so */
     uint64_t mappings;            /* mappings made of the file, every pass */
     bool window_mappings_warned;  /* view_mapping_note_mapped said so */
@@ -129,6 +136,8 @@ struct dataset_file {
     uint64_t view_pass;
     uint64_t view_start_index;
     uint64_t view_length;         /* L */
+    uint64_t view_selected;       /* tracker's `selected` for this view: 0, or
+                                   * it serves shared->selection */
     uint64_t view_size;           /* header + payload of the view */
     uint64_t *view_line_prefix;   /* lines mode: L + 1 payload offsets */
     unsigned char *header;        /* header bytes as the view shows them */
@@ -227,6 +236,9 @@ struct view_record_layout {
     uint64_t start_index;
     uint32_t replicas;
     uint32_t rank;
+    /* the resumed pass's records (record_selection.h), or NULL: fixed
+     * while no trainer read has begun, and a restore comes before those */
+    const struct record_selection *selection;
     bool shuffle;
     uint64_t seed;
     const char *basename;         /* the file's, lives as long as it does */
@@ -406,21 +418,36 @@ bool dataset_view_end_moves_start(const struct dataset_file *file);
 bool dataset_view_restore(struct dataset_file *file, enum resume_mode resume,
                           uint64_t pass, uint64_t current_index, uint64_t pass_length);
 
-/* Whether training has not begun yet in a process where it can be seen:
- * MPI is up, no gradient all-reduce and no checkpoint commit have happened
- * (set by the shim; NULL: it cannot be told, and it has begun). */
-extern bool (*dataset_view_before_training)(void);
+/* After dataset_view_restore accepted a position of `pass_length` (0: N)
+ * whose snapshot named records delivered past its current index (a reader
+ * in its own order: delivered_set.h): the bound pass serves only the others
+ * (record_selection.h).  Returns false, leaving the pass to serve every
+ * record from the current index (repeating, never losing), when the file
+ * resumes whole passes, the trainer was told a size of the file before the
+ * restore (its count is of another view), a planner re-planned the pass's
+ * length, or the bitmap leaves nothing to serve. */
+bool dataset_view_select_undelivered(struct dataset_file *file, uint64_t pass_length,
+                                     const unsigned char *delivered_after, size_t size);
+
+/* How many gradient all-reduces and checkpoint commits this process has
+ * seen, where training shows as those (MPI is up); UINT64_MAX where it
+ * cannot be told.  Set by the shim; NULL: it cannot be told. */
+extern uint64_t (*dataset_view_training_events)(void);
 
 /* Reading twice before training (SPEC §4.1): a loader that counts the
  * records, rewinds (or reopens) and reads them again into memory (the MPI
- * data-parallel trainer of llm_parallelisms.c) must see the same records
- * both times, or its second reading overflows the buffer it sized by the
- * first.  When the trainer starts reading the file again from its header
- * while the pass it read to the end is the last one, nothing of the next
- * one read yet and training not begun (dataset_view_before_training), that
- * pass is served once more (pass_tracker_repeat_previous_pass), once per
- * file.  Returns whether it was. */
-bool dataset_view_read_again_before_training(struct dataset_file *file);
+ * data-parallel trainer of llm_parallelisms.c, at its start or each epoch)
+ * must see the same records both times, or its second reading overflows
+ * the buffer it sized by the first.  When the trainer starts reading the
+ * file again from its header while the pass it read to the end is the last
+ * one, nothing of the next one read yet, and no gradient all-reduce or
+ * commit happened since that pass's first record was read
+ * (dataset_view_training_events), that pass is served once more
+ * (pass_tracker_repeat_previous_pass), once.  Returns whether it was. */
+bool dataset_view_read_again_without_training(struct dataset_file *file);
+/* The current pass had its first record read (lock held): remembers the
+ * training events then, for dataset_view_read_again_without_training. */
+void dataset_view_note_first_read(struct dataset_file *file);
 
 /* The trainer placed a read (a seek, an fseek, a pread) at view offset
  * `target` before reading any record of a pass restored under continue:

@@ -18,9 +18,15 @@ uint64_t delivery_record_words(uint64_t capacity)
     return (capacity + 63) / 64;
 }
 
-void delivery_record_init(struct delivery_record *record, uint64_t *bits, uint64_t capacity)
+void delivery_record_init(struct delivery_record *record, uint64_t *bits, uint64_t capacity,
+                          struct delivery_range *recent, uint64_t recent_capacity)
 {
-    *record = (struct delivery_record){.bits = bits, .capacity = bits != NULL ? capacity : 0};
+    *record = (struct delivery_record){
+        .bits = bits,
+        .capacity = bits != NULL ? capacity : 0,
+        .recent = recent,
+        .recent_capacity = recent != NULL ? recent_capacity : 0,
+    };
 }
 
 void delivery_record_reset(struct delivery_record *record, uint64_t length)
@@ -34,6 +40,9 @@ void delivery_record_reset(struct delivery_record *record, uint64_t length)
     record->prefix = 0;
     record->delivered = 0;
     record->bits_in_use = false;
+    record->recent_count = 0;
+    record->recent_next = 0;
+    record->recent_dropped = false;
 }
 
 /* Bits past the old length were cleared by the reset that began the view
@@ -66,12 +75,55 @@ static void delivery_record_extend_prefix(struct delivery_record *record)
         record->prefix++;
 }
 
+/* The ring slot `back` ranges before the newest (0: the newest). */
+static struct delivery_range *delivery_record_recent_at(const struct delivery_record *record,
+                                                        uint64_t back)
+{
+    uint64_t slot = (record->recent_next + record->recent_capacity - 1 - back) %
+                    record->recent_capacity;
+    return &record->recent[slot];
+}
+
+/* Remembers [first, end) as the latest delivery; a read that continues the
+ * one before it (an in-order reader) only moves that one's end. */
+static void delivery_record_remember(struct delivery_record *record, uint64_t first,
+                                     uint64_t end)
+{
+    if (record->recent_capacity == 0)
+        return;
+    if (record->recent_count > 0) {
+        struct delivery_range *newest = delivery_record_recent_at(record, 0);
+        if (newest->end == first) {
+            newest->end = end;
+            return;
+        }
+    }
+    record->recent[record->recent_next] = (struct delivery_range){first, end};
+    record->recent_next = (record->recent_next + 1) % record->recent_capacity;
+    if (record->recent_count < record->recent_capacity)
+        record->recent_count++;
+    else
+        record->recent_dropped = true;
+}
+
+static uint64_t delivery_record_mark_bits(struct delivery_record *record, uint64_t first,
+                                          uint64_t end);
+
 uint64_t delivery_record_mark(struct delivery_record *record, uint64_t first, uint64_t end)
 {
     if (end > record->length)
         end = record->length;
     if (first >= end)
         return 0;
+    uint64_t added = delivery_record_mark_bits(record, first, end);
+    if (added > 0)
+        delivery_record_remember(record, first, end);
+    return added;
+}
+
+static uint64_t delivery_record_mark_bits(struct delivery_record *record, uint64_t first,
+                                          uint64_t end)
+{
     if (!record->bits_in_use && first <= record->prefix) {
         /* the in-order path: no bits, no loop */
         uint64_t added = end > record->prefix ? end - record->prefix : 0;
@@ -112,4 +164,29 @@ bool delivery_record_any_delivered(const struct delivery_record *record, uint64_
         if (delivery_bit(record->bits, index))
             return true;
     return false;
+}
+
+static void delivery_clear_bit(uint64_t *bits, uint64_t index)
+{
+    bits[index / 64] &= ~((uint64_t)1 << (index % 64));
+}
+
+bool delivery_record_consumed(const struct delivery_record *record, uint64_t unconsumed,
+                              uint64_t *consumed)
+{
+    uint64_t words = delivery_record_words(record->length);
+    for (uint64_t word = 0; word < words; word++)
+        consumed[word] = record->bits_in_use ? record->bits[word] : 0;
+    for (uint64_t index = 0; index < record->prefix; index++)
+        delivery_set_bit(consumed, index);
+    /* the newest deliveries first, each from its end */
+    for (uint64_t back = 0; back < record->recent_count && unconsumed > 0; back++) {
+        const struct delivery_range *range = delivery_record_recent_at(record, back);
+        for (uint64_t index = range->end; index > range->first && unconsumed > 0; index--) {
+            delivery_clear_bit(consumed, index - 1);
+            unconsumed--;
+        }
+    }
+    /* the rest were delivered before the oldest range the ring still has */
+    return unconsumed == 0 || !record->recent_dropped;
 }

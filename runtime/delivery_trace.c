@@ -219,11 +219,14 @@ void delivery_trace_write_deliveries(struct dataset_file *file, uint64_t first, 
     delivery_trace_stop_if_asked();
     char name[TRACE_NAME_CAPACITY];
     trace_escape_into(file->basename, name, sizeof name);
-    /* Positions from rank + p * K >= M - s on are AdaptDL's padding
-     * (view_logical_index): they repeat records the pass already holds. */
+    /* Positions from rank + p * K >= M - s on (or past the records a
+     * resumed pass selected) are AdaptDL's padding (view_logical_index):
+     * they repeat records the pass already holds. */
     uint64_t replicas = file->replicas == 0 ? 1 : file->replicas;
-    uint64_t remaining = file->view_pass_length > file->view_start_index
-                             ? file->view_pass_length - file->view_start_index : 0;
+    uint64_t remaining = file->view_selected > 0 ? file->view_selected
+                         : file->view_pass_length > file->view_start_index
+                             ? file->view_pass_length - file->view_start_index
+                             : 0;
     struct trace_line line = {.length = 0};
     for (uint64_t position = first; position < last; position++) {
         if (delivery_record_any_delivered(delivery, position, position + 1))

@@ -58,6 +58,9 @@ static void pass_tracker_fix_current_pass(struct pass_tracker *tracker)
         tracker->pass_length = tracker->record_count;
         tracker->start_index = tracker->record_count;
     }
+    tracker->selected = tracker->has_bound && pass == tracker->bound_pass && !tracker->skipped
+                            ? tracker->bound_selected
+                            : 0;
     tracker->delivered = 0;
     __atomic_store_n(&tracker->started, false, __ATOMIC_RELAXED);
 }
@@ -86,7 +89,13 @@ void pass_tracker_plan(const struct pass_tracker *tracker, struct pass_plan *pla
     plan->pass_length = tracker->pass_length;
     plan->start_index = tracker->start_index;
     plan->skipped = tracker->skipped;
-    plan->length = view_length(tracker->pass_length, tracker->replicas, tracker->start_index);
+    plan->selected = tracker->selected;
+    /* ceil(selected / K): AdaptDL pads the shorter replicas */
+    plan->length = tracker->selected > 0
+                       ? tracker->selected / tracker->replicas +
+                             (tracker->selected % tracker->replicas != 0)
+                       : view_length(tracker->pass_length, tracker->replicas,
+                                     tracker->start_index);
 }
 
 void pass_tracker_note_delivered(struct pass_tracker *tracker, uint64_t delivered,
@@ -104,7 +113,9 @@ void pass_tracker_note_delivered(struct pass_tracker *tracker, uint64_t delivere
 
 void pass_tracker_end_pass(struct pass_tracker *tracker)
 {
-    tracker->has_previous = !tracker->skipped && tracker->delivered > 0;
+    /* a selected pass's coordinates are not s + K*j: records in flight
+     * from it cannot be counted back */
+    tracker->has_previous = !tracker->skipped && tracker->delivered > 0 && tracker->selected == 0;
     tracker->previous_pass = tracker->pass;
     tracker->previous_length = tracker->pass_length;
     tracker->previous_start = tracker->start_index;
@@ -139,6 +150,12 @@ void pass_tracker_position(const struct pass_tracker *tracker, uint64_t unconsum
     uint64_t consumed = tracker->delivered > unconsumed ? tracker->delivered - unconsumed : 0;
     *pass = tracker->pass;
     *pass_length = tracker->pass_length;
+    if (tracker->selected > 0) {
+        /* its positions are not s + K*j (delivered_set.h binds them); its
+         * start repeats what this run delivered and loses nothing */
+        *current_index = tracker->start_index;
+        return;
+    }
     *current_index = view_current_index(tracker->pass_length, tracker->replicas,
                                         tracker->start_index, consumed);
 }
@@ -150,6 +167,7 @@ bool pass_tracker_restore(struct pass_tracker *tracker, enum resume_mode resume,
         return false;
     tracker->has_previous = false;
     tracker->has_bound = true;
+    tracker->bound_selected = 0;
     tracker->resume = resume;
     tracker->bound_pass = bound_pass;
     tracker->bound_length = pass_length == 0 ? tracker->record_count : pass_length;
@@ -174,9 +192,21 @@ bool pass_tracker_restore(struct pass_tracker *tracker, enum resume_mode resume,
     return true;
 }
 
+bool pass_tracker_select_undelivered(struct pass_tracker *tracker, uint64_t remaining)
+{
+    if (!tracker->has_bound || tracker->started || remaining == 0 ||
+        tracker->bound_index >= tracker->bound_length ||
+        remaining > tracker->bound_length - tracker->bound_index)
+        return false;
+    tracker->bound_selected = remaining;
+    if (tracker->pass == tracker->bound_pass && !tracker->skipped)
+        tracker->selected = remaining;
+    return true;
+}
+
 bool pass_tracker_resume_at_own_position(struct pass_tracker *tracker, uint64_t position)
 {
-    if (tracker->started || tracker->skipped || !tracker->has_bound ||
+    if (tracker->started || tracker->selected > 0 || tracker->skipped || !tracker->has_bound ||
         tracker->resume != RESUME_CONTINUE || tracker->pass != tracker->bound_pass ||
         tracker->start_index != tracker->bound_index || tracker->start_index == 0 ||
         tracker->start_index >= tracker->pass_length || position == 0)
@@ -212,7 +242,7 @@ bool pass_tracker_repeat_previous_pass(struct pass_tracker *tracker)
 
 bool pass_tracker_lengthen(struct pass_tracker *tracker, uint64_t view_records)
 {
-    if (tracker->skipped)
+    if (tracker->skipped || tracker->selected > 0)
         return false;
     uint64_t length;
     if (__builtin_mul_overflow(view_records, (uint64_t)tracker->replicas, &length) ||
@@ -232,7 +262,7 @@ bool pass_tracker_lengthen(struct pass_tracker *tracker, uint64_t view_records)
 
 bool pass_tracker_advance_start(struct pass_tracker *tracker)
 {
-    if (tracker->skipped || tracker->delivered == 0)
+    if (tracker->skipped || tracker->delivered == 0 || tracker->selected > 0)
         return false;
     uint64_t start = view_current_index(tracker->pass_length, tracker->replicas,
                                         tracker->start_index, tracker->delivered);

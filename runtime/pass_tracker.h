@@ -43,6 +43,10 @@ struct pass_tracker {
     uint64_t passes_completed; /* in this run, for the summary */
     uint64_t records_served;   /* in this run, for the summary */
     bool statistical;          /* fresh passes take their length from the planner */
+    /* 0: the pass's view holds its indices [s, M); otherwise it holds only
+     * this many of them, those a snapshot did not name delivered
+     * (record_selection.h), and s is the first of them */
+    uint64_t selected;
 
     /* The pass before this one, when it ended in this run with records
      * delivered: a loader that read it to the end may still hold its last
@@ -58,6 +62,7 @@ struct pass_tracker {
     uint64_t bound_pass;
     uint64_t bound_index;
     uint64_t bound_length;     /* M of the bound pass */
+    uint64_t bound_selected;   /* `selected` of the bound pass */
 };
 
 /* The counters other threads read without the file's lock (the records
@@ -102,6 +107,7 @@ struct pass_plan {
     uint64_t pass_length;      /* M */
     uint64_t start_index;
     uint64_t length;           /* L records on this replica */
+    uint64_t selected;         /* as the tracker's */
     bool skipped;
 };
 
@@ -127,7 +133,8 @@ void pass_tracker_end_pass(struct pass_tracker *tracker);
  * back from the end of that pass, which the position then names: records
  * a loader read ahead before the end are not lost.  While replay is still
  * skipping towards a bound position, the bound position itself (the replay
- * consumes nothing new). */
+ * consumes nothing new).  A selected pass binds its start: its records
+ * are bound by delivered_set.h. */
 void pass_tracker_position(const struct pass_tracker *tracker, uint64_t unconsumed,
                            uint64_t *pass, uint64_t *current_index, uint64_t *pass_length);
 
@@ -140,6 +147,13 @@ void pass_tracker_position(const struct pass_tracker *tracker, uint64_t unconsum
  * clamped to it. */
 bool pass_tracker_restore(struct pass_tracker *tracker, enum resume_mode resume,
                           uint64_t bound_pass, uint64_t current_index, uint64_t pass_length);
+
+/* The bound pass of the restore just applied serves only `remaining` of
+ * its indices from the bound index on: those its snapshot did not name
+ * delivered (SPEC §4.1, loaders that visit their own order).  Returns
+ * false, changing nothing, when nothing was restored, the bound pass has
+ * begun, or `remaining` is 0. */
+bool pass_tracker_select_undelivered(struct pass_tracker *tracker, uint64_t remaining);
 
 /* Lengthens the current pass so that this replica's view holds
  * `view_records` records from the same start: M becomes s + K *

@@ -7,7 +7,8 @@
  *   - per file: a basename; role train or eval; a pass length M (0 stands
  *     for N) that is N for an eval file and 1 .. N * PASS_TRACKER_MAX_SWEEPS
  *     for a train file (statistical epochs plan other lengths); 0 for an
- *     empty file; current_index 0 .. M;
+ *     empty file; current_index 0 .. M; delivered_after, when present,
+ *     names only indices in (current_index, M);
  *   - progress: finite and not negative; global_bsz within what
  *     ADAPTDL_BATCH_SIZE accepts. */
 #include "error_message.h"
@@ -116,11 +117,37 @@ static int rule_current_index(const struct snapshot_file_position *position, siz
                         index, position->name, position->current_index, length, length);
 }
 
+/* The bitmap names indices after current_index and before M only. */
+static int rule_delivered_after(const struct snapshot_file_position *position, size_t index,
+                                char *error, size_t error_size)
+{
+    size_t size = position->delivered_after_size;
+    if (size == 0)
+        return 0;
+    uint64_t length = effective_pass_length(position);
+    uint64_t span = length - position->current_index;
+    uint64_t last_byte_bits = span % 8;
+    const unsigned char *bytes = position->delivered_after;
+    bool fits = size <= (span + 7) / 8 &&
+                (size < (span + 7) / 8 || last_byte_bits == 0 ||
+                 (bytes[size - 1] >> last_byte_bits) == 0);
+    if (fits && (bytes[0] & 1u) == 0)
+        return 0;
+    return error_message(error, error_size,
+                        "file position %zu (\"%s\"): delivered_after of %zu bytes names %s; "
+                        "accepted: at most %" PRIu64 " bytes naming indices after "
+                        "current_index %" PRIu64 " and before pass_length %" PRIu64,
+                        index, position->name, size,
+                        fits ? "current_index itself" : "indices past the pass",
+                        (span + 7) / 8, position->current_index, length);
+}
+
 static const position_rule position_rules[] = {
     rule_name,
     rule_role,
     rule_pass_length,
     rule_current_index,
+    rule_delivered_after,
 };
 
 /* The epoch a capture writes: the highest pass among train positions. */

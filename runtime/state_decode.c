@@ -375,7 +375,7 @@ static int record_unpack(const msgpack_object *object, const struct record_schem
         seen_fields |= UINT64_C(1) << field_index;
     }
     for (size_t index = 0; index < schema->field_count; index++) {
-        if (!(seen_fields & (UINT64_C(1) << index)))
+        if (!(seen_fields & (UINT64_C(1) << index)) && !schema->fields[index].optional)
             return decode_fail(context, "missing field \"%s\"", schema->fields[index].name);
     }
     return 0;

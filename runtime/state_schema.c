@@ -27,8 +27,9 @@
  * the encoder (state_encode.c) walks the table to write the map, the decoder
  * (state_decode.c) looks every key up in the same table, so the two cannot
  * drift apart.  Unknown keys are ignored (a later build may add fields
- * without a version bump); a known key twice, a missing one or one of the
- * wrong type is an error.
+ * without a version bump); a known key twice, a missing one (unless the
+ * table marks it optional: added later, so older files lack it) or one of
+ * the wrong type is an error.
  *
  * The content hash, behind both the checksum and the content identities, is
  * XXH64 from libxxhash: see content_hash.c. */
@@ -57,6 +58,12 @@
     { .name = #member, .kind = FIELD_BYTES, .offset = offsetof(type, member),           \
       .member_size = MEMBER_SIZE(type, member), .count_offset = offsetof(type, counter) }
 
+/* Added after format version 1 was first written: older files lack it. */
+#define OPTIONAL_BYTES(type, member, counter)                                           \
+    { .name = #member, .kind = FIELD_BYTES, .offset = offsetof(type, member),           \
+      .member_size = MEMBER_SIZE(type, member), .count_offset = offsetof(type, counter), \
+      .optional = true }
+
 static const struct field_spec content_identity_fields[] = {
     FIELD(struct content_identity, size, FIELD_U64),
     FIELD(struct content_identity, hash, FIELD_U64),
@@ -73,6 +80,7 @@ static const struct field_spec file_position_fields[] = {
     FIELD(struct snapshot_file_position, current_index, FIELD_U64),
     FIELD(struct snapshot_file_position, pass_length, FIELD_U64),
     FIELD(struct snapshot_file_position, role, FIELD_U32),
+    OPTIONAL_BYTES(struct snapshot_file_position, delivered_after, delivered_after_size),
 };
 static const struct record_schema file_position_schema = {
     "file position", NULL, sizeof(struct snapshot_file_position),

@@ -6,6 +6,7 @@
 #ifndef ADAPTSHIM_STATE_SCHEMA_H
 #define ADAPTSHIM_STATE_SCHEMA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "state_store.h"
@@ -44,6 +45,7 @@ struct field_spec {
     size_t count_offset;                  /* FIELD_RECORD_ARRAY, FIELD_BYTES: its size_t count */
     size_t length;                        /* FIELD_DOUBLE_VECTOR */
     const struct record_schema *element;  /* FIELD_RECORD, FIELD_RECORD_ARRAY */
+    bool optional;                        /* a map without it decodes as zero */
 };
 
 struct record_schema {

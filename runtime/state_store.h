@@ -31,6 +31,12 @@ struct snapshot_file_position {
     uint64_t current_index;  /* 0..pass_length within that pass */
     uint64_t pass_length;    /* M of that pass: N, or a statistical epoch's length */
     uint32_t role;           /* enum data_role */
+    /* A reader in its own order (SPEC §4.1): bit i of byte b says index
+     * current_index + 8b + i of the pass was consumed too (bit 0 never);
+     * empty for readers in order.  Optional in the file: snapshots of
+     * earlier builds have none. */
+    unsigned char *delivered_after;
+    size_t delivered_after_size;
 };
 
 /* The cooperative API's state (SPEC §11), part of a bound snapshot. */

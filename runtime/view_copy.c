@@ -193,6 +193,7 @@ static void view_record_layout_of(const struct dataset_file *file,
         .start_index = file->view_start_index,
         .replicas = file->replicas,
         .rank = file->rank,
+        .selection = file->view_selected > 0 ? &file->shared->selection : NULL,
         .shuffle = file->entry->shuffle,
         .seed = file->seed,
         .basename = file->basename,
@@ -207,8 +208,12 @@ static uint64_t view_record_layout_physical(const struct view_record_layout *lay
                                             struct record_permutation *sweep,
                                             uint64_t *sweep_wrap, uint64_t position)
 {
-    uint64_t logical = view_logical_index(layout->pass_length, layout->replicas, layout->rank,
-                                          layout->start_index, position);
+    uint64_t logical =
+        layout->selection != NULL
+            ? record_selection_view_index(layout->selection, layout->replicas, layout->rank,
+                                          position)
+            : view_logical_index(layout->pass_length, layout->replicas, layout->rank,
+                                 layout->start_index, position);
     if (logical < layout->record_count || layout->record_count == 0)
         return record_permutation_apply(&layout->permutation, logical);
     uint64_t wrap = logical / layout->record_count;

@@ -36,16 +36,17 @@ static void view_cursor_end_pass_locked(struct dataset_file *file, const char *w
 }
 
 /* The trainer starts reading the file again from its header (a reopen, a
- * rewind) right after reading a pass to its end: before training, that is
- * a loader reading its data twice, and it gets the same pass again (lock
- * held; dataset_view_read_again_before_training). */
+ * rewind) right after reading a pass to its end: with nothing trained
+ * since that pass began, that is a loader reading its data twice, and it
+ * gets the same pass again (lock held;
+ * dataset_view_read_again_without_training). */
 static void view_cursor_read_again_locked(struct dataset_file *file)
 {
-    if (!dataset_view_read_again_before_training(file))
+    if (!dataset_view_read_again_without_training(file))
         return;
-    log_info("%s: read again from its start before training began (a loader that counts "
-             "its records, then reads them): pass %llu is served a second time, %llu records "
-             "on this replica", file->path, (unsigned long long)file->view_pass,
+    log_info("%s: read again from its start with nothing trained since it began (a loader "
+             "that counts its records, then reads them): pass %llu is served a second time, "
+             "%llu records on this replica", file->path, (unsigned long long)file->view_pass,
              (unsigned long long)file->view_length);
 }
 

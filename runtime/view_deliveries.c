@@ -42,8 +42,11 @@ void dataset_view_note_read(struct dataset_file *file, uint64_t offset, uint64_t
      * reopen ends it like any other pass (see view_cursor.c). */
     if (file->view_length == 0 && file->view_size > 0 && end >= file->view_size)
         file->shared->header_read_to_end = true;
+    bool was_started = file->shared->tracker.started;
     pass_tracker_note_delivered(&file->shared->tracker, file->shared->delivery.prefix,
                                 file->shared->delivery.delivered > 0 || file->shared->header_read_to_end);
+    if (!was_started && file->shared->tracker.started)
+        dataset_view_note_first_read(file);
 }
 
 void dataset_view_note_placed_read(struct dataset_file *file, uint64_t offset, uint64_t count)
@@ -127,7 +130,9 @@ uint64_t dataset_view_records_in_flight(const struct dataset_file *file)
     uint64_t lookahead = file->entry->lookahead;
     if (lookahead == 0 || dataset_view_readers_finished_pass(file))
         return 0;
-    uint64_t delivered = file->shared->tracker.delivered;
+    /* every record delivered in the pass, not only its in-order prefix: a
+     * loader in its own order holds records from anywhere in the view */
+    uint64_t delivered = file->shared->delivery.delivered;
     if (delivered < lookahead && __atomic_load_n(&file->open_cursors, __ATOMIC_RELAXED) == 0)
         return delivered;
     return lookahead;

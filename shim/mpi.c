@@ -204,7 +204,7 @@ void shim_mpi_gradient_reduced(const struct gradient_start *start, MPI_Comm comm
     double norm_seconds = start->norm_seconds + (log_monotonic_seconds() - finished);
     step_monitor_gradient(&shim_monitor, communicator, start->local_sqr, total_sqr,
                           finished - start->started, norm_seconds);
-    shim_steps_training_begins();
+    shim_steps_note_training();
     log_trace("gradient all-reduce: %d elements, |local|^2 %g, |mean|^2 %g, %.6f s", count,
               start->local_sqr, total_sqr, finished - start->started);
 }

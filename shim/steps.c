@@ -106,21 +106,22 @@ bool shim_steps_something_to_synchronize(void)
     return config->data_count > 0 || config->save_glob != NULL || shim_steps_synchronized;
 }
 
-/* Set at the first gradient or checkpoint commit; read by any reader
- * thread through dataset_view_before_training. */
-static bool shim_training_begun;
+/* Gradients and checkpoint commits seen; read by any reader thread
+ * through dataset_view_training_events. */
+static uint64_t shim_training_events;
 
-void shim_steps_training_begins(void)
+void shim_steps_note_training(void)
 {
-    __atomic_store_n(&shim_training_begun, true, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&shim_training_events, 1, __ATOMIC_RELAXED);
 }
 
-/* dataset_view_before_training: MPI is up (where training shows as
- * gradient all-reduces), and neither a gradient nor a commit was seen. */
-static bool shim_steps_before_training(void)
+/* dataset_view_training_events: told only where MPI is up (where training
+ * shows as gradient all-reduces). */
+static uint64_t shim_steps_training_events(void)
 {
-    return shim_steps_are_synchronized() &&
-           !__atomic_load_n(&shim_training_begun, __ATOMIC_RELAXED);
+    if (!shim_steps_are_synchronized())
+        return UINT64_MAX;
+    return __atomic_load_n(&shim_training_events, __ATOMIC_RELAXED);
 }
 
 void shim_steps_initialize(void)
@@ -142,7 +143,7 @@ void shim_steps_initialize(void)
     }
     /* 0: the monitor takes the first step's global batch */
     uint64_t initial = shim_session.config.batch_size;
-    dataset_view_before_training = shim_steps_before_training;
+    dataset_view_training_events = shim_steps_training_events;
     step_monitor_init(&shim_monitor, (struct piggyback_transport){0},
                       shim_session.config.num_replicas, initial,
                       shim_session.config.drain_seconds, shim_now());
@@ -395,7 +396,7 @@ void shim_steps_cooperative_gradient(double local_sqr, double mean_sqr, uint64_t
     shim_guard_enter();
     step_monitor_gradient(&shim_monitor, shim_cooperative_communicator, local_sqr, mean_sqr,
                           0.0, 0.0);
-    shim_steps_training_begins();
+    shim_steps_note_training();
     shim_guard_leave();
 }
 
@@ -433,7 +434,7 @@ void shim_steps_before_train_read(void)
 
 void shim_steps_note_commit(void)
 {
-    shim_steps_training_begins();
+    shim_steps_note_training();
     shim_steps_lock();
     step_monitor_note_commit(&shim_monitor);
     shim_steps_unlock();

@@ -62,8 +62,8 @@ bool shim_mpi_on_mpi_thread(void);
 /* A checkpoint commit happened. */
 void shim_steps_note_commit(void);
 /* A gradient all-reduce (or a gradient reported through the API) was seen:
- * training has begun (dataset_view_before_training). */
-void shim_steps_training_begins(void);
+ * something was trained (dataset_view_training_events). */
+void shim_steps_note_training(void);
 /* True when a stop can wait for something better than where the signal
  * finds the trainer: data views, a checkpoint glob, or MPI up.  Safe in a
  * signal handler. */

@@ -20,6 +20,7 @@
 
 #include "dataset_registry.h"
 #include "log.h"
+#include "stale_size.h"
 #include "view_cursor.h"
 
 #define DR_SEED 99
@@ -89,8 +90,10 @@ static void dr_release(struct dataset_registry *registry)
         free(file);
         file = next;
     }
-    for (size_t i = 0; i < registry->pending_count; i++)
+    for (size_t i = 0; i < registry->pending_count; i++) {
         free(registry->pending[i].position.name);
+        free(registry->pending[i].position.delivered_after);
+    }
     free(registry->pending);
     pass_state_arena_destroy(registry->arena);
     pthread_mutex_destroy(&registry->lock);
@@ -788,4 +791,211 @@ Test(dataset_registry, a_renamed_dataset_starts_fresh_with_a_warning_naming_both
         cr_expect_str_eq(text, "", "the same name: restored, silently");
         free(text);
     }
+}
+
+/* --- readers in their own order (SPEC §4.1) --------------------------------- */
+
+/* The snapshot as a restart reads it: through the file format. */
+static void dr_through_the_file_format(struct adaptdl_snapshot *snapshot)
+{
+    void *data = NULL;
+    size_t size = 0;
+    cr_assert_eq(snapshot_encode(snapshot, &data, &size), 0);
+    snapshot_free(snapshot);
+    char error[256] = "";
+    cr_assert_eq(snapshot_decode(data, size, snapshot, error, sizeof error), 0, "%s", error);
+    free(data);
+}
+
+struct dr_own_order_run {
+    uint32_t replicas;
+    uint64_t records;         /* positions each replica reads, in its own order */
+    uint64_t in_flight;       /* the last ones read, not consumed at the capture */
+    bool in_order;            /* positions 0, 1, 2... instead */
+    uint64_t passes_first;    /* whole passes read in order before */
+};
+
+static uint64_t dr_in_flight_records(struct dataset_file *file, void *context)
+{
+    (void)file;
+    return *(const uint64_t *)context;
+}
+
+/* One run of K replicas (one registry each), restoring `restore` when
+ * given: each reads `records` positions of its view by pread, in the order
+ * 7 * i mod L (its own order; the same on every replica, in lock-step),
+ * counting all but the last `in_flight` as consumed, then captures. */
+static void dr_own_order_run(uint64_t record_count, const struct dr_own_order_run *run,
+                             const struct adaptdl_snapshot *restore, unsigned *counts,
+                             struct adaptdl_snapshot *captured)
+{
+    uint64_t size;
+    unsigned char *bytes = dr_records(6, record_count, &size);
+    struct data_entry train = dr_entry(6, DATA_ROLE_TRAIN);
+    train.lookahead = run->in_flight;
+    for (uint32_t rank = 0; rank < run->replicas; rank++) {
+        struct dataset_registry registry;
+        dataset_registry_init(&registry, RESUME_CONTINUE);
+        char error[512] = "";
+        if (restore != NULL)
+            cr_assert_eq(dr_restore(&registry, restore, error, sizeof error), 0, "%s", error);
+        struct dataset_file *file = dr_add_ok(&registry, &train, "/data/own/train.bin", bytes,
+                                              size, run->replicas, rank, 1);
+        struct view_cursor cursor;
+        view_cursor_open(&cursor, file);
+        for (uint64_t pass = 0; pass < run->passes_first; pass++) {
+            dr_read_records(&cursor, 6, UINT64_MAX, NULL, record_count);
+            cr_assert_eq(view_cursor_seek(&cursor, 0, SEEK_SET), 0);
+        }
+        uint64_t length = file->view_length;
+        cr_assert(run->in_order || length % 7 != 0, "7 must not divide the view's %llu records",
+                  (unsigned long long)length);
+        uint64_t reads = run->records < length ? run->records : length;
+        for (uint64_t i = 0; i < reads; i++) {
+            uint64_t position = run->in_order ? i : 7 * i % length, index;
+            cr_assert_eq(view_cursor_pread(&cursor, &index, 8, 6 + 8 * position), 8);
+            cr_assert_lt(index, record_count);
+            if (i + run->in_flight < reads)
+                counts[index]++;
+        }
+        struct adaptdl_snapshot snapshot;
+        uint64_t in_flight = run->in_flight;
+        dr_capture(&registry, dr_in_flight_records, &in_flight, &snapshot);
+        view_cursor_close(&cursor);
+        dr_release(&registry);
+        if (rank == 0)
+            *captured = snapshot;
+        else
+            snapshot_free(&snapshot);
+    }
+    dr_through_the_file_format(captured);
+    free(bytes);
+}
+
+/* Reads every replica's whole view of the restored pass in order. */
+static void dr_finish_pass(uint64_t record_count, uint32_t replicas,
+                           const struct adaptdl_snapshot *restore, unsigned *counts)
+{
+    struct dr_own_order_run whole = {
+        .replicas = replicas, .records = UINT64_MAX, .in_order = true};
+    struct adaptdl_snapshot last;
+    dr_own_order_run(record_count, &whole, restore, counts, &last);
+    snapshot_free(&last);
+}
+
+Test(dataset_registry_runs, a_reader_in_its_own_order_resumes_with_exactly_the_rest)
+{
+    for (uint32_t resumed_replicas = 1; resumed_replicas <= 3; resumed_replicas++) {
+        const uint64_t record_count = 37;
+        unsigned counts[37] = {0};
+        struct adaptdl_snapshot first;
+        struct dr_own_order_run partial = {.replicas = 1, .records = 20};
+        dr_own_order_run(record_count, &partial, NULL, counts, &first);
+        const struct snapshot_file_position *position = &first.files[0];
+        cr_assert_gt(position->delivered_after_size, 0, "the delivered set is bound");
+        cr_assert_lt(position->current_index, 20, "records out of order lie past the prefix");
+        dr_finish_pass(record_count, resumed_replicas, &first, counts);
+        /* the resumed pass served the 17 others, padded to a multiple of K */
+        dr_expect_exactly_once_plus_padding(counts, record_count, resumed_replicas);
+        snapshot_free(&first);
+    }
+}
+
+Test(dataset_registry_runs, records_in_flight_at_the_capture_are_served_again)
+{
+    const uint64_t record_count = 37;
+    unsigned counts[37] = {0};
+    struct adaptdl_snapshot first;
+    struct dr_own_order_run partial = {.replicas = 1, .records = 20, .in_flight = 5};
+    dr_own_order_run(record_count, &partial, NULL, counts, &first);
+    dr_finish_pass(record_count, 1, &first, counts);
+    /* the 5 read last were never counted: they come again, and so do at
+     * most 5 consumed before them (the last 10 deliveries are not bound,
+     * delivered_set_reordered: parallel readers finish out of order) */
+    dr_expect_exactly_once_plus_padding(counts, record_count, 6);
+    snapshot_free(&first);
+}
+
+Test(dataset_registry_runs, own_order_1_2_1_keeps_the_first_set_and_loses_nothing)
+{
+    const uint64_t record_count = 37;
+    unsigned counts[37] = {0};
+    struct adaptdl_snapshot first, second;
+    struct dr_own_order_run one = {.replicas = 1, .records = 15};
+    dr_own_order_run(record_count, &one, NULL, counts, &first);
+    /* two replicas read 4 records each of the 22 left, in order: their
+     * prefix, in lock-step, adds to the set the first run bound */
+    struct dr_own_order_run two = {.replicas = 2, .records = 4, .in_order = true};
+    dr_own_order_run(record_count, &two, &first, counts, &second);
+    cr_assert_gt(second.files[0].delivered_after_size, 0, "the first run's set is kept");
+    dr_finish_pass(record_count, 1, &second, counts);
+    dr_expect_exactly_once_plus_padding(counts, record_count, 2);
+    snapshot_free(&first);
+    snapshot_free(&second);
+}
+
+/* Several replicas cannot see which records the others delivered out of
+ * order: their snapshot binds the prefix, so the rest comes again. */
+Test(dataset_registry_runs, replicas_out_of_order_repeat_but_never_lose)
+{
+    const uint64_t record_count = 37;
+    unsigned counts[37] = {0};
+    struct adaptdl_snapshot first;
+    struct dr_own_order_run two = {.replicas = 2, .records = 6};
+    dr_own_order_run(record_count, &two, NULL, counts, &first);
+    cr_assert_eq(first.files[0].delivered_after_size, 0);
+    dr_finish_pass(record_count, 2, &first, counts);
+    for (uint64_t record = 0; record < record_count; record++)
+        cr_assert_geq(counts[record], 1, "record %llu lost", (unsigned long long)record);
+    snapshot_free(&first);
+}
+
+/* Records in flight, more than the pass's in-order prefix, right after a
+ * pass that ended in this run: the set is that of the pass they were read
+ * in, and binds that pass (not the one before, where a prefix reader's
+ * in-flight records would be counted back to). */
+Test(dataset_registry_runs, a_set_binds_the_pass_its_records_were_read_in)
+{
+    const uint64_t record_count = 37;
+    unsigned counts[37] = {0};
+    struct adaptdl_snapshot first;
+    struct dr_own_order_run partial = {
+        .replicas = 1, .records = 20, .in_flight = 5, .passes_first = 1};
+    dr_own_order_run(record_count, &partial, NULL, counts, &first);
+    cr_assert_eq(first.files[0].pass, 1);
+    cr_assert_gt(first.files[0].delivered_after_size, 0);
+    dr_finish_pass(record_count, 1, &first, counts);
+    dr_expect_exactly_once_plus_padding(counts, record_count, 6);
+    snapshot_free(&first);
+}
+
+/* A loader told the file's size before the restore (a Dataset built before
+ * its checkpoint is loaded) counts with it: the resumed pass stays plain,
+ * for the stale-count rules, and repeats the set's records, never loses. */
+Test(dataset_registry_runs, a_size_told_before_the_restore_keeps_the_pass_plain)
+{
+    const uint64_t record_count = 37;
+    unsigned counts[37] = {0};
+    struct adaptdl_snapshot first;
+    struct dr_own_order_run partial = {.replicas = 1, .records = 20};
+    dr_own_order_run(record_count, &partial, NULL, counts, &first);
+    cr_assert_gt(first.files[0].delivered_after_size, 0);
+
+    uint64_t size;
+    unsigned char *bytes = dr_records(6, record_count, &size);
+    struct data_entry train = dr_entry(6, DATA_ROLE_TRAIN);
+    struct dataset_registry registry;
+    dataset_registry_init(&registry, RESUME_CONTINUE);
+    struct dataset_file *file =
+        dr_add_ok(&registry, &train, "/data/own/train.bin", bytes, size, 1, 0, 1);
+    dataset_file_lock(file);
+    stale_size_note_answer(file, SIZE_QUESTION_TRAINER);
+    dataset_file_unlock(file);
+    char error[256] = "";
+    cr_assert_eq(dr_restore(&registry, &first, error, sizeof error), 0, "%s", error);
+    cr_expect_eq(file->shared->tracker.selected, 0);
+    cr_expect_eq(file->view_length, record_count - first.files[0].current_index);
+    dr_release(&registry);
+    free(bytes);
+    snapshot_free(&first);
 }

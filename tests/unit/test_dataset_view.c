@@ -1706,15 +1706,29 @@ Test(dataset_view, resume_whole_pass_serves_an_interrupted_pass_whole)
     free(bytes);
 }
 
-static bool dv_training_not_begun(void)
+/* Gradient all-reduces and commits the test's "shim" has seen. */
+static uint64_t dv_training_events_seen;
+
+static uint64_t dv_training_events(void)
 {
-    return true;
+    return dv_training_events_seen;
+}
+
+/* Reads the whole current view of `file` (4 records of 8 bytes) and ends
+ * its pass, as a reader that got end-of-file; returns its first record. */
+static uint64_t dv_read_pass_to_its_end(struct dataset_file *file)
+{
+    uint64_t first;
+    cr_assert_eq(dataset_view_copy(file, 6, &first, 8), 8);
+    dataset_view_note_read(file, 6, 4 * 10);
+    cr_assert_eq(dataset_view_end_pass(file), 0);
+    return first;
 }
 
 /* A loader that counts its records, rewinds and reads them again gets the
- * same view twice before training (and only once more, and only when the
- * shim can tell that training has not begun). */
-Test(dataset_view, a_pass_read_to_its_end_before_training_is_served_again_once)
+ * same view twice, once per pass, when nothing was trained since the pass
+ * began (and only when the shim can tell). */
+Test(dataset_view, a_pass_read_again_with_nothing_trained_is_served_again_once)
 {
     uint64_t size;
     unsigned char *bytes = dv_fixed_file(6, 10, 8, 0, &size);
@@ -1722,22 +1736,34 @@ Test(dataset_view, a_pass_read_to_its_end_before_training_is_served_again_once)
     struct dataset_file file;
     dv_init(&file, &entry, bytes, size, 2, 0);
     dataset_file_lock(&file);
-    uint64_t first;
-    cr_assert_eq(dataset_view_copy(&file, 6, &first, 8), 8);
-    dataset_view_note_read(&file, 6, 4 * 10);
-    cr_assert_eq(dataset_view_end_pass(&file), 0);
-    cr_expect_not(dataset_view_read_again_before_training(&file), "nothing can tell");
-    dataset_view_before_training = dv_training_not_begun;
-    cr_assert(dataset_view_read_again_before_training(&file));
-    cr_expect_eq(file.view_pass, 0);
-    uint64_t again;
-    cr_assert_eq(dataset_view_copy(&file, 6, &again, 8), 8);
-    cr_expect_eq(again, first, "the same records in the same order");
-    dataset_view_note_read(&file, 6, 4 * 10);
-    cr_assert_eq(dataset_view_end_pass(&file), 0);
-    cr_expect_not(dataset_view_read_again_before_training(&file), "once per file");
+    uint64_t first = dv_read_pass_to_its_end(&file);
+    cr_expect_not(dataset_view_read_again_without_training(&file), "nothing can tell");
     cr_expect_eq(file.view_pass, 1);
-    dataset_view_before_training = NULL;
+
+    dataset_view_training_events = dv_training_events;
+    dv_training_events_seen = 0;
+    /* pass 1: counted, read again: the same records, once */
+    first = dv_read_pass_to_its_end(&file);
+    cr_assert(dataset_view_read_again_without_training(&file));
+    cr_expect_eq(file.view_pass, 1);
+    uint64_t again = dv_read_pass_to_its_end(&file);
+    cr_expect_eq(again, first, "the same records in the same order");
+    cr_expect_not(dataset_view_read_again_without_training(&file), "once per pass");
+    cr_expect_eq(file.view_pass, 2);
+    dv_training_events_seen += 6;  /* the epoch trains from memory */
+
+    /* the next epoch counts and reads pass 2 again in the same way */
+    first = dv_read_pass_to_its_end(&file);
+    cr_assert(dataset_view_read_again_without_training(&file), "every epoch");
+    cr_expect_eq(dv_read_pass_to_its_end(&file), first);
+    dv_training_events_seen += 6;
+
+    /* a loader that reads each epoch once and trains meanwhile: new passes */
+    dv_read_pass_to_its_end(&file);
+    dv_training_events_seen++;
+    cr_expect_not(dataset_view_read_again_without_training(&file), "trained since it began");
+    cr_expect_eq(file.view_pass, 4);
+    dataset_view_training_events = NULL;
     dataset_file_unlock(&file);
     dataset_file_release(&file);
     free(bytes);

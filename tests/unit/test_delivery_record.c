@@ -11,7 +11,7 @@ static uint64_t storage[4];
 static void record_start(struct delivery_record *record, uint64_t length)
 {
     memset(storage, 0, sizeof storage);
-    delivery_record_init(record, storage, 64 * 4);
+    delivery_record_init(record, storage, 64 * 4, NULL, 0);
     delivery_record_reset(record, length);
 }
 
@@ -103,7 +103,7 @@ Test(delivery_record, words_of_storage_hold_a_view_read_backwards)
         memset(bits, 0, sizeof bits);
         bits[words] = 0x5a5a5a5a5a5a5a5aULL;   /* a guard after the storage */
         struct delivery_record record;
-        delivery_record_init(&record, bits, length);
+        delivery_record_init(&record, bits, length, NULL, 0);
         delivery_record_reset(&record, length);
         for (uint64_t j = length; j-- > 0;)
             cr_expect_eq(delivery_record_mark(&record, j, j + 1), 1, "record %llu of %llu",
@@ -132,4 +132,52 @@ Test(delivery_record, a_view_that_grows_keeps_what_was_delivered)
     cr_expect(delivery_record_covered(&record));
     delivery_record_extend(&record, 3);
     cr_expect_eq(record.length, 10, "it never shrinks");
+}
+
+/* --- what a prefetching loader may still hold (lookahead) ------------------- */
+
+static bool consumed_bit(const uint64_t *bits, uint64_t index)
+{
+    return (bits[index / 64] >> (index % 64)) & 1u;
+}
+
+Test(delivery_record, the_records_delivered_last_are_not_consumed)
+{
+    uint64_t bits[2] = {0}, consumed[2];
+    struct delivery_range recent[8];
+    struct delivery_record record;
+    delivery_record_init(&record, bits, 128, recent, 8);
+    delivery_record_reset(&record, 100);
+    delivery_record_mark(&record, 0, 3);      /* in order */
+    delivery_record_mark(&record, 3, 5);      /* continues the range before */
+    delivery_record_mark(&record, 50, 52);    /* out of order */
+    delivery_record_mark(&record, 20, 21);
+    /* the last 4: record 20, 51, 50, then 4 */
+    cr_assert(delivery_record_consumed(&record, 4, consumed));
+    for (uint64_t index = 0; index < 100; index++)
+        cr_assert_eq(consumed_bit(consumed, index), index < 4, "record %llu",
+                     (unsigned long long)index);
+    cr_assert(delivery_record_consumed(&record, 0, consumed));
+    cr_assert(consumed_bit(consumed, 51) && consumed_bit(consumed, 20) &&
+              consumed_bit(consumed, 4) && !consumed_bit(consumed, 5));
+    /* more in flight than ever delivered: none consumed, and that is known */
+    cr_assert(delivery_record_consumed(&record, 50, consumed));
+    for (uint64_t index = 0; index < 100; index++)
+        cr_assert_not(consumed_bit(consumed, index));
+}
+
+Test(delivery_record, a_ring_that_forgot_the_oldest_cannot_count_past_them)
+{
+    uint64_t bits[2] = {0}, consumed[2];
+    struct delivery_range recent[2];
+    struct delivery_record record;
+    delivery_record_init(&record, bits, 128, recent, 2);
+    delivery_record_reset(&record, 100);
+    for (uint64_t index = 90; index >= 80; index -= 2)
+        delivery_record_mark(&record, index, index + 1);
+    cr_assert(delivery_record_consumed(&record, 2, consumed), "the ring knows the last 2");
+    cr_assert_not(delivery_record_consumed(&record, 3, consumed));
+    /* a new view starts with an empty ring */
+    delivery_record_reset(&record, 100);
+    cr_assert(delivery_record_consumed(&record, 3, consumed));
 }

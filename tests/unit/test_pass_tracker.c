@@ -876,3 +876,45 @@ Test(pass_tracker, a_pass_read_whole_can_be_served_once_more)
     pass_tracker_note_delivered(&tracker, 1, true);
     cr_expect_not(pass_tracker_repeat_previous_pass(&tracker), "the next pass has begun");
 }
+
+/* SPEC §4.1, readers in their own order: a bound pass that serves only the
+ * records its snapshot did not name delivered. */
+Test(pass_tracker, a_selected_bound_pass_serves_its_remaining_records_once)
+{
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 100, 3, 1);
+    cr_assert(pass_tracker_restore(&tracker, RESUME_CONTINUE, 4, 20, 0));
+    cr_assert(pass_tracker_select_undelivered(&tracker, 31));
+    struct pass_plan plan = plan_of(&tracker);
+    cr_expect_eq(plan.selected, 31);
+    cr_expect_eq(plan.length, 11, "ceil(31 / 3)");
+    cr_expect_eq(plan.start_index, 20);
+    /* the rules for readers in order leave it alone */
+    cr_expect_not(pass_tracker_lengthen(&tracker, 50));
+    cr_expect_not(pass_tracker_resume_at_own_position(&tracker, 7));
+    pass_tracker_note_delivered(&tracker, 5, true);
+    cr_expect_not(pass_tracker_advance_start(&tracker));
+    /* its own positions are not s + K*j: it binds its start, losing nothing */
+    expect_position(&tracker, 0, 4, 20);
+    pass_tracker_end_pass(&tracker);
+    cr_expect_eq(tracker.selected, 0, "the next pass is whole");
+    cr_expect_eq(plan_of(&tracker).length, 34);
+    cr_expect_not(tracker.has_previous, "nothing in flight is counted back into it");
+}
+
+Test(pass_tracker, replay_selects_only_once_it_reaches_the_bound_pass)
+{
+    struct pass_tracker tracker;
+    pass_tracker_init(&tracker, 50, 1, 0);
+    cr_assert(pass_tracker_restore(&tracker, RESUME_REPLAY, 2, 10, 0));
+    cr_expect_not(pass_tracker_select_undelivered(&tracker, 41), "more than [10, 50) holds");
+    cr_assert(pass_tracker_select_undelivered(&tracker, 12));
+    cr_expect_eq(tracker.selected, 0, "pass 0 is skipped, header-only");
+    pass_tracker_end_pass(&tracker);
+    pass_tracker_end_pass(&tracker);
+    cr_expect_eq(tracker.pass, 2);
+    cr_expect_eq(plan_of(&tracker).length, 12);
+    /* a later restore starts over without a selection */
+    cr_assert(pass_tracker_restore(&tracker, RESUME_CONTINUE, 2, 10, 0));
+    cr_expect_eq(tracker.selected, 0);
+}

@@ -51,6 +51,15 @@ static void accept(const struct adaptdl_snapshot *snapshot, const char *what)
     cr_expect_eq(snapshot_check_ranges(snapshot, error, sizeof error), 0, "%s: %s", what, error);
 }
 
+/* Refused, with `expected` in the one-line message. */
+static void refuse(const struct adaptdl_snapshot *snapshot, const char *expected)
+{
+    char error[320] = "";
+    cr_expect_eq(snapshot_check_ranges(snapshot, error, sizeof error), -1, "accepted: %s",
+                 expected);
+    cr_expect_not_null(strstr(error, expected), "\"%s\" lacks \"%s\"", error, expected);
+}
+
 Test(snapshot_check, a_snapshot_a_run_could_capture_is_accepted)
 {
     struct adaptdl_snapshot snapshot;
@@ -169,4 +178,29 @@ Test(snapshot_check, registry_captures_are_accepted)
         dataset_file_release(&files[i]);
     pthread_mutex_destroy(&registry.lock);
     free(registry.pending);
+}
+
+/* A delivered set names indices after current_index and before the pass's
+ * end only (train-0.bin: index 400 of 1000, so 600 bits, 75 bytes). */
+Test(snapshot_check, a_delivered_set_outside_its_pass_is_refused)
+{
+    struct adaptdl_snapshot snapshot;
+    make_baseline(&snapshot);
+    unsigned char bytes[76] = {0};
+    snapshot.files[0].delivered_after = bytes;
+    snapshot.files[0].delivered_after_size = 75;
+    bytes[0] = 0x02;
+    bytes[74] = 0x80;
+    accept(&snapshot, "indices 401 and 999");
+    bytes[0] = 0x03;
+    refuse(&snapshot, "names current_index itself");
+    bytes[0] = 0x02;
+    snapshot.files[0].delivered_after_size = 76;
+    refuse(&snapshot, "at most 75 bytes");
+    snapshot.files[0].current_index = 1000;
+    snapshot.files[0].delivered_after_size = 1;
+    refuse(&snapshot, "indices past the pass");
+    snapshot.files[0].delivered_after = NULL;
+    snapshot.files[0].delivered_after_size = 0;
+    snapshot_free(&snapshot);
 }

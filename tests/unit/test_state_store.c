@@ -190,7 +190,7 @@ static void make_rich_snapshot(struct adaptdl_snapshot *snapshot)
         uint64_t records, pass, index;
         uint32_t role;
     } files[] = {
-        {"train-00000.bin", 1000000, 3, 999999, 0},
+        {"train-00000.bin", 1000000, 3, 999000, 0},
         {unicode_name, 1, 0, 0, 0},
         {"eval.txt", UINT64_MAX, UINT64_MAX - 1, 12345, 1},
     };
@@ -205,6 +205,12 @@ static void make_rich_snapshot(struct adaptdl_snapshot *snapshot)
         snapshot->files[index].pass_length = files[index].records * (index + 1);
         snapshot->files[index].role = files[index].role;
     }
+    /* a reader in its own order: records past current_index it consumed */
+    static const unsigned char delivered_after[] = {0x06, 0x00, 0x81};
+    snapshot->files[0].delivered_after = malloc(sizeof delivered_after);
+    cr_assert_not_null(snapshot->files[0].delivered_after);
+    memcpy(snapshot->files[0].delivered_after, delivered_after, sizeof delivered_after);
+    snapshot->files[0].delivered_after_size = sizeof delivered_after;
 
     /* the cooperative API's state: negative epochs, NUL bytes in a buffer */
     snapshot->cooperative = true;
@@ -276,6 +282,10 @@ static void assert_snapshots_equal(const struct adaptdl_snapshot *a,
         cr_assert_eq(a->files[index].current_index, b->files[index].current_index);
         cr_assert_eq(a->files[index].pass_length, b->files[index].pass_length);
         cr_assert_eq(a->files[index].role, b->files[index].role);
+        cr_assert_eq(a->files[index].delivered_after_size, b->files[index].delivered_after_size);
+        if (a->files[index].delivered_after_size > 0)
+            cr_assert_arr_eq(a->files[index].delivered_after, b->files[index].delivered_after,
+                             a->files[index].delivered_after_size);
     }
     cr_assert_eq(a->cooperative, b->cooperative);
     cr_assert_eq(a->finished_epochs, b->finished_epochs);
@@ -950,6 +960,9 @@ Test(state_store, crafted_baseline_decodes)
     cr_assert_str_eq(snapshot.files[1].name, "b.bin");
     cr_assert_eq(snapshot.progress, 0.25, "float32 is accepted for doubles");
     cr_assert_eq(snapshot.binding.hash, 200);
+    /* its files have no delivered_after, as an earlier build wrote them */
+    cr_assert_eq(snapshot.files[0].delivered_after_size, 0);
+    cr_assert_null(snapshot.files[0].delivered_after);
     snapshot_free(&snapshot);
 }
 
