@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 #include <criterion/hooks.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -226,6 +227,14 @@ double harness_monotonic_seconds(void)
     return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
 }
 
+/* A wait status as harness_run reports it. */
+static int harness_status_of(int status)
+{
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    return HARNESS_KILLED_BY(WTERMSIG(status));
+}
+
 int harness_wait(pid_t pid, double timeout_seconds)
 {
     double deadline = harness_monotonic_seconds() + timeout_seconds;
@@ -241,9 +250,88 @@ int harness_wait(pid_t pid, double timeout_seconds)
         }
         usleep(2000);
     }
-    if (WIFEXITED(status))
-        return WEXITSTATUS(status);
-    return HARNESS_KILLED_BY(WTERMSIG(status));
+    return harness_status_of(status);
+}
+
+/* The children of a process, from /proc/PID/task/TID/children of each of
+ * its threads (mpirun may fork its ranks from a thread of its own); at
+ * most `capacity` are stored, and their number is returned. */
+static size_t harness_children(pid_t parent, pid_t *children, size_t capacity)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)parent);
+    DIR *tasks = opendir(path);
+    if (tasks == NULL)
+        return 0;  /* it has ended */
+    size_t count = 0;
+    for (struct dirent *task; (task = readdir(tasks)) != NULL;) {
+        if (task->d_name[0] == '.')
+            continue;
+        char list_path[128];
+        snprintf(list_path, sizeof list_path, "/proc/%d/task/%.20s/children", (int)parent,
+                 task->d_name);
+        FILE *list = fopen(list_path, "r");
+        if (list == NULL)
+            continue;  /* the thread has ended */
+        for (int child; count < capacity && fscanf(list, "%d", &child) == 1;)
+            children[count++] = (pid_t)child;
+        fclose(list);
+    }
+    closedir(tasks);
+    return count;
+}
+
+/* Whether process `pid` was started with `setting` ("NAME=VALUE") in its
+ * environment. */
+static bool harness_process_has_setting(pid_t pid, const char *setting)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+    size_t size = 0;
+    char *environment = harness_read_file(path, &size);
+    if (environment == NULL)
+        return false;  /* it has ended */
+    bool found = false;
+    for (size_t at = 0; at < size && !found; at += strlen(environment + at) + 1)
+        found = strcmp(environment + at, setting) == 0;
+    free(environment);
+    return found;
+}
+
+pid_t harness_mpirun_rank_pid(pid_t mpirun, unsigned rank)
+{
+    char setting[64];
+    snprintf(setting, sizeof setting, "OMPI_COMM_WORLD_RANK=%u", rank);
+    pid_t children[64];
+    size_t count = harness_children(mpirun, children, sizeof children / sizeof children[0]);
+    for (size_t i = 0; i < count; i++)
+        if (harness_process_has_setting(children[i], setting))
+            return children[i];
+    return 0;
+}
+
+int harness_wait_mpirun(pid_t mpirun, double timeout_seconds)
+{
+    double deadline = harness_monotonic_seconds() + timeout_seconds;
+    int status = 0;
+    for (;;) {
+        pid_t done = waitpid(mpirun, &status, WNOHANG);
+        if (done == mpirun)
+            break;
+        if (harness_monotonic_seconds() > deadline) {
+            /* ranks outlive a killed mpirun, waiting in a collective for
+             * ever: they go first */
+            pid_t ranks[64];
+            size_t count = harness_children(mpirun, ranks, sizeof ranks / sizeof ranks[0]);
+            for (size_t i = 0; i < count; i++)
+                kill(ranks[i], SIGKILL);
+            kill(mpirun, SIGKILL);
+            waitpid(mpirun, &status, 0);
+            break;
+        }
+        usleep(2000);
+    }
+    return harness_status_of(status);
 }
 
 const char *harness_describe_status(int status)

@@ -49,6 +49,12 @@ extern char *const harness_mpirun_as_root[];
 /* Starts an mpirun command line (not preloaded itself: it passes the preload
  * to its ranks with -x) with stdout in `out` and stderr in `out`.err. */
 pid_t harness_start_mpirun(char *const argv[], const char *out);
+/* The pid of rank `rank` of a job that `mpirun` launched on this host (its
+ * child started with OMPI_COMM_WORLD_RANK=rank), or 0 while there is none. */
+pid_t harness_mpirun_rank_pid(pid_t mpirun, unsigned rank);
+/* Waits for a started mpirun as harness_wait does; at the timeout its ranks
+ * are killed with it (a killed mpirun leaves its ranks running). */
+int harness_wait_mpirun(pid_t mpirun, double timeout_seconds);
 /* Starts without waiting; output goes to the given files (may be NULL). */
 pid_t harness_start(char *const argv[], char *const environment[], bool preload,
                     const char *out_path, const char *err_path);
