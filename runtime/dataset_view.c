@@ -301,8 +301,8 @@ uint64_t dataset_view_logical_to_physical(struct dataset_file *file, uint64_t po
 {
     uint64_t logical =
         file->view_selected > 0
-            ? record_selection_view_index(&file->shared->selection, file->replicas, file->rank,
-                                          position)
+            ? record_selection_view_index(&file->shared->selection, file->view_selected,
+                                          file->replicas, file->rank, position)
             : view_logical_index(file->view_pass_length, file->replicas, file->rank,
                                  file->view_start_index, position);
     if (logical < file->record_count || file->record_count == 0)
@@ -598,12 +598,8 @@ bool dataset_view_select_undelivered(struct dataset_file *file, uint64_t pass_le
     struct dataset_pass_state *shared = file->shared;
     struct pass_tracker *tracker = &shared->tracker;
     uint64_t length = pass_length == 0 ? file->record_count : pass_length;
-    /* A loader told the size of a view before this restore (a Dataset built
-     * before the checkpoint is loaded) reads with that count: the rules for
-     * stale counts (stale_size.h) serve it a plain pass. */
-    bool told_a_size_before = shared->size_told.given || shared->size_reported.given;
-    if (size == 0 || file->entry->resume_whole_pass || told_a_size_before ||
-        tracker->bound_length != length || tracker->bound_index >= length)
+    if (size == 0 || file->entry->resume_whole_pass || tracker->bound_length != length ||
+        tracker->bound_index >= length)
         return false;
     if (!record_selection_load(&shared->selection, tracker->bound_index,
                                length - tracker->bound_index, delivered_after, size) ||

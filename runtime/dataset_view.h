@@ -239,6 +239,7 @@ struct view_record_layout {
     /* the resumed pass's records (record_selection.h), or NULL: fixed
      * while no trainer read has begun, and a restore comes before those */
     const struct record_selection *selection;
+    uint64_t selected;            /* indices the selected view holds */
     bool shuffle;
     uint64_t seed;
     const char *basename;         /* the file's, lives as long as it does */
@@ -423,9 +424,8 @@ bool dataset_view_restore(struct dataset_file *file, enum resume_mode resume,
  * in its own order: delivered_set.h): the bound pass serves only the others
  * (record_selection.h).  Returns false, leaving the pass to serve every
  * record from the current index (repeating, never losing), when the file
- * resumes whole passes, the trainer was told a size of the file before the
- * restore (its count is of another view), a planner re-planned the pass's
- * length, or the bitmap leaves nothing to serve. */
+ * resumes whole passes, a planner re-planned the pass's length, or the
+ * bitmap leaves nothing to serve. */
 bool dataset_view_select_undelivered(struct dataset_file *file, uint64_t pass_length,
                                      const unsigned char *delivered_after, size_t size);
 

@@ -22,6 +22,14 @@ static bool byte_bit_is_set(const unsigned char *bytes, uint64_t index)
     return (bytes[index / 8] >> (index % 8)) & 1u;
 }
 
+static uint64_t count_set_bits(const uint64_t *words, uint64_t length)
+{
+    uint64_t count = 0;
+    for (uint64_t word = 0; word < (length + 63) / 64; word++)
+        count += (uint64_t)__builtin_popcountll(words[word]);
+    return count;
+}
+
 /* Keeps only the in-order prefix of `consumed` (`length` view positions). */
 static void keep_consumed_prefix(uint64_t *consumed, uint64_t length)
 {
@@ -44,23 +52,29 @@ static void consumed_from_prefix(const struct delivery_record *delivery, uint64_
         consumed[index / 64] |= (uint64_t)1 << (index % 64);
 }
 
-/* Pass indices [base, M) consumed, as bits relative to base: those the
- * resumed selection had, and the free index every consumed view position
- * stands for, on every replica (index k of the free ones is view position
- * k / K of replica k % K). */
+/* Pass indices [base, M) consumed, as bits relative to base (the
+ * selection's start): those the resumed selection had, and the index every
+ * consumed view position stands for, on every replica.  The view's k-th
+ * index (view position k / K of replica k % K) is the k-th free one of the
+ * selection, then, past them, the indices a lengthening added after its
+ * end (record_selection_view_index). */
 static void mark_selected_pass(const struct pass_tracker *tracker,
                                const struct record_selection *selection,
-                               const uint64_t *consumed, uint64_t length,
+                               const uint64_t *consumed, uint64_t length, uint64_t span,
                                unsigned char *bits)
 {
-    uint64_t span = selection->span;
-    uint64_t free_seen = 0;
-    for (uint64_t bit = 0; bit < span; bit++) {
+    uint64_t k = 0;
+    for (uint64_t bit = 0; bit < selection->span; bit++) {
         if (record_selection_was_delivered(selection, selection->start + bit)) {
             set_byte_bit(bits, bit);
             continue;
         }
-        uint64_t position = free_seen++ / tracker->replicas;
+        uint64_t position = k++ / tracker->replicas;
+        if (position < length && bit_is_set(consumed, position))
+            set_byte_bit(bits, bit);
+    }
+    for (uint64_t bit = selection->span; bit < span && k < tracker->selected; bit++) {
+        uint64_t position = k++ / tracker->replicas;
         if (position < length && bit_is_set(consumed, position))
             set_byte_bit(bits, bit);
     }
@@ -135,8 +149,7 @@ int delivered_set_capture(const struct pass_tracker *tracker,
         tracker->previous_pass + 1 == tracker->pass)
         return 0;
     uint64_t base = selected ? selection->start : tracker->start_index;
-    uint64_t span = selected ? selection->span
-                             : (tracker->pass_length > base ? tracker->pass_length - base : 0);
+    uint64_t span = tracker->pass_length > base ? tracker->pass_length - base : 0;
     /* a resume loads at most N bits (record_selection's storage) */
     if (span == 0 || span > tracker->record_count)
         return 0;
@@ -145,12 +158,24 @@ int delivered_set_capture(const struct pass_tracker *tracker,
     unsigned char *bits = calloc((size_t)(span + 7) / 8, 1);
     int status = -1;
     if (consumed != NULL && bits != NULL) {
-        if (!delivery_record_consumed(delivery, delivered_set_reordered(unconsumed), consumed))
+        /* the set leaves out twice the records in flight, the prefix only
+         * those: a reader in order (a DataLoader's workers interleave its
+         * batches) binds more with the prefix, and keeps it */
+        bool known = delivery_record_consumed(delivery, delivered_set_reordered(unconsumed),
+                                              consumed);
+        uint64_t by_prefix = delivery->prefix > unconsumed ? delivery->prefix - unconsumed : 0;
+        if (!known || count_set_bits(consumed, length) <= by_prefix) {
+            if (!selected) {
+                free(consumed);
+                free(bits);
+                return 0;
+            }
             consumed_from_prefix(delivery, unconsumed, consumed);
+        }
         if (tracker->replicas > 1)
             keep_consumed_prefix(consumed, length);
         if (selected)
-            mark_selected_pass(tracker, selection, consumed, length, bits);
+            mark_selected_pass(tracker, selection, consumed, length, span, bits);
         else
             mark_plain_pass(tracker, consumed, length, base, span, bits);
         set->pass = tracker->pass;

@@ -38,7 +38,9 @@ uint64_t delivered_set_reordered(uint64_t in_flight);
 
 /* The position of the tracker's current pass as a delivered set, with the
  * `unconsumed` records in flight left out: the last
- * delivered_set_reordered(unconsumed) deliveries.  `selection` is the one the
+ * delivered_set_reordered(unconsumed) deliveries.  When the in-order prefix
+ * less `unconsumed` counts at least as many consumed records, it is bound
+ * instead (a plain pass returns 0, a selected one binds that prefix).  `selection` is the one the
  * pass resumed from (used only when the tracker says the pass is selected).
  * Returns 1 with *set filled (a whole position: it replaces every field of
  * pass_tracker_position's), 0 when the delivered prefix says it all (an

@@ -240,10 +240,38 @@ bool pass_tracker_repeat_previous_pass(struct pass_tracker *tracker)
     return true;
 }
 
+/* A selected pass holds `selected` indices: those its snapshot did not
+ * name delivered, then the indices past its old end.  Lengthening adds more
+ * of the latter. */
+static bool pass_tracker_lengthen_selected(struct pass_tracker *tracker, uint64_t view_records)
+{
+    uint64_t wanted;
+    if (__builtin_mul_overflow(view_records, (uint64_t)tracker->replicas, &wanted))
+        wanted = UINT64_MAX;
+    if (wanted <= tracker->selected)
+        return false;
+    uint64_t longest = pass_tracker_longest_pass(tracker->record_count);
+    uint64_t room = longest > tracker->pass_length ? longest - tracker->pass_length : 0;
+    uint64_t extra = wanted - tracker->selected;
+    if (extra > room)
+        extra = room;
+    if (extra == 0)
+        return false;
+    tracker->pass_length += extra;
+    tracker->selected += extra;
+    if (tracker->has_bound && tracker->pass == tracker->bound_pass) {
+        tracker->bound_length = tracker->pass_length;
+        tracker->bound_selected = tracker->selected;
+    }
+    return true;
+}
+
 bool pass_tracker_lengthen(struct pass_tracker *tracker, uint64_t view_records)
 {
-    if (tracker->skipped || tracker->selected > 0)
+    if (tracker->skipped)
         return false;
+    if (tracker->selected > 0)
+        return pass_tracker_lengthen_selected(tracker, view_records);
     uint64_t length;
     if (__builtin_mul_overflow(view_records, (uint64_t)tracker->replicas, &length) ||
         __builtin_add_overflow(length, tracker->start_index, &length))

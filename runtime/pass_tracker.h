@@ -44,8 +44,9 @@ struct pass_tracker {
     uint64_t records_served;   /* in this run, for the summary */
     bool statistical;          /* fresh passes take their length from the planner */
     /* 0: the pass's view holds its indices [s, M); otherwise it holds only
-     * this many of them, those a snapshot did not name delivered
-     * (record_selection.h), and s is the first of them */
+     * this many of them: those of [s, M0) a snapshot did not name delivered
+     * (record_selection.h), then every index of [M0, M) when the pass was
+     * lengthened past its bound end M0 */
     uint64_t selected;
 
     /* The pass before this one, when it ended in this run with records
@@ -160,7 +161,8 @@ bool pass_tracker_select_undelivered(struct pass_tracker *tracker, uint64_t rema
  * view_records (at most the longest pass), and the positions past the old
  * end continue into the next sweep of the pass, as a statistical epoch's
  * do.  Positions already in the view keep their records, and what was
- * delivered stays delivered.  A pass that is not shorter or is skipped by
+ * delivered stays delivered.  A selected pass gets the indices past its
+ * end added to its selection.  A pass that is not shorter or is skipped by
  * replay is left alone; returns whether the pass changed. */
 bool pass_tracker_lengthen(struct pass_tracker *tracker, uint64_t view_records);
 

@@ -96,17 +96,21 @@ uint64_t record_selection_free_index(const struct record_selection *selection, u
     return selection->start + selection->span - 1;
 }
 
-uint64_t record_selection_view_index(const struct record_selection *selection,
+uint64_t record_selection_view_index(const struct record_selection *selection, uint64_t total,
                                      uint64_t replicas, uint64_t rank, uint64_t position)
 {
     if (replicas == 0)
         replicas = 1;
-    /* rank + position * replicas < remaining + replicas for positions of
-     * the view (ceil(remaining / replicas) of them): no overflow */
+    if (total < selection->remaining)
+        total = selection->remaining;
+    /* rank + position * replicas < total + replicas for positions of the
+     * view (ceil(total / replicas) of them): no overflow */
     uint64_t k = rank + position * replicas;
-    if (k >= selection->remaining)
-        k = (k - selection->remaining) % selection->remaining;
-    return record_selection_free_index(selection, k);
+    if (k >= total)
+        k = (k - total) % total;
+    if (k < selection->remaining)
+        return record_selection_free_index(selection, k);
+    return selection->start + selection->span + (k - selection->remaining);
 }
 
 bool record_selection_was_delivered(const struct record_selection *selection, uint64_t index)

@@ -46,9 +46,11 @@ bool record_selection_load(struct record_selection *selection, uint64_t start, u
 uint64_t record_selection_free_index(const struct record_selection *selection, uint64_t k);
 
 /* The pass index at view position `position` of replica `rank` of
- * `replicas`: free index rank + position * replicas, counted again from the
- * first free index past the last (AdaptDL's padding of shorter replicas). */
-uint64_t record_selection_view_index(const struct record_selection *selection,
+ * `replicas` in a view of `total` indices: the free ones, then those past
+ * the selection's end (a pass lengthened after its resume: total exceeds
+ * remaining).  Index k = rank + position * replicas of that sequence,
+ * counted again from its first past its last (AdaptDL's padding). */
+uint64_t record_selection_view_index(const struct record_selection *selection, uint64_t total,
                                      uint64_t replicas, uint64_t rank, uint64_t position);
 
 /* Whether pass index `index` was delivered before the resume (indices

@@ -194,6 +194,7 @@ static void view_record_layout_of(const struct dataset_file *file,
         .replicas = file->replicas,
         .rank = file->rank,
         .selection = file->view_selected > 0 ? &file->shared->selection : NULL,
+        .selected = file->view_selected,
         .shuffle = file->entry->shuffle,
         .seed = file->seed,
         .basename = file->basename,
@@ -210,8 +211,8 @@ static uint64_t view_record_layout_physical(const struct view_record_layout *lay
 {
     uint64_t logical =
         layout->selection != NULL
-            ? record_selection_view_index(layout->selection, layout->replicas, layout->rank,
-                                          position)
+            ? record_selection_view_index(layout->selection, layout->selected,
+                                          layout->replicas, layout->rank, position)
             : view_logical_index(layout->pass_length, layout->replicas, layout->rank,
                                  layout->start_index, position);
     if (logical < layout->record_count || layout->record_count == 0)

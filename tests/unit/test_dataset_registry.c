@@ -20,7 +20,6 @@
 
 #include "dataset_registry.h"
 #include "log.h"
-#include "stale_size.h"
 #include "view_cursor.h"
 
 #define DR_SEED 99
@@ -969,33 +968,54 @@ Test(dataset_registry_runs, a_set_binds_the_pass_its_records_were_read_in)
     snapshot_free(&first);
 }
 
-/* A loader told the file's size before the restore (a Dataset built before
- * its checkpoint is loaded) counts with it: the resumed pass stays plain,
- * for the stale-count rules, and repeats the set's records, never loses. */
-Test(dataset_registry_runs, a_size_told_before_the_restore_keeps_the_pass_plain)
+/* A loader that counts with the whole file (a Dataset built before its
+ * checkpoint is loaded) reads a resumed selected pass past its end: the
+ * pass is lengthened into its next sweep, the selected records first, each
+ * once, and the resumed pass's record still binds what the first run had
+ * consumed. */
+Test(dataset_registry_runs, a_selected_pass_read_with_a_stale_count_is_lengthened)
 {
     const uint64_t record_count = 37;
     unsigned counts[37] = {0};
     struct adaptdl_snapshot first;
     struct dr_own_order_run partial = {.replicas = 1, .records = 20};
     dr_own_order_run(record_count, &partial, NULL, counts, &first);
-    cr_assert_gt(first.files[0].delivered_after_size, 0);
+    uint64_t undelivered = 0;
+    for (uint64_t record = 0; record < record_count; record++)
+        undelivered += counts[record] == 0;
 
     uint64_t size;
     unsigned char *bytes = dr_records(6, record_count, &size);
     struct data_entry train = dr_entry(6, DATA_ROLE_TRAIN);
     struct dataset_registry registry;
     dataset_registry_init(&registry, RESUME_CONTINUE);
-    struct dataset_file *file =
-        dr_add_ok(&registry, &train, "/data/own/train.bin", bytes, size, 1, 0, 1);
-    dataset_file_lock(file);
-    stale_size_note_answer(file, SIZE_QUESTION_TRAINER);
-    dataset_file_unlock(file);
     char error[256] = "";
     cr_assert_eq(dr_restore(&registry, &first, error, sizeof error), 0, "%s", error);
-    cr_expect_eq(file->shared->tracker.selected, 0);
-    cr_expect_eq(file->view_length, record_count - first.files[0].current_index);
+    struct dataset_file *file =
+        dr_add_ok(&registry, &train, "/data/own/train.bin", bytes, size, 1, 0, 1);
+    cr_assert_eq(file->view_length, undelivered);
+    dataset_file_lock(file);
+    cr_assert(dataset_view_lengthen(file, record_count));
+    dataset_file_unlock(file);
+    cr_assert_eq(file->view_length, record_count);
+    struct view_cursor cursor;
+    view_cursor_open(&cursor, file);
+    unsigned resumed[37] = {0};
+    cr_assert_eq(dr_read_records(&cursor, 6, undelivered, resumed, record_count), undelivered);
+    for (uint64_t record = 0; record < record_count; record++)
+        cr_assert_eq(counts[record] + resumed[record], 1, "record %llu",
+                     (unsigned long long)record);
+    /* the rest of the view: the next sweep's records, in its own order */
+    cr_assert_eq(dr_read_records(&cursor, 6, UINT64_MAX, NULL, record_count),
+                 record_count - undelivered);
+    struct adaptdl_snapshot second;
+    dr_capture(&registry, NULL, NULL, &second);
+    /* read to its end, it is over: the next pass is whole */
+    cr_expect_eq(second.files[0].pass, first.files[0].pass + 1);
+    cr_expect_eq(second.files[0].current_index, 0);
+    view_cursor_close(&cursor);
     dr_release(&registry);
     free(bytes);
     snapshot_free(&first);
+    snapshot_free(&second);
 }

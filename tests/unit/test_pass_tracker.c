@@ -890,12 +890,17 @@ Test(pass_tracker, a_selected_bound_pass_serves_its_remaining_records_once)
     cr_expect_eq(plan.length, 11, "ceil(31 / 3)");
     cr_expect_eq(plan.start_index, 20);
     /* the rules for readers in order leave it alone */
-    cr_expect_not(pass_tracker_lengthen(&tracker, 50));
     cr_expect_not(pass_tracker_resume_at_own_position(&tracker, 7));
     pass_tracker_note_delivered(&tracker, 5, true);
     cr_expect_not(pass_tracker_advance_start(&tracker));
     /* its own positions are not s + K*j: it binds its start, losing nothing */
     expect_position(&tracker, 0, 4, 20);
+    /* a stale count lengthens it past its end: 3 * 12 = 36 = 31 + 5 */
+    cr_expect_not(pass_tracker_lengthen(&tracker, 10), "31 already exceed 3 * 10");
+    cr_assert(pass_tracker_lengthen(&tracker, 12));
+    cr_expect_eq(tracker.selected, 36);
+    cr_expect_eq(tracker.pass_length, 105);
+    cr_expect_eq(plan_of(&tracker).length, 12);
     pass_tracker_end_pass(&tracker);
     cr_expect_eq(tracker.selected, 0, "the next pass is whole");
     cr_expect_eq(plan_of(&tracker).length, 34);

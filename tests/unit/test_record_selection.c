@@ -87,10 +87,26 @@ Test(record_selection, replicas_take_every_kth_free_index_and_pad_from_the_first
         for (uint64_t position = 0; position < 3; position++) {
             uint64_t k = rank + 3 * position;
             uint64_t expected = free_indices[k < 8 ? k : k - 8];
-            cr_assert_eq(record_selection_view_index(&storage.selection, 3, rank, position),
+            cr_assert_eq(record_selection_view_index(&storage.selection, 8, 3, rank, position),
                          expected, "rank %llu position %llu", (unsigned long long)rank,
                          (unsigned long long)position);
         }
+    storage_free(&storage);
+}
+
+/* A pass lengthened after its resume: past the free indices come those
+ * after the selection's end, then the padding from the first. */
+Test(record_selection, a_lengthened_view_continues_past_the_selection_s_end)
+{
+    struct selection_storage storage;
+    storage_make(&storage, 64);
+    const unsigned char bytes[] = {0x0a};  /* 10..19: 8 free, as above */
+    cr_assert(record_selection_load(&storage.selection, 10, 10, bytes, sizeof bytes));
+    /* 11 indices: the 8 free, then 20, 21, 22; two replicas pad one */
+    const uint64_t expected[] = {10, 12, 14, 15, 16, 17, 18, 19, 20, 21, 22, 10};
+    for (uint64_t k = 0; k < 12; k++)
+        cr_assert_eq(record_selection_view_index(&storage.selection, 11, 2, k % 2, k / 2),
+                     expected[k], "index %llu", (unsigned long long)k);
     storage_free(&storage);
 }
 
