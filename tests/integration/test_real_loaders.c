@@ -971,10 +971,10 @@ Test(real_loaders, torch_w2_shuffled_finished_run_continued, .timeout = 60)
     check_finished_run_continued(&torch_w2_shuffled_case);
 }
 
-Test(real_loaders, torch_header_count_kill_and_resume, .timeout = 120)
-{
-    check_kill_and_resume(&torch_header_count_case, 112);
-}
+/* The Dataset that takes its length from the header's count, built before
+ * its checkpoint is loaded, under every check (SPEC §4.1, loaders that take
+ * the size once). */
+LOADER_TESTS(torch_header_count, torch_header_count_case, 112)
 
 Test(real_loaders, torch_header_count_whole_pass_kill_and_resume, .timeout = 120)
 {
