@@ -1,10 +1,12 @@
 /* data_entry.c - the ADAPTDL_DATA grammar (SPEC §3): `;`-separated
  * GLOB[:key=value...] entries, each key with its own small parser in
  * data_keys[], every malformed entry one line naming the entry, the key and
- * what is accepted (config.h, config_parse_data). */
+ * what is accepted (config.h, config_parse_data).  A glob must be one that
+ * fnmatch reads as written (glob_pattern.h). */
 #include "config.h"
 #include "config_text.h"
 #include "error_message.h"
+#include "glob_pattern.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -387,6 +389,8 @@ static int parse_data_entry(const struct data_parse *parse, struct data_entry *e
     size_t length = parse->entry_length;
     size_t glob_length = find_unescaped(text, length, ':');
     struct data_entry_draft draft = {.entry = entry};
+    struct glob_pattern_problem glob_problem;
+    char quoted[QUOTED_SIZE];
 
     if (length == 0)
         return report_data_entry_error(parse, "empty entry; accepted: GLOB[:key=value...] entries separated by single ';'");
@@ -396,6 +400,11 @@ static int parse_data_entry(const struct data_parse *parse, struct data_entry *e
     entry->glob = unescape_glob(text, glob_length);
     if (entry->glob == NULL)
         return error_message(parse->error, parse->error_size, "ADAPTDL_DATA: out of memory");
+    if (!glob_pattern_check(entry->glob, &glob_problem))
+        return report_data_entry_error(parse, "glob \"%s\" %s; accepted: a well-formed fnmatch(3) glob (%s)",
+                                       config_quote_for_message(quoted, sizeof quoted, entry->glob,
+                                                                strlen(entry->glob)),
+                                       glob_problem.problem, glob_problem.remedy);
     entry->shard = true;
     entry->tail = TAIL_ERROR;
 

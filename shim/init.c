@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "ending.h"
+#include "glob_pattern.h"
 #include "log.h"
 #include "real_functions.h"
 #include "shim.h"
@@ -122,8 +123,11 @@ static void shim_initialize(void)
     const char *disable = config_lookup(envp, "ADAPTDL_DISABLE");
     if (disable != NULL && strcmp(disable, "1") == 0)
         goto done;
+    /* A malformed target matches no program as meant: config_parse below
+     * refuses it (exit 2) rather than leaving every program untouched. */
     const char *target = config_lookup(envp, "ADAPTDL_TARGET");
-    if (target != NULL && *target != '\0' && !shim_target_matches(target))
+    if (target != NULL && *target != '\0' && glob_pattern_check(target, NULL) &&
+        !shim_target_matches(target))
         goto done;
 
     session_init(&shim_session);
