@@ -2,7 +2,8 @@
  * GLOB[:key=value...] entries, each key with its own small parser in
  * data_keys[], every malformed entry one line naming the entry, the key and
  * what is accepted (config.h, config_parse_data).  A glob must be one that
- * fnmatch reads as written (glob_pattern.h). */
+ * fnmatch reads as written (glob_pattern.h), and no two entries may have
+ * the same one. */
 #include "config.h"
 #include "config_text.h"
 #include "error_message.h"
@@ -439,6 +440,27 @@ void config_free_data_entries(struct data_entry *entries, size_t count)
     free(entries);
 }
 
+/* Two entries with the same glob describe the same files twice, and only
+ * the first would ever apply (session_match_data takes the first match):
+ * which keys were meant? */
+static int check_distinct_data_globs(const struct data_entry *entries, size_t count,
+                                     char *error, size_t error_size)
+{
+    char quoted[QUOTED_SIZE];
+
+    for (size_t later = 1; later < count; later++)
+        for (size_t earlier = 0; earlier < later; earlier++)
+            if (strcmp(entries[earlier].glob, entries[later].glob) == 0)
+                return error_message(
+                    error, error_size,
+                    "ADAPTDL_DATA entries %zu and %zu both have the glob \"%s\"; accepted: each "
+                    "glob in one entry only, with all the keys its files need",
+                    earlier + 1, later + 1,
+                    config_quote_for_message(quoted, sizeof quoted, entries[later].glob,
+                                             strlen(entries[later].glob)));
+    return 0;
+}
+
 int config_parse_data(const char *value, struct data_entry **entries, size_t *entry_count,
                       char *error, size_t error_size)
 {
@@ -466,6 +488,10 @@ int config_parse_data(const char *value, struct data_entry **entries, size_t *en
             return -1;
         }
         offset += parse.entry_length + 1;
+    }
+    if (check_distinct_data_globs(parsed, count, error, error_size) < 0) {
+        config_free_data_entries(parsed, count);
+        return -1;
     }
     *entries = parsed;
     *entry_count = count;

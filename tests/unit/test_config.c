@@ -719,6 +719,19 @@ Test(config, malformed_data_glob_names_the_entry)
     cr_expect_str_eq(data_entry_at(0)->glob, "/d/run\\[1\\]/*.bin");
 }
 
+/* Two entries with one glob: only the first would ever apply. */
+Test(config, the_same_data_glob_in_two_entries_is_an_error)
+{
+    expect_error(ENV("ADAPTDL_DATA=a.bin:record=4;b.bin:record=4;a.bin:record=8"),
+                 "ADAPTDL_DATA entries 1 and 3", "both have the glob \"a.bin\"");
+    expect_error(ENV("ADAPTDL_DATA=/d/*.bin:record=4;/d/*.bin:record=4:role=eval"),
+                 "ADAPTDL_DATA entries 1 and 2", "\"/d/*.bin\"");
+    /* compared once unescaped: "c\:d" is the glob "c:d" */
+    expect_error(ENV("ADAPTDL_DATA=c\\:d:record=4;c\\:d:record=4"), "ADAPTDL_DATA entries 1 and 2",
+                 "\"c:d\"");
+    expect_ok(ENV("ADAPTDL_DATA=a.bin:record=4;a.bin.1:record=4"));
+}
+
 /* ---- ADAPTDL_DATA: accepted forms -------------------------------------- */
 
 Test(config, data_minimal_entry_defaults)
