@@ -501,6 +501,23 @@ Test(config, malformed_torchrun_variables)
                  "WORLD_SIZE", "\"two\"");
 }
 
+/* Every node runs at least one replica. */
+Test(config, more_nodes_than_replicas_is_an_error)
+{
+    expect_error(ENV("ADAPTDL_NUM_NODES=5", "ADAPTDL_NUM_REPLICAS=2"), "ADAPTDL_NUM_NODES",
+                 "\"5\" is above ADAPTDL_NUM_REPLICAS \"2\"");
+    cr_expect_not_null(strstr(error, "from 1 to 2"), "%s", error);
+    expect_error(ENV("ADAPTDL_NUM_NODES=2", "OMPI_COMM_WORLD_SIZE=1", "OMPI_COMM_WORLD_RANK=0"),
+                 "ADAPTDL_NUM_NODES", "above OMPI_COMM_WORLD_SIZE \"1\"");
+    expect_error(ENV("ADAPTDL_NUM_NODES=2"), "ADAPTDL_NUM_NODES",
+                 "above the default replica count 1");
+    /* torchrun's ratio with a replica count set below its WORLD_SIZE */
+    expect_error(ENV("ADAPTDL_NUM_REPLICAS=2", "WORLD_SIZE=8", "LOCAL_WORLD_SIZE=2"),
+                 "LOCAL_WORLD_SIZE", "make 4 nodes, above ADAPTDL_NUM_REPLICAS \"2\"");
+    expect_ok(ENV("ADAPTDL_NUM_NODES=2", "ADAPTDL_NUM_REPLICAS=2"));
+    cr_expect_eq(config.num_nodes, 2);
+}
+
 Test(config, rank_not_below_replicas)
 {
     expect_error(ENV("ADAPTDL_NUM_REPLICAS=4", "ADAPTDL_REPLICA_RANK=4"), "ADAPTDL_REPLICA_RANK",
