@@ -20,6 +20,7 @@
 #include "config.h"
 #include "config_parse.h"
 #include "config_text.h"
+#include "glob_pattern.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -173,6 +174,23 @@ static int copy_nonempty_variable(struct config_parse_state *state, const char *
     return 0;
 }
 
+/* A glob that fnmatch(3) cannot match as written (glob_pattern.h) matches
+ * nothing, or only a literal '[': the program or checkpoint it meant never
+ * shows, and nothing would say why. */
+static int copy_glob_variable(struct config_parse_state *state, const char *name,
+                              const char *value, const char *accepted, char **out)
+{
+    struct glob_pattern_problem problem;
+    char quoted[QUOTED_SIZE];
+
+    if (!glob_pattern_check(value, &problem))
+        return error_message(state->error, state->error_size, "%s: \"%s\" %s; accepted: %s (%s)",
+                             name, config_quote_for_message(quoted, sizeof quoted, value,
+                                                            strlen(value)),
+                             problem.problem, accepted, problem.remedy);
+    return copy_nonempty_variable(state, name, value, accepted, out);
+}
+
 static bool is_environment_name(const char *name)
 {
     if (!((name[0] >= 'A' && name[0] <= 'Z') || (name[0] >= 'a' && name[0] <= 'z') ||
@@ -298,6 +316,7 @@ static int parse_decide_seconds_variable(struct config_parse_state *state, const
 /* How a variable's value is read, and into what type of field. */
 enum variable_kind {
     VARIABLE_TEXT,      /* non-empty text, strdup'ed into a char * */
+    VARIABLE_GLOB,      /* the same, a well-formed fnmatch(3) pattern */
     VARIABLE_INTEGER,   /* decimal in [minimum, maximum], into a uint64_t */
     VARIABLE_COUNT,     /* the same into a uint32_t (maximum fits) */
     VARIABLE_REAL,      /* finite number >= (or >) real_minimum, into a double */
@@ -329,6 +348,9 @@ struct config_variable {
 #define TEXT(variable, field, accepted_text)                                                  \
     { .name = variable, .kind = VARIABLE_TEXT, .offset = FIELD_OFFSET(field),                 \
       .accepted = accepted_text }
+#define GLOB(variable, field, accepted_text)                                                  \
+    { .name = variable, .kind = VARIABLE_GLOB, .offset = FIELD_OFFSET(field),                 \
+      .accepted = accepted_text }
 #define INTEGER(variable, field, low, high)                                                   \
     { .name = variable, .kind = VARIABLE_INTEGER, .offset = FIELD_OFFSET(field),              \
       .minimum = low, .maximum = high }
@@ -357,10 +379,10 @@ static const char file_path_with_rank[] =
 static const struct config_variable config_variables[] = {
     WORD("ADAPTDL_LOG", log_level, "level", log_level_choices),
     TEXT("ADAPTDL_LOG_FILE", log_file, file_path_with_rank),
-    TEXT("ADAPTDL_TARGET", target, "a non-empty fnmatch(3) glob of program basenames"),
+    GLOB("ADAPTDL_TARGET", target, "a non-empty fnmatch(3) glob of program basenames"),
     OWN("ADAPTDL_DATA", parse_data_variable),
     TEXT("ADAPTDL_CHECKPOINT_PATH", checkpoint_path, "a directory path"),
-    TEXT("ADAPTDL_SAVE", save_glob,
+    GLOB("ADAPTDL_SAVE", save_glob,
          "a non-empty fnmatch(3) glob of the trainer's checkpoint files"),
     WORD("ADAPTDL_RESUME", resume, "mode", resume_choices),
     INTEGER("ADAPTDL_SEED", seed, 0, UINT64_MAX),
@@ -393,6 +415,8 @@ static int parse_table_variable(struct config_parse_state *state,
     switch (variable->kind) {
     case VARIABLE_TEXT:
         return copy_nonempty_variable(state, variable->name, value, variable->accepted, field);
+    case VARIABLE_GLOB:
+        return copy_glob_variable(state, variable->name, value, variable->accepted, field);
     case VARIABLE_INTEGER:
         return config_parse_integer_variable(state, variable->name, value, variable->minimum,
                                              variable->maximum, field);
@@ -475,7 +499,8 @@ static int parse_all_variables(struct config_parse_state *state)
         if (value != NULL && parse_table_variable(state, &config_variables[i], value) < 0)
             return -1;
     }
-    if (config_parse_replica_layout(state) < 0 || config_parse_torchrun_node_count(state) < 0)
+    if (config_parse_replica_layout(state) < 0 || config_parse_torchrun_node_count(state) < 0 ||
+        config_check_node_count(state) < 0)
         return -1;
     return check_batch_size_limits(state);
 }

@@ -1,7 +1,8 @@
 /* config_layout.c - where this process stands in the job (SPEC §2): the
  * replica count and rank, from adaptshim's variables or the launcher's
- * (Open MPI, PMI, torchrun), and the node count torchrun implies.  Read
- * after config.c's table, with its readers and messages. */
+ * (Open MPI, PMI, torchrun), the node count torchrun implies, and that
+ * there are no more nodes than replicas.  Read after config.c's table,
+ * with its readers and messages. */
 #include "config_parse.h"
 #include "config_text.h"
 #include "error_message.h"
@@ -35,6 +36,18 @@ static const struct layout_source replica_rank_sources[] = {
     {"RANK", false},
 };
 
+/* The first variable of sources that is set: the one the number came
+ * from (NULL: none, the number kept its default). */
+static const struct layout_source *find_layout_source(const struct config_parse_state *state,
+                                                      const struct layout_source sources[],
+                                                      size_t source_count)
+{
+    for (size_t i = 0; i < source_count; i++)
+        if (config_lookup(state->envp, sources[i].name) != NULL)
+            return &sources[i];
+    return NULL;
+}
+
 /* Reads the first variable of sources that is set; *source stays NULL (and
  * *out untouched) when none is. */
 static int resolve_layout_number(struct config_parse_state *state,
@@ -42,15 +55,25 @@ static int resolve_layout_number(struct config_parse_state *state,
                                  uint64_t minimum, uint64_t maximum, uint32_t *out,
                                  const struct layout_source **source)
 {
-    *source = NULL;
-    for (size_t i = 0; i < source_count; i++) {
-        const char *value = config_lookup(state->envp, sources[i].name);
-        if (value == NULL)
-            continue;
-        *source = &sources[i];
-        return config_parse_u32_variable(state, sources[i].name, value, minimum, maximum, out);
-    }
-    return 0;
+    *source = find_layout_source(state, sources, source_count);
+    if (*source == NULL)
+        return 0;
+    return config_parse_u32_variable(state, (*source)->name,
+                                     config_lookup(state->envp, (*source)->name), minimum,
+                                     maximum, out);
+}
+
+/* "ADAPTDL_NUM_REPLICAS \"4\"", or what the default count is, for messages
+ * that compare another number with the replica count. */
+static const char *describe_replica_count(const struct adaptdl_config *config,
+                                          const struct layout_source *count_source, char *out,
+                                          size_t out_size)
+{
+    if (count_source != NULL)
+        snprintf(out, out_size, "%s \"%" PRIu32 "\"", count_source->name, config->num_replicas);
+    else
+        snprintf(out, out_size, "the default replica count 1 (ADAPTDL_NUM_REPLICAS unset)");
+    return out;
 }
 
 static bool layout_source_is_mpi(const struct layout_source *source)
@@ -63,20 +86,16 @@ static int check_rank_below_count(struct config_parse_state *state,
                                   const struct layout_source *rank_source)
 {
     const struct adaptdl_config *config = state->config;
-    char count_text[64];
+    char count_text[96];
 
     if (config->replica_rank < config->num_replicas)
         return 0;
     /* The default rank 0 is below any count, so a rank variable is set. */
-    if (count_source != NULL)
-        snprintf(count_text, sizeof count_text, "%s \"%" PRIu32 "\"", count_source->name,
-                 config->num_replicas);
-    else
-        snprintf(count_text, sizeof count_text,
-                 "the default replica count 1 (ADAPTDL_NUM_REPLICAS unset)");
     return error_message(state->error, state->error_size,
                         "%s: \"%" PRIu32 "\" is not below %s; accepted: a rank from 0 to %" PRIu32,
-                        rank_source->name, config->replica_rank, count_text,
+                        rank_source->name, config->replica_rank,
+                        describe_replica_count(config, count_source, count_text,
+                                               sizeof count_text),
                         config->num_replicas - 1);
 }
 
@@ -130,4 +149,33 @@ int config_parse_torchrun_node_count(struct config_parse_state *state)
                             local_quoted, world_quoted);
     state->config->num_nodes = (uint32_t)(world / local);
     return 0;
+}
+
+/* Every node runs at least one replica, so more nodes than replicas is a
+ * launch that does not exist: the throughput model (§7) would be fitted to
+ * a layout the job never had.  The node count comes from ADAPTDL_NUM_NODES,
+ * else from torchrun's sizes (config_parse_torchrun_node_count), and the
+ * message names whichever set it. */
+int config_check_node_count(struct config_parse_state *state)
+{
+    const struct adaptdl_config *config = state->config;
+    const struct layout_source *count_source;
+    char count_text[96];
+
+    if (config->num_nodes <= config->num_replicas)
+        return 0;
+    count_source = find_layout_source(state, replica_count_sources,
+                                      COUNT_OF(replica_count_sources));
+    describe_replica_count(config, count_source, count_text, sizeof count_text);
+    if (config_lookup(state->envp, "ADAPTDL_NUM_NODES") != NULL)
+        return error_message(state->error, state->error_size,
+                             "ADAPTDL_NUM_NODES: \"%" PRIu32 "\" is above %s; accepted: a node "
+                             "count from 1 to %" PRIu32 ", since every node runs at least one "
+                             "replica",
+                             config->num_nodes, count_text, config->num_replicas);
+    return error_message(state->error, state->error_size,
+                         "LOCAL_WORLD_SIZE: WORLD_SIZE / LOCAL_WORLD_SIZE make %" PRIu32
+                         " nodes, above %s; accepted: at most %" PRIu32 " nodes, since every "
+                         "node runs at least one replica (or set ADAPTDL_NUM_NODES)",
+                         config->num_nodes, count_text, config->num_replicas);
 }

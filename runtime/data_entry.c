@@ -1,10 +1,13 @@
 /* data_entry.c - the ADAPTDL_DATA grammar (SPEC §3): `;`-separated
  * GLOB[:key=value...] entries, each key with its own small parser in
  * data_keys[], every malformed entry one line naming the entry, the key and
- * what is accepted (config.h, config_parse_data). */
+ * what is accepted (config.h, config_parse_data).  A glob must be one that
+ * fnmatch reads as written (glob_pattern.h), and no two entries may have
+ * the same one. */
 #include "config.h"
 #include "config_text.h"
 #include "error_message.h"
+#include "glob_pattern.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -387,6 +390,8 @@ static int parse_data_entry(const struct data_parse *parse, struct data_entry *e
     size_t length = parse->entry_length;
     size_t glob_length = find_unescaped(text, length, ':');
     struct data_entry_draft draft = {.entry = entry};
+    struct glob_pattern_problem glob_problem;
+    char quoted[QUOTED_SIZE];
 
     if (length == 0)
         return report_data_entry_error(parse, "empty entry; accepted: GLOB[:key=value...] entries separated by single ';'");
@@ -396,6 +401,11 @@ static int parse_data_entry(const struct data_parse *parse, struct data_entry *e
     entry->glob = unescape_glob(text, glob_length);
     if (entry->glob == NULL)
         return error_message(parse->error, parse->error_size, "ADAPTDL_DATA: out of memory");
+    if (!glob_pattern_check(entry->glob, &glob_problem))
+        return report_data_entry_error(parse, "glob \"%s\" %s; accepted: a well-formed fnmatch(3) glob (%s)",
+                                       config_quote_for_message(quoted, sizeof quoted, entry->glob,
+                                                                strlen(entry->glob)),
+                                       glob_problem.problem, glob_problem.remedy);
     entry->shard = true;
     entry->tail = TAIL_ERROR;
 
@@ -430,6 +440,27 @@ void config_free_data_entries(struct data_entry *entries, size_t count)
     free(entries);
 }
 
+/* Two entries with the same glob describe the same files twice, and only
+ * the first would ever apply (session_match_data takes the first match):
+ * which keys were meant? */
+static int check_distinct_data_globs(const struct data_entry *entries, size_t count,
+                                     char *error, size_t error_size)
+{
+    char quoted[QUOTED_SIZE];
+
+    for (size_t later = 1; later < count; later++)
+        for (size_t earlier = 0; earlier < later; earlier++)
+            if (strcmp(entries[earlier].glob, entries[later].glob) == 0)
+                return error_message(
+                    error, error_size,
+                    "ADAPTDL_DATA entries %zu and %zu both have the glob \"%s\"; accepted: each "
+                    "glob in one entry only, with all the keys its files need",
+                    earlier + 1, later + 1,
+                    config_quote_for_message(quoted, sizeof quoted, entries[later].glob,
+                                             strlen(entries[later].glob)));
+    return 0;
+}
+
 int config_parse_data(const char *value, struct data_entry **entries, size_t *entry_count,
                       char *error, size_t error_size)
 {
@@ -457,6 +488,10 @@ int config_parse_data(const char *value, struct data_entry **entries, size_t *en
             return -1;
         }
         offset += parse.entry_length + 1;
+    }
+    if (check_distinct_data_globs(parsed, count, error, error_size) < 0) {
+        config_free_data_entries(parsed, count);
+        return -1;
     }
     *entries = parsed;
     *entry_count = count;

@@ -45,8 +45,10 @@ int session_prepare_globs(struct runtime_session *session, const char *cwd)
     int error = 0;
     size_t count = session->config.data_count;
     session->data_entry_matched = calloc(count ? count : 1, sizeof(bool));
+    session->data_entry_overlap_warned = calloc(count ? count : 1, sizeof(bool));
     session->data_anchored_globs = calloc(count ? count : 1, sizeof(char *));
-    if (session->data_anchored_globs == NULL || session->data_entry_matched == NULL) {
+    if (session->data_anchored_globs == NULL || session->data_entry_matched == NULL ||
+        session->data_entry_overlap_warned == NULL) {
         errno = ENOMEM;
         return -1;
     }
@@ -80,16 +82,56 @@ static void session_note_match(struct runtime_session *session, bool *matched)
         session->serving_begins();
 }
 
+static bool session_data_entry_matches(const struct runtime_session *session, size_t index,
+                                       const char *path, const char *absolute_path)
+{
+    const char *anchored =
+        session->data_anchored_globs != NULL ? session->data_anchored_globs[index] : NULL;
+    return session_glob_matches(session->config.data[index].glob, anchored, path,
+                                absolute_path);
+}
+
+/* Entry `used` took the path; a later entry whose glob matches it too never
+ * applies to it, and its keys (a record size, a role) are ignored without a
+ * word.  Each later entry is named once, with the first path it lost (the
+ * globs differ: identical ones are refused at start-up). */
+static void session_warn_overlapping_entries(struct runtime_session *session, size_t used,
+                                             const char *path, const char *absolute_path)
+{
+    const struct data_entry *data = session->config.data;
+    char used_quoted[QUOTED_SIZE], other_quoted[QUOTED_SIZE], path_quoted[QUOTED_SIZE];
+
+    if (session->data_entry_overlap_warned == NULL)
+        return;
+    for (size_t other = used + 1; other < session->config.data_count; other++) {
+        if (__atomic_load_n(&session->data_entry_overlap_warned[other], __ATOMIC_RELAXED) ||
+            !session_data_entry_matches(session, other, path, absolute_path) ||
+            __atomic_exchange_n(&session->data_entry_overlap_warned[other], true,
+                                __ATOMIC_ACQ_REL))
+            continue;
+        log_warn("ADAPTDL_DATA entries %zu (\"%s\") and %zu (\"%s\") both match \"%s\": "
+                 "entry %zu, the first, applies and entry %zu's keys are ignored for it; "
+                 "accepted: globs that no file matches twice",
+                 used + 1,
+                 config_quote_for_message(used_quoted, sizeof used_quoted, data[used].glob,
+                                          strlen(data[used].glob)),
+                 other + 1,
+                 config_quote_for_message(other_quoted, sizeof other_quoted, data[other].glob,
+                                          strlen(data[other].glob)),
+                 config_quote_for_message(path_quoted, sizeof path_quoted, path, strlen(path)),
+                 used + 1, other + 1);
+    }
+}
+
 const struct data_entry *session_match_data(struct runtime_session *session,
                                             const char *path, const char *absolute_path)
 {
     for (size_t i = 0; i < session->config.data_count; i++) {
-        const char *anchored =
-            session->data_anchored_globs != NULL ? session->data_anchored_globs[i] : NULL;
-        if (!session_glob_matches(session->config.data[i].glob, anchored, path, absolute_path))
+        if (!session_data_entry_matches(session, i, path, absolute_path))
             continue;
         if (session->data_entry_matched != NULL)
             session_note_match(session, &session->data_entry_matched[i]);
+        session_warn_overlapping_entries(session, i, path, absolute_path);
         return &session->config.data[i];
     }
     return NULL;

@@ -39,6 +39,9 @@ struct runtime_session {
     /* which globs a path opened, stat'ed or renamed onto has matched
      * (atomic; NULL before session_prepare_globs) */
     bool *data_entry_matched;        /* one per config.data entry */
+    /* which entries were named as matching a path an earlier entry took
+     * (atomic; NULL before session_prepare_globs: nothing is said) */
+    bool *data_entry_overlap_warned; /* one per config.data entry */
     bool save_matched;
     bool warned_unmatched_data;
     /* called once, at the first path any glob matches: from then on the
@@ -70,7 +73,8 @@ bool session_describe_unmatched_globs(struct runtime_session *session, bool with
 
 /* The ADAPTDL_DATA entry whose glob matches the path as passed or its
  * absolute form (or whose anchored glob matches the absolute form); NULL
- * when none. */
+ * when none.  The first such entry applies; a later one that matches too
+ * is named in one warn line (once per entry, after session_prepare_globs). */
 const struct data_entry *session_match_data(struct runtime_session *session,
                                             const char *path, const char *absolute_path);
 bool session_match_save(struct runtime_session *session, const char *path,

@@ -6,7 +6,9 @@
  * whichever comes first), because constructors of the trainer's own
  * libraries may open files before ours runs.  A process with no ADAPTDL_*
  * variable, a disabled shim or a program that ADAPTDL_TARGET does not name
- * stays INACTIVE: every wrapper is then a pass-through. */
+ * stays INACTIVE: every wrapper is then a pass-through.  Settings that
+ * name paths are checked against the file system here, once parsed
+ * (config_paths.h). */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fnmatch.h>
@@ -17,7 +19,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config_paths.h"
 #include "ending.h"
+#include "glob_pattern.h"
 #include "log.h"
 #include "real_functions.h"
 #include "shim.h"
@@ -122,8 +126,11 @@ static void shim_initialize(void)
     const char *disable = config_lookup(envp, "ADAPTDL_DISABLE");
     if (disable != NULL && strcmp(disable, "1") == 0)
         goto done;
+    /* A malformed target matches no program as meant: config_parse below
+     * refuses it (exit 2) rather than leaving every program untouched. */
     const char *target = config_lookup(envp, "ADAPTDL_TARGET");
-    if (target != NULL && *target != '\0' && !shim_target_matches(target))
+    if (target != NULL && *target != '\0' && glob_pattern_check(target, NULL) &&
+        !shim_target_matches(target))
         goto done;
 
     session_init(&shim_session);
@@ -144,15 +151,20 @@ static void shim_initialize(void)
                                         sizeof typo_warning))
         log_warn("%s", typo_warning);
     shim_session.registry.resume = config->resume;
-    char cwd[PATH_MAX];
-    if (getcwd(cwd, sizeof cwd) == NULL ||
-        session_prepare_globs(&shim_session, cwd) != 0)
+    char cwd_buffer[PATH_MAX];
+    const char *cwd = getcwd(cwd_buffer, sizeof cwd_buffer);
+    if (cwd == NULL || session_prepare_globs(&shim_session, cwd) != 0)
         log_warn("relative ADAPTDL_DATA and ADAPTDL_SAVE globs match only paths written as "
                  "relative ones (%s)", strerror(errno));
-    if (session_prepare_state_directory(&shim_session, error, sizeof error) != 0) {
+    /* the hints file may live in the state directory: prepared first */
+    if (session_prepare_state_directory(&shim_session, error, sizeof error) != 0 ||
+        config_check_paths(config, cwd, error, sizeof error) != 0) {
         shim_fail_configuration(error);
         goto done;
     }
+    char save_warning[PATH_MAX + 512];
+    if (config_describe_missing_save_directory(config, cwd, save_warning, sizeof save_warning))
+        log_warn("%s", save_warning);
     if (config->save_glob != NULL && config->checkpoint_path == NULL)
         log_warn("ADAPTDL_SAVE is set but ADAPTDL_CHECKPOINT_PATH is not: checkpoints are "
                  "not bound to data positions, and a restart starts the data fresh");

@@ -9,7 +9,10 @@
  * state directory's own hazards: a full disk fails the trainer's commit
  * (rename, close, fclose) with ENOSPC; FIFOs, leftovers of killed writers,
  * sealed snapshots with values out of range, a renamed dataset, a state
- * directory that cannot be used and a mistyped variable name. */
+ * directory that cannot be used and a mistyped variable name.  Last,
+ * settings that can match nothing: a malformed data glob, a data glob or
+ * hints file in a missing directory (exit 2), a checkpoint glob in one (a
+ * warning). */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
@@ -898,4 +901,88 @@ Test(bad_input, checkpoint_path_errors_name_the_variable_and_typos_warn)
     cr_expect_not_null(strstr(result.err, "is ADAPTDL_SEED\n"), "the closest name: %s", result.err);
     run_result_free(&result);
     free(missing_parent);
+}
+
+/* sgd_read with `environment` stops before its main with status 2 and one
+ * line naming `variable` and `value` and what is accepted. */
+static void expect_refused_before_main(const struct training *t, char *const environment[],
+                                       const char *variable, const char *value)
+{
+    char *arguments[] = {"--data", t->data, "--epochs", "1", "--batch", "10", "--lr", "0.05",
+                         "--checkpoint", t->checkpoint, NULL};
+    struct run_result result;
+    run_program(&result, "trainers/sgd_read", arguments, environment, true);
+    cr_expect_eq(result.status, 2, "%s: status %d, %s", variable, result.status, result.err);
+    cr_expect_str_eq(result.out, "", "%s: nothing of the trainer ran", variable);
+    cr_expect_not_null(strstr(result.err, variable), "%s", result.err);
+    cr_expect_not_null(strstr(result.err, value), "names %s: %s", value, result.err);
+    cr_expect_not_null(strstr(result.err, "accepted"), "%s", result.err);
+    cr_expect_eq(count_lines(result.err), 1, "%s", result.err);
+    run_result_free(&result);
+}
+
+/* SPEC §2: a data glob fnmatch cannot match as written (an unclosed '[',
+ * which glibc takes as a literal '[': no file matched, silently) stops the
+ * trainer before main. */
+Test(bad_input, a_malformed_data_glob_stops_the_trainer_before_main)
+{
+    struct training t;
+    training_init(&t);
+    char data_entry[700];
+    snprintf(data_entry, sizeof data_entry, "ADAPTDL_DATA=%s/train[0-9.bin:record=%d:header=%d",
+             t.directory, RECORD_SIZE, HEADER_SIZE);
+    char *environment[] = {data_entry, t.state_entry, t.save_entry, NULL};
+    expect_refused_before_main(&t, environment, "ADAPTDL_DATA entry 1",
+                               "has a '[' that no ']' closes");
+}
+
+/* A data glob under a directory that does not exist matches nothing: data
+ * is in place before a job starts, so it is an error. */
+Test(bad_input, a_data_glob_in_a_missing_directory_stops_the_trainer_before_main)
+{
+    struct training t;
+    training_init(&t);
+    char data_entry[700];
+    snprintf(data_entry, sizeof data_entry, "ADAPTDL_DATA=%s/no/such/*.bin:record=%d:header=%d",
+             t.directory, RECORD_SIZE, HEADER_SIZE);
+    char *environment[] = {data_entry, t.state_entry, t.save_entry, NULL};
+    expect_refused_before_main(&t, environment, "ADAPTDL_DATA entry 1",
+                               "no/such\" does not exist");
+}
+
+/* A hints file whose directory does not exist would fail every write, long
+ * after the start: an error at start-up naming the path. */
+Test(bad_input, a_hints_file_in_a_missing_directory_stops_the_trainer_before_main)
+{
+    struct training t;
+    training_init(&t);
+    char *missing_hints = harness_path_in(t.directory, "no/such/hints.json");
+    char hints_entry[700];
+    snprintf(hints_entry, sizeof hints_entry, "ADAPTDL_HINTS_FILE=%s", missing_hints);
+    char *environment[] = {t.data_entry, t.state_entry, t.save_entry, hints_entry, NULL};
+    expect_refused_before_main(&t, environment, "ADAPTDL_HINTS_FILE", missing_hints);
+    free(missing_hints);
+}
+
+/* A checkpoint glob under a directory that does not exist yet is one
+ * warning: the trainer may create its checkpoint directory itself. */
+Test(bad_input, a_checkpoint_glob_in_a_missing_directory_warns_and_runs)
+{
+    struct training t;
+    training_init(&t);
+    char save_entry[700];
+    snprintf(save_entry, sizeof save_entry, "ADAPTDL_SAVE=%s/later/ck*", t.directory);
+    char *environment[] = {t.data_entry, t.state_entry, save_entry, NULL};
+    char *arguments[] = {"--data", t.data, "--epochs", "1", "--batch", "10", "--lr", "0.05",
+                         "--checkpoint", t.checkpoint, NULL};
+    struct run_result result;
+    run_program(&result, "trainers/sgd_read", arguments, environment, true);
+    cr_expect_eq(result.status, 0, "a warning, not an error: %s", result.err);
+    cr_expect_not_null(strstr(result.out, "epoch 0 records 200"), "%s", result.out);
+    const char *warning = strstr(result.err, "warn: ADAPTDL_SAVE: the directory");
+    cr_expect_not_null(warning, "%s", result.err);
+    cr_expect(warning != NULL && strstr(warning, "/later\" of \"") != NULL &&
+                  strstr(warning, "does not exist at start-up") != NULL,
+              "%s", result.err);
+    run_result_free(&result);
 }

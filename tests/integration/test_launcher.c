@@ -465,6 +465,37 @@ Test(launcher, dry_run_prints_the_command_and_runs_nothing)
     run_result_free(&result);
 }
 
+/* The node count the wrapper takes from the hostfile is capped at the
+ * replicas of the launch: the shim refuses more nodes than replicas, and
+ * one replica runs on one host however many the hostfile lists. */
+Test(launcher, the_hostfile_node_count_is_at_most_the_replica_count)
+{
+    const char *directory = harness_temp_dir();
+    char *hostfile = harness_path_in(directory, "hosts");
+    FILE *file = fopen(hostfile, "w");
+    cr_assert_not_null(file);
+    fputs("first-host slots=2\nsecond-host slots=2\n", file);
+    cr_assert_eq(fclose(file), 0);
+    char *job = harness_write_script(directory, "job", "#!/bin/sh\nexit 0\n");
+    static const struct {
+        const char *replicas;
+        const char *nodes;
+    } cases[] = {{"1:4", " ADAPTDL_NUM_NODES=1 "}, {"3", " ADAPTDL_NUM_NODES=2 "}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *argv[] = {wrapper_path(), "-n", (char *)cases[i].replicas, "--hostfile", hostfile,
+                        "--dry-run", "--", job, NULL};
+        struct run_result result;
+        harness_run(&result, argv, (char *[]){NULL}, false, 30);
+        cr_expect_eq(result.status, 0, "%s", result.err);
+        cr_expect(strstr(result.out, cases[i].nodes) != NULL, "-n %s: %s", cases[i].replicas,
+                  result.out);
+        run_result_free(&result);
+    }
+    free(job);
+    free(hostfile);
+    harness_remove_temp_dir(directory);
+}
+
 /* Bad options: one line naming what was wrong, status 2, nothing run. */
 Test(launcher, bad_options_are_one_line_and_status_2)
 {

@@ -1,6 +1,7 @@
 /* test_startup.c - what every process sees at start-up: untouched without
- * ADAPTDL_* variables, exit 2 with one line on a malformed value, nothing
- * at all with ADAPTDL_DISABLE=1 or a non-matching ADAPTDL_TARGET. */
+ * ADAPTDL_* variables, exit 2 with one line on a malformed value (a
+ * malformed ADAPTDL_TARGET glob included), nothing at all with
+ * ADAPTDL_DISABLE=1 or a non-matching ADAPTDL_TARGET. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
@@ -113,6 +114,14 @@ Test(startup, target_match_applies_configuration)
     harness_run(&result, argv, environment, true, 20);
     cr_expect_eq(result.status, 2);
     run_result_free(&result);
+}
+
+/* A target glob fnmatch cannot match as written (an unclosed '[') used to
+ * leave every program untouched without a word: now an error. */
+Test(startup, malformed_target_exits_2)
+{
+    char *environment[] = {"ADAPTDL_TARGET=ech[o", NULL};
+    expect_config_error(environment, "ADAPTDL_TARGET");
 }
 
 /* A process that only runs a helper (here setpriv, which drops to another

@@ -501,6 +501,23 @@ Test(config, malformed_torchrun_variables)
                  "WORLD_SIZE", "\"two\"");
 }
 
+/* Every node runs at least one replica. */
+Test(config, more_nodes_than_replicas_is_an_error)
+{
+    expect_error(ENV("ADAPTDL_NUM_NODES=5", "ADAPTDL_NUM_REPLICAS=2"), "ADAPTDL_NUM_NODES",
+                 "\"5\" is above ADAPTDL_NUM_REPLICAS \"2\"");
+    cr_expect_not_null(strstr(error, "from 1 to 2"), "%s", error);
+    expect_error(ENV("ADAPTDL_NUM_NODES=2", "OMPI_COMM_WORLD_SIZE=1", "OMPI_COMM_WORLD_RANK=0"),
+                 "ADAPTDL_NUM_NODES", "above OMPI_COMM_WORLD_SIZE \"1\"");
+    expect_error(ENV("ADAPTDL_NUM_NODES=2"), "ADAPTDL_NUM_NODES",
+                 "above the default replica count 1");
+    /* torchrun's ratio with a replica count set below its WORLD_SIZE */
+    expect_error(ENV("ADAPTDL_NUM_REPLICAS=2", "WORLD_SIZE=8", "LOCAL_WORLD_SIZE=2"),
+                 "LOCAL_WORLD_SIZE", "make 4 nodes, above ADAPTDL_NUM_REPLICAS \"2\"");
+    expect_ok(ENV("ADAPTDL_NUM_NODES=2", "ADAPTDL_NUM_REPLICAS=2"));
+    cr_expect_eq(config.num_nodes, 2);
+}
+
 Test(config, rank_not_below_replicas)
 {
     expect_error(ENV("ADAPTDL_NUM_REPLICAS=4", "ADAPTDL_REPLICA_RANK=4"), "ADAPTDL_REPLICA_RANK",
@@ -674,6 +691,62 @@ Test(config, unknown_lr_rule)
 {
     expect_error(ENV("ADAPTDL_LR_RULE=cosine"), "ADAPTDL_LR_RULE",
                  "none, linear, sqrt, adascale");
+}
+
+/* ---- globs fnmatch cannot match as written ------------------------------ */
+
+/* glibc's fnmatch takes an unclosed '[' literally and matches nothing for
+ * a lone trailing backslash: ADAPTDL_TARGET=train[ left every program
+ * untouched, ADAPTDL_SAVE=ck[0-9 bound no checkpoint, and nothing said so. */
+Test(config, malformed_target_and_save_globs_are_errors)
+{
+    expect_error(ENV("ADAPTDL_TARGET=[unclosed"), "ADAPTDL_TARGET",
+                 "\"[unclosed\" has a '[' that no ']' closes");
+    cr_expect_not_null(strstr(error, "glob of program basenames"), "%s", error);
+    cr_expect_not_null(strstr(error, "write \\[ for a literal '['"), "%s", error);
+    expect_error(ENV("ADAPTDL_SAVE=/ck/model-[0-9.pt"), "ADAPTDL_SAVE",
+                 "\"/ck/model-[0-9.pt\" has a '[' that no ']' closes (\"[0-9.pt\")");
+    cr_expect_not_null(strstr(error, "the trainer's checkpoint files"), "%s", error);
+    expect_error(ENV("ADAPTDL_SAVE=ck\\"), "ADAPTDL_SAVE", "ends in a lone backslash");
+    expect_error(ENV("ADAPTDL_TARGET=[[:digits:]]*"), "ADAPTDL_TARGET",
+                 "unknown character class \"[:digits:]\"");
+    expect_error(ENV("ADAPTDL_SAVE=ck[9-0]"), "ADAPTDL_SAVE", "reversed range \"9-0\"");
+}
+
+Test(config, well_formed_target_and_save_globs_are_kept)
+{
+    expect_ok(ENV("ADAPTDL_TARGET=train[_-]*", "ADAPTDL_SAVE=/ck/model-[0-9]*.pt\\[1\\]"));
+    cr_expect_str_eq(config.target, "train[_-]*");
+    cr_expect_str_eq(config.save_glob, "/ck/model-[0-9]*.pt\\[1\\]");
+}
+
+Test(config, malformed_data_glob_names_the_entry)
+{
+    expect_error(ENV("ADAPTDL_DATA=/d/train.bin:record=4;/d/shard[0-9.bin:record=4"),
+                 "ADAPTDL_DATA entry 2 (\"/d/shard[0-9.bin:record=4\")",
+                 "glob \"/d/shard[0-9.bin\" has a '[' that no ']' closes");
+    cr_expect_not_null(strstr(error, "accepted: a well-formed fnmatch(3) glob"), "%s", error);
+    expect_error(ENV("ADAPTDL_DATA=[unclosed:record=4"), "ADAPTDL_DATA entry 1",
+                 "glob \"[unclosed\"");
+    /* the SPEC's \: escape is undone first: "a\:[" is the glob "a:[" */
+    expect_error(ENV("ADAPTDL_DATA=a\\:[:record=4"), "ADAPTDL_DATA entry 1", "glob \"a:[\"");
+    expect_error(ENV("ADAPTDL_DATA=x\\"), "ADAPTDL_DATA entry 1", "ends in a lone backslash");
+    /* an escaped '[' is a literal one, as fnmatch reads it */
+    expect_ok(ENV("ADAPTDL_DATA=/d/run\\[1\\]/*.bin:record=4"));
+    cr_expect_str_eq(data_entry_at(0)->glob, "/d/run\\[1\\]/*.bin");
+}
+
+/* Two entries with one glob: only the first would ever apply. */
+Test(config, the_same_data_glob_in_two_entries_is_an_error)
+{
+    expect_error(ENV("ADAPTDL_DATA=a.bin:record=4;b.bin:record=4;a.bin:record=8"),
+                 "ADAPTDL_DATA entries 1 and 3", "both have the glob \"a.bin\"");
+    expect_error(ENV("ADAPTDL_DATA=/d/*.bin:record=4;/d/*.bin:record=4:role=eval"),
+                 "ADAPTDL_DATA entries 1 and 2", "\"/d/*.bin\"");
+    /* compared once unescaped: "c\:d" is the glob "c:d" */
+    expect_error(ENV("ADAPTDL_DATA=c\\:d:record=4;c\\:d:record=4"), "ADAPTDL_DATA entries 1 and 2",
+                 "\"c:d\"");
+    expect_ok(ENV("ADAPTDL_DATA=a.bin:record=4;a.bin.1:record=4"));
 }
 
 /* ---- ADAPTDL_DATA: accepted forms -------------------------------------- */

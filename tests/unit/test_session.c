@@ -410,6 +410,60 @@ Test(session, relative_globs_are_anchored_at_the_start_up_directory)
     free(session.data_anchored_globs);
     free(session.save_anchored_glob);
     free(session.data_entry_matched);
+    free(session.data_entry_overlap_warned);
+    config_free(&session.config);
+}
+
+/* Two different globs that match one file: the first entry applies, and
+ * the later one's keys (here its record size) would be ignored for that
+ * file without a word.  One warn line names both entries and the path,
+ * once per later entry. */
+Test(session, a_file_two_entries_match_is_named_once_with_both_entries)
+{
+    struct runtime_session session;
+    session_init(&session);
+    char *work = make_directory();
+    char error[512];
+    char *environment[] = {"ADAPTDL_DATA=/data/*.bin:record=8;/data/train*:record=4;"
+                           "/data/eval.txt:lines",
+                           NULL};
+    cr_assert_eq(config_parse(&session.config, environment, error, sizeof error), 0, "%s",
+                 error);
+    cr_assert_eq(session_prepare_globs(&session, "/work/run"), 0);
+    char *log_path = path_in(work, "log");
+    cr_assert_eq(log_configure(LOG_LEVEL_WARN, log_path, 0, error, sizeof error), 0, "%s",
+                 error);
+
+    const struct data_entry *entry =
+        session_match_data(&session, "/data/train.bin", "/data/train.bin");
+    cr_assert_not_null(entry);
+    cr_expect_eq(entry->record_size, 8, "the first entry applies");
+    cr_expect_eq(session_match_data(&session, "/data/train2.bin", "/data/train2.bin"), entry);
+    cr_expect_not_null(session_match_data(&session, "/data/eval.txt", "/data/eval.txt"));
+    cr_expect_not_null(session_match_data(&session, "/data/other.bin", "/data/other.bin"));
+    log_close();
+    log_threshold = -1;
+
+    FILE *log = fopen(log_path, "r");
+    cr_assert_not_null(log);
+    char text[2048] = "";
+    text[fread(text, 1, sizeof text - 1, log)] = '\0';
+    fclose(log);
+    cr_expect_not_null(strstr(text, "warn: ADAPTDL_DATA entries 1 (\"/data/*.bin\") and 2 "
+                                    "(\"/data/train*\") both match \"/data/train.bin\": entry "
+                                    "1, the first, applies and entry 2's keys are ignored"),
+                       "%s", text);
+    cr_expect_not_null(strstr(text, "accepted: globs that no file matches twice"), "%s", text);
+    cr_expect_eq(strchr(text, '\n'), text + strlen(text) - 1, "one line, once: %s", text);
+
+    unlink(log_path);
+    free(log_path);
+    remove_directory(work);
+    for (size_t i = 0; i < session.config.data_count; i++)
+        free(session.data_anchored_globs[i]);
+    free(session.data_anchored_globs);
+    free(session.data_entry_matched);
+    free(session.data_entry_overlap_warned);
     config_free(&session.config);
 }
 
