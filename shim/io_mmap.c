@@ -135,8 +135,13 @@ SHIM_EXPORT int munmap(void *address, size_t length)
         return REAL(munmap)(address, length);
     int status = REAL(munmap)(address, length);
     if (status == 0) {
+        /* the kernel unmaps whole pages: a length that ends inside a page
+         * (the view's size, as numpy and Python's mmap pass it) takes the
+         * rest of that page too, and the entry must go with it */
+        uint64_t page = shim_page_size();
+        uint64_t whole_pages = ((uint64_t)length + page - 1) / page * page;
         uint64_t forgotten = view_mapping_table_forget_range(&shim_view_mappings, address,
-                                                             length);
+                                                             whole_pages);
         if (forgotten != 0)
             log_trace("munmap of %" PRIu64 " bytes of a data view's memory", forgotten);
     }
