@@ -23,6 +23,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 
+#include "fork_locks.h"
 #include "real_functions.h"
 #include "shim.h"
 
@@ -46,11 +47,25 @@ static pthread_mutex_t *fd_table_stripe_of(int fd)
     return &fd_table_stripes[(unsigned)fd % FD_TABLE_STRIPES].lock;
 }
 
-void fd_table_after_fork_in_child(void)
+void fd_table_fork_prepare(void)
 {
-    pthread_mutex_init(&fd_table_lock, NULL);
+    fork_lock_before(&fd_table_lock);
     for (unsigned i = 0; i < FD_TABLE_STRIPES; i++)
-        pthread_mutex_init(&fd_table_stripes[i].lock, NULL);
+        fork_lock_before(&fd_table_stripes[i].lock);
+}
+
+void fd_table_fork_parent(void)
+{
+    for (unsigned i = FD_TABLE_STRIPES; i-- > 0;)
+        fork_lock_after_in_parent(&fd_table_stripes[i].lock);
+    fork_lock_after_in_parent(&fd_table_lock);
+}
+
+void fd_table_fork_child(void)
+{
+    fork_lock_after_in_child(&fd_table_lock);
+    for (unsigned i = 0; i < FD_TABLE_STRIPES; i++)
+        fork_lock_after_in_child(&fd_table_stripes[i].lock);
 }
 
 static int fd_table_create_locked(void)

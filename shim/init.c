@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "ending.h"
+#include "fork_safety.h"
 #include "log.h"
 #include "real_functions.h"
 #include "shim.h"
@@ -43,15 +44,10 @@ bool shim_configured(void)
 }
 
 
-/* The child has one thread: locks of the shim's that another thread of the
- * parent held at the fork would never be released here. */
-static void shim_after_fork_in_child(void)
+void shim_note_process_after_fork(void)
 {
-    shim_process_id = getpid();
-    fd_table_after_fork_in_child();
-    shim_signals_after_fork_in_child();
-    shim_steps_after_fork_in_child();
-    shim_streams_after_fork_in_child();
+    if (shim_process_id != 0)
+        shim_process_id = getpid();
 }
 
 bool shim_in_vfork_child(void)
@@ -171,8 +167,10 @@ static void shim_initialize(void)
     if (config->data_count > 0 || config->save_glob != NULL) {
         next_state = SHIM_STATE_ACTIVE;
         shim_process_id = getpid();
-        pthread_atfork(NULL, NULL, shim_after_fork_in_child);
     }
+    /* every lock of a configured process (steps, cooperative state, the
+     * tables) is taken across a fork; fork_safety.c */
+    shim_fork_safety_install();
     log_debug("adaptshim active in %s: %zu data entries, replica %u of %u, resume=%s, "
               "checkpoint path %s, save glob %s, restarts %u",
               program_invocation_short_name, config->data_count, config->replica_rank,

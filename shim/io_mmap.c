@@ -10,12 +10,29 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "fork_locks.h"
+#include "fork_safety.h"
 #include "log.h"
 #include "real_functions.h"
 #include "shim.h"
 #include "view_mapping.h"
 
 static struct view_mapping_table shim_view_mappings = VIEW_MAPPING_TABLE_INITIALIZER;
+
+void shim_mappings_fork_prepare(void)
+{
+    fork_lock_before(&shim_view_mappings.lock);
+}
+
+void shim_mappings_fork_parent(void)
+{
+    fork_lock_after_in_parent(&shim_view_mappings.lock);
+}
+
+void shim_mappings_fork_child(void)
+{
+    fork_lock_after_in_child(&shim_view_mappings.lock);
+}
 
 static uint64_t shim_page_size(void)
 {

@@ -63,6 +63,9 @@ static inline bool shim_paths_active(void)
  * (fork children have their own copy and refresh the pid in an atfork
  * handler; vfork runs no handler.) */
 bool shim_in_vfork_child(void);
+/* In a forked child (fork_safety.c): the process id that
+ * shim_in_vfork_child compares with becomes the child's. */
+void shim_note_process_after_fork(void);
 /* True in a process forked from the one that started the trainer (a
  * DataLoader worker): it writes no job record, metrics exit event or
  * summary of its own (SPEC §3).  A process that execs starts afresh. */
@@ -152,9 +155,11 @@ int fd_table_close(int fd, int (*real_close)(int), struct fd_slot **removed,
 /* Makes `target` share source's slot (dup semantics). */
 void fd_table_share(int source, int target);
 void fd_slot_release(struct fd_slot *slot);
-/* In a forked child: the table's locks may have been held by a thread of
- * the parent that does not exist here. */
-void fd_table_after_fork_in_child(void);
+/* Around fork (shim/fork_safety.c): the table's locks are taken before,
+ * given back in the parent, made anew in the child. */
+void fd_table_fork_prepare(void);
+void fd_table_fork_parent(void);
+void fd_table_fork_child(void);
 struct fd_slot *fd_slot_new_view(struct dataset_file *file);
 struct fd_slot *fd_slot_new_checkpoint_writer(const char *absolute_path,
                                               const struct file_identity *file);

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fork_locks.h"
 #include "growable_array.h"
 #include "real_functions.h"
 #include "shim.h"
@@ -48,9 +49,43 @@ static size_t shim_stream_count;
 static size_t shim_stream_capacity;
 int shim_streams_in_use;
 
-void shim_streams_after_fork_in_child(void)
+void shim_streams_fork_prepare_list(void)
 {
-    pthread_mutex_init(&shim_streams_lock, NULL);
+    fork_lock_before(&shim_streams_lock);
+}
+
+/* Every cookie lock of a followed stream (the list's lock held).  A cookie
+ * lock is taken under glibc's lock of its stream, which is not taken here:
+ * a reader holding the stream's lock takes no lock of the shim's before
+ * its cookie lock but the steps' (taken earlier in the fork's order), and
+ * glibc's fork makes its streams' locks anew in the child by itself.  A
+ * stream being closed (unregistered, its cookie lock still taken by
+ * fclose) is no longer reachable from the child's list. */
+void shim_streams_fork_prepare_cookies(void)
+{
+    for (size_t i = 0; i < shim_stream_count; i++)
+        if (shim_streams[i].cookie != NULL)
+            fork_lock_before(&shim_streams[i].cookie->lock);
+}
+
+void shim_streams_fork_parent_cookies(void)
+{
+    for (size_t i = shim_stream_count; i-- > 0;)
+        if (shim_streams[i].cookie != NULL)
+            fork_lock_after_in_parent(&shim_streams[i].cookie->lock);
+}
+
+void shim_streams_fork_parent_list(void)
+{
+    fork_lock_after_in_parent(&shim_streams_lock);
+}
+
+void shim_streams_fork_child(void)
+{
+    for (size_t i = 0; i < shim_stream_count; i++)
+        if (shim_streams[i].cookie != NULL)
+            fork_lock_after_in_child(&shim_streams[i].cookie->lock);
+    fork_lock_after_in_child(&shim_streams_lock);
 }
 
 static int shim_stream_register(const struct shim_stream *entry)
