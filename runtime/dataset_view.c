@@ -406,6 +406,14 @@ void dataset_file_lock_without_refresh(struct dataset_file *file)
         pthread_mutex_consistent(&shared->lock);
 }
 
+void dataset_file_set_seed(struct dataset_file *file, uint64_t seed)
+{
+    dataset_file_lock(file);
+    file->seed = seed;
+    file->wrap_cached = 0;   /* a later sweep's order is drawn again, from the new seed */
+    dataset_file_unlock(file);
+}
+
 void dataset_file_lock(struct dataset_file *file)
 {
     dataset_file_lock_without_refresh(file);

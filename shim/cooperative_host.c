@@ -62,7 +62,8 @@ struct cooperative_job cooperative_host_job(void)
         .replicas = config->num_replicas,
         .rank = config->replica_rank,
         .restarts = config->num_restarts,
-        .seed = config->seed,
+        /* a restore on another thread may set it (session.c) */
+        .seed = __atomic_load_n(&config->seed, __ATOMIC_RELAXED),
     };
 }
 
