@@ -319,12 +319,20 @@ int session_restore_checkpoint(struct runtime_session *session, const char *chec
                                char *error, size_t error_size)
 {
     delivery_trace_load(checkpoint_path, identity);
-    if (session->restore_attempted || session_train_record_delivered(session)) {
-        log_debug("checkpoint %s read again after the start of training: the data "
-                  "position is unchanged", checkpoint_path);
+    if (session_train_record_delivered(session)) {
+        log_debug("checkpoint %s read after the start of training: the data position is "
+                  "unchanged", checkpoint_path);
         return 1;
     }
-    session->restore_attempted = true;
+    /* Threads that load checkpoint shards at once race here: one test-and-set
+     * lets exactly one of them restore (a plain flag, read then set, let
+     * both through). */
+    if (__atomic_exchange_n(&session->restore_attempted, true, __ATOMIC_ACQ_REL)) {
+        log_debug("checkpoint %s read again: the data position was restored (or is being "
+                  "restored on another thread) from the first checkpoint loaded",
+                  checkpoint_path);
+        return 1;
+    }
     if (session->config.checkpoint_path == NULL) {
         log_warn("checkpoint %s loaded, but ADAPTDL_CHECKPOINT_PATH is unset: the data "
                  "position starts fresh", checkpoint_path);
