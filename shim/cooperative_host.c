@@ -67,16 +67,18 @@ struct cooperative_job cooperative_host_job(void)
     };
 }
 
+/* (not once the process froze for its teardown, freeze.c: MPI may be gone,
+ * and the step code would use it) */
 void cooperative_host_train_batch(uint64_t records)
 {
-    if (shim_configured())
+    if (shim_configured() && !shim_frozen())
         shim_steps_cooperative_batch(records);
 }
 
 void cooperative_host_gradient(double local_sqr, double mean_sqr, uint64_t local_batch,
                                bool ends_previous_step)
 {
-    if (shim_configured())
+    if (shim_configured() && !shim_frozen())
         shim_steps_cooperative_gradient(local_sqr, mean_sqr, local_batch, ends_previous_step);
 }
 

@@ -178,7 +178,12 @@ static void shim_initialize(void)
               config->checkpoint_path ? config->checkpoint_path : "(none)",
               config->save_glob ? config->save_glob : "(none)", config->num_restarts);
 done:
-    __atomic_store_n(&shim_state, next_state, __ATOMIC_RELEASE);
+    {
+        /* a freeze meanwhile (a destructor on another thread) stays */
+        int uninitialized = SHIM_STATE_UNINITIALIZED;
+        __atomic_compare_exchange_n(&shim_state, &uninitialized, next_state, false,
+                                    __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+    }
     shim_guard_leave();
 }
 

@@ -19,6 +19,11 @@
 
 static struct view_mapping_table shim_view_mappings = VIEW_MAPPING_TABLE_INITIALIZER;
 
+void shim_mappings_freeze(void)
+{
+    view_mapping_table_freeze(&shim_view_mappings);
+}
+
 void shim_mappings_fork_prepare(void)
 {
     fork_lock_before(&shim_view_mappings.lock);

@@ -342,7 +342,7 @@ SHIM_EXPORT int sigaction(int signal_number, const struct sigaction *action,
                           struct sigaction *old_action)
 {
     int index = shim_stop_signal_index(signal_number);
-    if (SHIM_LIKELY(index < 0) || !shim_signals_installed || shim_guarded())
+    if (SHIM_LIKELY(index < 0) || !shim_signals_installed || shim_guarded() || shim_frozen())
         return __sigaction(signal_number, action, old_action);
     if (old_action != NULL) {
         struct signal_action_value trainer = shim_trainer_action(index);
@@ -368,7 +368,7 @@ SHIM_EXPORT int sigaction(int signal_number, const struct sigaction *action,
 SHIM_EXPORT sighandler_t signal(int signal_number, sighandler_t handler)
 {
     int index = shim_stop_signal_index(signal_number);
-    if (SHIM_LIKELY(index < 0) || !shim_signals_installed || shim_guarded())
+    if (SHIM_LIKELY(index < 0) || !shim_signals_installed || shim_guarded() || shim_frozen())
         return bsd_signal(signal_number, handler);
     struct sigaction action, previous;
     memset(&action, 0, sizeof action);

@@ -48,6 +48,15 @@ static struct shim_stream *shim_streams;
 static size_t shim_stream_count;
 static size_t shim_stream_capacity;
 int shim_streams_in_use;
+static bool shim_streams_frozen;    /* under shim_streams_lock */
+
+void shim_streams_freeze(void)
+{
+    pthread_mutex_lock(&shim_streams_lock);
+    shim_streams_frozen = true;
+    __atomic_store_n(&shim_streams_in_use, 0, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&shim_streams_lock);
+}
 
 void shim_streams_fork_prepare_list(void)
 {
@@ -99,7 +108,8 @@ static int shim_stream_register(const struct shim_stream *entry)
     }
     shim_streams = grown;
     shim_streams[shim_stream_count++] = *entry;
-    __atomic_store_n(&shim_streams_in_use, 1, __ATOMIC_RELEASE);
+    if (!shim_streams_frozen)
+        __atomic_store_n(&shim_streams_in_use, 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&shim_streams_lock);
     return 0;
 }
@@ -257,11 +267,14 @@ uint64_t shim_unconsumed_records(struct dataset_file *file, void *context)
 
 /* --- the cookie ---------------------------------------------------------------- */
 
+/* A view stream has no file underneath: once the process froze (freeze.c)
+ * it still reads its view, but no step boundary or stop runs from it (MPI
+ * may be gone). */
 static ssize_t shim_cookie_read(void *cookie_pointer, char *buffer, size_t size)
 {
     struct shim_view_cookie *cookie = cookie_pointer;
     struct view_cursor *cursor = &cookie->slot->cursor;
-    if (cursor->file->entry->role == DATA_ROLE_TRAIN && shim_configured())
+    if (cursor->file->entry->role == DATA_ROLE_TRAIN && shim_configured() && !shim_frozen())
         shim_steps_before_train_read();
     pthread_mutex_lock(&cookie->lock);
     /* glibc refills only an empty buffer (and empties it before asking):
