@@ -281,8 +281,9 @@ $(BUILD)/tsan/%.o: %.c
 	@$(CC) $(CFLAGS_ALL) -MMD -MP $(TSAN_FLAGS) -Ishim $(MPI_CFLAGS) -c $< -o $@
 
 # ThreadSanitizer calls sigaction while it initializes, before instrumented
-# code may run: the signal wrappers are built without instrumentation.
-$(BUILD)/tsan/shim/signals.o: TSAN_FLAGS := -O1 -g
+# code may run: the signal wrappers are built without instrumentation, and
+# so is the cell they keep the trainer's dispositions in.
+$(BUILD)/tsan/shim/signals.o $(BUILD)/tsan/runtime/signal_action_cell.o: TSAN_FLAGS := -O1 -g
 
 $(BUILD)/tsan/libadaptshim.so: $(TSAN_OBJ) shim/exports.map
 	$(CC) -shared -fsanitize=thread -o $@ $(TSAN_OBJ) -Wl,--version-script=shim/exports.map \

@@ -179,6 +179,41 @@ static void dataset_registry_warn_not_in_snapshot(struct dataset_registry *regis
     }
 }
 
+/* The order of file locks taken together (dataset_registry_lock_files_for_fork):
+ * by identity, the same in every process of the job whatever order each
+ * registered the files in. */
+static bool dataset_file_locks_before(const struct dataset_file *a, const struct dataset_file *b)
+{
+    if (a->device != b->device)
+        return a->device < b->device;
+    return a->inode < b->inode;
+}
+
+/* Registration is rare and files few: an insertion into a sorted chain. */
+static void dataset_registry_link_in_lock_order(struct dataset_registry *registry,
+                                                struct dataset_file *file)
+{
+    struct dataset_file **place = &registry->files_in_lock_order;
+    while (*place != NULL && dataset_file_locks_before(*place, file))
+        place = &(*place)->next_in_lock_order;
+    file->next_in_lock_order = *place;
+    *place = file;
+}
+
+void dataset_registry_lock_files_for_fork(struct dataset_registry *registry)
+{
+    for (struct dataset_file *file = registry->files_in_lock_order; file;
+         file = file->next_in_lock_order)
+        dataset_file_lock_without_refresh(file);
+}
+
+void dataset_registry_unlock_files_after_fork(struct dataset_registry *registry)
+{
+    for (struct dataset_file *file = registry->files_in_lock_order; file;
+         file = file->next_in_lock_order)
+        dataset_file_unlock(file);
+}
+
 int dataset_registry_add(struct dataset_registry *registry, struct dataset_file *file,
                          char *error, size_t error_size)
 {
@@ -199,6 +234,7 @@ int dataset_registry_add(struct dataset_registry *registry, struct dataset_file 
     *registry->files_tail = file;
     registry->files_tail = &file->next;
     registry->file_count++;
+    dataset_registry_link_in_lock_order(registry, file);
     struct pending_position *pending = dataset_registry_match_pending(registry, file);
     if (pending == NULL) {
         dataset_registry_warn_not_in_snapshot(registry, file);

@@ -28,6 +28,10 @@ struct dataset_registry {
     pthread_mutex_t lock;
     struct dataset_file *files;      /* singly linked, in registration order */
     struct dataset_file **files_tail; /* where the next file is linked */
+    /* the same files by identity (device, inode): the order in which every
+     * process of the job takes their locks before a fork (chained through
+     * next_in_lock_order) */
+    struct dataset_file *files_in_lock_order;
     size_t file_count;
     enum resume_mode resume;
     bool restored;                   /* a snapshot was restored in this run */
@@ -59,6 +63,18 @@ struct dataset_file *dataset_registry_find(struct dataset_registry *registry,
  * to resume into different data.  Caller holds registry->lock. */
 int dataset_registry_add(struct dataset_registry *registry, struct dataset_file *file,
                          char *error, size_t error_size);
+
+/* Before a fork: takes the lock of every registered file, ordered by file
+ * identity, so that no thread of this process is inside a file's
+ * process-local view while the child's copy of it is made, and two
+ * processes of the job forking at once wait for each other's locks in one
+ * order.  Caller holds registry->lock (so no file is being registered).
+ * The locks are process-shared and robust: they belong to the thread that
+ * forks, and only the parent gives them back
+ * (dataset_registry_unlock_files_after_fork); the child, whose thread is
+ * not their owner, waits for that as for any other holder. */
+void dataset_registry_lock_files_for_fork(struct dataset_registry *registry);
+void dataset_registry_unlock_files_after_fork(struct dataset_registry *registry);
 
 /* Highest pass number among train files: the epoch.  Takes registry->lock. */
 uint64_t dataset_registry_epoch(struct dataset_registry *registry);

@@ -396,7 +396,7 @@ int dataset_view_fix(struct dataset_file *file)
     return status;
 }
 
-void dataset_file_lock(struct dataset_file *file)
+void dataset_file_lock_without_refresh(struct dataset_file *file)
 {
     struct dataset_pass_state *shared = file->shared;
     /* EOWNERDEAD: a process died holding the lock (a DataLoader worker
@@ -404,7 +404,20 @@ void dataset_file_lock(struct dataset_file *file)
      * update leaves meaningful, so the state is made consistent as it is. */
     if (pthread_mutex_lock(&shared->lock) == EOWNERDEAD)
         pthread_mutex_consistent(&shared->lock);
-    if (file->view_generation != shared->view_generation)
+}
+
+void dataset_file_set_seed(struct dataset_file *file, uint64_t seed)
+{
+    dataset_file_lock(file);
+    file->seed = seed;
+    file->wrap_cached = 0;   /* a later sweep's order is drawn again, from the new seed */
+    dataset_file_unlock(file);
+}
+
+void dataset_file_lock(struct dataset_file *file)
+{
+    dataset_file_lock_without_refresh(file);
+    if (file->view_generation != file->shared->view_generation)
         dataset_view_build_local(file);
 }
 

@@ -150,6 +150,7 @@ struct dataset_file {
     bool warned_empty_count_replay; /* the count=-under-replay warning was logged */
 
     struct dataset_file *next;    /* registry chaining */
+    struct dataset_file *next_in_lock_order; /* the registry's chain by identity */
 };
 
 /* Takes the file's lock (dataset_pass_state) and brings this process's view
@@ -157,6 +158,15 @@ struct dataset_file {
  * restored a position since.  Every function below expects it held. */
 void dataset_file_lock(struct dataset_file *file);
 void dataset_file_unlock(struct dataset_file *file);
+/* Sets the shuffle seed (a restored snapshot's) under the file's lock:
+ * readers on other threads plan their copies with it under that lock
+ * (view_copy.c).  The view in place keeps the order of its first sweep
+ * until it is fixed again; later sweeps and views follow the new seed. */
+void dataset_file_set_seed(struct dataset_file *file, uint64_t seed);
+/* The lock alone, leaving this process's view as it is (the next
+ * dataset_file_lock brings it up to date): for holding every file's lock
+ * across a fork, where nothing is read. */
+void dataset_file_lock_without_refresh(struct dataset_file *file);
 
 /* Moves the pass state of a file just made by dataset_file_init (device
  * and inode set) into the job's arena, so that every process of the job

@@ -218,7 +218,7 @@ int session_commit_checkpoint(struct runtime_session *session, const char *check
     }
     struct adaptdl_snapshot snapshot = {0};
     snapshot.version = STATE_FORMAT_VERSION;
-    snapshot.seed = session->config.seed;
+    snapshot.seed = __atomic_load_n(&session->config.seed, __ATOMIC_RELAXED);
     snapshot.replicas = session->config.num_replicas;
     snapshot.binding = *identity;
     snapshot.created_unix_time = session_unix_time();
@@ -361,12 +361,20 @@ int session_restore_checkpoint(struct runtime_session *session, const char *chec
                                char *error, size_t error_size)
 {
     delivery_trace_load(checkpoint_path, identity);
-    if (session->restore_attempted || session_train_record_delivered(session)) {
-        log_debug("checkpoint %s read again after the start of training: the data "
-                  "position is unchanged", checkpoint_path);
+    if (session_train_record_delivered(session)) {
+        log_debug("checkpoint %s read after the start of training: the data position is "
+                  "unchanged", checkpoint_path);
         return 1;
     }
-    session->restore_attempted = true;
+    /* Threads that load checkpoint shards at once race here: one test-and-set
+     * lets exactly one of them restore (a plain flag, read then set, let
+     * both through). */
+    if (__atomic_exchange_n(&session->restore_attempted, true, __ATOMIC_ACQ_REL)) {
+        log_debug("checkpoint %s read again: the data position was restored (or is being "
+                  "restored on another thread) from the first checkpoint loaded",
+                  checkpoint_path);
+        return 1;
+    }
     if (session->config.checkpoint_path == NULL) {
         log_warn("checkpoint %s loaded, but ADAPTDL_CHECKPOINT_PATH is unset: the data "
                  "position starts fresh", checkpoint_path);
@@ -403,14 +411,16 @@ int session_restore_checkpoint(struct runtime_session *session, const char *chec
     }
     /* The remaining records of a pass are only the right ones under the
      * order they were drawn from: the snapshot's seed wins. */
-    if (snapshot.seed != session->config.seed)
+    uint64_t seed_now = __atomic_load_n(&session->config.seed, __ATOMIC_RELAXED);
+    if (snapshot.seed != seed_now)
         log_warn("restore: snapshot was taken with ADAPTDL_SEED=%" PRIu64 ", this run has "
-                 "%" PRIu64 ": continuing with the snapshot's seed", snapshot.seed,
-                 session->config.seed);
+                 "%" PRIu64 ": continuing with the snapshot's seed", snapshot.seed, seed_now);
     pthread_mutex_lock(&session->registry.lock);
-    session->config.seed = snapshot.seed;
+    /* (atomic: a commit on another thread reads it without the lock; each
+     * file's copy is read under the file's lock by its readers) */
+    __atomic_store_n(&session->config.seed, snapshot.seed, __ATOMIC_RELAXED);
     for (struct dataset_file *file = session->registry.files; file; file = file->next)
-        file->seed = snapshot.seed;
+        dataset_file_set_seed(file, snapshot.seed);
     session->registry.resume = session->config.resume;
     /* before the views are re-fixed: a fresh pass is planned from it */
     struct statistical_epoch_position position = {

@@ -23,7 +23,8 @@ typedef void (*uncounted_steps_fn)(uint64_t *steps, uint64_t *records);
 struct runtime_session {
     struct adaptdl_config config;
     struct dataset_registry registry;
-    bool restore_attempted;          /* the first checkpoint read-open happened */
+    bool restore_attempted;          /* the first checkpoint read-open happened
+                                      * (test-and-set atomically) */
     uint64_t commit_sequence;
     bool warned_no_checkpoint_path;
     uint64_t snapshots_written;

@@ -204,12 +204,22 @@ int view_mapping_available_memory(uint64_t *available_bytes)
 
 /* --- the shim's anonymous mappings ------------------------------------------ */
 
+void view_mapping_table_freeze(struct view_mapping_table *table)
+{
+    pthread_mutex_lock(&table->lock);
+    table->frozen = true;
+    __atomic_store_n(&table->count, 0, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&table->lock);
+}
+
 int view_mapping_table_add(struct view_mapping_table *table, const void *start,
                            uint64_t length, const struct dataset_file *file, uint64_t pass)
 {
     pthread_mutex_lock(&table->lock);
     int status = -1;
-    if (table->count < VIEW_MAPPING_TABLE_CAPACITY) {
+    if (table->frozen) {
+        status = 0;
+    } else if (table->count < VIEW_MAPPING_TABLE_CAPACITY) {
         table->entries[table->count] = (struct view_mapping_entry){
             .start = (uintptr_t)start, .length = length, .file = file, .pass = pass};
         __atomic_store_n(&table->count, table->count + 1, __ATOMIC_RELEASE);

@@ -126,6 +126,7 @@ struct view_mapping_entry {
 struct view_mapping_table {
     pthread_mutex_t lock;
     unsigned count;              /* read without the lock by the munmap fast path */
+    bool frozen;                 /* view_mapping_table_freeze: remembers nothing more */
     struct view_mapping_entry entries[VIEW_MAPPING_TABLE_CAPACITY];
 };
 
@@ -138,8 +139,13 @@ static inline bool view_mapping_table_empty(struct view_mapping_table *table)
     return __atomic_load_n(&table->count, __ATOMIC_ACQUIRE) == 0;
 }
 
-/* Remembers a mapping.  -1 when the table is full (the mapping still works;
- * only an mremap of it goes unrecognized). */
+/* Forgets every mapping and remembers none from now on, so that the table
+ * reads empty for good: for a process in its teardown, whose munmap and
+ * mremap go straight to the kernel. */
+void view_mapping_table_freeze(struct view_mapping_table *table);
+/* Remembers a mapping (not once frozen: 0 then, nothing to recognize).  -1
+ * when the table is full (the mapping still works; only an mremap of it
+ * goes unrecognized). */
 int view_mapping_table_add(struct view_mapping_table *table, const void *start,
                            uint64_t length, const struct dataset_file *file, uint64_t pass);
 /* Copies into *found the first remembered mapping that overlaps

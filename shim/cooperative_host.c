@@ -5,6 +5,8 @@
 
 #include "cooperative_host.h"
 #include "decisions.h"
+#include "fork_locks.h"
+#include "log.h"
 #include "shim.h"
 #include "statistical_epoch.h"
 #include "steps.h"
@@ -14,9 +16,31 @@
 static struct cooperative_state cooperative_host_inactive;
 static pthread_once_t cooperative_host_inactive_once = PTHREAD_ONCE_INIT;
 
+/* Its lock across fork, as fork_safety.c does for a configured process's
+ * (which never uses this state). */
+static void cooperative_host_inactive_fork_prepare(void)
+{
+    fork_lock_before(&cooperative_host_inactive.lock);
+}
+
+static void cooperative_host_inactive_fork_parent(void)
+{
+    fork_lock_after_in_parent(&cooperative_host_inactive.lock);
+}
+
+static void cooperative_host_inactive_fork_child(void)
+{
+    fork_lock_after_in_child(&cooperative_host_inactive.lock);
+}
+
 static void cooperative_host_init_inactive(void)
 {
     cooperative_state_init(&cooperative_host_inactive);
+    if (pthread_atfork(cooperative_host_inactive_fork_prepare,
+                       cooperative_host_inactive_fork_parent,
+                       cooperative_host_inactive_fork_child) != 0)
+        log_warn("cannot register the cooperative API's fork handlers (out of memory): a "
+                 "process forked while another thread is inside the API may hang in it");
 }
 
 struct cooperative_state *cooperative_host_state(void)
@@ -38,20 +62,23 @@ struct cooperative_job cooperative_host_job(void)
         .replicas = config->num_replicas,
         .rank = config->replica_rank,
         .restarts = config->num_restarts,
-        .seed = config->seed,
+        /* a restore on another thread may set it (session.c) */
+        .seed = __atomic_load_n(&config->seed, __ATOMIC_RELAXED),
     };
 }
 
+/* (not once the process froze for its teardown, freeze.c: MPI may be gone,
+ * and the step code would use it) */
 void cooperative_host_train_batch(uint64_t records)
 {
-    if (shim_configured())
+    if (shim_configured() && !shim_frozen())
         shim_steps_cooperative_batch(records);
 }
 
 void cooperative_host_gradient(double local_sqr, double mean_sqr, uint64_t local_batch,
                                bool ends_previous_step)
 {
-    if (shim_configured())
+    if (shim_configured() && !shim_frozen())
         shim_steps_cooperative_gradient(local_sqr, mean_sqr, local_batch, ends_previous_step);
 }
 

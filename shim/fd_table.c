@@ -4,7 +4,8 @@
  * hard descriptor limit (capped): untouched pages cost nothing, and the array
  * never moves.  Untracked descriptors -- every descriptor of a process that
  * reads no dataset -- cost one comparison against fd_table_capacity, which
- * stays 0 until the first data file opens.
+ * stays 0 until the first data file opens, and is 0 again once the process
+ * freezes for its teardown (freeze.c).
  *
  * Threads: a wrapper takes a reference on the slot it works on
  * (fd_table_acquire), so a close() of the same number on another thread
@@ -23,6 +24,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 
+#include "fork_locks.h"
 #include "real_functions.h"
 #include "shim.h"
 
@@ -30,7 +32,12 @@
 #define FD_TABLE_STRIPES 64
 
 struct fd_slot **fd_table;
+/* The bound the wrappers' fast path compares with: the table's size, or 0
+ * once frozen (freeze.c). */
 unsigned fd_table_capacity;
+/* The table's size (under fd_table_lock once set). */
+static unsigned fd_table_size;
+static bool fd_table_frozen;    /* under fd_table_lock */
 static pthread_mutex_t fd_table_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* One cache line each, so that two stripes never share one. */
@@ -46,11 +53,25 @@ static pthread_mutex_t *fd_table_stripe_of(int fd)
     return &fd_table_stripes[(unsigned)fd % FD_TABLE_STRIPES].lock;
 }
 
-void fd_table_after_fork_in_child(void)
+void fd_table_fork_prepare(void)
 {
-    pthread_mutex_init(&fd_table_lock, NULL);
+    fork_lock_before(&fd_table_lock);
     for (unsigned i = 0; i < FD_TABLE_STRIPES; i++)
-        pthread_mutex_init(&fd_table_stripes[i].lock, NULL);
+        fork_lock_before(&fd_table_stripes[i].lock);
+}
+
+void fd_table_fork_parent(void)
+{
+    for (unsigned i = FD_TABLE_STRIPES; i-- > 0;)
+        fork_lock_after_in_parent(&fd_table_stripes[i].lock);
+    fork_lock_after_in_parent(&fd_table_lock);
+}
+
+void fd_table_fork_child(void)
+{
+    fork_lock_after_in_child(&fd_table_lock);
+    for (unsigned i = 0; i < FD_TABLE_STRIPES; i++)
+        fork_lock_after_in_child(&fd_table_stripes[i].lock);
 }
 
 static int fd_table_create_locked(void)
@@ -69,8 +90,18 @@ static int fd_table_create_locked(void)
     if (table == MAP_FAILED)
         return -1;
     __atomic_store_n(&fd_table, table, __ATOMIC_RELEASE);
-    __atomic_store_n(&fd_table_capacity, (unsigned)capacity, __ATOMIC_RELEASE);
+    fd_table_size = (unsigned)capacity;
+    if (!fd_table_frozen)
+        __atomic_store_n(&fd_table_capacity, (unsigned)capacity, __ATOMIC_RELEASE);
     return 0;
+}
+
+void fd_table_freeze(void)
+{
+    pthread_mutex_lock(&fd_table_lock);
+    fd_table_frozen = true;
+    __atomic_store_n(&fd_table_capacity, 0, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&fd_table_lock);
 }
 
 void fd_slot_release(struct fd_slot *slot)
@@ -100,8 +131,11 @@ int fd_table_install(int fd, struct fd_slot *slot)
 {
     pthread_mutex_lock(&fd_table_lock);
     int status = fd_table_create_locked();
+    unsigned size = fd_table_size;
     pthread_mutex_unlock(&fd_table_lock);
-    if (status != 0 || fd < 0 || (unsigned)fd >= fd_table_capacity) {
+    /* (the table's size, not the fast path's bound: an open that was under
+     * way when the process froze still succeeds) */
+    if (status != 0 || fd < 0 || (unsigned)fd >= size) {
         errno = EMFILE;
         return -1;
     }

@@ -21,6 +21,7 @@
 
 #include "config_paths.h"
 #include "ending.h"
+#include "fork_safety.h"
 #include "glob_pattern.h"
 #include "log.h"
 #include "real_functions.h"
@@ -47,15 +48,10 @@ bool shim_configured(void)
 }
 
 
-/* The child has one thread: locks of the shim's that another thread of the
- * parent held at the fork would never be released here. */
-static void shim_after_fork_in_child(void)
+void shim_note_process_after_fork(void)
 {
-    shim_process_id = getpid();
-    fd_table_after_fork_in_child();
-    shim_signals_after_fork_in_child();
-    shim_steps_after_fork_in_child();
-    shim_streams_after_fork_in_child();
+    if (shim_process_id != 0)
+        shim_process_id = getpid();
 }
 
 bool shim_in_vfork_child(void)
@@ -183,8 +179,10 @@ static void shim_initialize(void)
     if (config->data_count > 0 || config->save_glob != NULL) {
         next_state = SHIM_STATE_ACTIVE;
         shim_process_id = getpid();
-        pthread_atfork(NULL, NULL, shim_after_fork_in_child);
     }
+    /* every lock of a configured process (steps, cooperative state, the
+     * tables) is taken across a fork; fork_safety.c */
+    shim_fork_safety_install();
     log_debug("adaptshim active in %s: %zu data entries, replica %u of %u, resume=%s, "
               "checkpoint path %s, save glob %s, restarts %u",
               program_invocation_short_name, config->data_count, config->replica_rank,
@@ -192,7 +190,12 @@ static void shim_initialize(void)
               config->checkpoint_path ? config->checkpoint_path : "(none)",
               config->save_glob ? config->save_glob : "(none)", config->num_restarts);
 done:
-    __atomic_store_n(&shim_state, next_state, __ATOMIC_RELEASE);
+    {
+        /* a freeze meanwhile (a destructor on another thread) stays */
+        int uninitialized = SHIM_STATE_UNINITIALIZED;
+        __atomic_compare_exchange_n(&shim_state, &uninitialized, next_state, false,
+                                    __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+    }
     shim_guard_leave();
 }
 

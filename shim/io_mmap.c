@@ -10,12 +10,34 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "fork_locks.h"
+#include "fork_safety.h"
 #include "log.h"
 #include "real_functions.h"
 #include "shim.h"
 #include "view_mapping.h"
 
 static struct view_mapping_table shim_view_mappings = VIEW_MAPPING_TABLE_INITIALIZER;
+
+void shim_mappings_freeze(void)
+{
+    view_mapping_table_freeze(&shim_view_mappings);
+}
+
+void shim_mappings_fork_prepare(void)
+{
+    fork_lock_before(&shim_view_mappings.lock);
+}
+
+void shim_mappings_fork_parent(void)
+{
+    fork_lock_after_in_parent(&shim_view_mappings.lock);
+}
+
+void shim_mappings_fork_child(void)
+{
+    fork_lock_after_in_child(&shim_view_mappings.lock);
+}
 
 static uint64_t shim_page_size(void)
 {
@@ -135,8 +157,13 @@ SHIM_EXPORT int munmap(void *address, size_t length)
         return REAL(munmap)(address, length);
     int status = REAL(munmap)(address, length);
     if (status == 0) {
+        /* the kernel unmaps whole pages: a length that ends inside a page
+         * (the view's size, as numpy and Python's mmap pass it) takes the
+         * rest of that page too, and the entry must go with it */
+        uint64_t page = shim_page_size();
+        uint64_t whole_pages = ((uint64_t)length + page - 1) / page * page;
         uint64_t forgotten = view_mapping_table_forget_range(&shim_view_mappings, address,
-                                                             length);
+                                                             whole_pages);
         if (forgotten != 0)
             log_trace("munmap of %" PRIu64 " bytes of a data view's memory", forgotten);
     }

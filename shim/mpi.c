@@ -28,7 +28,7 @@ bool shim_mpi_watching(void)
 {
     if (shim_state == SHIM_STATE_UNINITIALIZED)
         shim_ensure_initialized();
-    return shim_mpi_up && shim_configured() && !shim_guarded();
+    return shim_mpi_up && shim_configured() && !shim_guarded() && !shim_frozen();
 }
 
 /* --- the piggy-backed reduction's transport ---------------------------------- */
@@ -54,6 +54,8 @@ static void shim_mpi_finalize_for_stop(void)
     shim_mpi_finalized = true;
     shim_mpi_collective_remove();
     PMPI(finalize, "Finalize")();
+    /* the trainer's atexit handlers run next, MPI gone (freeze.c) */
+    shim_freeze("MPI_Finalize, before the stop's exit");
 }
 
 static void shim_mpi_after_init(void)
@@ -128,7 +130,11 @@ static int shim_mpi_finalize(void)
         shim_mpi_collective_remove();
         shim_guard_leave();
     }
-    return PMPI(finalize, "Finalize")();
+    int result = PMPI(finalize, "Finalize")();
+    /* MPI is gone: whatever reads files from now on (an MPI library's event
+     * thread, the trainer's atexit handlers) gets the real functions */
+    shim_freeze("MPI_Finalize");
+    return result;
 }
 
 /* --- gradients ------------------------------------------------------------------ */

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fork_locks.h"
+#include "fork_safety.h"
 #include "log.h"
 #include "mpi_library.h"
 #include "pending_gradients.h"
@@ -19,6 +21,21 @@
  * or frees (Request_free) their request (runtime/pending_gradients.c). */
 static struct pending_gradients shim_pending = PENDING_GRADIENTS_INITIALIZER;
 static int shim_pending_warned;
+
+void shim_mpi_requests_fork_prepare(void)
+{
+    fork_lock_before(&shim_pending.lock);
+}
+
+void shim_mpi_requests_fork_parent(void)
+{
+    fork_lock_after_in_parent(&shim_pending.lock);
+}
+
+void shim_mpi_requests_fork_child(void)
+{
+    fork_lock_after_in_child(&shim_pending.lock);
+}
 
 static bool shim_pending_take(MPI_Request request, struct pending_gradient *taken)
 {

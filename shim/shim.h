@@ -6,7 +6,8 @@
  *   - shim_guarded(): the shim itself is running on this thread; every
  *     wrapper then passes straight through to the real function;
  *   - shim_paths_active(): this process virtualizes data or binds
- *     checkpoints (configuration parsed, not disabled, target matched);
+ *     checkpoints (configuration parsed, not disabled, target matched),
+ *     and is not frozen for its teardown (freeze.c);
  *   - fd_table_acquire(fd): the descriptor's slot with a reference held for
  *     the duration of the call, NULL for untracked ones. */
 #ifndef ADAPTSHIM_SHIM_H
@@ -29,9 +30,26 @@ static inline void shim_guard_leave(void) { shim_guard_depth--; }
 static inline bool shim_guarded(void) { return shim_guard_depth > 0; }
 
 /* --- process state ---------------------------------------------------------- */
-enum shim_state { SHIM_STATE_UNINITIALIZED = 0, SHIM_STATE_INACTIVE, SHIM_STATE_ACTIVE };
+/* FROZEN: the process is tearing down (after MPI_Finalize, or once the
+ * library's destructor ran): every wrapper passes through (freeze.c). */
+enum shim_state {
+    SHIM_STATE_UNINITIALIZED = 0,
+    SHIM_STATE_INACTIVE,
+    SHIM_STATE_ACTIVE,
+    SHIM_STATE_FROZEN,
+};
 extern int shim_state;
 extern struct runtime_session shim_session;
+
+/* Makes the shim a pass-through for good (freeze.c): at MPI_Finalize's
+ * return and in the library's destructor; `why` is logged. */
+void shim_freeze(const char *why);
+/* io_mmap.c's part of it: the view mappings are forgotten for good. */
+void shim_mappings_freeze(void);
+static inline bool shim_frozen(void)
+{
+    return __atomic_load_n(&shim_state, __ATOMIC_ACQUIRE) == SHIM_STATE_FROZEN;
+}
 
 /* Parses the configuration once (lazily: wrappers may run before any
  * constructor).  Leaves shim_state INACTIVE or ACTIVE. */
@@ -63,6 +81,9 @@ static inline bool shim_paths_active(void)
  * (fork children have their own copy and refresh the pid in an atfork
  * handler; vfork runs no handler.) */
 bool shim_in_vfork_child(void);
+/* In a forked child (fork_safety.c): the process id that
+ * shim_in_vfork_child compares with becomes the child's. */
+void shim_note_process_after_fork(void);
 /* True in a process forked from the one that started the trainer (a
  * DataLoader worker): it writes no job record, metrics exit event or
  * summary of its own (SPEC §3).  A process that execs starts afresh. */
@@ -152,9 +173,15 @@ int fd_table_close(int fd, int (*real_close)(int), struct fd_slot **removed,
 /* Makes `target` share source's slot (dup semantics). */
 void fd_table_share(int source, int target);
 void fd_slot_release(struct fd_slot *slot);
-/* In a forked child: the table's locks may have been held by a thread of
- * the parent that does not exist here. */
-void fd_table_after_fork_in_child(void);
+/* Freezing (freeze.c): the fast path's bound becomes 0, so that every
+ * descriptor is untracked to the wrappers from now on; the table itself
+ * stays as it is for calls already past their fast path. */
+void fd_table_freeze(void);
+/* Around fork (shim/fork_safety.c): the table's locks are taken before,
+ * given back in the parent, made anew in the child. */
+void fd_table_fork_prepare(void);
+void fd_table_fork_parent(void);
+void fd_table_fork_child(void);
 struct fd_slot *fd_slot_new_view(struct dataset_file *file);
 struct fd_slot *fd_slot_new_checkpoint_writer(const char *absolute_path,
                                               const struct file_identity *file);

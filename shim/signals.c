@@ -20,7 +20,18 @@
  * disposition as installed (sigaction reports it back as the old action),
  * and the shim's handler takes on its SA_RESTART, SA_ONSTACK and mask, so
  * that system calls interrupted by the signal behave as the trainer
- * expects. */
+ * expects.
+ *
+ * The trainer's disposition is written by its sigaction() and read by the
+ * handler, which may interrupt that very sigaction() halfway through its
+ * copy (or run on another thread meanwhile).  Plain stores gave no order
+ * the handler could rely on, not even against the compiler: it could see
+ * a new handler with the old flags.  Each disposition therefore lives in a
+ * runtime/signal_action_cell: a change is written whole into a slot of its
+ * own and published by one atomic store of its index, and the handler
+ * copies the published slot, checking with the slot's sequence number
+ * that no writer was in it.  The handler reads it once per signal and
+ * decides everything from that one copy. */
 #include "signals.h"
 
 #include <errno.h>
@@ -32,6 +43,7 @@
 #include "log.h"
 #include "real_functions.h"
 #include "shared_stop_flag.h"
+#include "signal_action_cell.h"
 #include "shim.h"
 #include "steps.h"
 #include "stop_deadline.h"
@@ -59,8 +71,8 @@ static struct shared_stop_flag *shim_start_process_stop;
 
 static const int shim_stop_signals[] = {SIGTERM, SIGINT, SIGUSR1};
 #define SHIM_STOP_SIGNAL_COUNT (sizeof shim_stop_signals / sizeof shim_stop_signals[0])
-static struct sigaction shim_trainer_actions[SHIM_STOP_SIGNAL_COUNT];
-static volatile sig_atomic_t shim_trainer_installed[SHIM_STOP_SIGNAL_COUNT];
+/* The trainer's disposition of each stop signal (all zero: none set). */
+static struct signal_action_cell shim_trainer_actions[SHIM_STOP_SIGNAL_COUNT];
 
 static void shim_stop_signal_handler(int signal_number, siginfo_t *information, void *context);
 
@@ -72,12 +84,21 @@ static int shim_stop_signal_index(int signal_number)
     return -1;
 }
 
-/* What the signal would do without the library. */
-static enum stop_disposition shim_trainer_disposition(int index)
+/* A whole copy of the trainer's disposition of stop signal `index`
+ * (async-signal-safe). */
+static struct signal_action_value shim_trainer_action(int index)
 {
-    if (!shim_trainer_installed[index])
+    struct signal_action_value trainer;
+    signal_action_cell_read(&shim_trainer_actions[index], &trainer);
+    return trainer;
+}
+
+/* What the signal would do without the library. */
+static enum stop_disposition shim_trainer_disposition(const struct signal_action_value *trainer)
+{
+    if (!trainer->installed)
         return STOP_DISPOSITION_DEFAULT;
-    const struct sigaction *action = &shim_trainer_actions[index];
+    const struct sigaction *action = &trainer->action;
     if (action->sa_flags & SA_SIGINFO)
         return action->sa_sigaction != NULL ? STOP_DISPOSITION_HANDLER : STOP_DISPOSITION_DEFAULT;
     if (action->sa_handler == SIG_IGN)
@@ -91,35 +112,34 @@ static enum stop_disposition shim_trainer_disposition(int index)
  * the trainer has a handler of its own. */
 static void shim_install_stop_handler(int index)
 {
+    struct signal_action_value trainer = shim_trainer_action(index);
     struct sigaction action;
     memset(&action, 0, sizeof action);
     action.sa_sigaction = shim_stop_signal_handler;
     sigemptyset(&action.sa_mask);
     /* a trainer without a handler never sees EINTR from a stop signal */
     action.sa_flags = SA_SIGINFO | SA_RESTART;
-    if (shim_trainer_disposition(index) == STOP_DISPOSITION_HANDLER) {
-        const struct sigaction *trainer = &shim_trainer_actions[index];
-        action.sa_mask = trainer->sa_mask;
-        action.sa_flags = SA_SIGINFO | (trainer->sa_flags & (SA_RESTART | SA_ONSTACK));
+    if (shim_trainer_disposition(&trainer) == STOP_DISPOSITION_HANDLER) {
+        action.sa_mask = trainer.action.sa_mask;
+        action.sa_flags = SA_SIGINFO | (trainer.action.sa_flags & (SA_RESTART | SA_ONSTACK));
     }
     __sigaction(shim_stop_signals[index], &action, NULL);
 }
 
-static void shim_call_trainer_handler(int index, int signal_number, siginfo_t *information,
-                                      void *context)
+static void shim_call_trainer_handler(int index, const struct signal_action_value *trainer,
+                                      int signal_number, siginfo_t *information, void *context)
 {
-    if (shim_trainer_disposition(index) != STOP_DISPOSITION_HANDLER)
+    if (shim_trainer_disposition(trainer) != STOP_DISPOSITION_HANDLER)
         return;
-    struct sigaction *action = &shim_trainer_actions[index];
+    const struct sigaction *action = &trainer->action;
     bool sigaction_style = (action->sa_flags & SA_SIGINFO) != 0;
     void (*three_argument)(int, siginfo_t *, void *) = action->sa_sigaction;
     void (*one_argument)(int) = action->sa_handler;
     /* a one-shot handler is the default again once it ran, as in the kernel */
     if (action->sa_flags & SA_RESETHAND) {
-        shim_trainer_installed[index] = 0;
-        memset(action, 0, sizeof *action);
-        action->sa_handler = SIG_DFL;
-        shim_trainer_installed[index] = 1;
+        struct signal_action_value reset = {.installed = true};
+        reset.action.sa_handler = SIG_DFL;
+        signal_action_cell_publish(&shim_trainer_actions[index], &reset);
     }
     if (sigaction_style)
         three_argument(signal_number, information, context);
@@ -146,12 +166,12 @@ static void shim_take_default_action(int index, int signal_number)
     shim_install_stop_handler(index);
 }
 
-static void shim_signal_ordinary(int index, int signal_number, siginfo_t *information,
-                                 void *context)
+static void shim_signal_ordinary(int index, const struct signal_action_value *trainer,
+                                 int signal_number, siginfo_t *information, void *context)
 {
-    switch (shim_trainer_disposition(index)) {
+    switch (shim_trainer_disposition(trainer)) {
     case STOP_DISPOSITION_HANDLER:
-        shim_call_trainer_handler(index, signal_number, information, context);
+        shim_call_trainer_handler(index, trainer, signal_number, information, context);
         break;
     case STOP_DISPOSITION_IGNORE:
         break;
@@ -203,12 +223,12 @@ static void shim_deadline_passed(void)
     }
 }
 
-static void shim_defer_stop(int index, int signal_number, siginfo_t *information,
-                            void *context)
+static void shim_defer_stop(int index, const struct signal_action_value *trainer,
+                            int signal_number, siginfo_t *information, void *context)
 {
     if (signal_number == SIGINT)
         shim_deferred_interrupts++;
-    if (shim_trainer_disposition(index) == STOP_DISPOSITION_DEFAULT)
+    if (shim_trainer_disposition(trainer) == STOP_DISPOSITION_DEFAULT)
         shim_default_action_deferred = 1;
     if (!shim_in_forked_child())
         shared_stop_flag_raise(shim_start_process_stop, getpid());
@@ -222,9 +242,9 @@ static void shim_defer_stop(int index, int signal_number, siginfo_t *information
                                             "failed): the stop waits for an agreement point");
     }
     shim_stop_signal = signal_number;
-    if (shim_trainer_disposition(index) == STOP_DISPOSITION_HANDLER && !shim_main_returned)
+    if (shim_trainer_disposition(trainer) == STOP_DISPOSITION_HANDLER && !shim_main_returned)
         shim_handler_ran_before_exit = 1;
-    shim_call_trainer_handler(index, signal_number, information, context);
+    shim_call_trainer_handler(index, trainer, signal_number, information, context);
 }
 
 static void shim_stop_signal_handler(int signal_number, siginfo_t *information, void *context)
@@ -234,6 +254,8 @@ static void shim_stop_signal_handler(int signal_number, siginfo_t *information, 
     if (shim_deadline_is_expiry(information)) {
         shim_deadline_passed();
     } else if (index >= 0) {
+        /* one copy of the trainer's disposition decides everything below */
+        struct signal_action_value trainer = shim_trainer_action(index);
         struct stop_arrival arrival = {
             .something_to_synchronize = shim_steps_something_to_synchronize(),
             .interrupt = signal_number == SIGINT,
@@ -241,13 +263,13 @@ static void shim_stop_signal_handler(int signal_number, siginfo_t *information, 
         };
         switch (stop_policy_on_arrival(&arrival)) {
         case STOP_ARRIVAL_ORDINARY:
-            shim_signal_ordinary(index, signal_number, information, context);
+            shim_signal_ordinary(index, &trainer, signal_number, information, context);
             break;
         case STOP_ARRIVAL_EXIT_AT_ONCE:
             log_signal_safe(LOG_LEVEL_WARN, "second SIGINT: exiting at once with status 130");
             _exit(STOP_STATUS_INTERRUPTED);
         case STOP_ARRIVAL_DEFER:
-            shim_defer_stop(index, signal_number, information, context);
+            shim_defer_stop(index, &trainer, signal_number, information, context);
             break;
         }
     }
@@ -262,12 +284,10 @@ void shim_signals_install(void)
         /* a disposition set before us (a handler of the trainer or of a
          * library, or SIG_IGN inherited from the parent) is kept, as if it
          * had been set through the wrapper */
-        struct sigaction previous;
-        if (__sigaction(shim_stop_signals[i], NULL, &previous) == 0 &&
-            ((previous.sa_flags & SA_SIGINFO) || previous.sa_handler != SIG_DFL)) {
-            shim_trainer_actions[i] = previous;
-            shim_trainer_installed[i] = 1;
-        }
+        struct signal_action_value previous = {.installed = true};
+        if (__sigaction(shim_stop_signals[i], NULL, &previous.action) == 0 &&
+            ((previous.action.sa_flags & SA_SIGINFO) || previous.action.sa_handler != SIG_DFL))
+            signal_action_cell_publish(&shim_trainer_actions[i], &previous);
         shim_install_stop_handler((int)i);
     }
     shim_start_process_stop = shared_stop_flag_create();
@@ -322,20 +342,22 @@ SHIM_EXPORT int sigaction(int signal_number, const struct sigaction *action,
                           struct sigaction *old_action)
 {
     int index = shim_stop_signal_index(signal_number);
-    if (SHIM_LIKELY(index < 0) || !shim_signals_installed || shim_guarded())
+    if (SHIM_LIKELY(index < 0) || !shim_signals_installed || shim_guarded() || shim_frozen())
         return __sigaction(signal_number, action, old_action);
     if (old_action != NULL) {
-        if (shim_trainer_installed[index]) {
-            *old_action = shim_trainer_actions[index];
+        struct signal_action_value trainer = shim_trainer_action(index);
+        if (trainer.installed) {
+            *old_action = trainer.action;
         } else {
             memset(old_action, 0, sizeof *old_action);
             old_action->sa_handler = SIG_DFL;
         }
     }
     if (action != NULL) {
-        shim_trainer_installed[index] = 0;
-        shim_trainer_actions[index] = *action;
-        shim_trainer_installed[index] = 1;
+        /* written whole elsewhere, then published at once: a stop signal
+         * arriving now sees the old disposition or the new one */
+        struct signal_action_value trainer = {.installed = true, .action = *action};
+        signal_action_cell_publish(&shim_trainer_actions[index], &trainer);
         shim_install_stop_handler(index);
         log_debug("the trainer set its own disposition for signal %d: it applies after the "
                   "shim's handler", signal_number);
@@ -346,7 +368,7 @@ SHIM_EXPORT int sigaction(int signal_number, const struct sigaction *action,
 SHIM_EXPORT sighandler_t signal(int signal_number, sighandler_t handler)
 {
     int index = shim_stop_signal_index(signal_number);
-    if (SHIM_LIKELY(index < 0) || !shim_signals_installed || shim_guarded())
+    if (SHIM_LIKELY(index < 0) || !shim_signals_installed || shim_guarded() || shim_frozen())
         return bsd_signal(signal_number, handler);
     struct sigaction action, previous;
     memset(&action, 0, sizeof action);

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fork_locks.h"
 #include "growable_array.h"
 #include "real_functions.h"
 #include "shim.h"
@@ -47,10 +48,53 @@ static struct shim_stream *shim_streams;
 static size_t shim_stream_count;
 static size_t shim_stream_capacity;
 int shim_streams_in_use;
+static bool shim_streams_frozen;    /* under shim_streams_lock */
 
-void shim_streams_after_fork_in_child(void)
+void shim_streams_freeze(void)
 {
-    pthread_mutex_init(&shim_streams_lock, NULL);
+    pthread_mutex_lock(&shim_streams_lock);
+    shim_streams_frozen = true;
+    __atomic_store_n(&shim_streams_in_use, 0, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&shim_streams_lock);
+}
+
+void shim_streams_fork_prepare_list(void)
+{
+    fork_lock_before(&shim_streams_lock);
+}
+
+/* Every cookie lock of a followed stream (the list's lock held).  A cookie
+ * lock is taken under glibc's lock of its stream, which is not taken here:
+ * a reader holding the stream's lock takes no lock of the shim's before
+ * its cookie lock but the steps' (taken earlier in the fork's order), and
+ * glibc's fork makes its streams' locks anew in the child by itself.  A
+ * stream being closed (unregistered, its cookie lock still taken by
+ * fclose) is no longer reachable from the child's list. */
+void shim_streams_fork_prepare_cookies(void)
+{
+    for (size_t i = 0; i < shim_stream_count; i++)
+        if (shim_streams[i].cookie != NULL)
+            fork_lock_before(&shim_streams[i].cookie->lock);
+}
+
+void shim_streams_fork_parent_cookies(void)
+{
+    for (size_t i = shim_stream_count; i-- > 0;)
+        if (shim_streams[i].cookie != NULL)
+            fork_lock_after_in_parent(&shim_streams[i].cookie->lock);
+}
+
+void shim_streams_fork_parent_list(void)
+{
+    fork_lock_after_in_parent(&shim_streams_lock);
+}
+
+void shim_streams_fork_child(void)
+{
+    for (size_t i = 0; i < shim_stream_count; i++)
+        if (shim_streams[i].cookie != NULL)
+            fork_lock_after_in_child(&shim_streams[i].cookie->lock);
+    fork_lock_after_in_child(&shim_streams_lock);
 }
 
 static int shim_stream_register(const struct shim_stream *entry)
@@ -64,7 +108,8 @@ static int shim_stream_register(const struct shim_stream *entry)
     }
     shim_streams = grown;
     shim_streams[shim_stream_count++] = *entry;
-    __atomic_store_n(&shim_streams_in_use, 1, __ATOMIC_RELEASE);
+    if (!shim_streams_frozen)
+        __atomic_store_n(&shim_streams_in_use, 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&shim_streams_lock);
     return 0;
 }
@@ -222,11 +267,14 @@ uint64_t shim_unconsumed_records(struct dataset_file *file, void *context)
 
 /* --- the cookie ---------------------------------------------------------------- */
 
+/* A view stream has no file underneath: once the process froze (freeze.c)
+ * it still reads its view, but no step boundary or stop runs from it (MPI
+ * may be gone). */
 static ssize_t shim_cookie_read(void *cookie_pointer, char *buffer, size_t size)
 {
     struct shim_view_cookie *cookie = cookie_pointer;
     struct view_cursor *cursor = &cookie->slot->cursor;
-    if (cursor->file->entry->role == DATA_ROLE_TRAIN && shim_configured())
+    if (cursor->file->entry->role == DATA_ROLE_TRAIN && shim_configured() && !shim_frozen())
         shim_steps_before_train_read();
     pthread_mutex_lock(&cookie->lock);
     /* glibc refills only an empty buffer (and empties it before asking):

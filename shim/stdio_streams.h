@@ -70,7 +70,18 @@ uint64_t shim_unconsumed_records(struct dataset_file *file, void *context);
 int shim_view_stream_seek(FILE *stream, const struct shim_stream *entry, int64_t offset,
                           int whence);
 
-/* In a forked child (one thread): the stream list's lock made usable again. */
-void shim_streams_after_fork_in_child(void);
+/* Freezing (freeze.c): no stream is followed any more for the wrappers'
+ * fast path, nor will be; view streams opened before keep reading their
+ * views through glibc. */
+void shim_streams_freeze(void);
+
+/* Around fork (shim/fork_safety.c): the list's lock, then, later in the
+ * order, the cookie locks of every followed view stream; given back in the
+ * parent, made anew in the child. */
+void shim_streams_fork_prepare_list(void);
+void shim_streams_fork_prepare_cookies(void);
+void shim_streams_fork_parent_cookies(void);
+void shim_streams_fork_parent_list(void);
+void shim_streams_fork_child(void);
 
 #endif

@@ -73,7 +73,19 @@ bool shim_steps_lock_within(int seconds)
     return pthread_mutex_timedlock(&shim_steps_mutex, &give_up) == 0;
 }
 
-void shim_steps_after_fork_in_child(void)
+void shim_steps_fork_prepare(void)
+{
+    pthread_mutex_lock(&shim_steps_mutex);
+}
+
+void shim_steps_fork_parent(void)
+{
+    pthread_mutex_unlock(&shim_steps_mutex);
+}
+
+/* Made anew, recursive as it was: the child's thread id is not the one
+ * that took it, and a recursive mutex refuses an unlock by anyone else. */
+void shim_steps_fork_child(void)
 {
     pthread_mutexattr_t attributes;
     pthread_mutexattr_init(&attributes);

@@ -28,8 +28,11 @@ extern struct step_monitor shim_monitor;
  * is held, and never held across exit(3). */
 void shim_steps_lock(void);
 void shim_steps_unlock(void);
-/* In a forked child (one thread): the lock made usable again. */
-void shim_steps_after_fork_in_child(void);
+/* Around fork (shim/fork_safety.c): taken before, given back in the
+ * parent, made anew in the child. */
+void shim_steps_fork_prepare(void);
+void shim_steps_fork_parent(void);
+void shim_steps_fork_child(void);
 
 /* Installs the signal handlers and loads the job record (at start-up of a
  * configured process). */

@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "ending.h"
+#include "fork_locks.h"
 #include "events.h"
 #include "log.h"
 #include "shim.h"
@@ -139,6 +140,23 @@ void shim_deadline_start_worker(void)
         log_warn("no thread for the stop deadline (%s): past ADAPTDL_STOP_SECONDS a stop "
                  "ends the process without writing the job record",
                  strerror(error));
+}
+
+void shim_deadline_fork_prepare(void)
+{
+    fork_lock_before(&shim_worker_lock);
+}
+
+void shim_deadline_fork_parent(void)
+{
+    fork_lock_after_in_parent(&shim_worker_lock);
+}
+
+/* The worker thread is the parent's: a child that needs one starts its own
+ * (shim_worker_pid names the parent). */
+void shim_deadline_fork_child(void)
+{
+    fork_lock_after_in_child(&shim_worker_lock);
 }
 
 bool shim_deadline_has_worker(void)

@@ -11,6 +11,11 @@
  * process; outside any signal handler).  Without it the deadline still
  * ends the process, but cannot write the job record. */
 void shim_deadline_start_worker(void);
+/* Around fork (shim/fork_safety.c): the lock that guards starting the
+ * thread, taken before, given back in the parent, made anew in the child. */
+void shim_deadline_fork_prepare(void);
+void shim_deadline_fork_parent(void);
+void shim_deadline_fork_child(void);
 /* True when this process (not a forked copy of it) has that thread. */
 bool shim_deadline_has_worker(void);
 

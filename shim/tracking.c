@@ -82,7 +82,8 @@ static struct dataset_file *shim_register_dataset(const struct data_entry *entry
         statistical_epochs_note_train_file(&shim_session.epochs);
     if (file == NULL ||
         dataset_file_init(file, entry, absolute_path, map, (uint64_t)status->st_size,
-                          config->seed, config->num_replicas, config->replica_rank,
+                          __atomic_load_n(&config->seed, __ATOMIC_RELAXED),
+                          config->num_replicas, config->replica_rank,
                           error, sizeof error) != 0) {
         if (file != NULL)
             log_error("%s", error);

@@ -297,6 +297,26 @@ Test(mmap, a_transparent_view_maps_the_file_byte_for_byte)
     mmap_dataset_remove(&data);
 }
 
+/* munmap(view, its size) unmaps whole pages: the view is forgotten with
+ * the rest of its last page, so that memory the program maps there later
+ * is its own (an mremap of it once failed with EINVAL, "the memory holding
+ * a view"). */
+Test(mmap, memory_mapped_where_an_unmapped_view_was_is_the_programs_own)
+{
+    struct mmap_dataset data;
+    mmap_dataset_init(&data, 333);
+    struct rank_environment environment;
+    rank_environment_init(&environment, &data, 1, "");
+    struct run_result result;
+    run_probe(&result, "reuse", &data, "3", environment.variables, true);
+    cr_assert_eq(result.status, 0, "%s%s", result.out, result.err);
+    cr_expect_eq(harness_count_occurrences(result.out, "reuse mremap ok"), 3, "%s%s",
+                 result.out, result.err);
+    cr_expect_null(strstr(result.err, "refused"), "%s", result.err);
+    run_result_free(&result);
+    mmap_dataset_remove(&data);
+}
+
 Test(mmap, writable_mappings_fail_with_eacces)
 {
     struct mmap_dataset data;

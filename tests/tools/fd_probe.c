@@ -41,6 +41,14 @@
  *                commits CHECKPOINT (close, fclose, rename); every record
  *                read must be one of REFERENCE's (the same file at a path
  *                the shim leaves alone)
+ *   restore_race RECORD,HEADER CHECKPOINT  PATH is an eval file: CHECKPOINT
+ *                is committed (write, close), then one thread preads
+ *                random records of PATH while the main thread loads
+ *                CHECKPOINT (the restore of the snapshot just bound to it
+ *                sets every registered file's shuffle seed, which the
+ *                reads plan their copies with); prints "restore_race_loaded
+ *                1" once the load returned and "restore_race_ok 1" when
+ *                every record read was whole
  *   pipe         a pipe created in the number a data descriptor just freed
  *   rdwr         open(O_RDWR) and fopen("r+") of PATH: sizes and bytes seen
  *   dir          PATH is a directory: open, fstat, read, readdir, fopen, fread
@@ -57,6 +65,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -808,6 +817,77 @@ static void probe_mixed(const char *path, size_t record, size_t header, const ch
     free(bytes);
 }
 
+/* --- restore_race ------------------------------------------------------ */
+
+static int restore_race_stop;
+static long restore_race_reads;
+static int restore_race_failures;
+
+static long restore_race_reads_now(void)
+{
+    return __atomic_load_n(&restore_race_reads, __ATOMIC_ACQUIRE);
+}
+
+/* Waits, yielding, until the reader has read `reads` more times. */
+static void restore_race_wait_for_reads(long reads)
+{
+    long target = restore_race_reads_now() + reads;
+    while (restore_race_reads_now() < target)
+        sched_yield();
+}
+
+/* pread of one random whole record at a time until told to stop; every
+ * record must begin with an id below the record count. */
+static void *restore_race_reader(void *argument)
+{
+    const struct mixed_setup *setup = argument;
+    uint64_t state = 0x853c49e6748fea9bULL;
+    unsigned char buffer[4096];
+    int fd = open_or_die(setup->path, O_RDONLY);
+    while (!__atomic_load_n(&restore_race_stop, __ATOMIC_ACQUIRE)) {
+        uint64_t at = setup->header + (mixed_random(&state) % setup->record_count) * setup->record;
+        ssize_t n = pread(fd, buffer, setup->record, (off_t)at);
+        uint64_t id = 0;
+        if (n == (ssize_t)setup->record)
+            memcpy(&id, buffer, sizeof id);
+        if (n != (ssize_t)setup->record || id >= setup->record_count)
+            __atomic_add_fetch(&restore_race_failures, 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&restore_race_reads, 1, __ATOMIC_RELEASE);
+    }
+    close(fd);
+    return NULL;
+}
+
+static void probe_restore_race(const char *path, size_t record, size_t header,
+                               const char *checkpoint)
+{
+    int fd = open_or_die(path, O_RDONLY);
+    struct stat status;
+    if (fstat(fd, &status) != 0)
+        die("fstat");
+    close(fd);
+    struct mixed_setup setup = {.path = path, .record = record, .header = header,
+                                .record_count = ((uint64_t)status.st_size - header) / record};
+    if (setup.record_count == 0)
+        die("an empty view");
+    fd = open(checkpoint, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || write(fd, "weights\n", 8) != 8 || close(fd) != 0)
+        die("checkpoint commit");
+    pthread_t reader;
+    if (pthread_create(&reader, NULL, restore_race_reader, &setup) != 0)
+        die("pthread_create");
+    restore_race_wait_for_reads(200);
+    fd = open_or_die(checkpoint, O_RDONLY);
+    char loaded[16];
+    read_up_to(fd, loaded, sizeof loaded);
+    close(fd);
+    report("restore_race_loaded", 1);
+    restore_race_wait_for_reads(200);
+    __atomic_store_n(&restore_race_stop, 1, __ATOMIC_RELEASE);
+    pthread_join(reader, NULL);
+    report("restore_race_ok", restore_race_failures == 0);
+}
+
 static void probe_pipe(const char *path)
 {
     int fd = open_or_die(path, O_RDONLY);
@@ -926,13 +1006,13 @@ int main(int argc, char **argv)
      * the reuse cases rely on (the next open gets the lowest free number).
      * `mixed` keeps them: it relies on no numbering, and the shim's own
      * descriptors (its metrics file) must stay open for it. */
-    if (strcmp(name, "mixed") != 0)
+    if (strcmp(name, "mixed") != 0 && strcmp(name, "restore_race") != 0)
         for (int fd = 3; fd < 1024; fd++)
             close(fd);
     bool needs_other = strcmp(name, "reuse") == 0 || strcmp(name, "dup2") == 0 ||
                        strcmp(name, "close_range") == 0 || strcmp(name, "closefrom") == 0 ||
                        strcmp(name, "threads") == 0 || strcmp(name, "vfork") == 0 ||
-                       strcmp(name, "mixed") == 0 ||
+                       strcmp(name, "mixed") == 0 || strcmp(name, "restore_race") == 0 ||
                        strncmp(name, "reopen_after_", 13) == 0;
     if (needs_other && other == NULL) {
         fprintf(stderr, "fd_probe: %s needs a third argument\n", name);
@@ -971,6 +1051,17 @@ int main(int argc, char **argv)
             return 2;
         }
         probe_mixed(path, record, header, argv[4], argv[5]);
+    }
+    else if (strcmp(name, "restore_race") == 0) {
+        char *comma;
+        size_t record = strtoul(other, &comma, 10);
+        size_t header = *comma == ',' ? strtoul(comma + 1, NULL, 10) : 0;
+        if (argc < 5 || record < 8 || record > 4096 || header > 4096) {
+            fprintf(stderr, "fd_probe: restore_race expects RECORD,HEADER (RECORD 8..4096, "
+                            "HEADER at most 4096) and CHECKPOINT\n");
+            return 2;
+        }
+        probe_restore_race(path, record, header, argv[4]);
     }
     else if (strcmp(name, "pipe") == 0) probe_pipe(path);
     else if (strcmp(name, "rdwr") == 0) probe_rdwr(path);

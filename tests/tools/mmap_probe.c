@@ -17,12 +17,19 @@
  *                  "window bytes B hash H zeros Z" instead of records: B the
  *                  bytes before the view's end, H their hash, Z "yes" when
  *                  the rest of the mapping's last page reads as zeros
+ *   reuse          private, then after munmap(map, size) an anonymous page
+ *                  of the program's own is mapped where the view's last
+ *                  page was, and
+ *                  grown with mremap: prints "reuse mremap ok", or "reuse
+ *                  mremap failed: ERRNO-NAME" (the memory is no view any
+ *                  more, whatever the unmapped length's last page held)
  * A failing mmap prints "mmap failed: ERRNO-NAME" and exits with status 3;
  * other errors exit 1, usage 2. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,6 +117,27 @@ static void probe_window(const char *path, int fd, size_t size)
         fail("munmap of", path);
 }
 
+/* The program's own anonymous page where a view was mapped and unmapped:
+ * growing it is none of the shim's business. */
+static void probe_reuse(void *where)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    void *own = mmap(where, (size_t)page, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (own == MAP_FAILED || own != where) {
+        printf("reuse mmap failed: %s\n", errno_name(errno));
+        exit(3);
+    }
+    void *grown = mremap(own, (size_t)page, 2 * (size_t)page, MREMAP_MAYMOVE);
+    if (grown == MAP_FAILED) {
+        printf("reuse mremap failed: %s\n", errno_name(errno));
+        munmap(own, (size_t)page);
+        return;
+    }
+    printf("reuse mremap ok\n");
+    munmap(grown, 2 * (size_t)page);
+}
+
 static void probe_pass(const char *mode, const char *path, unsigned pass, size_t header,
                        size_t record)
 {
@@ -123,11 +151,15 @@ static void probe_pass(const char *mode, const char *path, unsigned pass, size_t
     if (strcmp(mode, "window") == 0) {
         probe_window(path, fd, size);
     } else if (size > 0) {
-        unsigned char *map = map_or_exit(mode, size, fd, 0);
+        bool reuse = strcmp(mode, "reuse") == 0;
+        unsigned char *map = map_or_exit(reuse ? "private" : mode, size, fd, 0);
         printf("pass %u size %zu hash %016" PRIx64 "\n", pass, size, fnv1a(map, size));
         print_records(map, size, header, record);
         if (munmap(map, size) != 0)
             fail("munmap of", path);
+        long page = sysconf(_SC_PAGESIZE);
+        if (reuse)
+            probe_reuse(map + (size - 1) / (size_t)page * (size_t)page);
     }
     close(fd);
 }

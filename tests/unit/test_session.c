@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <ftw.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -708,4 +709,103 @@ Test(session, a_train_record_delivered_is_one_of_a_train_file)
     cr_expect(session_train_record_delivered(&session), "and stays delivered in the next pass");
     view_cursor_close(&cursor);
     release_files(&session);
+}
+
+/* --- one restore, whichever threads load checkpoints at once ---------------- */
+
+#define RESTORE_RACE_ROUNDS 300
+/* Eval files registered in the restarted session: deciding that no train
+ * record was delivered looks at each of them, which keeps the two loads
+ * side by side long enough to meet. */
+#define RESTORE_RACE_FILES 400
+
+struct restore_race {
+    struct runtime_session *session;
+    const char *path;
+    const struct content_identity *identity;
+    pthread_barrier_t *start;
+    int status;
+};
+
+static void *restore_race_load(void *argument)
+{
+    struct restore_race *race = argument;
+    char error[512] = "";
+    pthread_barrier_wait(race->start);
+    race->status = session_restore_checkpoint(race->session, race->path, race->identity, error,
+                                              sizeof error);
+    return NULL;
+}
+
+/* A session lives as long as its process and has no teardown: what a
+ * restore left pending goes here. */
+static void free_restored_positions(struct runtime_session *session)
+{
+    for (size_t i = 0; i < session->registry.pending_count; i++)
+        free(session->registry.pending[i].position.name);
+    free(session->registry.pending);
+    session->registry.pending = NULL;
+    session->registry.pending_count = 0;
+}
+
+/* Two threads load checkpoint shards at the same moment; returns how many
+ * restored. */
+static unsigned restore_race_round(struct runtime_session *session, const char *path,
+                                   const struct content_identity *identity)
+{
+    pthread_barrier_t start;
+    cr_assert_eq(pthread_barrier_init(&start, NULL, 2), 0);
+    struct restore_race races[2];
+    pthread_t threads[2];
+    for (int i = 0; i < 2; i++) {
+        races[i] = (struct restore_race){session, path, identity, &start, -2};
+        cr_assert_eq(pthread_create(&threads[i], NULL, restore_race_load, &races[i]), 0);
+    }
+    for (int i = 0; i < 2; i++)
+        pthread_join(threads[i], NULL);
+    pthread_barrier_destroy(&start);
+    cr_assert(races[0].status >= 0 && races[1].status >= 0, "%d %d", races[0].status,
+              races[1].status);
+    return (races[0].status == 0) + (races[1].status == 0);
+}
+
+/* A trainer that loads its checkpoint shards on several threads at once:
+ * exactly one load restores, the other finds the restore taken.
+ * Regression: the flag was a plain bool, read and then set, so both could
+ * restore.  (Each round starts the same session afresh.) */
+Test(session, two_threads_loading_checkpoints_at_once_restore_once)
+{
+    struct session_fixture fixture;
+    fixture_init(&fixture);
+    cr_assert_eq(commit(&fixture, "ck1", "weights of step 10"), 0);
+    char *path = path_in(fixture.work, "ck1");
+    struct content_identity identity;
+    cr_assert_eq(content_identity_of_path(path, &identity), 0);
+    struct runtime_session restarted;
+    session_init(&restarted);
+    restarted.config.checkpoint_path = strdup(fixture.state);
+    restarted.config.num_replicas = 1;
+    static unsigned char bytes[RESTORE_RACE_FILES][SESSION_RECORD * SESSION_RECORDS];
+    static struct data_entry entries[RESTORE_RACE_FILES];
+    for (unsigned i = 0; i < RESTORE_RACE_FILES; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "/data/eval%u.bin", i);
+        register_file(&restarted, &entries[i], name, bytes[i], DATA_ROLE_EVAL, 10 + i);
+    }
+    unsigned both_restored = 0, none_restored = 0;
+    for (unsigned round = 0; round < RESTORE_RACE_ROUNDS; round++) {
+        __atomic_store_n(&restarted.restore_attempted, false, __ATOMIC_SEQ_CST);
+        unsigned restored = restore_race_round(&restarted, path, &identity);
+        both_restored += restored == 2;
+        none_restored += restored == 0;
+    }
+    cr_expect_eq(both_restored, 0, "both threads restored in %u of %u rounds", both_restored,
+                 RESTORE_RACE_ROUNDS);
+    cr_expect_eq(none_restored, 0, "neither restored in %u of %u rounds", none_restored,
+                 RESTORE_RACE_ROUNDS);
+    free_restored_positions(&restarted);
+    release_files(&restarted);
+    config_free(&restarted.config);
+    free(path);
+    fixture_free(&fixture);
 }
