@@ -280,30 +280,53 @@ static int capture_loop(const struct data_loop *loop, struct snapshot_loop *save
     return 0;
 }
 
+/* The snapshot keeps a copy of its own: the memory a buffer or a save
+ * callback points at stays the trainer's, which may be static, on its
+ * stack or reused at the next save (adaptdl.h). */
+static int capture_copy_bytes(const void *bytes, size_t size, struct snapshot_named_bytes *saved,
+                              char *error, size_t error_size)
+{
+    saved->bytes = malloc(size ? size : 1);
+    if (saved->bytes == NULL)
+        return cooperative_out_of_memory(error, error_size, "saving registered state");
+    if (size > 0)
+        memcpy(saved->bytes, bytes, size);
+    saved->size = size;
+    return 0;
+}
+
+/* Calls a save callback and copies what it hands back; the library never
+ * frees the callback's bytes (a static or caller-owned buffer used to be
+ * freed at the commit and abort the process). */
+static int capture_callback_bytes(const struct registered_state *registered,
+                                  struct snapshot_named_bytes *saved, char *error,
+                                  size_t error_size)
+{
+    void *bytes = NULL;
+    size_t size = 0;
+    if (registered->save(registered->context, &bytes, &size) != 0) {
+        return error_message(error, error_size,
+                             "registered state \"%s\": its save callback failed",
+                             registered->name);
+    }
+    if (bytes == NULL && size > 0) {
+        return error_message(error, error_size,
+                             "registered state \"%s\": its save callback gave %zu bytes but "
+                             "no pointer to them; accepted: a pointer to size bytes, or size 0",
+                             registered->name, size);
+    }
+    return capture_copy_bytes(bytes, size, saved, error, error_size);
+}
+
 static int capture_registered(const struct registered_state *registered,
                               struct snapshot_named_bytes *saved, char *error, size_t error_size)
 {
     saved->name = strdup(registered->name);
     if (saved->name == NULL)
         return cooperative_out_of_memory(error, error_size, "saving registered state");
-    if (registered->save != NULL) {
-        void *bytes = NULL;
-        size_t size = 0;
-        if (registered->save(registered->context, &bytes, &size) != 0) {
-            return error_message(error, error_size,
-                                 "registered state \"%s\": its save callback failed",
-                                 registered->name);
-        }
-        saved->bytes = bytes;
-        saved->size = bytes ? size : 0;
-        return 0;
-    }
-    saved->bytes = malloc(registered->size ? registered->size : 1);
-    if (saved->bytes == NULL)
-        return cooperative_out_of_memory(error, error_size, "saving registered state");
-    memcpy(saved->bytes, registered->buffer, registered->size);
-    saved->size = registered->size;
-    return 0;
+    if (registered->save != NULL)
+        return capture_callback_bytes(registered, saved, error, error_size);
+    return capture_copy_bytes(registered->buffer, registered->size, saved, error, error_size);
 }
 
 int cooperative_state_capture(struct cooperative_state *state, struct adaptdl_snapshot *snapshot,

@@ -23,7 +23,9 @@
 
 /* State the trainer registered.  Buffer form: `buffer` of `size` bytes is
  * saved and, at a restore, overwritten (sizes must match).  Callback form:
- * save returns malloc'd bytes, load gets them back. */
+ * save points *bytes at memory that stays the trainer's (the capture copies
+ * it and never frees it), load gets a copy back that is valid during the
+ * call only. */
 struct registered_state {
     char *name;
     void *buffer;

@@ -117,7 +117,17 @@ const char *adaptdl_accumulator_key(const adaptdl_accumulator *accumulator, size
  * Registered state is saved in the snapshot of every checkpoint commit and
  * restored with it.  adaptdl_synchronize_states sums every accumulator's
  * pending updates over the replicas (a collective): call it on every
- * replica before the checkpoint commit that should carry them. */
+ * replica before the checkpoint commit that should carry them.
+ *
+ * Ownership: a registered buffer stays the trainer's; it is read at each
+ * commit and overwritten at a restore.  A save callback returns 0 and
+ * points *bytes at *size bytes that stay the trainer's: static memory, a
+ * member of the context, or memory it allocated (free it yourself, e.g. at
+ * the next save call); the library copies them as soon as save returns
+ * and never frees them.  A nonzero return, or *size > 0 with *bytes NULL,
+ * fails the checkpoint commit.  The load callback gets the saved bytes
+ * for the duration of the call only (copy what you keep) and returns 0, or
+ * nonzero to refuse them. */
 int adaptdl_register_buffer(const char *name, void *buffer, size_t size);
 int adaptdl_register_callbacks(const char *name,
                                int (*save)(void *context, void **bytes, size_t *size),

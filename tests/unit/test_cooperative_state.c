@@ -138,10 +138,11 @@ Test(cooperative_state, objects_created_after_the_restore_take_it_by_name)
 static int saved_calls, loaded_calls;
 static char loaded[16];
 
+/* The context is a string literal: the bytes handed out stay the caller's. */
 static int save_text(void *context, void **bytes, size_t *size)
 {
     saved_calls++;
-    *bytes = strdup(context);
+    *bytes = context;
     *size = strlen(context) + 1;
     return 0;
 }
@@ -184,6 +185,97 @@ Test(cooperative_state, callbacks_come_back_and_a_buffer_of_another_size_is_refu
     cr_expect_eq(cooperative_state_register(&state, &other, error, sizeof error), -1);
     cr_expect_not_null(strstr(error, "24 bytes but the restored snapshot holds 16"), "%s",
                        error);
+    snapshot_free(&snapshot);
+    cooperative_state_free(&state);
+}
+
+/* A save callback's bytes stay the trainer's (adaptdl.h): static memory and
+ * a buffer the trainer keeps and reuses are copied at each capture, never
+ * freed by the library (freeing them aborted the process at the commit);
+ * bytes without a pointer fail the capture with a message. */
+static const char static_state[] = "static optimizer state";
+
+static int save_static(void *context, void **bytes, size_t *size)
+{
+    (void)context;
+    *bytes = (void *)static_state;
+    *size = sizeof static_state;
+    return 0;
+}
+
+struct owned_buffer {
+    char bytes[32];
+    unsigned saves;
+};
+
+static int save_owned(void *context, void **bytes, size_t *size)
+{
+    struct owned_buffer *owned = context;
+    owned->saves++;
+    snprintf(owned->bytes, sizeof owned->bytes, "save %u", owned->saves);
+    *bytes = owned->bytes;
+    *size = strlen(owned->bytes) + 1;
+    return 0;
+}
+
+static int save_no_pointer(void *context, void **bytes, size_t *size)
+{
+    (void)context;
+    *bytes = NULL;
+    *size = 8;
+    return 0;
+}
+
+static int load_nothing(void *context, const void *bytes, size_t size)
+{
+    (void)context, (void)bytes, (void)size;
+    return 0;
+}
+
+static void capture_encode_and_free(struct cooperative_state *state, const char *first_name,
+                                    const char *first_bytes)
+{
+    struct adaptdl_snapshot snapshot = {0};
+    snapshot.version = STATE_FORMAT_VERSION;
+    char error[256] = "";
+    cr_assert_eq(cooperative_state_capture(state, &snapshot, error, sizeof error), 0, "%s",
+                 error);
+    cr_assert_eq(snapshot.registered_count, 2);
+    cr_expect_str_eq(snapshot.registered[0].name, first_name);
+    cr_expect_str_eq((const char *)snapshot.registered[0].bytes, first_bytes);
+    void *encoded;
+    size_t size;
+    cr_assert_eq(snapshot_encode(&snapshot, &encoded, &size), 0);
+    free(encoded);
+    snapshot_free(&snapshot);   /* frees the copies only */
+}
+
+Test(cooperative_state, save_callback_bytes_stay_the_callers_and_are_copied)
+{
+    struct cooperative_state state;
+    cooperative_state_init(&state);
+    char error[256] = "";
+    struct owned_buffer owned = {.saves = 0};
+    struct registered_state fixed = {.name = "fixed", .save = save_static,
+                                     .load = load_nothing};
+    struct registered_state reused = {.name = "reused", .save = save_owned,
+                                      .load = load_nothing, .context = &owned};
+    cr_assert_eq(cooperative_state_register(&state, &fixed, error, sizeof error), 0);
+    cr_assert_eq(cooperative_state_register(&state, &reused, error, sizeof error), 0);
+    capture_encode_and_free(&state, "fixed", static_state);
+    capture_encode_and_free(&state, "fixed", static_state);
+    cr_expect_eq(owned.saves, 2, "one save per capture");
+    cr_expect_str_eq(owned.bytes, "save 2", "the caller's buffer is left as it wrote it");
+    cr_expect_str_eq(static_state, "static optimizer state");
+
+    struct registered_state broken = {.name = "broken", .save = save_no_pointer,
+                                      .load = load_nothing};
+    cr_assert_eq(cooperative_state_register(&state, &broken, error, sizeof error), 0);
+    struct adaptdl_snapshot snapshot = {0};
+    cr_expect_eq(cooperative_state_capture(&state, &snapshot, error, sizeof error), -1);
+    cr_expect_not_null(strstr(error, "\"broken\": its save callback gave 8 bytes but no "
+                                     "pointer"), "%s", error);
+    cr_expect_null(strchr(error, '\n'), "one line");
     snapshot_free(&snapshot);
     cooperative_state_free(&state);
 }
