@@ -1,10 +1,12 @@
-/* cooperative_state.c - the cooperative API's state in bound snapshots (see
+/* cooperative_state.c - the cooperative API's state in bound snapshots, and
+ * the epoch loop kept apart from open data loop iterations (see
  * cooperative_state.h).  Callers hold state->lock, except around init and
  * free. */
 #include "cooperative_state.h"
 #include "error_message.h"
 #include "growable_array.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -209,6 +211,57 @@ void cooperative_state_remove_accumulator(struct cooperative_state *state,
                                           struct accumulator *accumulator)
 {
     tracked_list_remove(&state->accumulator_list, accumulator);
+}
+
+/* --- the epoch loop -------------------------------------------------------------------- */
+
+/* -1 with a message naming the open iteration and what was asked (`what`,
+ * e.g. "epoch 2 cannot end"), or 0 when no data loop is being iterated. */
+static int cooperative_refuse_open_iteration(const struct cooperative_state *state,
+                                             const char *what, char *error, size_t error_size)
+{
+    const struct data_loop *open = state->loops.current;
+    if (open == NULL)
+        return 0;
+    return error_message(error, error_size,
+                         "%s while %s is being iterated: an iteration may not stay open "
+                         "across epochs; finish it (its batch requests return 0) or leave it "
+                         "(break) first",
+                         what, open->name);
+}
+
+int64_t cooperative_state_begin_epochs(struct cooperative_state *state, int64_t end,
+                                       char *error, size_t error_size)
+{
+    state->used = true;
+    if (cooperative_refuse_open_iteration(state, "an epoch loop cannot begin", error,
+                                          error_size) != 0)
+        return EPOCH_LOOP_ERROR;
+    return epoch_loop_begin(&state->epochs, end, error, error_size);
+}
+
+int64_t cooperative_state_next_epoch(struct cooperative_state *state, char *error,
+                                     size_t error_size)
+{
+    char what[64];
+    snprintf(what, sizeof what, "epoch %lld cannot end", (long long)state->epochs.current);
+    if (state->epochs.running &&
+        cooperative_refuse_open_iteration(state, what, error, error_size) != 0)
+        return EPOCH_LOOP_ERROR;
+    return epoch_loop_next(&state->epochs);
+}
+
+int cooperative_state_leave_epochs(struct cooperative_state *state, char *error,
+                                   size_t error_size)
+{
+    char what[64];
+    snprintf(what, sizeof what, "the epoch loop cannot be left in epoch %lld",
+             (long long)state->epochs.current);
+    if (state->epochs.running &&
+        cooperative_refuse_open_iteration(state, what, error, error_size) != 0)
+        return -1;
+    epoch_loop_leave(&state->epochs);
+    return 0;
 }
 
 int cooperative_state_synchronize(struct cooperative_state *state, char *error,

@@ -107,6 +107,19 @@ void cooperative_state_remove_loop(struct cooperative_state *state, struct data_
 void cooperative_state_remove_accumulator(struct cooperative_state *state,
                                           struct accumulator *accumulator);
 
+/* The epoch loop (epoch_loop.h), refused while a data loop is being
+ * iterated: an iteration may not stay open across an epoch boundary (it
+ * would carry its epoch's position and records into the next), so
+ * beginning, ending or leaving an epoch then fails with a message and
+ * changes nothing.  Begin and next return the epoch as epoch_loop_begin
+ * and epoch_loop_next do, or EPOCH_LOOP_ERROR; leave returns 0 or -1. */
+int64_t cooperative_state_begin_epochs(struct cooperative_state *state, int64_t end,
+                                       char *error, size_t error_size);
+int64_t cooperative_state_next_epoch(struct cooperative_state *state, char *error,
+                                     size_t error_size);
+int cooperative_state_leave_epochs(struct cooperative_state *state, char *error,
+                                   size_t error_size);
+
 /* Sums every accumulator's pending updates over the replicas (a collective,
  * AdaptDL's State.sync before a checkpoint): every replica calls it before
  * the trainer commits the checkpoint that should carry them. */

@@ -44,10 +44,17 @@ unsigned adaptdl_num_restarts(void);
  *          e = adaptdl_next_epoch()) { ... }
  * After a restart the loop starts at the first epoch not finished.  Leave a
  * loop early (break) with adaptdl_leave_epoch_loop(): the current epoch then
- * counts as finished, as AdaptDL's does. */
+ * counts as finished, as AdaptDL's does.
+ *
+ * A data loop iteration may not stay open across epochs: while one is
+ * being iterated (adaptdl_loop_begin without the end of its batches or
+ * adaptdl_loop_break), beginning the epoch loop, the next epoch and leaving
+ * the loop fail (ADAPTDL_ERROR, or -1 for leave) and change nothing; the
+ * message is also logged, since the loop above then simply ends.
+ * Beginning a second epoch loop inside a running one fails too. */
 int64_t adaptdl_remaining_epochs_until(int64_t end);
 int64_t adaptdl_next_epoch(void);
-void adaptdl_leave_epoch_loop(void);
+int adaptdl_leave_epoch_loop(void);
 int64_t adaptdl_current_epoch(void);
 int64_t adaptdl_finished_epochs(void);
 

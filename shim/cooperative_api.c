@@ -15,6 +15,7 @@
 
 #include "adaptdl.h"
 #include "cooperative_host.h"
+#include "log.h"
 #include "replica_collective.h"
 #include "sysio.h"
 
@@ -83,27 +84,43 @@ API unsigned adaptdl_num_restarts(void)
 
 /* --- epochs --------------------------------------------------------------------- */
 
+/* The documented epoch loop, `for (e = ...; e >= 0; e = adaptdl_next_epoch())`,
+ * ends quietly on ADAPTDL_ERROR: a refused epoch call is logged as well, so
+ * that a trainer that never reads adaptdl_last_error still learns why its
+ * epochs stopped. */
+static void api_log_epoch_refusal(void)
+{
+    log_error("%s", api_error);
+}
+
 API int64_t adaptdl_remaining_epochs_until(int64_t end)
 {
     struct cooperative_state *state = api_lock();
-    int64_t epoch = epoch_loop_begin(&state->epochs, end, api_error, sizeof api_error);
+    int64_t epoch = cooperative_state_begin_epochs(state, end, api_error, sizeof api_error);
     api_unlock(state);
+    if (epoch == ADAPTDL_ERROR)
+        api_log_epoch_refusal();
     return epoch;
 }
 
 API int64_t adaptdl_next_epoch(void)
 {
     struct cooperative_state *state = api_lock();
-    int64_t epoch = epoch_loop_next(&state->epochs);
+    int64_t epoch = cooperative_state_next_epoch(state, api_error, sizeof api_error);
     api_unlock(state);
+    if (epoch == ADAPTDL_ERROR)
+        api_log_epoch_refusal();
     return epoch;
 }
 
-API void adaptdl_leave_epoch_loop(void)
+API int adaptdl_leave_epoch_loop(void)
 {
     struct cooperative_state *state = api_lock();
-    epoch_loop_leave(&state->epochs);
+    int status = cooperative_state_leave_epochs(state, api_error, sizeof api_error);
     api_unlock(state);
+    if (status != 0)
+        api_log_epoch_refusal();
+    return status;
 }
 
 /* A copy of the epoch loop, taken under the lock, for the two queries. */

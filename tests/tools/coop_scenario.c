@@ -11,7 +11,8 @@
  *       5 with 4 (local 3) and 2 with 2 (local 5); set, remove and clear of
  *       keys; misuse errors.
  *   coop_scenario epochs CHECKPOINT
- *       epoch_test: 10 epochs, a restart in epoch 5 continues at epoch 5.
+ *       epoch_test: 10 epochs, a restart in epoch 5 continues at epoch 5;
+ *       a data loop iteration left open is refused at the epoch's end.
  *
  * A "restart" is a checkpoint (adaptdl_synchronize_states on every rank, then
  * rank 0 writes CHECKPOINT.tmp and renames it onto CHECKPOINT) and exit 0;
@@ -168,6 +169,21 @@ static void accumulator_and_loop(const char *checkpoint)
     adaptdl_accumulator_destroy(accumulator);
 }
 
+/* An iteration may not stay open across epochs: with one open, the next
+ * epoch and leaving the epoch loop fail and change nothing. */
+static void iteration_left_open(adaptdl_loop *probe, int64_t epoch)
+{
+    uint64_t indices[4];
+    expect(adaptdl_loop_begin(probe) == 1, "probe begin: %s", adaptdl_last_error());
+    expect(adaptdl_loop_next(probe, indices, 4) > 0, "probe batch: %s", adaptdl_last_error());
+    expect(adaptdl_next_epoch() == ADAPTDL_ERROR &&
+               strstr(adaptdl_last_error(), "may not stay open across epochs"),
+           "the next epoch with an open iteration is refused: %s", adaptdl_last_error());
+    expect(adaptdl_leave_epoch_loop() == -1, "leaving with an open iteration is refused");
+    expect(adaptdl_current_epoch() == epoch, "still in epoch %" PRId64, epoch);
+    adaptdl_loop_break(probe);
+}
+
 static void epochs(const char *checkpoint)
 {
     unsigned restarts = adaptdl_num_restarts();
@@ -176,6 +192,8 @@ static void epochs(const char *checkpoint)
     expect(adaptdl_finished_epochs() == first, "finished %" PRId64 ", expected %" PRId64,
            adaptdl_finished_epochs(), first);
     int64_t expected = first;
+    adaptdl_loop *probe = adaptdl_loop_create(8, 2, false);
+    expect(probe != NULL, "create: %s", adaptdl_last_error());
     for (int64_t epoch = adaptdl_remaining_epochs_until(10); epoch >= 0;
          epoch = adaptdl_next_epoch()) {
         expect(epoch == expected, "epoch %" PRId64 ", expected %" PRId64, epoch, expected);
@@ -186,8 +204,10 @@ static void epochs(const char *checkpoint)
                "overlapping epoch loops are refused");
         if (restarts == 0 && epoch == 5)
             restart(checkpoint, 5);
+        iteration_left_open(probe, epoch);
         expected++;
     }
+    adaptdl_loop_destroy(probe);
     expect(expected == 10, "ran up to epoch %" PRId64, expected - 1);
     expect(adaptdl_current_epoch() == ADAPTDL_NONE, "no epoch after the loop");
 }

@@ -470,3 +470,59 @@ Test(cooperative_state, synchronize_reports_a_failing_collective)
     accumulator_free(&second);
     cooperative_state_free(&state);
 }
+
+/* An iteration may not stay open across epochs: with a data loop being
+ * iterated, the next epoch, leaving the epoch loop and beginning one are
+ * refused with a one-line message naming the loop, and nothing changes;
+ * once the iteration is left, the same calls go through.  (The next epoch
+ * used to be entered with the iteration still open.) */
+Test(cooperative_state, an_iteration_left_open_across_epochs_is_refused)
+{
+    struct cooperative_state state;
+    cooperative_state_init(&state);
+    char error[256] = "";
+    struct data_loop loop;
+    cr_assert_eq(data_loop_create(&state.loops, &loop, -1, 20, 4, false, 0, error,
+                                  sizeof error), 0, "%s", error);
+    cr_assert_eq(cooperative_state_add_loop(&state, &loop, error, sizeof error), 0);
+    cr_assert_eq(cooperative_state_begin_epochs(&state, 3, error, sizeof error), 0);
+    bool skipped;
+    uint64_t indices[4];
+    cr_assert_eq(data_loop_begin(&state.loops, &loop, 0, 1, 0, &skipped, error, sizeof error),
+                 0);
+    cr_assert_eq(data_loop_next_batch(&state.loops, &loop, indices, 4, error, sizeof error), 4);
+
+    cr_expect_eq(cooperative_state_next_epoch(&state, error, sizeof error), EPOCH_LOOP_ERROR);
+    cr_expect_not_null(strstr(error, "epoch 0 cannot end while adaptdl-dataloader-epochNone-0 "
+                                     "is being iterated"), "%s", error);
+    cr_expect_null(strchr(error, '\n'), "one line");
+    cr_expect_eq(state.epochs.current, 0, "still in epoch 0");
+    cr_expect_eq(state.epochs.finished, 0);
+    cr_expect_eq(state.loops.current, &loop, "the iteration is still open");
+    error[0] = '\0';
+    cr_expect_eq(cooperative_state_leave_epochs(&state, error, sizeof error), -1);
+    cr_expect_not_null(strstr(error, "cannot be left in epoch 0"), "%s", error);
+    cr_expect(state.epochs.running);
+
+    data_loop_leave(&state.loops, &loop);
+    cr_expect_eq(cooperative_state_next_epoch(&state, error, sizeof error), 1);
+    cr_expect_eq(cooperative_state_leave_epochs(&state, error, sizeof error), 0);
+    cr_expect_eq(state.epochs.finished, 2);
+
+    /* an iteration outside epochs cannot run into an epoch loop either */
+    cr_assert_eq(data_loop_begin(&state.loops, &loop, -1, 1, 0, &skipped, error, sizeof error),
+                 0);
+    error[0] = '\0';
+    cr_expect_eq(cooperative_state_begin_epochs(&state, 3, error, sizeof error),
+                 EPOCH_LOOP_ERROR);
+    cr_expect_not_null(strstr(error, "an epoch loop cannot begin while"), "%s", error);
+    cr_expect(!state.epochs.running);
+    data_loop_leave(&state.loops, &loop);
+    cr_expect_eq(cooperative_state_begin_epochs(&state, 3, error, sizeof error), 2);
+    cr_expect_eq(cooperative_state_next_epoch(&state, error, sizeof error), EPOCH_LOOP_NONE);
+    cr_expect_eq(cooperative_state_next_epoch(&state, error, sizeof error), EPOCH_LOOP_NONE,
+                 "outside a loop: nothing to end");
+    cr_expect_eq(cooperative_state_leave_epochs(&state, error, sizeof error), 0);
+    data_loop_free(&loop);
+    cooperative_state_free(&state);
+}
