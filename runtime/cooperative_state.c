@@ -485,6 +485,57 @@ static int restore_copy(struct cooperative_state *state, const struct adaptdl_sn
     return 0;
 }
 
+/* The snapshot's epoch-bound part (finished epochs, progress, loops and
+ * accumulators) only makes sense from the start of the epoch loop: once it
+ * began, the epochs already run would not be skipped, and a loop's saved
+ * index or an accumulator's results from a later epoch would leak into the
+ * epoch running now.  So a restore that comes after the epoch loop began
+ * applies only the registered state (the trainer's own, which goes with
+ * the model it just loaded) and says so in one line. */
+static bool restore_comes_too_late(const struct cooperative_state *state,
+                                   const struct adaptdl_snapshot *snapshot)
+{
+    if (!state->epochs.begun)
+        return false;
+    char position[64];
+    if (state->epochs.running)
+        snprintf(position, sizeof position, "(in epoch %lld)", (long long)state->epochs.current);
+    else
+        snprintf(position, sizeof position, "(and ended with %lld epochs finished)",
+                 (long long)state->epochs.finished);
+    log_error("restore: checkpoint %s was loaded after the epoch loop began %s: its %llu "
+              "finished epochs, data loops and accumulators are not applied, so epochs that "
+              "were finished run again (only its registered state is restored); load the "
+              "checkpoint before adaptdl_remaining_epochs_until",
+              snapshot->checkpoint_path && snapshot->checkpoint_path[0] != '\0'
+                  ? snapshot->checkpoint_path
+                  : "(unnamed)",
+              position,
+              (unsigned long long)snapshot->finished_epochs);
+    return true;
+}
+
+/* Drops the restored loops and accumulators (a late restore), keeping the
+ * registered bytes for state registered from now on. */
+static void cooperative_state_forget_restored_epoch_objects(struct cooperative_state *state)
+{
+    struct cooperative_restored kept = {.registered = state->restored.registered,
+                                        .registered_count = state->restored.registered_count};
+    state->restored.registered = NULL;
+    state->restored.registered_count = 0;
+    cooperative_state_forget_restored(state);
+    state->restored = kept;
+}
+
+static int cooperative_apply_registered_all(struct cooperative_state *state, char *error,
+                                            size_t error_size)
+{
+    for (size_t i = 0; i < state->registered_count; i++)
+        if (cooperative_apply_registered(state, &state->registered[i], error, error_size) != 0)
+            return -1;
+    return 0;
+}
+
 int cooperative_state_restore(struct cooperative_state *state,
                               const struct adaptdl_snapshot *snapshot, char *error,
                               size_t error_size)
@@ -496,11 +547,11 @@ int cooperative_state_restore(struct cooperative_state *state,
         cooperative_state_forget_restored(state);
         return cooperative_out_of_memory(error, error_size, "restoring the cooperative state");
     }
-    if (state->epochs.running)
-        log_warn("restore: an epoch loop is running (epoch %lld); its count of finished "
-                 "epochs is left as it is", (long long)state->epochs.current);
-    else
-        state->epochs.finished = (int64_t)snapshot->finished_epochs;
+    if (restore_comes_too_late(state, snapshot)) {
+        cooperative_state_forget_restored_epoch_objects(state);
+        return cooperative_apply_registered_all(state, error, error_size);
+    }
+    state->epochs.finished = (int64_t)snapshot->finished_epochs;
     state->progress = snapshot->cooperative_progress;
     for (size_t i = 0; i < state->loop_list.count; i++)
         if (cooperative_apply_loop(state, state->loop_list.items[i]) != 0)
@@ -508,9 +559,8 @@ int cooperative_state_restore(struct cooperative_state *state,
     for (size_t i = 0; i < state->accumulator_list.count; i++)
         if (cooperative_apply_accumulator(state, state->accumulator_list.items[i]) != 0)
             return cooperative_out_of_memory(error, error_size, "restoring an accumulator");
-    for (size_t i = 0; i < state->registered_count; i++)
-        if (cooperative_apply_registered(state, &state->registered[i], error, error_size) != 0)
-            return -1;
+    if (cooperative_apply_registered_all(state, error, error_size) != 0)
+        return -1;
     log_debug("restore: cooperative state with %llu finished epochs, %zu loops, %zu "
               "accumulators, %zu registered states", (unsigned long long)snapshot->finished_epochs,
               snapshot->loop_count, snapshot->accumulator_count, snapshot->registered_count);

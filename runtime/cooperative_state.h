@@ -130,10 +130,12 @@ int cooperative_state_synchronize(struct cooperative_state *state, char *error,
  * API was never used).  -1 with a message on failure. */
 int cooperative_state_capture(struct cooperative_state *state, struct adaptdl_snapshot *snapshot,
                               char *error, size_t error_size);
-/* Applies a restored snapshot's cooperative fields: the finished epochs
- * (unless an epoch loop runs), every existing object of a saved name, and
- * keeps the rest for objects created later.  -1 with a message when
- * restored state does not fit. */
+/* Applies a restored snapshot's cooperative fields: the finished epochs,
+ * every existing object of a saved name, and keeps the rest for objects
+ * created later.  A restore after the epoch loop began in this run applies
+ * only the registered state, with an error line (the checkpoint must be
+ * loaded before the epoch loop).  -1 with a message when restored state
+ * does not fit. */
 int cooperative_state_restore(struct cooperative_state *state,
                               const struct adaptdl_snapshot *snapshot, char *error,
                               size_t error_size);

@@ -10,6 +10,7 @@ void epoch_loop_init(struct epoch_loop *loop)
     loop->current = EPOCH_LOOP_NONE;
     loop->end = 0;
     loop->running = false;
+    loop->begun = false;
 }
 
 static int64_t epoch_loop_enter_next(struct epoch_loop *loop)
@@ -33,6 +34,7 @@ int64_t epoch_loop_begin(struct epoch_loop *loop, int64_t end, char *error, size
         return EPOCH_LOOP_ERROR;
     }
     loop->running = true;
+    loop->begun = true;
     loop->end = end;
     return epoch_loop_enter_next(loop);
 }

@@ -23,6 +23,9 @@ struct epoch_loop {
     int64_t current;             /* EPOCH_LOOP_NONE outside a loop */
     int64_t end;                 /* exclusive bound of the running loop */
     bool running;
+    /* an epoch loop began in this run: the finished epochs are in use, and
+     * a restore may no longer replace them (cooperative_state_restore) */
+    bool begun;
 };
 
 void epoch_loop_init(struct epoch_loop *loop);

@@ -356,6 +356,26 @@ int session_prepare_state_directory(struct runtime_session *session, char *error
     return -1;
 }
 
+bool session_describe_unloaded_snapshots(struct runtime_session *session, char *message,
+                                         size_t message_size)
+{
+    const char *directory = session->config.checkpoint_path;
+    if (directory == NULL || __atomic_load_n(&session->restore_attempted, __ATOMIC_RELAXED))
+        return false;
+    struct adaptdl_snapshot newest;
+    char error[256];
+    if (snapshot_load_latest(directory, &newest, error, sizeof error) != 0)
+        return false;   /* none, or none readable: nothing a load could have restored */
+    snprintf(message, message_size,
+             "ADAPTDL_CHECKPOINT_PATH %s holds snapshots of this job (the newest bound to "
+             "%s, size %" PRIu64 ", hash %016" PRIx64 "), but no checkpoint matching "
+             "ADAPTDL_SAVE was loaded, so nothing is restored and training starts fresh",
+             directory, newest.checkpoint_path ? newest.checkpoint_path : "(unnamed)",
+             newest.binding.size, newest.binding.hash);
+    snapshot_free(&newest);
+    return true;
+}
+
 int session_restore_checkpoint(struct runtime_session *session, const char *checkpoint_path,
                                const struct content_identity *identity,
                                char *error, size_t error_size)

@@ -127,6 +127,16 @@ int session_commit_checkpoint_file(struct runtime_session *session, const char *
                                    unconsumed_records_fn unconsumed, void *context,
                                    struct content_identity *identity);
 
+/* A restarted trainer that is about to train without its checkpoint: true,
+ * with one line in `message`, when ADAPTDL_CHECKPOINT_PATH holds snapshots
+ * of this job (the newest is named) and no checkpoint matching
+ * ADAPTDL_SAVE has been opened for reading in this run, so nothing was
+ * restored.  False otherwise (no state directory, nothing in it, or a
+ * checkpoint was loaded, whether or not a snapshot matched it: that case
+ * has its own warning). */
+bool session_describe_unloaded_snapshots(struct runtime_session *session, char *message,
+                                         size_t message_size);
+
 /* The trainer opened a checkpoint for reading.  Returns 0 restored, 1 not a
  * restore (too late, already done, no directory, no matching snapshot: each
  * logged), -1 refusal (the data differs from the snapshot's; message in error). */

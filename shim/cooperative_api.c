@@ -96,6 +96,12 @@ static void api_log_epoch_refusal(void)
 API int64_t adaptdl_remaining_epochs_until(int64_t end)
 {
     struct cooperative_state *state = api_lock();
+    bool first_epoch_loop = !state->epochs.begun;
+    api_unlock(state);
+    /* before the loop begins: from then on a late restore is refused */
+    if (first_epoch_loop)
+        cooperative_host_first_epoch_loop();
+    state = api_lock();
     int64_t epoch = cooperative_state_begin_epochs(state, end, api_error, sizeof api_error);
     api_unlock(state);
     if (epoch == ADAPTDL_ERROR)

@@ -67,6 +67,18 @@ struct cooperative_job cooperative_host_job(void)
     };
 }
 
+void cooperative_host_first_epoch_loop(void)
+{
+    static bool asked;   /* once: a refused first begin is followed by another */
+    if (!shim_configured() || asked)
+        return;
+    asked = true;
+    char message[1024];
+    if (session_describe_unloaded_snapshots(&shim_session, message, sizeof message))
+        log_warn("the epoch loop begins at epoch 0: %s; load the checkpoint before "
+                 "adaptdl_remaining_epochs_until", message);
+}
+
 /* (not once the process froze for its teardown, freeze.c: MPI may be gone,
  * and the step code would use it) */
 void cooperative_host_train_batch(uint64_t records)

@@ -26,6 +26,10 @@ struct cooperative_job {
 /* The state of this process (never NULL). */
 struct cooperative_state *cooperative_host_state(void);
 struct cooperative_job cooperative_host_job(void);
+/* The first epoch loop of this run is about to begin: a restarted trainer
+ * whose state directory holds snapshots but that loaded no checkpoint is
+ * warned, in one line, that it starts fresh. */
+void cooperative_host_first_epoch_loop(void);
 /* A training loop finished a batch of `records` local records and is about
  * to hand out the next: a step boundary for profiling. */
 void cooperative_host_train_batch(uint64_t records);

@@ -4,6 +4,8 @@
  *   exact values, across 1 -> 4 -> 2 replicas (tests/tools/coop_scenario.c
  *   checks the values itself; here: every run of every rank passes);
  * - AdaptDL's epoch scenario across 1 -> 5 replicas;
+ * - a restarted trainer that begins its epoch loop before it loads its
+ *   checkpoint is warned, and the late load is an error line;
  * - without the preload the same programs run against the stand-in
  *   libadaptdl.so as one replica, and the example trainer gives the very
  *   output it gives under the preload with one replica;
@@ -110,6 +112,35 @@ Test(cooperative, adaptdl_epochs_restart_one_five, .timeout = 300)
     const char *directory = harness_temp_dir();
     expect_run(directory, "epochs", 1, 0, "restart with 5 replicas", 1);
     expect_run(directory, "epochs", 5, 1, " ok\n", 5);
+    harness_remove_temp_dir(directory);
+}
+
+/* A restarted trainer that never loads its checkpoint before the epoch loop
+ * hears it starts fresh; loading it inside the loop is an error line and
+ * restores the registered state only (coop_scenario checks the values). */
+Test(cooperative, a_checkpoint_loaded_after_the_epoch_loop_began_is_reported, .timeout = 300)
+{
+    const char *directory = harness_temp_dir();
+    expect_run(directory, "late_load", 1, 0, "restart with 1 replicas", 1);
+    char *first_err = harness_path_in(directory, "late_load-0.out.err");
+    char *first = harness_read_output(first_err);
+    cr_expect_null(strstr(first, "the epoch loop begins"), "a first run has nothing to load:\n%s",
+                   first);
+    expect_run(directory, "late_load", 1, 1, " ok\n", 1);
+    char *second_err = harness_path_in(directory, "late_load-1.out.err");
+    char *second = harness_read_output(second_err);
+    cr_expect_eq(harness_count_occurrences(second, "the epoch loop begins at epoch 0: "), 1,
+                 "%s", second);
+    cr_expect_not_null(strstr(second, "holds snapshots of this job"), "%s", second);
+    cr_expect_not_null(strstr(second, "no checkpoint matching ADAPTDL_SAVE was loaded"), "%s",
+                       second);
+    cr_expect_eq(harness_count_occurrences(second, "was loaded after the epoch loop began (in "
+                                                   "epoch 0): its 1 finished epochs"), 1, "%s",
+                 second);
+    free(first);
+    free(second);
+    free(first_err);
+    free(second_err);
     harness_remove_temp_dir(directory);
 }
 

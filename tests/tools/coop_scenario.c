@@ -14,6 +14,11 @@
  *       epoch_test: 10 epochs, a restart in epoch 5 continues at epoch 5;
  *       a data loop iteration left open is refused at the epoch's end.
  *
+ *   coop_scenario late_load CHECKPOINT
+ *       a restarted run that begins its epoch loop before loading the
+ *       checkpoint: warned, and the late load restores the registered state
+ *       only (the harness checks the two log lines).
+ *
  * A "restart" is a checkpoint (adaptdl_synchronize_states on every rank, then
  * rank 0 writes CHECKPOINT.tmp and renames it onto CHECKPOINT) and exit 0;
  * the next run loads CHECKPOINT first.  Each failed expectation prints
@@ -212,6 +217,34 @@ static void epochs(const char *checkpoint)
     expect(adaptdl_current_epoch() == ADAPTDL_NONE, "no epoch after the loop");
 }
 
+/* A restarted trainer that reads its checkpoint only after the epoch loop
+ * began: the first run registers a value, finishes epoch 0 and
+ * checkpoints in epoch 1; the second begins the epoch loop without the
+ * checkpoint (warned: it starts at epoch 0), then loads it inside epoch 0
+ * (an error line: only the registered value comes back, the epochs stay
+ * this run's). */
+static void late_load(const char *checkpoint)
+{
+    static double registered;
+    expect(adaptdl_register_buffer("late-value", &registered, sizeof registered) == 0,
+           "register: %s", adaptdl_last_error());
+    unsigned restarts = adaptdl_num_restarts();
+    int64_t epoch = adaptdl_remaining_epochs_until(3);
+    expect(epoch == 0, "the epoch loop starts at 0, not %" PRId64, epoch);
+    if (restarts == 0) {
+        registered = 42;
+        expect(adaptdl_next_epoch() == 1, "epoch 1");
+        restart(checkpoint, 1);
+    }
+    load(checkpoint);
+    expect(registered == 42, "the registered value comes back with the late load, not %g",
+           registered);
+    expect(adaptdl_current_epoch() == 0 && adaptdl_finished_epochs() == 0,
+           "a late load leaves the epochs as they are: current %" PRId64 ", finished %" PRId64,
+           adaptdl_current_epoch(), adaptdl_finished_epochs());
+    expect(adaptdl_leave_epoch_loop() == 0, "leave: %s", adaptdl_last_error());
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -219,13 +252,17 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc != 3) {
-        fprintf(stderr, "usage: coop_scenario accumulator_and_loop|epochs CHECKPOINT\n");
+        fprintf(stderr, "usage: coop_scenario accumulator_and_loop|epochs|late_load "
+                        "CHECKPOINT\n");
         return 2;
     }
     expect(adaptdl_num_replicas() == (unsigned)size, "the API says %u replicas, MPI %d",
            adaptdl_num_replicas(), size);
-    load(argv[2]);
-    if (strcmp(argv[1], "accumulator_and_loop") == 0)
+    if (strcmp(argv[1], "late_load") != 0)
+        load(argv[2]);
+    if (strcmp(argv[1], "late_load") == 0)
+        late_load(argv[2]);
+    else if (strcmp(argv[1], "accumulator_and_loop") == 0)
         accumulator_and_loop(argv[2]);
     else if (strcmp(argv[1], "epochs") == 0)
         epochs(argv[2]);

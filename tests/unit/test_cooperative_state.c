@@ -10,8 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cooperative_state.h"
+#include "log.h"
 #include "replica_collective.h"
 #include "thread_replicas.h"
 
@@ -525,4 +527,81 @@ Test(cooperative_state, an_iteration_left_open_across_epochs_is_refused)
     cr_expect_eq(cooperative_state_leave_epochs(&state, error, sizeof error), 0);
     data_loop_free(&loop);
     cooperative_state_free(&state);
+}
+
+/* A checkpoint loaded after the epoch loop began would have the finished
+ * epochs run again while loops and accumulators took positions and sums of
+ * a later epoch: such a late restore applies only the registered state
+ * (the trainer's, with the model it loaded), to objects that exist and to
+ * those registered later; loops and accumulators, existing or created
+ * later, and the epoch count stay as this run has them.  (It used to
+ * restore loops and accumulators into the running epoch 0.) */
+static void expect_epoch_objects_fresh(const struct process *process)
+{
+    cr_expect_eq(process->state.epochs.finished, 0, "the epochs are this run's");
+    cr_expect_eq(process->state.epochs.current, 0);
+    cr_expect_eq(process->state.progress, 0);
+    cr_expect_eq(process->loop.current_index, 0, "no saved index of a later epoch");
+    cr_expect_eq(data_loop_last_position(&process->loop, -1), -1);
+    cr_expect_eq(process->accumulator.results.count, 0, "no sums of a later epoch");
+    cr_expect_eq(process->accumulator.history_count, 0);
+    cr_expect_eq(process->buffer[0], 1.5, "registered state comes back");
+    cr_expect_eq(process->buffer[3], -2);
+}
+
+Test(cooperative_state, a_checkpoint_loaded_after_the_epoch_loop_began_restores_registered_state_only)
+{
+    struct process first, late;
+    struct adaptdl_snapshot snapshot;
+    first_run(&first, &snapshot);
+    process_init(&late);
+    char error[256] = "";
+    struct registered_state buffer = {.name = "weights", .buffer = late.buffer,
+                                      .size = sizeof late.buffer};
+    cr_assert_eq(cooperative_state_register(&late.state, &buffer, error, sizeof error), 0);
+    process_add_objects(&late);
+    cr_assert_eq(cooperative_state_begin_epochs(&late.state, 10, error, sizeof error), 0);
+    char log_path[] = "/tmp/adaptshim-test-late-restore-XXXXXX";
+    int log_fd = mkstemp(log_path);
+    cr_assert_geq(log_fd, 0);
+    close(log_fd);
+    cr_assert_eq(log_configure(LOG_LEVEL_WARN, log_path, 0, error, sizeof error), 0, "%s",
+                 error);
+    cr_assert_eq(cooperative_state_restore(&late.state, &snapshot, error, sizeof error), 0,
+                 "%s", error);
+    log_close();
+    expect_epoch_objects_fresh(&late);
+    char logged[1024] = "";
+    FILE *log_file = fopen(log_path, "r");
+    cr_assert_not_null(log_file);
+    cr_expect_not_null(fgets(logged, sizeof logged, log_file));
+    cr_expect_eq(fgetc(log_file), EOF, "one line");
+    fclose(log_file);
+    unlink(log_path);
+    cr_expect_not_null(strstr(logged, "error: restore: checkpoint (unnamed) was loaded after the "
+                                      "epoch loop began (in epoch 0): its 3 finished epochs"),
+                       "%s", logged);
+    cr_expect_not_null(strstr(logged, "load the checkpoint before "
+                                      "adaptdl_remaining_epochs_until"), "%s", logged);
+    log_threshold = -1;   /* the later late restores say the same */
+    process_free(&late);
+
+    /* objects created after the late restore take nothing either, but
+     * state registered after it does */
+    process_init(&late);
+    cr_assert_eq(cooperative_state_begin_epochs(&late.state, 10, error, sizeof error), 0);
+    cr_assert_eq(cooperative_state_restore(&late.state, &snapshot, error, sizeof error), 0,
+                 "%s", error);
+    buffer.buffer = late.buffer;
+    cr_assert_eq(cooperative_state_register(&late.state, &buffer, error, sizeof error), 0);
+    process_add_objects(&late);
+    expect_epoch_objects_fresh(&late);
+
+    /* the same holds once the epoch loop is over */
+    cr_assert_eq(cooperative_state_leave_epochs(&late.state, error, sizeof error), 0);
+    cr_assert_eq(cooperative_state_restore(&late.state, &snapshot, error, sizeof error), 0);
+    cr_expect_eq(late.state.epochs.finished, 1, "one epoch left early, none restored");
+    snapshot_free(&snapshot);
+    process_free(&first);
+    process_free(&late);
 }

@@ -508,6 +508,48 @@ Test(session, a_restart_restores_the_snapshot_bound_to_the_checkpoint_it_loads)
     fixture_free(&fixture);
 }
 
+/* A restarted trainer about to train without loading its checkpoint is
+ * told so: the state directory holds a snapshot and no checkpoint was
+ * opened for reading.  Nothing is said without snapshots, without a state
+ * directory, or once a checkpoint was loaded (matching or not). */
+Test(session, snapshots_never_loaded_are_described)
+{
+    struct session_fixture fixture;
+    fixture_init(&fixture);
+    char message[1024] = "";
+    cr_expect_not(session_describe_unloaded_snapshots(&fixture.session, message,
+                                                      sizeof message),
+                  "an empty state directory: a first run");
+    cr_assert_eq(commit(&fixture, "ck1", "weights of step 10"), 0);
+
+    struct runtime_session restarted;
+    session_init(&restarted);
+    restarted.config.checkpoint_path = strdup(fixture.state);
+    restarted.config.num_replicas = 1;
+    cr_assert(session_describe_unloaded_snapshots(&restarted, message, sizeof message));
+    char *checkpoint = path_in(fixture.work, "ck1");
+    cr_expect_not_null(strstr(message, fixture.state), "%s", message);
+    cr_expect_not_null(strstr(message, checkpoint), "names the newest: %s", message);
+    cr_expect_not_null(strstr(message, "no checkpoint matching ADAPTDL_SAVE was loaded"),
+                       "%s", message);
+    cr_expect_null(strchr(message, '\n'), "one line");
+
+    char error[512];
+    struct content_identity other = {.size = 1, .hash = 2};
+    cr_expect_eq(session_restore_checkpoint(&restarted, checkpoint, &other, error,
+                                            sizeof error), 1, "no snapshot bound to it");
+    cr_expect_not(session_describe_unloaded_snapshots(&restarted, message, sizeof message),
+                  "a checkpoint was loaded: its own warning said the rest");
+
+    struct runtime_session without_directory;
+    session_init(&without_directory);
+    cr_expect_not(session_describe_unloaded_snapshots(&without_directory, message,
+                                                      sizeof message));
+    config_free(&restarted.config);
+    free(checkpoint);
+    fixture_free(&fixture);
+}
+
 /* --- session_commit_checkpoint and session_train_record_delivered ---------- */
 
 #define SESSION_RECORD 8
