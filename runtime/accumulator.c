@@ -341,6 +341,15 @@ static long accumulator_next_sync_index(struct accumulator *accumulator, int64_t
     return 0;
 }
 
+/* A synchronization that failed (its collective refused) did not happen:
+ * the next one of the epoch takes its place in the replay order. */
+static void accumulator_return_sync_index(struct accumulator *accumulator, int64_t epoch)
+{
+    for (size_t i = 0; i < accumulator->sync_count_used; i++)
+        if (accumulator->sync_counts[i].epoch == epoch && accumulator->sync_counts[i].count > 0)
+            accumulator->sync_counts[i].count--;
+}
+
 /* Finished epochs are never replayed: their results are dropped. */
 static void accumulator_drop_finished_history(struct accumulator *accumulator, int64_t epoch)
 {
@@ -401,8 +410,10 @@ int accumulator_synchronize(struct accumulator *accumulator, int64_t epoch, bool
         accumulator_dict_free(&accumulator->updates);
         accumulator->synchronized = saved;
     } else {
-        if (accumulator_sum_updates(accumulator, error, error_size) != 0)
+        if (accumulator_sum_updates(accumulator, error, error_size) != 0) {
+            accumulator_return_sync_index(accumulator, epoch);
             return -1;
+        }
         if (!in_loop && accumulator_keep_results(accumulator, epoch) != 0)
             return accumulator_out_of_memory(accumulator, error, error_size);
         accumulator->synchronized = &accumulator->results;

@@ -23,6 +23,7 @@ static int replica_collective_single(void *context, const void *bytes, size_t si
     memcpy(copy, bytes, size);
     gathered->parts[0] = copy;
     gathered->sizes[0] = size;
+    gathered->rank = 0;
     return 0;
 }
 
@@ -34,13 +35,47 @@ void replica_collective_use_single(void)
     replica_collective.allgather = replica_collective_single;
 }
 
+/* What the job says (replica_collective_expect); 0 replicas: unchecked. */
+static struct {
+    unsigned replicas, rank;
+} replica_collective_expected;
+
+void replica_collective_expect(unsigned replicas, unsigned rank)
+{
+    replica_collective_expected.replicas = replicas;
+    replica_collective_expected.rank = rank;
+}
+
+/* Every replica that gathered checks, after the exchange: a replica that
+ * refused before it would leave the others waiting in theirs. */
+static int replica_collective_check_reach(struct replica_gathered *gathered, char *error,
+                                          size_t error_size)
+{
+    unsigned replicas = replica_collective_expected.replicas;
+    unsigned rank = replica_collective_expected.rank;
+    if (replicas == 0 || (gathered->replicas == replicas && gathered->rank == rank))
+        return 0;
+    unsigned reached = gathered->replicas, reached_rank = gathered->rank;
+    replica_gathered_free(gathered);
+    return error_message(error, error_size,
+                         "the job has %u replicas (this one rank %u) but the collective over "
+                         "them reaches %u (this one rank %u)%s, so no sum over the replicas is "
+                         "made; accepted: every replica in one MPI world (started by one "
+                         "mpirun, MPI_Init called), with ADAPTDL_NUM_REPLICAS and "
+                         "ADAPTDL_REPLICA_RANK unset or equal to MPI's size and rank",
+                         replicas, rank, reached, reached_rank,
+                         reached == 1 ? ": no MPI world joins this process to the others" : "");
+}
+
 int replica_collective_allgather(const void *bytes, size_t size,
                                  struct replica_gathered *gathered, char *error,
                                  size_t error_size)
 {
     memset(gathered, 0, sizeof *gathered);
-    return replica_collective.allgather(replica_collective.context, bytes, size, gathered,
-                                        error, error_size);
+    if (replica_collective.allgather(replica_collective.context, bytes, size, gathered, error,
+                                     error_size) != 0)
+        return -1;
+    return replica_collective_check_reach(gathered, error, error_size);
 }
 
 void replica_gathered_free(struct replica_gathered *gathered)

@@ -7,7 +7,8 @@
  * same deterministic merge on every replica.  The shim installs an MPI
  * transport on its own duplicated communicator once MPI is up (shim/mpi_collective.c);
  * until then, and in processes without MPI, the transport is a single
- * replica that receives its own bytes back. */
+ * replica that receives its own bytes back, which only a job of one
+ * replica may use (replica_collective_expect). */
 #ifndef ADAPTSHIM_REPLICA_COLLECTIVE_H
 #define ADAPTSHIM_REPLICA_COLLECTIVE_H
 
@@ -16,6 +17,7 @@
 
 struct replica_gathered {
     unsigned replicas;
+    unsigned rank;                /* this replica's place among them */
     unsigned char **parts;        /* parts[r]: replica r's bytes (malloc'd) */
     size_t *sizes;
 };
@@ -34,6 +36,17 @@ extern struct replica_collective replica_collective;
 /* Restores the single-replica transport (tests, MPI_Finalize). */
 void replica_collective_use_single(void);
 
+/* The replicas the job has and this one's rank, as the trainer is told
+ * (0 replicas, the default: not checked, for tests that install a
+ * transport of their own).  A collective that reaches another number of
+ * replicas, or puts this one at another rank, fails with a message rather
+ * than sum over part of the job: two processes started without a shared
+ * MPI world but told they are 2 replicas would each sum alone. */
+void replica_collective_expect(unsigned replicas, unsigned rank);
+
+/* Gathers through the transport in use, then checks what it reached
+ * against replica_collective_expect.  0, or -1 with a message (*gathered
+ * is then empty). */
 int replica_collective_allgather(const void *bytes, size_t size,
                                  struct replica_gathered *gathered, char *error,
                                  size_t error_size);

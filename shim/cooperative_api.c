@@ -57,6 +57,10 @@ static struct cooperative_state *api_lock(void)
     struct cooperative_state *state = cooperative_host_state();
     pthread_mutex_lock(&state->lock);
     state->used = true;
+    /* the layout may change when MPI comes up: each collective checks the
+     * replicas it reaches against the one the trainer is told now */
+    struct cooperative_job job = cooperative_host_job();
+    replica_collective_expect(job.replicas, job.rank);
     return state;
 }
 
@@ -174,6 +178,11 @@ static uint64_t api_choose_local_batch(void *context, const struct data_loop *lo
     char error[256];
     if (replica_collective_agree_u64(proposal, 0, &agreed, error, sizeof error) != 0) {
         /* every replica fails the same collective: all keep the plain share */
+        static bool warned;
+        if (!warned)
+            log_warn("%s: the replicas cannot agree on a batch size (%s): each keeps the plain "
+                     "share of the batch", loop->name, error);
+        warned = true;
         agreed = plain;
     }
     return api_clamp_local(owner, agreed ? agreed : plain);

@@ -16,7 +16,7 @@
 
 struct shim_collective_mpi {
     MPI_Comm communicator;
-    int size;
+    int size, rank;
 };
 
 static struct shim_collective_mpi collective;
@@ -35,6 +35,7 @@ static int shim_collective_allgather(void *context, const void *bytes, size_t si
     int *sizes = calloc((size_t)replicas, sizeof *sizes);
     int *offsets = calloc((size_t)replicas, sizeof *offsets);
     gathered->replicas = (unsigned)replicas;
+    gathered->rank = (unsigned)collective.rank;
     gathered->parts = calloc((size_t)replicas, sizeof *gathered->parts);
     gathered->sizes = calloc((size_t)replicas, sizeof *gathered->sizes);
     unsigned char *all = NULL;
@@ -89,10 +90,11 @@ done:
 void shim_mpi_collective_install(void)
 {
     shim_mpi_resolve();
-    if (!pmpi.comm_dup || !pmpi.comm_size || !pmpi.allgather || !pmpi.allgatherv ||
-        !predefined.int_type || !predefined.byte_type || !predefined.world ||
+    if (!pmpi.comm_dup || !pmpi.comm_size || !pmpi.comm_rank || !pmpi.allgather ||
+        !pmpi.allgatherv || !predefined.int_type || !predefined.byte_type || !predefined.world ||
         pmpi.comm_dup(predefined.world, &collective.communicator) != MPI_SUCCESS ||
-        pmpi.comm_size(collective.communicator, &collective.size) != MPI_SUCCESS) {
+        pmpi.comm_size(collective.communicator, &collective.size) != MPI_SUCCESS ||
+        pmpi.comm_rank(collective.communicator, &collective.rank) != MPI_SUCCESS) {
         log_error("the cooperative API cannot reach the other replicas over MPI (PMPI "
                   "functions or handles missing, or MPI_Comm_dup failed): its collectives "
                   "answer as one replica");

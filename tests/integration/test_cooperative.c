@@ -6,6 +6,8 @@
  * - AdaptDL's epoch scenario across 1 -> 5 replicas;
  * - a restarted trainer that begins its epoch loop before it loads its
  *   checkpoint is warned, and the late load is an error line;
+ * - processes told they are replicas but sharing no MPI world refuse to
+ *   sum their accumulators;
  * - without the preload the same programs run against the stand-in
  *   libadaptdl.so as one replica, and the example trainer gives the very
  *   output it gives under the preload with one replica;
@@ -112,6 +114,51 @@ Test(cooperative, adaptdl_epochs_restart_one_five, .timeout = 300)
     const char *directory = harness_temp_dir();
     expect_run(directory, "epochs", 1, 0, "restart with 5 replicas", 1);
     expect_run(directory, "epochs", 5, 1, " ok\n", 5);
+    harness_remove_temp_dir(directory);
+}
+
+/* Two processes told ADAPTDL_NUM_REPLICAS=2 but started without a shared MPI
+ * world (each its own MPI singleton): accumulator synchronization is refused
+ * with a message naming the mismatch, never summed alone (it used to give 1
+ * and 2 where the job's sum is 3). */
+Test(cooperative, replicas_without_a_shared_world_refuse_to_sum, .timeout = 300)
+{
+    const char *directory = harness_temp_dir();
+    char *program = strdup(harness_build_path("tools/coop_scenario"));
+    char *checkpoint = harness_path_in(directory, "ck");
+    pid_t pids[2];
+    char *outs[2];
+    for (unsigned replica = 0; replica < 2; replica++) {
+        char rank_setting[64], out_name[32];
+        snprintf(rank_setting, sizeof rank_setting, "ADAPTDL_REPLICA_RANK=%u", replica);
+        snprintf(out_name, sizeof out_name, "no-world-%u.out", replica);
+        outs[replica] = harness_path_in(directory, out_name);
+        char *environment[] = {"ADAPTDL_NUM_REPLICAS=2", rank_setting,
+                               "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1",
+                               NULL};
+        char *argv[] = {program, "no_world", checkpoint, NULL};
+        char *err = NULL;
+        if (asprintf(&err, "%s.err", outs[replica]) < 0)
+            abort();
+        pids[replica] = harness_start(argv, environment, true, outs[replica], err);
+        free(err);
+    }
+    for (unsigned replica = 0; replica < 2; replica++) {
+        int status = harness_wait(pids[replica], 120);
+        char *text = harness_read_output(outs[replica]);
+        char expected[64];
+        snprintf(expected, sizeof expected, "replica %u of 2 refused: the job has 2 replicas",
+                 replica);
+        cr_expect_eq(status, 0, "replica %u: status %d\n%s", replica, status, text);
+        cr_expect_null(strstr(text, "FAIL"), "%s", text);
+        cr_expect_not_null(strstr(text, expected), "%s", text);
+        cr_expect_not_null(strstr(text, "no MPI world joins this process to the others"), "%s",
+                           text);
+        free(text);
+        free(outs[replica]);
+    }
+    free(checkpoint);
+    free(program);
     harness_remove_temp_dir(directory);
 }
 

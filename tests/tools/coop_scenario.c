@@ -19,6 +19,10 @@
  *       checkpoint: warned, and the late load restores the registered state
  *       only (the harness checks the two log lines).
  *
+ *   coop_scenario no_world CHECKPOINT
+ *       processes told ADAPTDL_NUM_REPLICAS=2 but each its own MPI world:
+ *       accumulator synchronization is refused with a message.
+ *
  * A "restart" is a checkpoint (adaptdl_synchronize_states on every rank, then
  * rank 0 writes CHECKPOINT.tmp and renames it onto CHECKPOINT) and exit 0;
  * the next run loads CHECKPOINT first.  Each failed expectation prints
@@ -217,6 +221,24 @@ static void epochs(const char *checkpoint)
     expect(adaptdl_current_epoch() == ADAPTDL_NONE, "no epoch after the loop");
 }
 
+/* Processes told they are replicas (ADAPTDL_NUM_REPLICAS) but started
+ * without a shared MPI world (each its own singleton): a synchronization
+ * is refused with a message rather than summed over this process alone. */
+static void no_world(void)
+{
+    adaptdl_accumulator *sums = adaptdl_accumulator_create();
+    expect(sums != NULL, "create: %s", adaptdl_last_error());
+    adaptdl_accumulator_add(sums, "n", adaptdl_replica_rank() + 1);
+    expect(adaptdl_accumulator_synchronize(sums) == -1, "synchronize with no world succeeded");
+    expect(strstr(adaptdl_last_error(), "reaches 1") != NULL, "the message: %s",
+           adaptdl_last_error());
+    expect(adaptdl_accumulator_size(sums) == 0, "nothing summed");
+    expect(adaptdl_synchronize_states() == -1, "synchronize_states with no world succeeded");
+    printf("replica %u of %u refused: %s\n", adaptdl_replica_rank(), adaptdl_num_replicas(),
+           adaptdl_last_error());
+    adaptdl_accumulator_destroy(sums);
+}
+
 /* A restarted trainer that reads its checkpoint only after the epoch loop
  * began: the first run registers a value, finishes epoch 0 and
  * checkpoints in epoch 1; the second begins the epoch loop without the
@@ -252,16 +274,19 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc != 3) {
-        fprintf(stderr, "usage: coop_scenario accumulator_and_loop|epochs|late_load "
+        fprintf(stderr, "usage: coop_scenario accumulator_and_loop|epochs|late_load|no_world "
                         "CHECKPOINT\n");
         return 2;
     }
-    expect(adaptdl_num_replicas() == (unsigned)size, "the API says %u replicas, MPI %d",
-           adaptdl_num_replicas(), size);
+    if (strcmp(argv[1], "no_world") != 0)
+        expect(adaptdl_num_replicas() == (unsigned)size, "the API says %u replicas, MPI %d",
+               adaptdl_num_replicas(), size);
     if (strcmp(argv[1], "late_load") != 0)
         load(argv[2]);
     if (strcmp(argv[1], "late_load") == 0)
         late_load(argv[2]);
+    else if (strcmp(argv[1], "no_world") == 0)
+        no_world();
     else if (strcmp(argv[1], "accumulator_and_loop") == 0)
         accumulator_and_loop(argv[2]);
     else if (strcmp(argv[1], "epochs") == 0)

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "accumulator.h"
+#include "replica_collective.h"
 #include "thread_replicas.h"
 
 #define MAX_REPLICAS 4
@@ -285,4 +286,40 @@ Test(accumulator, dictionary_keeps_every_entry_when_it_grows)
     cr_expect_eq(dict.count, 100);
     cr_expect_eq(dict.values[99], 100);
     accumulator_dict_free(&dict);
+}
+
+/* Replicas that share no transport (ADAPTDL_NUM_REPLICAS=2, no MPI world):
+ * a synchronization is refused with the collective's message, the results
+ * stay empty and the updates pending, instead of each replica summing its
+ * own (1 and 2 where the job's sum is 3). */
+Test(accumulator, replicas_without_a_shared_world_refuse_to_synchronize)
+{
+    replica_collective_use_single();
+    replica_collective_expect(2, 1);
+    struct accumulator accumulator;
+    accumulator_init(&accumulator, -1, 0);
+    char error[512] = "";
+    cr_assert_eq(accumulator_add(&accumulator, "n", 2, error, sizeof error), 0);
+    cr_expect_eq(accumulator_synchronize(&accumulator, -1, false, error, sizeof error), -1);
+    cr_expect_not_null(strstr(error, "the job has 2 replicas"), "%s", error);
+    cr_expect_eq(accumulator_size(&accumulator), 0, "not synchronized");
+    cr_expect_eq(accumulator.results.count, 0, "nothing summed");
+    cr_expect_eq(accumulator.updates.count, 1, "the update stays pending");
+    cr_expect_eq(accumulator.history_count, 0);
+    cr_expect_eq(accumulator_sum_updates(&accumulator, error, sizeof error), -1);
+
+    /* the refused synchronization did not count: the next one is the
+     * epoch's first, the one a restart replays first */
+    replica_collective_expect(1, 0);
+    cr_assert_eq(accumulator_synchronize(&accumulator, -1, false, error, sizeof error), 0,
+                 "%s", error);
+    double value = 0;
+    cr_expect(accumulator_get(&accumulator, "n", &value));
+    cr_expect_eq(value, 2);
+    accumulator_desynchronize(&accumulator);
+    cr_expect_eq(accumulator.history_count, 1);
+    cr_assert_eq(accumulator.sync_count_used, 1);
+    cr_expect_eq(accumulator.sync_counts[0].count, 1, "one synchronization happened");
+    replica_collective_expect(0, 0);
+    accumulator_free(&accumulator);
 }

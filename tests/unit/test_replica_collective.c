@@ -221,3 +221,79 @@ Test(replica_collective, a_root_that_sent_a_wrong_sized_value_fails_the_agreemen
     cr_expect_eq(agreed, 0);
     replica_collective_use_single();
 }
+
+/* --- the job's layout against what a collective reaches ---------------------- */
+
+/* A job of 2 replicas with no transport beyond this process (two processes
+ * told ADAPTDL_NUM_REPLICAS=2 but sharing no MPI world): the gather and the
+ * agreement fail with a message rather than hand back this replica's bytes
+ * alone; a job of 1 replica, and an unchecked one, gather as before. */
+Test(replica_collective, a_job_of_two_replicas_refuses_a_single_replica_transport)
+{
+    replica_collective_use_single();
+    replica_collective_expect(2, 1);
+    struct replica_gathered gathered;
+    char error[512] = "";
+    cr_expect_eq(replica_collective_allgather("abc", 3, &gathered, error, sizeof error), -1);
+    cr_expect_not_null(strstr(error, "the job has 2 replicas (this one rank 1) but the "
+                                     "collective over them reaches 1 (this one rank 0): no MPI "
+                                     "world joins this process to the others"), "%s", error);
+    cr_expect_not_null(strstr(error, "accepted: every replica in one MPI world"), "%s", error);
+    cr_expect_null(strchr(error, '\n'), "one line");
+    cr_expect_eq(gathered.replicas, 0, "nothing handed back");
+    cr_expect_null(gathered.parts);
+    uint64_t agreed = 5;
+    cr_expect_eq(replica_collective_agree_u64(9, 0, &agreed, error, sizeof error), -1);
+    cr_expect_eq(agreed, 5, "untouched");
+
+    replica_collective_expect(1, 0);
+    cr_expect_eq(replica_collective_agree_u64(9, 0, &agreed, error, sizeof error), 0, "%s",
+                 error);
+    cr_expect_eq(agreed, 9);
+    replica_collective_expect(0, 0);
+    cr_expect_eq(replica_collective_allgather("abc", 3, &gathered, error, sizeof error), 0);
+    replica_gathered_free(&gathered);
+}
+
+/* A world of the job's size that puts this replica at another rank (a rank
+ * variable that contradicts MPI's) is refused too: rank 0's decisions and
+ * the records each replica takes would be someone else's. */
+static int world_of_two_at_rank_one(void *context, const void *bytes, size_t size,
+                                    struct replica_gathered *gathered, char *error,
+                                    size_t error_size)
+{
+    (void)context, (void)error, (void)error_size;
+    gathered->replicas = 2;
+    gathered->rank = 1;
+    gathered->parts = calloc(2, sizeof *gathered->parts);
+    gathered->sizes = calloc(2, sizeof *gathered->sizes);
+    cr_assert(gathered->parts != NULL && gathered->sizes != NULL);
+    for (unsigned r = 0; r < 2; r++) {
+        gathered->parts[r] = malloc(size ? size : 1);
+        cr_assert_not_null(gathered->parts[r]);
+        memcpy(gathered->parts[r], bytes, size);
+        gathered->sizes[r] = size;
+    }
+    return 0;
+}
+
+Test(replica_collective, a_world_that_puts_this_replica_at_another_rank_is_refused)
+{
+    replica_collective.context = NULL;
+    replica_collective.allgather = world_of_two_at_rank_one;
+    replica_collective_expect(2, 0);
+    struct replica_gathered gathered;
+    char error[512] = "";
+    cr_expect_eq(replica_collective_allgather("abc", 3, &gathered, error, sizeof error), -1);
+    cr_expect_not_null(strstr(error, "the job has 2 replicas (this one rank 0) but the "
+                                     "collective over them reaches 2 (this one rank 1), so"),
+                       "%s", error);
+    cr_expect_null(gathered.parts, "freed");
+    replica_collective_expect(2, 1);
+    cr_expect_eq(replica_collective_allgather("abc", 3, &gathered, error, sizeof error), 0,
+                 "%s", error);
+    cr_expect_eq(gathered.replicas, 2);
+    replica_gathered_free(&gathered);
+    replica_collective_expect(0, 0);
+    replica_collective_use_single();
+}

@@ -29,6 +29,7 @@ static int thread_replicas_allgather(void *context, const void *bytes, size_t si
     replicas->sizes[rank] = size;
     pthread_barrier_wait(&replicas->barrier);   /* everyone has posted */
     gathered->replicas = replicas->replicas;
+    gathered->rank = rank;
     gathered->parts = calloc(replicas->replicas, sizeof *gathered->parts);
     gathered->sizes = calloc(replicas->replicas, sizeof *gathered->sizes);
     for (unsigned r = 0; r < replicas->replicas; r++) {
