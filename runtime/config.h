@@ -74,6 +74,11 @@ struct adaptdl_config {
     uint32_t num_nodes;
     bool layout_from_mpi;    /* taken from OMPI_ or PMI_ variables (never
                               * torchrun's WORLD_SIZE/RANK: not MPI) */
+    /* a variable (ours or a launcher's) gave the count, the rank: else
+     * they are the defaults 1 and 0, which MPI's world replaces for the
+     * cooperative API once MPI is up */
+    bool replica_count_given;
+    bool replica_rank_given;
     uint32_t num_restarts;
 
     enum log_level log_level;

@@ -111,6 +111,8 @@ int config_parse_replica_layout(struct config_parse_state *state)
         return -1;
     config->layout_from_mpi =
         layout_source_is_mpi(count_source) || layout_source_is_mpi(rank_source);
+    config->replica_count_given = count_source != NULL;
+    config->replica_rank_given = rank_source != NULL;
     return check_rank_below_count(state, count_source, rank_source);
 }
 

@@ -34,7 +34,13 @@ extern "C" {
 /* The last error of this thread, or "". */
 const char *adaptdl_last_error(void);
 
-/* --- the job ---------------------------------------------------------------- */
+/* --- the job ----------------------------------------------------------------
+ * The replica count and this replica's rank: ADAPTDL_NUM_REPLICAS and
+ * ADAPTDL_REPLICA_RANK, or the launcher's (mpirun's, torchrun's); a number
+ * none of them gives is MPI's (MPI_Comm_size, MPI_Comm_rank of
+ * MPI_COMM_WORLD) once MPI_Init has run under the preload, with or
+ * without any ADAPTDL_* variable, and 1 replica, rank 0 before.  Without
+ * the preload (the stand-in): 1 and 0. */
 unsigned adaptdl_num_replicas(void);
 unsigned adaptdl_replica_rank(void);
 unsigned adaptdl_num_restarts(void);

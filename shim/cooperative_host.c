@@ -7,12 +7,14 @@
 #include "decisions.h"
 #include "fork_locks.h"
 #include "log.h"
+#include "mpi_collective.h"
 #include "shim.h"
 #include "statistical_epoch.h"
 #include "steps.h"
 
 /* A process the shim leaves inactive (no ADAPTDL_* variable) still gets a
- * working API: one replica, nothing to restore. */
+ * working API: MPI's world once MPI is up (one replica before), nothing to
+ * restore. */
 static struct cooperative_state cooperative_host_inactive;
 static pthread_once_t cooperative_host_inactive_once = PTHREAD_ONCE_INIT;
 
@@ -52,19 +54,39 @@ struct cooperative_state *cooperative_host_state(void)
     return &cooperative_host_inactive;
 }
 
+/* Where this process stands: a number a variable gave (ADAPTDL_NUM_REPLICAS,
+ * ADAPTDL_REPLICA_RANK or a launcher's) is the job's; one that none gave is
+ * MPI's once MPI is up through the preload, as MPI_Comm_size and
+ * MPI_Comm_rank say, also in a process without ADAPTDL_* variables (under
+ * mpirun each rank would otherwise be one replica reading all the data);
+ * before MPI_Init and without MPI it is 1 replica, rank 0.  A given number
+ * that MPI's world contradicts stays the job's, and the collectives refuse
+ * to sum over the wrong replicas (replica_collective_expect). */
 struct cooperative_job cooperative_host_job(void)
 {
     shim_ensure_initialized();
-    if (!shim_configured())
-        return (struct cooperative_job){.replicas = 1};
-    const struct adaptdl_config *config = &shim_session.config;
-    return (struct cooperative_job){
-        .replicas = config->num_replicas,
-        .rank = config->replica_rank,
-        .restarts = config->num_restarts,
-        /* a restore on another thread may set it (session.c) */
-        .seed = __atomic_load_n(&config->seed, __ATOMIC_RELAXED),
-    };
+    struct cooperative_job job = {.replicas = 1};
+    bool count_given = false, rank_given = false;
+    if (shim_configured()) {
+        const struct adaptdl_config *config = &shim_session.config;
+        job = (struct cooperative_job){
+            .replicas = config->num_replicas,
+            .rank = config->replica_rank,
+            .restarts = config->num_restarts,
+            /* a restore on another thread may set it (session.c) */
+            .seed = __atomic_load_n(&config->seed, __ATOMIC_RELAXED),
+        };
+        count_given = config->replica_count_given;
+        rank_given = config->replica_rank_given;
+    }
+    uint32_t world_size, world_rank;
+    if (shim_mpi_collective_world(&world_size, &world_rank)) {
+        if (!count_given)
+            job.replicas = world_size;
+        if (!rank_given)
+            job.rank = world_rank;
+    }
+    return job;
 }
 
 void cooperative_host_first_epoch_loop(void)

@@ -6,9 +6,10 @@
  * whichever comes first), because constructors of the trainer's own
  * libraries may open files before ours runs.  A process with no ADAPTDL_*
  * variable, a disabled shim or a program that ADAPTDL_TARGET does not name
- * stays INACTIVE: every wrapper is then a pass-through.  Settings that
- * name paths are checked against the file system here, once parsed
- * (config_paths.h). */
+ * stays INACTIVE: every wrapper is then a pass-through (MPI_Init only notes
+ * MPI's world size and rank, for the cooperative API: mpi_collective.c).
+ * Settings that name paths are checked against the file system here, once
+ * parsed (config_paths.h). */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fnmatch.h>

@@ -60,6 +60,9 @@ static void shim_mpi_finalize_for_stop(void)
 
 static void shim_mpi_after_init(void)
 {
+    /* in every process, so that the cooperative API answers as MPI's world
+     * also without ADAPTDL_* variables (cooperative_host.c) */
+    shim_mpi_collective_install();
     if (!shim_configured())
         return;
     const char *missing = shim_mpi_missing_for_statistics();
@@ -87,7 +90,6 @@ static void shim_mpi_after_init(void)
                  rank, size, shim_session.config.replica_rank,
                  shim_session.config.num_replicas);
     log_set_rank((uint32_t)rank);
-    shim_mpi_collective_install();
     shim_deadline_start_worker();
     shim_ending_finalize_mpi = shim_mpi_finalize_for_stop;
     shim_steps_start_synchronized(
@@ -130,6 +132,7 @@ static int shim_mpi_finalize(void)
         shim_mpi_collective_remove();
         shim_guard_leave();
     }
+    shim_mpi_collective_remove();   /* a process without ADAPTDL_* variables had it too */
     int result = PMPI(finalize, "Finalize")();
     /* MPI is gone: whatever reads files from now on (an MPI library's event
      * thread, the trainer's atexit handlers) gets the real functions */

@@ -6,8 +6,9 @@
  * - AdaptDL's epoch scenario across 1 -> 5 replicas;
  * - a restarted trainer that begins its epoch loop before it loads its
  *   checkpoint is warned, and the late load is an error line;
- * - processes told they are replicas but sharing no MPI world refuse to
- *   sum their accumulators;
+ * - under mpirun without ADAPTDL_* variables the API answers as MPI's
+ *   world; processes told they are replicas but sharing no MPI world
+ *   refuse to sum their accumulators;
  * - without the preload the same programs run against the stand-in
  *   libadaptdl.so as one replica, and the example trainer gives the very
  *   output it gives under the preload with one replica;
@@ -114,6 +115,32 @@ Test(cooperative, adaptdl_epochs_restart_one_five, .timeout = 300)
     const char *directory = harness_temp_dir();
     expect_run(directory, "epochs", 1, 0, "restart with 5 replicas", 1);
     expect_run(directory, "epochs", 5, 1, " ok\n", 5);
+    harness_remove_temp_dir(directory);
+}
+
+/* Under mpirun with the preload and no ADAPTDL_* variable the cooperative API
+ * answers as MPI's world: 2 replicas, sums over both, half the records each
+ * (it used to answer 1 replica on every rank, and each read everything). */
+Test(cooperative, without_variables_the_api_answers_as_the_mpi_world, .timeout = 300)
+{
+    const char *directory = harness_temp_dir();
+    char *program = strdup(harness_build_path("tools/coop_scenario"));
+    char *checkpoint = harness_path_in(directory, "ck");
+    char *out = harness_path_in(directory, "world.out");
+    char *preload_variable = preload_setting();
+    char *argv[] = {"/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe", "--mca",
+                    "btl_vader_single_copy_mechanism", "none", "-np", "2", "-x",
+                    preload_variable, program, "world", checkpoint, NULL};
+    int status = harness_wait(harness_start_mpirun(argv, out), 120);
+    char *text = harness_read_output(out);
+    cr_expect_eq(status, 0, "status %d\n%s", status, text);
+    cr_expect_null(strstr(text, "FAIL"), "%s", text);
+    cr_expect_eq(harness_count_occurrences(text, " ok\n"), 2, "%s", text);
+    free(text);
+    free(preload_variable);
+    free(out);
+    free(checkpoint);
+    free(program);
     harness_remove_temp_dir(directory);
 }
 

@@ -19,6 +19,9 @@
  *       checkpoint: warned, and the late load restores the registered state
  *       only (the harness checks the two log lines).
  *
+ *   coop_scenario world CHECKPOINT
+ *       under mpirun with no ADAPTDL_* variable: the API's layout is MPI's,
+ *       accumulators sum over every rank, a loop shares the records out.
  *   coop_scenario no_world CHECKPOINT
  *       processes told ADAPTDL_NUM_REPLICAS=2 but each its own MPI world:
  *       accumulator synchronization is refused with a message.
@@ -221,6 +224,40 @@ static void epochs(const char *checkpoint)
     expect(adaptdl_current_epoch() == ADAPTDL_NONE, "no epoch after the loop");
 }
 
+/* The API answers as MPI's world (run without ADAPTDL_* variables under
+ * mpirun): its replica count and rank are MPI's, an accumulator sums over
+ * every rank, and a loop over 100 records in global batches of 10 hands
+ * each rank its share, all records once between them. */
+static void world(void)
+{
+    expect(adaptdl_replica_rank() == (unsigned)rank, "the API says rank %u, MPI %d",
+           adaptdl_replica_rank(), rank);
+    adaptdl_accumulator *sums = adaptdl_accumulator_create();
+    adaptdl_loop *loop = adaptdl_loop_create(100, 10, true);
+    expect(sums != NULL && loop != NULL, "create: %s", adaptdl_last_error());
+    uint64_t indices[16];
+    long count, records = 0;
+    expect(adaptdl_loop_begin(loop) == 1, "begin: %s", adaptdl_last_error());
+    while ((count = adaptdl_loop_next(loop, indices, 16)) > 0) {
+        records += count;
+        for (long i = 0; i < count; i++)
+            expect(indices[i] < 100, "index %" PRIu64, indices[i]);
+    }
+    expect(count == 0, "the loop ended: %s", adaptdl_last_error());
+    long share = (100 + size - 1) / size;
+    expect(records == share, "this rank got %ld records, its share is %ld", records, share);
+    adaptdl_accumulator_add(sums, "ranks", rank + 1);
+    adaptdl_accumulator_add(sums, "records", (double)records);
+    expect(adaptdl_accumulator_synchronize(sums) == 0, "synchronize: %s", adaptdl_last_error());
+    expect(value_of(sums, "ranks") == size * (size + 1) / 2, "ranks summed to %g",
+           value_of(sums, "ranks"));
+    expect(value_of(sums, "records") == share * size, "records summed to %g",
+           value_of(sums, "records"));
+    adaptdl_accumulator_desynchronize(sums);
+    adaptdl_loop_destroy(loop);
+    adaptdl_accumulator_destroy(sums);
+}
+
 /* Processes told they are replicas (ADAPTDL_NUM_REPLICAS) but started
  * without a shared MPI world (each its own singleton): a synchronization
  * is refused with a message rather than summed over this process alone. */
@@ -274,8 +311,8 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc != 3) {
-        fprintf(stderr, "usage: coop_scenario accumulator_and_loop|epochs|late_load|no_world "
-                        "CHECKPOINT\n");
+        fprintf(stderr, "usage: coop_scenario accumulator_and_loop|epochs|late_load|world|"
+                        "no_world CHECKPOINT\n");
         return 2;
     }
     if (strcmp(argv[1], "no_world") != 0)
@@ -285,6 +322,8 @@ int main(int argc, char **argv)
         load(argv[2]);
     if (strcmp(argv[1], "late_load") == 0)
         late_load(argv[2]);
+    else if (strcmp(argv[1], "world") == 0)
+        world();
     else if (strcmp(argv[1], "no_world") == 0)
         no_world();
     else if (strcmp(argv[1], "accumulator_and_loop") == 0)

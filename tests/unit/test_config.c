@@ -397,6 +397,27 @@ Test(config, replica_count_from_wrapper_rank_from_mpirun)
     cr_assert(config.layout_from_mpi);
 }
 
+/* Whether a variable gave each number: one none gave is a default that
+ * MPI's world replaces for the cooperative API once MPI is up. */
+Test(config, the_layout_says_which_numbers_a_variable_gave)
+{
+    expect_ok(EMPTY_ENV);
+    cr_expect_not(config.replica_count_given);
+    cr_expect_not(config.replica_rank_given);
+    config_free(&config);
+    expect_ok(ENV("ADAPTDL_NUM_REPLICAS=2"));
+    cr_expect(config.replica_count_given);
+    cr_expect_not(config.replica_rank_given, "rank 0 is the default");
+    config_free(&config);
+    expect_ok(ENV("OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_RANK=1"));
+    cr_expect(config.replica_count_given);
+    cr_expect(config.replica_rank_given);
+    config_free(&config);
+    expect_ok(ENV("WORLD_SIZE=4", "RANK=3"));
+    cr_expect(config.replica_count_given, "torchrun's variables give them too");
+    cr_expect(config.replica_rank_given);
+}
+
 /* ---- torchrun's variables ---------------------------------------------- */
 
 Test(config, layout_from_torchrun_alone)
