@@ -238,15 +238,48 @@ static int accumulator_out_of_memory(const struct accumulator *accumulator, char
     return error_message(error, error_size, "accumulator %s: out of memory", accumulator->name);
 }
 
+int accumulator_set_initial(struct accumulator *accumulator, const char *key, double value,
+                            char *error, size_t error_size)
+{
+    if (accumulator_check_key(accumulator, key, error, error_size) != 0)
+        return -1;
+    if (accumulator->synchronized != NULL || accumulator->sync_count_used > 0 ||
+        accumulator->history_count > 0 || accumulator->updates.count > 0) {
+        return error_message(error, error_size,
+                             "accumulator %s: initial values are given at its creation only",
+                             accumulator->name);
+    }
+    long index = accumulator_dict_find(&accumulator->results, key);
+    if (index >= 0) {
+        accumulator->results.values[index] = value;
+        return 0;
+    }
+    if (accumulator_dict_append(&accumulator->results, key, strlen(key), value) != 0)
+        return accumulator_out_of_memory(accumulator, error, error_size);
+    return 0;
+}
+
 int accumulator_add(struct accumulator *accumulator, const char *key, double delta,
                     char *error, size_t error_size)
 {
     if (accumulator_check_key(accumulator, key, error, error_size) != 0)
         return -1;
-    struct accumulator_dict *target =
-        accumulator->synchronized ? accumulator->synchronized : &accumulator->updates;
-    if (accumulator_dict_add(target, key, delta) != 0)
-        return accumulator_out_of_memory(accumulator, error, error_size);
+    if (accumulator->synchronized == NULL) {
+        if (accumulator_dict_add(&accumulator->updates, key, delta) != 0)
+            return accumulator_out_of_memory(accumulator, error, error_size);
+        return 0;
+    }
+    /* synchronized: the results read as a plain dictionary, and a missing
+     * key has no value to add to (every replica refuses alike) */
+    long index = accumulator_dict_find(accumulator->synchronized, key);
+    if (index < 0) {
+        return error_message(error, error_size,
+                             "accumulator %s: no key \"%s\" to add to in synchronized mode; "
+                             "set it first, or add before synchronizing (AdaptDL raises "
+                             "KeyError)",
+                             accumulator->name, key);
+    }
+    accumulator->synchronized->values[index] += delta;
     return 0;
 }
 

@@ -68,8 +68,18 @@ int accumulator_dict_copy(struct accumulator_dict *to, const struct accumulator_
 void accumulator_init(struct accumulator *accumulator, int64_t epoch, unsigned count);
 void accumulator_free(struct accumulator *accumulator);
 
-/* Accumulation mode: a local update of key.  Synchronized mode: results[key]
- * += delta.  -1 with a message for a bad key or on allocation failure. */
+/* AdaptDL's Accumulator(initial_dict): results[key] = value, for a new
+ * accumulator before it is tracked (a restore then replaces the results,
+ * as AdaptDL's load_state does after its constructor).  A key given twice
+ * takes the last value.  -1 with a message for a bad key, an accumulator
+ * already used, or on allocation failure. */
+int accumulator_set_initial(struct accumulator *accumulator, const char *key, double value,
+                            char *error, size_t error_size);
+
+/* Accumulation mode: a local update of key (created at 0).  Synchronized
+ * mode: results[key] += delta, for a key the results hold; a missing one is
+ * refused, as AdaptDL's accum[key] += delta raises KeyError there.  -1 with
+ * a message for a bad or missing key or on allocation failure. */
 int accumulator_add(struct accumulator *accumulator, const char *key, double delta,
                     char *error, size_t error_size);
 /* Synchronized mode only: results[key] = value, remove key, remove all.
@@ -79,7 +89,9 @@ int accumulator_set(struct accumulator *accumulator, const char *key, double val
 int accumulator_remove(struct accumulator *accumulator, const char *key, char *error,
                        size_t error_size);
 int accumulator_clear(struct accumulator *accumulator, char *error, size_t error_size);
-/* Reads: as an empty dictionary in accumulation mode. */
+/* Reads: as an empty dictionary in accumulation mode.  A key that is
+ * absent (or any key in accumulation mode) reads false and leaves *value
+ * untouched: AdaptDL's accum[key] raises KeyError, accum.get(key) is None. */
 bool accumulator_get(const struct accumulator *accumulator, const char *key, double *value);
 size_t accumulator_size(const struct accumulator *accumulator);
 /* The i-th key (i < accumulator_size), or NULL. */

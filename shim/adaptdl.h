@@ -98,7 +98,11 @@ long adaptdl_loop_next(adaptdl_loop *loop, uint64_t *indices, size_t capacity);
 long adaptdl_loop_next_records(adaptdl_loop *loop, void *buffer, size_t capacity_bytes);
 /* Leaves an iteration early. */
 void adaptdl_loop_break(adaptdl_loop *loop);
+/* Records of every replica done in the loop's running iteration; 0 when it
+ * is not being iterated (AdaptDL: None) or for no loop. */
 uint64_t adaptdl_loop_current_index(const adaptdl_loop *loop);
+/* The batch sizes of the running (or last) iteration's sweep; 0 before the
+ * loop's first iteration (AdaptDL: None) or for no loop. */
 uint64_t adaptdl_loop_local_batch_size(const adaptdl_loop *loop);
 uint64_t adaptdl_loop_global_batch_size(const adaptdl_loop *loop);
 /* AdaScale's gain at the loop's current global batch against its initial
@@ -107,11 +111,23 @@ uint64_t adaptdl_loop_global_batch_size(const adaptdl_loop *loop);
 double adaptdl_loop_gain(const adaptdl_loop *loop);
 
 /* --- accumulators: Accumulator -------------------------------------------------
- * add/subtract outside a synchronized block are local updates; between
- * adaptdl_accumulator_synchronize and _desynchronize the accumulator reads
- * and writes as a dictionary holding every replica's updates summed. */
+ * add/subtract outside a synchronized block are local updates (a key is
+ * created at 0); between adaptdl_accumulator_synchronize and _desynchronize
+ * the accumulator reads and writes as a dictionary holding every replica's
+ * updates summed, and add/subtract there need a key it holds (-1 for a
+ * missing one, where AdaptDL raises KeyError).  Outside a synchronized
+ * block it reads as empty (size 0, get false), set and remove are refused
+ * (-1) and clear does nothing, as in AdaptDL.  get
+ * returns false and leaves *value untouched for a key that is absent
+ * (AdaptDL: KeyError for accum[k], None for accum.get(k)). */
 typedef struct adaptdl_accumulator adaptdl_accumulator;
 adaptdl_accumulator *adaptdl_accumulator_create(void);
+/* AdaptDL's Accumulator(initial_dict): `count` keys and their values are
+ * the results the first synchronization adds to (a key given twice takes
+ * its last value); when a restored checkpoint holds this accumulator, its
+ * saved results replace them, as AdaptDL's load_state does. */
+adaptdl_accumulator *adaptdl_accumulator_create_with_values(const char *const *keys,
+                                                            const double *values, size_t count);
 void adaptdl_accumulator_destroy(adaptdl_accumulator *accumulator);
 int adaptdl_accumulator_add(adaptdl_accumulator *accumulator, const char *key, double value);
 int adaptdl_accumulator_subtract(adaptdl_accumulator *accumulator, const char *key,

@@ -404,9 +404,16 @@ API void adaptdl_loop_break(adaptdl_loop *owner)
     api_unlock(state);
 }
 
+/* AdaptDL's current_index is None outside the loop's iteration: 0 here
+ * (a restored index waiting for the iteration is not the current one). */
 API uint64_t adaptdl_loop_current_index(const adaptdl_loop *owner)
 {
-    return owner ? owner->loop.current_index : 0;
+    if (owner == NULL)
+        return 0;
+    struct cooperative_state *state = api_lock();
+    uint64_t index = state->loops.current == &owner->loop ? owner->loop.current_index : 0;
+    api_unlock(state);
+    return index;
 }
 
 API uint64_t adaptdl_loop_local_batch_size(const adaptdl_loop *owner)
@@ -429,28 +436,73 @@ API double adaptdl_loop_gain(const adaptdl_loop *owner)
 
 /* --- accumulators ------------------------------------------------------------------------ */
 
-API adaptdl_accumulator *adaptdl_accumulator_create(void)
+/* The initial values of a new accumulator (AdaptDL's initial dict), given
+ * before it is tracked, so that restored results replace them: 0, or -1
+ * with a message. */
+static int api_accumulator_initial_values(struct accumulator *accumulator,
+                                          const char *const *keys, const double *values,
+                                          size_t count)
 {
-    struct cooperative_state *state = api_lock();
-    adaptdl_accumulator *owner = NULL;
-    uint64_t count;
+    for (size_t i = 0; i < count; i++)
+        if (accumulator_set_initial(accumulator, keys[i], values[i], api_error,
+                                    sizeof api_error) != 0)
+            return -1;
+    return 0;
+}
+
+/* Creates, names and tracks an accumulator under the lock; NULL with a
+ * message when a loop is being iterated or on failure. */
+static adaptdl_accumulator *api_accumulator_new(struct cooperative_state *state,
+                                                const char *const *keys, const double *values,
+                                                size_t count)
+{
     if (state->loops.current != NULL) {
         api_fail("an accumulator may not be created while %s is being iterated; create it "
                  "before the loop", state->loops.current->name);
-    } else if (epoch_counters_take(&state->loops.accumulators_created,
-                                   epoch_loop_current(&state->epochs), &count) != 0 ||
-               (owner = calloc(1, sizeof *owner)) == NULL) {
-        api_fail("out of memory creating an accumulator");
-    } else {
-        accumulator_init(&owner->accumulator, epoch_loop_current(&state->epochs),
-                         (unsigned)count);
-        if (cooperative_state_add_accumulator(state, &owner->accumulator, api_error,
-                                              sizeof api_error) != 0) {
-            accumulator_free(&owner->accumulator);
-            free(owner);
-            owner = NULL;
-        }
+        return NULL;
     }
+    adaptdl_accumulator *owner = calloc(1, sizeof *owner);
+    uint64_t created;
+    if (owner == NULL || epoch_counters_take(&state->loops.accumulators_created,
+                                             epoch_loop_current(&state->epochs),
+                                             &created) != 0) {
+        free(owner);
+        api_fail("out of memory creating an accumulator");
+        return NULL;
+    }
+    accumulator_init(&owner->accumulator, epoch_loop_current(&state->epochs), (unsigned)created);
+    if (api_accumulator_initial_values(&owner->accumulator, keys, values, count) != 0 ||
+        cooperative_state_add_accumulator(state, &owner->accumulator, api_error,
+                                          sizeof api_error) != 0) {
+        /* its name is taken: the replayed code's next accumulator is named
+         * after this one, as in the run before the restart */
+        accumulator_free(&owner->accumulator);
+        free(owner);
+        return NULL;
+    }
+    return owner;
+}
+
+API adaptdl_accumulator *adaptdl_accumulator_create(void)
+{
+    struct cooperative_state *state = api_lock();
+    adaptdl_accumulator *owner = api_accumulator_new(state, NULL, NULL, 0);
+    api_unlock(state);
+    return owner;
+}
+
+API adaptdl_accumulator *adaptdl_accumulator_create_with_values(const char *const *keys,
+                                                                const double *values,
+                                                                size_t count)
+{
+    if (count > 0 && (keys == NULL || values == NULL)) {
+        api_fail("adaptdl_accumulator_create_with_values: %zu values but no %s; accepted: "
+                 "arrays of count keys and values, or count 0",
+                 count, keys == NULL ? "keys" : "values");
+        return NULL;
+    }
+    struct cooperative_state *state = api_lock();
+    adaptdl_accumulator *owner = api_accumulator_new(state, keys, values, count);
     api_unlock(state);
     return owner;
 }

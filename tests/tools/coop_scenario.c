@@ -21,7 +21,9 @@
  *
  *   coop_scenario world CHECKPOINT
  *       under mpirun with no ADAPTDL_* variable: the API's layout is MPI's,
- *       accumulators sum over every rank, a loop shares the records out.
+ *       accumulators sum over every rank (one made with initial values
+ *       too, with AdaptDL's dictionary rules), a loop shares the records
+ *       out.
  *   coop_scenario no_world CHECKPOINT
  *       processes told ADAPTDL_NUM_REPLICAS=2 but each its own MPI world:
  *       accumulator synchronization is refused with a message.
@@ -224,6 +226,36 @@ static void epochs(const char *checkpoint)
     expect(adaptdl_current_epoch() == ADAPTDL_NONE, "no epoch after the loop");
 }
 
+/* AdaptDL's Accumulator(initial_dict) and its dictionary rules: initial
+ * values are the results the replicas' updates are summed into; in
+ * synchronized mode a missing key cannot be added to, and get leaves the
+ * value alone; outside it a value cannot be set. */
+static void initial_values(void)
+{
+    const char *keys[] = {"best", "count"};
+    const double values[] = {10, 0};
+    adaptdl_accumulator *initial = adaptdl_accumulator_create_with_values(keys, values, 2);
+    expect(initial != NULL, "create with values: %s", adaptdl_last_error());
+    expect(adaptdl_accumulator_create_with_values(NULL, values, 2) == NULL &&
+               strstr(adaptdl_last_error(), "no keys"),
+           "values without keys are refused: %s", adaptdl_last_error());
+    expect(adaptdl_accumulator_size(initial) == 0, "accumulation mode reads as empty");
+    expect(adaptdl_accumulator_set(initial, "best", 1) == -1, "no set in accumulation mode");
+    adaptdl_accumulator_add(initial, "count", 1);
+    expect(adaptdl_accumulator_synchronize(initial) == 0, "synchronize: %s",
+           adaptdl_last_error());
+    expect(value_of(initial, "best") == 10, "the initial value stays");
+    expect(value_of(initial, "count") == size, "count summed to %g", value_of(initial, "count"));
+    expect(adaptdl_accumulator_add(initial, "missing", 1) == -1 &&
+               strstr(adaptdl_last_error(), "no key \"missing\""),
+           "adding to a missing key when synchronized is refused: %s", adaptdl_last_error());
+    double untouched = -3;
+    expect(!adaptdl_accumulator_get(initial, "missing", &untouched) && untouched == -3,
+           "get of a missing key is false and leaves the value");
+    adaptdl_accumulator_desynchronize(initial);
+    adaptdl_accumulator_destroy(initial);
+}
+
 /* The API answers as MPI's world (run without ADAPTDL_* variables under
  * mpirun): its replica count and rank are MPI's, an accumulator sums over
  * every rank, and a loop over 100 records in global batches of 10 hands
@@ -254,6 +286,8 @@ static void world(void)
     expect(value_of(sums, "records") == share * size, "records summed to %g",
            value_of(sums, "records"));
     adaptdl_accumulator_desynchronize(sums);
+    expect(adaptdl_loop_current_index(loop) == 0, "no current index outside the iteration");
+    initial_values();
     adaptdl_loop_destroy(loop);
     adaptdl_accumulator_destroy(sums);
 }

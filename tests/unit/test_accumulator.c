@@ -323,3 +323,74 @@ Test(accumulator, replicas_without_a_shared_world_refuse_to_synchronize)
     replica_collective_expect(0, 0);
     accumulator_free(&accumulator);
 }
+
+/* In synchronized mode the accumulator reads and writes as a plain
+ * dictionary: adding to a key it does not hold is refused, as AdaptDL's
+ * accum[key] += value raises KeyError there (it used to create the key);
+ * adding to a held key, and adding anything in accumulation mode, work. */
+Test(accumulator, adding_to_a_missing_key_in_synchronized_mode_is_refused)
+{
+    struct accumulator accumulator;
+    accumulator_init(&accumulator, 2, 0);
+    char error[256] = "";
+    cr_assert_eq(accumulator_add(&accumulator, "seen", 1, error, sizeof error), 0);
+    cr_assert_eq(accumulator_synchronize(&accumulator, 2, false, error, sizeof error), 0);
+    cr_expect_eq(accumulator_add(&accumulator, "unseen", 1, error, sizeof error), -1);
+    cr_expect_str_eq(error, "accumulator adaptdl-accumulator-epoch2-0: no key \"unseen\" to add "
+                            "to in synchronized mode; set it first, or add before "
+                            "synchronizing (AdaptDL raises KeyError)");
+    cr_expect_eq(accumulator_size(&accumulator), 1, "nothing created");
+    cr_expect_eq(accumulator_add(&accumulator, "seen", 2, error, sizeof error), 0);
+    double value = 0;
+    cr_expect(accumulator_get(&accumulator, "seen", &value));
+    cr_expect_eq(value, 3);
+    value = -7;
+    cr_expect_not(accumulator_get(&accumulator, "unseen", &value));
+    cr_expect_eq(value, -7, "an absent key leaves the value untouched");
+    cr_expect_eq(accumulator_set(&accumulator, "unseen", 5, error, sizeof error), 0);
+    cr_expect_eq(accumulator_add(&accumulator, "unseen", 1, error, sizeof error), 0, "%s",
+                 error);
+    accumulator_desynchronize(&accumulator);
+    cr_expect_eq(accumulator_add(&accumulator, "new", 1, error, sizeof error), 0,
+                 "accumulation mode creates keys");
+    accumulator_free(&accumulator);
+}
+
+/* AdaptDL's Accumulator(initial_dict): the initial values are the results
+ * a synchronization adds the updates to (accumulation mode still reads as
+ * empty); a key given twice takes the last value; a restore replaces them
+ * as AdaptDL's load_state does; they can be given to a new accumulator
+ * only. */
+Test(accumulator, initial_values_are_the_results_until_a_restore_replaces_them)
+{
+    struct accumulator accumulator;
+    accumulator_init(&accumulator, -1, 0);
+    char error[256] = "";
+    cr_assert_eq(accumulator_set_initial(&accumulator, "best", 9, error, sizeof error), 0);
+    cr_assert_eq(accumulator_set_initial(&accumulator, "count", 1, error, sizeof error), 0);
+    cr_assert_eq(accumulator_set_initial(&accumulator, "best", 10, error, sizeof error), 0);
+    cr_expect_eq(accumulator_set_initial(&accumulator, "", 1, error, sizeof error), -1);
+    cr_expect_eq(accumulator_size(&accumulator), 0, "accumulation mode reads as empty");
+    cr_assert_eq(accumulator_add(&accumulator, "count", 2, error, sizeof error), 0);
+    cr_assert_eq(accumulator_synchronize(&accumulator, -1, false, error, sizeof error), 0);
+    cr_assert_eq(accumulator_size(&accumulator), 2);
+    cr_expect_str_eq(accumulator_key(&accumulator, 0), "best");
+    double value = 0;
+    cr_expect(accumulator_get(&accumulator, "best", &value));
+    cr_expect_eq(value, 10);
+    cr_expect(accumulator_get(&accumulator, "count", &value));
+    cr_expect_eq(value, 3);
+    accumulator_desynchronize(&accumulator);
+    cr_expect_eq(accumulator_set_initial(&accumulator, "late", 1, error, sizeof error), -1);
+    cr_expect_not_null(strstr(error, "at its creation only"), "%s", error);
+
+    struct accumulator restored;
+    accumulator_init(&restored, -1, 0);
+    cr_assert_eq(accumulator_set_initial(&restored, "best", 1, error, sizeof error), 0);
+    cr_assert_eq(accumulator_restore(&restored, &accumulator.results, accumulator.history,
+                                     accumulator.history_count), 0);
+    cr_assert_eq(accumulator.results.count, 2);
+    cr_expect_eq(restored.results.values[0], 10, "the saved results win");
+    accumulator_free(&restored);
+    accumulator_free(&accumulator);
+}

@@ -137,6 +137,41 @@ Test(cooperative_state, objects_created_after_the_restore_take_it_by_name)
     process_free(&second);
 }
 
+/* An accumulator created with initial values (Accumulator(initial_dict))
+ * after a restore takes the saved results by name, which replace the
+ * initial ones; without a restore it keeps them. */
+Test(cooperative_state, initial_values_give_way_to_restored_results)
+{
+    struct process first;
+    struct adaptdl_snapshot snapshot;
+    first_run(&first, &snapshot);
+    struct cooperative_state state;
+    cooperative_state_init(&state);
+    char error[256] = "";
+    cr_assert_eq(cooperative_state_restore(&state, &snapshot, error, sizeof error), 0, "%s",
+                 error);
+    struct accumulator accumulator;
+    accumulator_init(&accumulator, -1, 0);
+    cr_assert_eq(accumulator_set_initial(&accumulator, "loss", 100, error, sizeof error), 0);
+    cr_assert_eq(cooperative_state_add_accumulator(&state, &accumulator, error, sizeof error),
+                 0);
+    cr_assert_eq(accumulator.results.count, 1);
+    cr_expect_eq(accumulator.results.values[0], 4, "the saved sum, not the initial 100");
+    accumulator_free(&accumulator);
+    cooperative_state_free(&state);
+
+    cooperative_state_init(&state);
+    accumulator_init(&accumulator, -1, 0);
+    cr_assert_eq(accumulator_set_initial(&accumulator, "loss", 100, error, sizeof error), 0);
+    cr_assert_eq(cooperative_state_add_accumulator(&state, &accumulator, error, sizeof error),
+                 0);
+    cr_expect_eq(accumulator.results.values[0], 100, "nothing restored: the initial value");
+    accumulator_free(&accumulator);
+    cooperative_state_free(&state);
+    snapshot_free(&snapshot);
+    process_free(&first);
+}
+
 static int saved_calls, loaded_calls;
 static char loaded[16];
 
