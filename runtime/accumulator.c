@@ -491,5 +491,9 @@ int accumulator_restore(struct accumulator *accumulator, const struct accumulato
     accumulator->history = history_copy;
     accumulator->history_count = history_count;
     accumulator->history_capacity = history_count ? history_count : 1;
+    /* a synchronized block open across the restore pointed at the results
+     * or a history entry just freed: it reads the restored results now */
+    if (accumulator->synchronized != NULL)
+        accumulator->synchronized = &accumulator->results;
     return 0;
 }

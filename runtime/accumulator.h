@@ -107,7 +107,9 @@ int accumulator_synchronize(struct accumulator *accumulator, int64_t epoch, bool
 void accumulator_desynchronize(struct accumulator *accumulator);
 
 /* Replaces the saved part (results and history) with copies of the given
- * ones, as a restore does.  -1 on allocation failure (nothing changed). */
+ * ones, as a restore does; a synchronized block open across it reads the
+ * restored results from then on.  -1 on allocation failure (nothing
+ * changed). */
 int accumulator_restore(struct accumulator *accumulator, const struct accumulator_dict *results,
                         const struct accumulator_results *history, size_t history_count);
 

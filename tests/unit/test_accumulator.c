@@ -394,3 +394,39 @@ Test(accumulator, initial_values_are_the_results_until_a_restore_replaces_them)
     accumulator_free(&restored);
     accumulator_free(&accumulator);
 }
+
+/* A restore while a synchronized block is open (a checkpoint loaded inside
+ * it) replaced the results and history the block was reading, which were
+ * then read after being freed (found by fuzz_cooperative_api); the block
+ * reads the restored results now, whether it was a fresh synchronization
+ * or a replayed one. */
+Test(accumulator, a_restore_inside_a_synchronized_block_reads_the_restored_results)
+{
+    struct accumulator saved;
+    accumulator_init(&saved, -1, 0);
+    char error[256] = "";
+    cr_assert_eq(accumulator_add(&saved, "loss", 7, error, sizeof error), 0);
+    cr_assert_eq(accumulator_synchronize(&saved, -1, false, error, sizeof error), 0);
+    accumulator_desynchronize(&saved);
+
+    for (int replayed = 0; replayed < 2; replayed++) {
+        struct accumulator accumulator;
+        accumulator_init(&accumulator, -1, 0);
+        if (replayed)
+            cr_assert_eq(accumulator_restore(&accumulator, &saved.results, saved.history,
+                                             saved.history_count), 0);
+        else
+            cr_assert_eq(accumulator_add(&accumulator, "other", 1, error, sizeof error), 0);
+        cr_assert_eq(accumulator_synchronize(&accumulator, -1, false, error, sizeof error), 0);
+        cr_assert_eq(accumulator_restore(&accumulator, &saved.results, saved.history,
+                                         saved.history_count), 0);
+        double value = 0;
+        cr_expect(accumulator_get(&accumulator, "loss", &value), "replayed %d", replayed);
+        cr_expect_eq(value, 7);
+        cr_expect_eq(accumulator_size(&accumulator), 1);
+        accumulator_desynchronize(&accumulator);
+        cr_expect_eq(accumulator_size(&accumulator), 0, "the block is closed as it was opened");
+        accumulator_free(&accumulator);
+    }
+    accumulator_free(&saved);
+}
