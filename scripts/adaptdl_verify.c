@@ -678,6 +678,10 @@ static void run_environment(const struct verify_context *context,
         path_in(path, sizeof path, case_directory, "hints.json");
         environment_set(environment, "ADAPTDL_HINTS_FILE", path);
     }
+    /* a trainer killed by a case leaves its temporary files behind (Python's
+     * multiprocessing directories of a DataLoader's workers): they go into
+     * the case's directory, which the scratch's removal takes with it */
+    environment_set(environment, "TMPDIR", case_directory);
     if (setting->resume != NULL)
         environment_set(environment, "ADAPTDL_RESUME", setting->resume);
     if (setting->data != NULL)

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -317,5 +318,47 @@ Test(verify, bad_usage_is_one_line_and_status_2, .timeout = 120)
     free(absolute_checkpoint);
     free(program);
     free(tool);
+    harness_remove_temp_dir(directory);
+}
+
+/* The trainers' temporary files (a killed DataLoader's multiprocessing
+ * directories) go into each case's directory, which the tool removes: a
+ * trainer that makes one in $TMPDIR at every run leaves none in the
+ * user's. */
+Test(verify, the_trainers_temporary_files_are_removed_with_the_scratch, .timeout = 240)
+{
+    const char *directory = harness_temp_dir();
+    char *data = verify_write_records(directory);
+    char *program = strdup(harness_build_path("trainers/replay_loader"));
+    char *users_tmp = harness_path_in(directory, "users-tmp");
+    cr_assert_eq(mkdir(users_tmp, 0700), 0);
+    char data_setting[600], tmpdir_setting[600];
+    snprintf(data_setting, sizeof data_setting, "ADAPTDL_DATA=%s:record=%d", data,
+             VERIFY_RECORD_SIZE);
+    snprintf(tmpdir_setting, sizeof tmpdir_setting, "TMPDIR=%s", users_tmp);
+    char *environment[] = {data_setting, tmpdir_setting, "ADAPTDL_CHECKPOINT_PATH=state",
+                           "ADAPTDL_SAVE=*model.ckpt", "ADAPTDL_TARGET=replay_loader",
+                           "ADAPTDL_SEED=11", "ADAPTDL_RESUME=replay", NULL};
+    const char *options[] = {"--no-fixes", "--replicas", "1", NULL};
+    const char *trainer[] = {"/bin/sh", "-c",
+                             "mktemp \"$TMPDIR/left-behind.XXXXXX\" >/dev/null && "
+                             "exec \"$0\" \"$@\"",
+                             program, "--style", "stdio-size-rewind", "--data", data,
+                             "--record", "64", "--epochs", "2", "--checkpoint", "model.ckpt",
+                             "--checkpoint-every", "50", NULL};
+    struct run_result result;
+    verify_run(&result, directory, options, trainer, environment);
+    cr_expect_eq(result.status, 0, "%s\n%s", result.out, result.err);
+    DIR *left = opendir(users_tmp);
+    cr_assert_not_null(left);
+    size_t entries = 0;
+    for (struct dirent *entry = readdir(left); entry != NULL; entry = readdir(left))
+        entries += strcmp(entry->d_name, ".") != 0 && strcmp(entry->d_name, "..") != 0;
+    closedir(left);
+    cr_expect_eq(entries, 0, "%zu temporary files left in the user's TMPDIR", entries);
+    run_result_free(&result);
+    free(users_tmp);
+    free(program);
+    free(data);
     harness_remove_temp_dir(directory);
 }
