@@ -49,6 +49,7 @@
 #include <unistd.h>
 
 #include "trainer_common.h"
+#include "trainer_mpi.h"
 
 #define LINE_BUFFER 256
 #define CHECKPOINT_MAGIC "CRMP"
@@ -70,21 +71,6 @@ struct data_parallel {
     MPI_Group world_group;
     int rank;
 };
-
-/* After a fatal message: with MPI running, the whole job ends with the
- * status (MPI_Abort), not this rank alone, which would leave the others
- * waiting in a collective. */
-static void abort_the_job_if_mpi_runs(int status)
-{
-    int initialized = 0, finalized = 0;
-    MPI_Initialized(&initialized);
-    MPI_Finalized(&finalized);
-    if (initialized && !finalized) {
-        fflush(stdout);
-        fflush(stderr);
-        MPI_Abort(MPI_COMM_WORLD, status);
-    }
-}
 
 static const char usage[] =
     "usage: count_rewind_mpi --data PATH --steps S\n"
@@ -292,7 +278,7 @@ static void data_parallel_free(struct data_parallel *group)
 int main(int argc, char **argv)
 {
     trainer_set_program_name("count_rewind_mpi");
-    trainer_set_before_exit(abort_the_job_if_mpi_runs);
+    trainer_set_before_exit(trainer_abort_the_job_if_mpi_runs);
     struct options o;
     parse_options(argc, argv, &o);
     setvbuf(stdout, NULL, _IOLBF, 0);

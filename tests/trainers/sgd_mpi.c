@@ -103,6 +103,7 @@
 
 #include "adsd_records.h"
 #include "trainer_common.h"
+#include "trainer_mpi.h"
 
 #define CKPT_MAGIC "SGDM"
 #define CKPT_VERSION 2u
@@ -136,20 +137,6 @@ struct progress {
 
 static int mpi_rank, mpi_size = 1;
 static volatile sig_atomic_t sigterm_caught;
-
-/* After a fatal message: with MPI running, the whole job ends with the
- * status (MPI_Abort), not this rank alone. */
-static void abort_the_job_if_mpi_runs(int status)
-{
-    int initialized = 0, finalized = 0;
-    MPI_Initialized(&initialized);
-    MPI_Finalized(&finalized);
-    if (initialized && !finalized) {
-        fflush(stdout);
-        fflush(stderr);
-        MPI_Abort(MPI_COMM_WORLD, status);
-    }
-}
 
 static const char usage[] =
     "usage: sgd_mpi --data PATH --epochs E --batch-size B --lr LR --checkpoint PATH "
@@ -423,7 +410,7 @@ int main(int argc, char **argv)
 {
     process_start = trainer_clock_seconds(CLOCK_MONOTONIC);
     trainer_set_program_name_and_rank("sgd_mpi", mpi_rank);
-    trainer_set_before_exit(abort_the_job_if_mpi_runs);
+    trainer_set_before_exit(trainer_abort_the_job_if_mpi_runs);
     struct options o;
     parse_options(argc, argv, &o);
     check_mpi(MPI_Init(&argc, &argv), "MPI_Init");
