@@ -499,6 +499,7 @@ static int parse_all_variables(struct config_parse_state *state)
         if (value != NULL && parse_table_variable(state, &config_variables[i], value) < 0)
             return -1;
     }
+    state->config->grad_min_given = config_lookup(state->envp, "ADAPTDL_GRAD_MIN") != NULL;
     if (config_parse_replica_layout(state) < 0 || config_parse_torchrun_node_count(state) < 0 ||
         config_check_node_count(state) < 0)
         return -1;

@@ -86,7 +86,8 @@ struct adaptdl_config {
     bool disabled;
     char *target;            /* NULL: every process */
 
-    uint64_t grad_min;
+    uint64_t grad_min;       /* ADAPTDL_GRAD_MIN, or 1024 */
+    bool grad_min_given;     /* set by the user: no automatic gradient sizes */
     double drain_seconds;
     double stop_seconds;     /* longest wait of a stop signal for an agreement point */
     char *metrics_file;

@@ -64,22 +64,23 @@ void event_line_step(struct json_line *line, double time_seconds,
     json_line_add_uint(line, "step", position->step);
     json_line_add_uint(line, "epoch", position->epoch);
     json_line_add_uint(line, "replicas", step->replicas);
-    json_line_add_double_or_null_if(line, "local_bsz", local_bsz_known,
-                                    (double)step->local_records);
+    uint64_t local_bsz = agreed_step_local_batch(step);
+    local_bsz_known = local_bsz_known && local_bsz > 0;
+    json_line_add_double_or_null_if(line, "local_bsz", local_bsz_known, (double)local_bsz);
     json_line_add_double_or_null_if(line, "global_bsz", local_bsz_known,
-                                    (double)step->global_records);
+                                    (double)step->batch_global);
     json_line_add_double(line, "step_time", step->step_time);
     json_line_add_double(line, "sync_time", step->sync_time);
     json_line_add_double(line, "grad_sqr", grad_noise_sqr(noise));
     json_line_add_double(line, "grad_var", grad_noise_var(noise));
     json_line_add_double(line, "noise_scale", grad_noise_scale_simple(noise));
     json_line_add_double(line, "progress", position->progress);
-    if (model != NULL && local_bsz_known && step->local_records > 0) {
+    if (model != NULL && local_bsz_known) {
         json_line_add_double(line, "efficiency",
-                             goodput_efficiency(model, (double)step->global_records));
+                             goodput_efficiency(model, (double)step->batch_global));
         json_line_add_double(line, "goodput",
                              goodput_evaluate(model, nodes ? nodes : 1, step->replicas,
-                                              (double)step->local_records, 0));
+                                              (double)local_bsz, 0));
     }
     json_line_end(line);
 }
@@ -132,6 +133,7 @@ void event_line_decision(struct json_line *line, double time_seconds,
     json_line_add_uint(line, "chosen_local_bsz", decision->choice.local_bsz);
     json_line_add_uint(line, "best_global_bsz", decision->model_choice.global_bsz);
     json_line_add_uint(line, "best_local_bsz", decision->model_choice.local_bsz);
+    json_line_add_uint(line, "local_bsz_limit", decision->local_bsz_limit);
     json_line_add_double(line, "goodput_current", decision->goodput_current);
     json_line_add_double(line, "goodput_chosen", decision->choice.goodput);
     json_line_add_double(line, "speedup", decision->speedup);

@@ -10,7 +10,9 @@
  * either way; grad_sqr itself is then |G|^2 in the trainer's own units. */
 #include "step_monitor.h"
 
+#include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,19 +66,56 @@ void step_monitor_gradient_pair(struct step_monitor *monitor, double mean_sqr, b
     monitor->pair_mean_sqr += mean_sqr;
 }
 
-/* K = 1: AdaptDL's difference estimator over consecutive steps. */
+/* The global batch of a step that read `global_records`: those, or for a
+ * step that read none, the mean per step of this run after its first step
+ * (a loader that reads ahead); 0 when unknown. */
+static uint64_t step_monitor_batch_estimate(const struct step_monitor *monitor,
+                                            uint64_t global_records)
+{
+    if (global_records > 0)
+        return global_records;
+    if (monitor->steps_after_warm_up == 0 || monitor->records_after_warm_up == 0)
+        return 0;
+    uint64_t mean = (monitor->records_after_warm_up + monitor->steps_after_warm_up / 2) /
+                    monitor->steps_after_warm_up;
+    return mean > 0 ? mean : 1;
+}
+
+/* K = 1: AdaptDL's difference estimator over consecutive steps (not the
+ * first step of a run, which holds the start-up reads). */
 static void step_monitor_single_replica_statistics(struct step_monitor *monitor,
                                                    uint64_t records)
 {
-    if (monitor->replicas != 1 || monitor->gradient_pieces == 0 || records == 0 ||
-        !monitor->measuring)
+    uint64_t batch = step_monitor_batch_estimate(monitor, records);
+    if (monitor->replicas != 1 || monitor->gradient_pieces == 0 || batch == 0 ||
+        monitor->boundaries <= 1 || !monitor->measuring)
         return;
     if (monitor->noise.initial_global_bsz == 0)
-        monitor->noise.initial_global_bsz = records;
+        monitor->noise.initial_global_bsz = batch;
     if (!monitor->pair_valid)
         grad_noise_forget_previous(&monitor->noise);
     grad_noise_update_consecutive(&monitor->noise, monitor->local_sqr, monitor->pair_mean_sqr,
-                                  records);
+                                  batch);
+}
+
+/* The batch and time of an agreed step, and what the run's later steps
+ * learn from it. */
+static void step_monitor_note_batch_and_time(struct step_monitor *monitor,
+                                             struct agreed_step *step)
+{
+    step->warm_up = step->step == 1;
+    if (step->warm_up) {
+        monitor->records_before_first_step = step->global_records;
+        step->batch_global = 0;
+        return;
+    }
+    monitor->records_after_warm_up += step->global_records;
+    monitor->steps_after_warm_up++;
+    step->batch_global = step_monitor_batch_estimate(monitor, step->global_records);
+    if (step->batch_global == 0 && step->replicas_with_gradient > 0)
+        monitor->steps_with_unknown_batch++;
+    if (step->step_time > 0)
+        monitor->step_times[monitor->step_time_count++ % STEP_TIME_SAMPLES] = step->step_time;
 }
 
 bool step_monitor_ends_step(const struct step_monitor *monitor, const void *communicator)
@@ -106,6 +145,7 @@ static void step_monitor_take_sums(struct step_monitor *monitor)
     step->local_sqr_mean = sums[PIGGYBACK_LOCAL_SQR] / replicas;
     step->total_sqr = sums[PIGGYBACK_TOTAL_SQR] / replicas;
     monitor->has_last = true;
+    step_monitor_note_batch_and_time(monitor, step);
     bool measured = llround(sums[PIGGYBACK_MEASURED]) == (long long)monitor->replicas;
     if (measured)
         monitor->measured_period_in_force = monitor->measured_period_posted;
@@ -116,19 +156,19 @@ static void step_monitor_take_sums(struct step_monitor *monitor)
                                   : period > STEP_MEASURE_PERIOD_MAX ? STEP_MEASURE_PERIOD_MAX
                                                                      : (uint64_t)period;
     }
-    /* Without a configured initial batch size, the first step's global
+    /* Without a configured initial batch size, the first known global
      * batch is the initial one (AdaptDL's batch_size is the trainer's own). */
-    if (monitor->noise.initial_global_bsz == 0 && step->global_records > 0)
-        monitor->noise.initial_global_bsz = step->global_records;
+    if (monitor->noise.initial_global_bsz == 0 && step->batch_global > 0)
+        monitor->noise.initial_global_bsz = step->batch_global;
     /* Statistics only from measured steps in which every replica had
      * gradients: a partial step mixes replicas that did and did not reduce. */
     /* this observation stands for the steps since the previous measured one */
     monitor->noise.steps_per_observation = monitor->measured_period_in_force;
     if (measured && monitor->replicas >= 2 &&
-        step->replicas_with_gradient == monitor->replicas && step->global_records > 0)
+        step->replicas_with_gradient == monitor->replicas && step->batch_global > 0)
         step->statistics_updated = grad_noise_update_replicas(
             &monitor->noise, step->local_sqr_mean, step->total_sqr, monitor->replicas,
-            step->global_records / monitor->replicas, step->global_records);
+            step->batch_global / monitor->replicas, step->batch_global);
 }
 
 /* A stop signal stops at once (or after the drain); a restart request for a
@@ -235,6 +275,7 @@ bool step_monitor_local_boundary(struct step_monitor *monitor, double now,
     step->global_records = records;
     step->local_records = records;
     step->step_time = now - monitor->step_started;
+    step_monitor_note_batch_and_time(monitor, step);
     monitor->has_last = true;
     monitor->step_started = now;
     monitor->records_at_step_start = records_consumed;
@@ -286,12 +327,13 @@ int step_monitor_record_profile(const struct step_monitor *monitor, uint32_t nod
                                 struct adaptdl_job_record *record)
 {
     const struct agreed_step *step = &monitor->last;
-    if (monitor->has_last && step->local_records > 0 && step->step_time > 0) {
+    uint64_t local_bsz = agreed_step_local_batch(step);
+    if (monitor->has_last && !step->warm_up && local_bsz > 0 && step->step_time > 0) {
         struct step_profile *bucket = NULL;
         for (size_t i = 0; i < record->profile_count; i++) {
             struct step_profile *candidate = &record->profiles[i];
             if (candidate->nodes == nodes && candidate->replicas == step->replicas &&
-                candidate->local_bsz == step->local_records)
+                candidate->local_bsz == local_bsz)
                 bucket = candidate;
         }
         if (bucket == NULL) {
@@ -302,7 +344,7 @@ int step_monitor_record_profile(const struct step_monitor *monitor, uint32_t nod
             record->profiles = grown;
             bucket = &record->profiles[record->profile_count++];
             *bucket = (struct step_profile){.nodes = nodes, .replicas = step->replicas,
-                                            .local_bsz = step->local_records};
+                                            .local_bsz = local_bsz};
         }
         bucket->count++;
         bucket->step_time_sum += step->step_time;
@@ -334,4 +376,41 @@ void step_monitor_restore_statistics(struct step_monitor *monitor,
     noise->sqr_square_biased = record->grad_sqr_square_biased;
     noise->var_square_biased = record->grad_var_square_biased;
     noise->weight_square_sum = record->grad_weight_square_sum;
+}
+
+static int compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double step_monitor_median_step_time(const struct step_monitor *monitor)
+{
+    size_t count = monitor->step_time_count < STEP_TIME_SAMPLES ? (size_t)monitor->step_time_count
+                                                                : STEP_TIME_SAMPLES;
+    if (count == 0)
+        return 0;
+    double sorted[STEP_TIME_SAMPLES];
+    memcpy(sorted, monitor->step_times, count * sizeof *sorted);
+    qsort(sorted, count, sizeof *sorted, compare_doubles);
+    return count % 2 ? sorted[count / 2] : (sorted[count / 2 - 1] + sorted[count / 2]) / 2;
+}
+
+bool step_monitor_unknown_batch_warning(struct step_monitor *monitor, char *message,
+                                        size_t message_size)
+{
+    if (monitor->unknown_batch_warned ||
+        monitor->steps_with_unknown_batch < STEP_UNKNOWN_BATCH_STEPS)
+        return false;
+    monitor->unknown_batch_warned = true;
+    char before[128] = "none of them through an ADAPTDL_DATA train file";
+    if (monitor->records_before_first_step > 0)
+        snprintf(before, sizeof before, "%" PRIu64 " were read before the first step: the "
+                 "trainer reads its data ahead", monitor->records_before_first_step);
+    snprintf(message, message_size,
+             "%" PRIu64 " steps read no train record (%s), so the batch size is unknown and "
+             "the gradient statistics are not used; set ADAPTDL_BATCH_SIZE to the trainer's "
+             "global batch size",
+             monitor->steps_with_unknown_batch, before);
+    return true;
 }

@@ -24,6 +24,7 @@
 #define ADAPTSHIM_STEP_MONITOR_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "grad_noise.h"
@@ -68,7 +69,28 @@ struct agreed_step {
     double local_sqr_mean;       /* mean over replicas of |own gradient|^2 */
     double total_sqr;            /* |mean gradient|^2 */
     bool statistics_updated;     /* the noise estimate took this step */
+    /* The first step of a run holds the start-up (a loader that reads all
+     * its data before training, first-call latencies): it is no sample of
+     * a step's time or batch. */
+    bool warm_up;
+    /* The global batch of this step: its records, or, for a step that read
+     * none (data read ahead), the mean records per step of this run after
+     * the first; 0 when that is unknown too. */
+    uint64_t batch_global;
 };
+
+/* The local batch of an agreed step (its global batch over the replicas,
+ * rounded up: the padded share), 0 when unknown. */
+static inline uint64_t agreed_step_local_batch(const struct agreed_step *step)
+{
+    uint32_t replicas = step->replicas ? step->replicas : 1;
+    return (step->batch_global + replicas - 1) / replicas;
+}
+
+/* Step times kept for the median (the latest ones). */
+#define STEP_TIME_SAMPLES 1024
+/* Agreed steps without a known batch before the monitor says so. */
+#define STEP_UNKNOWN_BATCH_STEPS 20
 
 enum step_action {
     STEP_CONTINUE = 0,
@@ -120,6 +142,17 @@ struct step_monitor {
     bool restart_agreed;
     double exit_agreed_at;
     bool gradient_ever_seen;
+
+    /* the batch of steps that read no record: records and steps of this run
+     * after the first step */
+    uint64_t records_after_warm_up;
+    uint64_t steps_after_warm_up;
+    uint64_t steps_with_unknown_batch;
+    uint64_t records_before_first_step;
+    bool unknown_batch_warned;
+    /* this run's step times after the first, the latest STEP_TIME_SAMPLES */
+    double step_times[STEP_TIME_SAMPLES];
+    uint64_t step_time_count;
 
     /* statistics */
     struct grad_noise_state noise;
@@ -188,6 +221,17 @@ enum step_action step_monitor_boundary(struct step_monitor *monitor, double now,
  * step was completed (records were consumed since the previous one). */
 bool step_monitor_local_boundary(struct step_monitor *monitor, double now,
                                  uint64_t records_consumed);
+
+/* The median time of this run's agreed steps after the first (0 without
+ * any): the typical step, which a mean over a few slow ones is not. */
+double step_monitor_median_step_time(const struct step_monitor *monitor);
+
+/* Once, when STEP_UNKNOWN_BATCH_STEPS agreed steps had gradients but no
+ * known batch (the trainer read its data before its first step and no
+ * batch size was given): fills `message` with one line naming
+ * ADAPTDL_BATCH_SIZE and returns true. */
+bool step_monitor_unknown_batch_warning(struct step_monitor *monitor, char *message,
+                                        size_t message_size);
 
 /* Completes a reduction still in flight (before MPI_Finalize); true when
  * one was, and its sums are now the latest agreed step. */

@@ -46,13 +46,14 @@ static void shim_decide_batch_size(double now, uint64_t declared_local_batch)
 {
     const struct adaptdl_config *config = &shim_session.config;
     struct adaptdl_job_record *record = shim_steps_job_record();
+    uint64_t last_local_batch = agreed_step_local_batch(&shim_monitor.last);
     if (!batch_decision_job_decides(config) || shim_restart_requested || !shim_monitor.has_last ||
-        !shim_decision_due(now))
+        (declared_local_batch == 0 && last_local_batch == 0) || !shim_decision_due(now))
         return;
     shim_last_decision = now;
     struct batch_decision_inputs inputs;
     batch_decision_inputs_for_restart(&inputs, config, record, shim_monitor.replicas,
-                                      declared_local_batch, shim_monitor.last.local_records);
+                                      declared_local_batch, last_local_batch);
     batch_decision_inputs_add_statistics(&inputs, &shim_monitor.noise);
     if (inputs.statistics_trusted)
         shim_decided_with_trust = true;

@@ -58,6 +58,10 @@ static void shim_mpi_finalize_for_stop(void)
     shim_freeze("MPI_Finalize, before the stop's exit");
 }
 
+/* The sequence of the trainer's collectives, which makes the steps
+ * (runtime/collective_cycle.h).  Touched by the thread that runs MPI. */
+static struct collective_cycle shim_collective_cycle;
+
 static void shim_mpi_after_init(void)
 {
     /* in every process, so that the cooperative API answers as MPI's world
@@ -74,6 +78,8 @@ static void shim_mpi_after_init(void)
     shim_guard_enter();
     shim_mpi_up = true;
     shim_mpi_thread = pthread_self();
+    collective_cycle_init(&shim_collective_cycle, shim_session.config.grad_min,
+                          shim_session.config.grad_min_given);
     int size = 1, rank = 0;
     pmpi.comm_size(predefined.world, &size);
     pmpi.comm_rank(predefined.world, &rank);
@@ -154,12 +160,6 @@ static size_t shim_gradient_element_size(MPI_Datatype type)
     return 0;
 }
 
-bool shim_mpi_is_gradient(int count, MPI_Datatype type, MPI_Op op)
-{
-    return op == predefined.sum && shim_gradient_element_size(type) != 0 && count >= 0 &&
-           (uint64_t)count >= shim_session.config.grad_min;
-}
-
 static double shim_squared_norm(const void *buffer, int count, MPI_Datatype type)
 {
     if (shim_gradient_element_size(type) == sizeof(float))
@@ -167,10 +167,38 @@ static double shim_squared_norm(const void *buffer, int count, MPI_Datatype type
     return squared_norm_double(buffer, (size_t)count);
 }
 
-void shim_mpi_other_collective(MPI_Comm communicator)
+static enum collective_element shim_collective_element(MPI_Datatype type)
 {
-    if (step_monitor_ends_step(&shim_monitor, communicator))
+    size_t size = shim_gradient_element_size(type);
+    return size == sizeof(float)    ? COLLECTIVE_ELEMENT_FLOAT
+           : size == sizeof(double) ? COLLECTIVE_ELEMENT_DOUBLE
+                                    : COLLECTIVE_ELEMENT_OTHER;
+}
+
+bool shim_mpi_collective(enum collective_kind kind, int count, MPI_Datatype type, MPI_Op op,
+                         MPI_Comm communicator)
+{
+    struct collective_call call = {.kind = kind,
+                                   .element = shim_collective_element(type),
+                                   .sum = op != NULL && op == predefined.sum,
+                                   .count = count};
+    double now = log_monotonic_seconds();
+    struct collective_verdict verdict =
+        collective_cycle_observe(&shim_collective_cycle, &call, now);
+    if (verdict.boundary == COLLECTIVE_BOUNDARY_BEFORE)
         shim_steps_boundary();
+    else if (verdict.boundary == COLLECTIVE_ENDS_GRADIENT_RUN &&
+             step_monitor_ends_step(&shim_monitor, communicator))
+        shim_steps_boundary();
+    char message[512];
+    if (collective_cycle_missing_gradient(&shim_collective_cycle, now, message, sizeof message))
+        log_warn("%s", message);
+    return verdict.gradient;
+}
+
+bool shim_mpi_collective_cycle_locked(void)
+{
+    return collective_cycle_makes_boundaries(&shim_collective_cycle);
 }
 
 /* K = 1: the difference estimator pairs each gradient piece with the same
@@ -226,10 +254,8 @@ static int shim_mpi_allreduce(const void *send, void *receive, int count, MPI_Da
         PMPI(allreduce, "Allreduce");
     if (!shim_mpi_watching())
         return real_allreduce(send, receive, count, type, op, communicator);
-    if (!shim_mpi_is_gradient(count, type, op)) {
-        shim_mpi_other_collective(communicator);
+    if (!shim_mpi_collective(COLLECTIVE_ALLREDUCE, count, type, op, communicator))
         return real_allreduce(send, receive, count, type, op, communicator);
-    }
     /* with MPI_IN_PLACE the input is in the receive buffer and is overwritten */
     const void *input = send == MPI_IN_PLACE ? receive : send;
     struct gradient_start start = shim_mpi_gradient_starting(input, count, type);
@@ -244,7 +270,7 @@ static int shim_mpi_barrier(MPI_Comm communicator)
     shim_mpi_resolve();
     int (*real_barrier)(MPI_Comm) = PMPI(barrier, "Barrier");
     if (shim_mpi_watching())
-        shim_mpi_other_collective(communicator);
+        shim_mpi_collective(COLLECTIVE_BARRIER, 0, NULL, NULL, communicator);
     return real_barrier(communicator);
 }
 
@@ -254,7 +280,7 @@ static int shim_mpi_bcast(void *buffer, int count, MPI_Datatype type, int root,
     shim_mpi_resolve();
     int (*real_bcast)(void *, int, MPI_Datatype, int, MPI_Comm) = PMPI(bcast, "Bcast");
     if (shim_mpi_watching())
-        shim_mpi_other_collective(communicator);
+        shim_mpi_collective(COLLECTIVE_BROADCAST, count, type, NULL, communicator);
     return real_bcast(buffer, count, type, root, communicator);
 }
 

@@ -8,6 +8,8 @@
 #include <mpi.h>
 #include <stdbool.h>
 
+#include "collective_cycle.h"
+
 #include "pending_gradients.h"
 #include "shim.h"
 
@@ -67,12 +69,12 @@ const char *shim_mpi_missing_for_statistics(void);
 /* The shim watches MPI only in a configured process, once MPI is up. */
 bool shim_mpi_watching(void);
 
-/* A sum all-reduce of float or double elements, at least ADAPTDL_GRAD_MIN
- * of them. */
-bool shim_mpi_is_gradient(int count, MPI_Datatype type, MPI_Op op);
-
-/* A collective that is not a gradient all-reduce: the step may end here. */
-void shim_mpi_other_collective(MPI_Comm communicator);
+/* One collective of the trainer's, before it reaches MPI: ends the step in
+ * progress where the sequence of collectives says a step ends
+ * (runtime/collective_cycle.h), and says whether it is a gradient piece.
+ * `type` and `op` are NULL for collectives that have none. */
+bool shim_mpi_collective(enum collective_kind kind, int count, MPI_Datatype type, MPI_Op op,
+                         MPI_Comm communicator);
 
 /* Measures the input of a gradient reduction about to start. */
 struct gradient_start shim_mpi_gradient_starting(const void *input, int count,

@@ -51,8 +51,7 @@ static int shim_mpi_iallreduce(const void *send, void *receive, int count, MPI_D
                            MPI_Request *) = PMPI(iallreduce, "Iallreduce");
     if (!shim_mpi_watching())
         return real_iallreduce(send, receive, count, type, op, communicator, request);
-    if (!shim_mpi_is_gradient(count, type, op)) {
-        shim_mpi_other_collective(communicator);
+    if (!shim_mpi_collective(COLLECTIVE_ALLREDUCE, count, type, op, communicator)) {
         int result = real_iallreduce(send, receive, count, type, op, communicator, request);
         if (result == MPI_SUCCESS)
             shim_pending_take(*request, NULL);   /* a stale entry with the same handle */

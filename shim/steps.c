@@ -362,6 +362,11 @@ void shim_steps_boundary(void)
                                                     shim_decisions_restart_requested());
     if (shim_monitor.has_last)
         shim_steps_publish_agreed_step();
+    /* the batch matters to a job with data views or batch-size control */
+    char message[512];
+    if ((shim_session.config.data_count > 0 || shim_session.config.max_batch_size > 0) &&
+        step_monitor_unknown_batch_warning(&shim_monitor, message, sizeof message))
+        log_warn("%s", message);
     shim_note_agreed_stop();
     shim_overhead_seconds += shim_now() - started;
     bool restart_agreed = shim_monitor.restart_agreed;
@@ -416,7 +421,8 @@ void shim_steps_before_train_read(void)
 {
     bool synchronized = shim_steps_are_synchronized();
     /* the step in progress is the MPI thread's own (steps.h) */
-    if (synchronized && shim_mpi_on_mpi_thread() && shim_monitor.in_step)
+    if (synchronized && shim_mpi_on_mpi_thread() && shim_monitor.in_step &&
+        !shim_mpi_collective_cycle_locked())
         shim_steps_boundary();
     else if (!synchronized)
         shim_steps_local_boundary();
@@ -464,18 +470,11 @@ static void shim_log_summary(const char *why)
         passes += pass_tracker_passes_completed(&file->shared->tracker);
     }
     pthread_mutex_unlock(&shim_session.registry.lock);
-    const struct step_profile *profiles = shim_job_record.profiles;
-    double step_time_sum = 0;
-    uint64_t steps = 0;
-    for (size_t i = 0; i < shim_job_record.profile_count; i++) {
-        step_time_sum += profiles[i].step_time_sum;
-        steps += profiles[i].count;
-    }
     log_info("summary (%s): %" PRIu64 " records served, %" PRIu64 " passes, %u restarts, "
-             "%" PRIu64 " steps, mean step time %.6f s, gradient noise scale %g, "
+             "%" PRIu64 " steps, median step time %.6f s, gradient noise scale %g, "
              "%" PRIu64 " snapshots, shim overhead %.6f s",
              why, records, passes, shim_session.config.num_restarts, shim_monitor.boundaries,
-             steps ? step_time_sum / (double)steps : 0.0,
+             step_monitor_median_step_time(&shim_monitor),
              grad_noise_scale_simple(&shim_monitor.noise),
              __atomic_load_n(&shim_session.snapshots_written, __ATOMIC_RELAXED),
              shim_overhead_seconds);

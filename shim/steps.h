@@ -62,6 +62,9 @@ void shim_steps_cooperative_gradient(double local_sqr, double mean_sqr, uint64_t
                                      bool ends_previous_step);
 /* True on the thread that initialized MPI (false before MPI is up). */
 bool shim_mpi_on_mpi_thread(void);
+/* True while the trainer's collectives repeat as a cycle whose boundaries
+ * are the steps (runtime/collective_cycle.h): train reads then end none. */
+bool shim_mpi_collective_cycle_locked(void);
 /* A checkpoint commit happened. */
 void shim_steps_note_commit(void);
 /* A gradient all-reduce (or a gradient reported through the API) was seen:

@@ -599,11 +599,31 @@ Test(mpi, drain_runs_on_to_the_next_checkpoint_commit, .timeout = 180)
     expect_same_last_step(&job, "run", 2);
 }
 
-/* A trainer whose all-reduces are all below ADAPTDL_GRAD_MIN has no gradient
- * the shim can see, hence no agreement point: the stop cannot be
- * synchronized, a warning says so, and every rank stops at its next batch
- * read with 143. */
+/* A trainer whose all-reduces are all below a user's ADAPTDL_GRAD_MIN has
+ * no gradient the shim can see, hence no agreement point: the stop cannot
+ * be synchronized, a warning says so, and every rank stops at its next
+ * batch read with 143. */
 Test(mpi, without_a_detected_gradient_each_rank_stops_at_its_next_read, .timeout = 180)
+{
+    struct mpi_job job;
+    mpi_job_init(&job, 2000);
+    char *small[] = {"--pad", "0", NULL};
+    char *environment[] = {"ADAPTDL_GRAD_MIN=100000", NULL};
+    pid_t pid = mpi_job_start(&job, 2, "run", "50", "2000", small, environment);
+    wait_for_steps(&job, "run", 20);
+    kill(pid, SIGUSR1);
+    cr_expect_eq(harness_wait(pid, 120), 143);
+    char *err = mpi_job_file(&job, "run", ".err");
+    char *text = harness_read_output(err);
+    cr_expect(strstr(text, "cannot be synchronized") != NULL, "%s", text);
+    free(text);
+    free(err);
+}
+
+/* The same small gradient (under the 1024 elements of the per-call rule)
+ * without any setting: its all-reduces repeat as a cycle, so the shim finds
+ * the steps and the gradient, and a stop on one rank is agreed by both. */
+Test(mpi, a_small_gradient_is_found_without_settings_and_the_stop_is_agreed, .timeout = 180)
 {
     struct mpi_job job;
     mpi_job_init(&job, 2000);
@@ -614,7 +634,9 @@ Test(mpi, without_a_detected_gradient_each_rank_stops_at_its_next_read, .timeout
     cr_expect_eq(harness_wait(pid, 120), 143);
     char *err = mpi_job_file(&job, "run", ".err");
     char *text = harness_read_output(err);
-    cr_expect(strstr(text, "cannot be synchronized") != NULL, "%s", text);
+    cr_expect(strstr(text, "cannot be synchronized") == NULL, "%s", text);
+    cr_expect(strstr(text, "every replica agreed to stop") != NULL, "%s", text);
+    cr_expect(strstr(text, "no gradient all-reduce") == NULL, "%s", text);
     free(text);
     free(err);
 }

@@ -82,7 +82,8 @@ Test(event_lines, a_start_without_injection_has_null_batch_and_learning_rate)
 Test(event_lines, a_step_has_a_null_batch_when_unknown_and_no_goodput_without_a_model)
 {
     struct agreed_step step = {.step = 7, .replicas = 2, .global_records = 64,
-                               .local_records = 32, .step_time = 0.25, .sync_time = 0.125};
+                               .local_records = 32, .step_time = 0.25, .sync_time = 0.125,
+                               .batch_global = 64};
     struct grad_noise_state noise;
     grad_noise_init(&noise, 64);
     struct job_position position = {.step = 107, .epoch = 3, .progress = 0.5};
@@ -98,6 +99,10 @@ Test(event_lines, a_step_has_a_null_batch_when_unknown_and_no_goodput_without_a_
     expect_member(&line, "\"local_bsz\": 32");
     expect_member(&line, "\"global_bsz\": 64");
     expect_no_member(&line, "\"efficiency\"");
+    step.batch_global = 0;   /* a first step, or data read ahead: never a batch of 0 */
+    event_line_step(&line, 2, &step, &noise, &position, true, NULL, 1);
+    expect_member(&line, "\"local_bsz\": null");
+    expect_member(&line, "\"global_bsz\": null");
 }
 
 Test(event_lines, a_snapshot_names_its_binding_by_size_and_hex_hash)

@@ -121,8 +121,14 @@ Test(step_monitor, agreed_numbers_are_the_sums_over_replicas)
     cluster_init(&cluster, 2, 0);
     cluster_step(&cluster, 1, false, false);
     cluster_step(&cluster, 2, false, false);
-    const struct agreed_step *step = &cluster.monitors[0].last;
     cr_assert(cluster.monitors[0].has_last);
+    cr_expect(cluster.monitors[0].last.warm_up, "a run's first step holds its start-up");
+    cr_expect_eq(cluster.monitors[0].last.batch_global, 0);
+    cr_expect_not(grad_noise_has_estimate(&cluster.monitors[0].noise));
+    cluster_step(&cluster, 3, false, false);
+    const struct agreed_step *step = &cluster.monitors[0].last;
+    cr_expect_not(step->warm_up);
+    cr_expect_eq(step->batch_global, 8);
     cr_expect_eq(step->replicas, 2);
     cr_expect_eq(step->replicas_with_gradient, 2);
     cr_expect_eq(step->global_records, 8, "4 records on each replica");
@@ -200,16 +206,20 @@ Test(step_monitor, profiles_are_bucketed_by_configuration)
     struct step_monitor *monitor = &cluster.monitors[0];
     struct adaptdl_job_record record;
     job_record_init(&record);
-    step_monitor_local_boundary(monitor, 1.0, 16);
+    /* the first step read the whole data set ahead: no profile of it */
+    step_monitor_local_boundary(monitor, 0.5, 1000);
     cr_assert_eq(step_monitor_record_profile(monitor, 1, &record), 0);
-    step_monitor_local_boundary(monitor, 2.0, 32);
+    cr_expect_eq(record.profile_count, 0);
+    step_monitor_local_boundary(monitor, 1.0, 1016);
     cr_assert_eq(step_monitor_record_profile(monitor, 1, &record), 0);
-    step_monitor_local_boundary(monitor, 2.5, 40);
+    step_monitor_local_boundary(monitor, 2.0, 1032);
+    cr_assert_eq(step_monitor_record_profile(monitor, 1, &record), 0);
+    step_monitor_local_boundary(monitor, 2.5, 1040);
     cr_assert_eq(step_monitor_record_profile(monitor, 1, &record), 0);
     cr_assert_eq(record.profile_count, 2, "batches of 16 and of 8");
     cr_expect_eq(record.profiles[0].local_bsz, 16);
     cr_expect_eq(record.profiles[0].count, 2);
-    cr_expect(fabs(record.profiles[0].step_time_sum - 2.0) < 1e-12);
+    cr_expect(fabs(record.profiles[0].step_time_sum - 1.5) < 1e-12);
     cr_expect_eq(record.profiles[1].local_bsz, 8);
     job_record_free(&record);
 }
@@ -253,13 +263,17 @@ Test(step_monitor, single_replica_pairs_feed_the_difference_estimator)
     struct step_monitor *monitor = &cluster.monitors[0];
     static const char communicator[] = "k1";
     cr_assert(step_monitor_measuring(monitor), "K = 1 measures every step");
+    /* a run's first step (start-up reads of 1000 records) is no sample */
+    step_monitor_gradient_pair(monitor, 0.0, false);
+    step_monitor_gradient(monitor, communicator, 7.0, 7.0, 0.001, 0);
+    step_monitor_boundary(monitor, 0.5, 1000, false, false);
     step_monitor_gradient_pair(monitor, 0.0, false);
     step_monitor_gradient(monitor, communicator, 2.0, 2.0, 0.001, 0);
-    step_monitor_boundary(monitor, 1.0, 16, false, false);
-    cr_expect(!grad_noise_has_estimate(&monitor->noise), "a first step has no pair");
+    step_monitor_boundary(monitor, 1.0, 1016, false, false);
+    cr_expect(!grad_noise_has_estimate(&monitor->noise), "a first pair is not valid");
     step_monitor_gradient_pair(monitor, 2.5, true);
     step_monitor_gradient(monitor, communicator, 4.0, 4.0, 0.001, 0);
-    step_monitor_boundary(monitor, 2.0, 32, false, false);
+    step_monitor_boundary(monitor, 2.0, 1032, false, false);
     cr_assert(grad_noise_has_estimate(&monitor->noise));
     cr_expect(fabs(grad_noise_sqr(&monitor->noise) - 2.0) < 1e-12, "%g",
               grad_noise_sqr(&monitor->noise));
@@ -268,7 +282,7 @@ Test(step_monitor, single_replica_pairs_feed_the_difference_estimator)
     uint64_t observations = monitor->noise.observations;
     step_monitor_gradient_pair(monitor, 9.0, false);
     step_monitor_gradient(monitor, communicator, 6.0, 6.0, 0.001, 0);
-    step_monitor_boundary(monitor, 3.0, 48, false, false);
+    step_monitor_boundary(monitor, 3.0, 1048, false, false);
     cr_expect_eq(monitor->noise.observations, observations, "an invalid pair adds nothing");
 }
 
@@ -359,4 +373,69 @@ Test(step_monitor, an_unsynchronized_commit_counts_the_records_since_the_last_bo
     cr_expect_eq(steps, 1);
     cr_expect_eq(records, 5);
     cr_expect_eq(step_monitor_records_in_flight(monitor), 0, "local boundaries post nothing");
+}
+
+/* A loader that reads its whole data set before the first step (train_dp's)
+ * leaves the later steps without records: their batch is unknown, never 0
+ * and never the start-up reads, and after STEP_UNKNOWN_BATCH_STEPS such
+ * steps one line names ADAPTDL_BATCH_SIZE. */
+Test(step_monitor, data_read_ahead_leaves_the_batch_unknown_and_says_so_once)
+{
+    struct cluster cluster;
+    cluster_init(&cluster, 2, 0);
+    for (int r = 0; r < 2; r++)
+        cluster.monitors[r].noise.initial_global_bsz = 0;   /* none configured */
+    static const int communicator;
+    char message[512];
+    for (int step = 1; step <= STEP_UNKNOWN_BATCH_STEPS + 3; step++) {
+        for (int r = 0; r < 2; r++) {
+            struct step_monitor *monitor = &cluster.monitors[r];
+            step_monitor_gradient(monitor, &communicator, 2.0 + r, 1.0, 0.001, 0.0001);
+            step_monitor_boundary(monitor, 0.01 * step, 64066, false, false);
+        }
+        struct step_monitor *first = &cluster.monitors[0];
+        cr_assert_eq(first->last.batch_global, 0, "step %d", step);
+        cr_assert_not(grad_noise_has_estimate(&first->noise));
+        cr_assert_eq(first->noise.initial_global_bsz, 0, "not the start-up reads");
+        if (step < STEP_UNKNOWN_BATCH_STEPS + 2)
+            cr_assert_not(step_monitor_unknown_batch_warning(first, message, sizeof message),
+                          "step %d", step);
+    }
+    cr_assert(step_monitor_unknown_batch_warning(&cluster.monitors[0], message, sizeof message));
+    cr_expect(strstr(message, "ADAPTDL_BATCH_SIZE") != NULL, "%s", message);
+    cr_expect(strstr(message, "128132") != NULL, "both replicas' reads: %s", message);
+    cr_expect_not(step_monitor_unknown_batch_warning(&cluster.monitors[0], message,
+                                                     sizeof message), "once");
+}
+
+/* A loader that reads ahead in chunks: the steps that read nothing take
+ * the mean records per step of the run after its first step. */
+Test(step_monitor, a_step_without_reads_takes_the_runs_mean_batch)
+{
+    struct cluster cluster;
+    cluster_init(&cluster, 1, 0);
+    struct step_monitor *monitor = &cluster.monitors[0];
+    step_monitor_local_boundary(monitor, 1.0, 500);        /* start-up */
+    step_monitor_local_boundary(monitor, 2.0, 532);        /* 32 */
+    step_monitor_local_boundary(monitor, 3.0, 564);        /* 32 */
+    cr_expect_eq(monitor->last.batch_global, 32);
+    cr_expect(fabs(step_monitor_median_step_time(monitor) - 1.0) < 1e-12);
+}
+
+/* The summary's step time: the median of the run's steps after its first,
+ * which a slow start-up step does not move. */
+Test(step_monitor, the_median_step_time_leaves_out_the_first_step)
+{
+    struct cluster cluster;
+    cluster_init(&cluster, 1, 0);
+    struct step_monitor *monitor = &cluster.monitors[0];
+    cr_expect_eq(step_monitor_median_step_time(monitor), 0);
+    uint64_t records = 0;
+    step_monitor_local_boundary(monitor, 0.15, records += 64066);
+    double now = 0.15;
+    for (int step = 0; step < 99; step++)
+        step_monitor_local_boundary(monitor, now += step % 10 == 0 ? 0.004 : 0.0015,
+                                    records += 16);
+    cr_expect(fabs(step_monitor_median_step_time(monitor) - 0.0015) < 1e-9, "%g",
+              step_monitor_median_step_time(monitor));
 }
