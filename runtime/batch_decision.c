@@ -46,6 +46,28 @@ static void batch_decision_consider_exploring(const struct batch_decision_inputs
                                               const struct step_profile_point *points,
                                               size_t count, struct batch_decision *decision);
 
+static void batch_decision_consider_retreating(const struct batch_decision_inputs *inputs,
+                                               const struct goodput_model *model,
+                                               const struct step_profile_point *points,
+                                               size_t count, struct batch_decision *decision);
+
+/* Rule 5: the largest local batch a decision may choose: the bound of
+ * ADAPTDL_LOCAL_BSZ_BOUNDS, and BATCH_DECISION_EXTRAPOLATION times the
+ * largest measured local batch (never below the current one). */
+static uint64_t batch_decision_extrapolation_limit(const struct batch_decision_inputs *inputs,
+                                                   const struct step_profile_point *points,
+                                                   size_t count)
+{
+    uint64_t largest = inputs->current_local_bsz;
+    for (size_t i = 0; i < count; i++)
+        if (points[i].local_bsz > largest)
+            largest = points[i].local_bsz;
+    uint64_t limit = largest * BATCH_DECISION_EXTRAPOLATION;
+    if (inputs->local_bsz_max != 0 && inputs->local_bsz_max < limit)
+        limit = inputs->local_bsz_max;
+    return limit;
+}
+
 int batch_decide(const struct batch_decision_inputs *inputs, struct batch_decision *decision,
                  char *error, size_t error_size)
 {
@@ -66,9 +88,11 @@ int batch_decide(const struct batch_decision_inputs *inputs, struct batch_decisi
         .initial_global_bsz = inputs->initial_global_bsz,
     };
     struct goodput_config current = {.local_bsz = inputs->current_local_bsz};
+    decision->local_bsz_limit = batch_decision_extrapolation_limit(inputs, points, count);
     if (goodput_optimize_from(&model, inputs->nodes ? inputs->nodes : 1, inputs->replicas,
                               inputs->max_global_bsz, inputs->local_bsz_min,
-                              inputs->local_bsz_max, false, &current, &decision->choice) != 0) {
+                              decision->local_bsz_limit,
+                              false, &current, &decision->choice) != 0) {
         return error_message(error, error_size, "goodput optimization refused its inputs");
     }
     decision->valid = true;
@@ -81,10 +105,15 @@ int batch_decide(const struct batch_decision_inputs *inputs, struct batch_decisi
     decision->payback_time = restart_payback_seconds(decision->restart_cost,
                                                      decision->speedup_pessimistic);
     decision->reason = batch_decision_reason_for(inputs, decision);
-    if (decision->reason != BATCH_DECISION_RESTART)
+    /* with one size measured, a move up measures at least twice the batch */
+    if (decision->reason != BATCH_DECISION_RESTART ||
+        decision->choice.local_bsz < 2 * inputs->current_local_bsz)
         batch_decision_consider_exploring(inputs, &model, points, count, decision);
+    if (decision->reason != BATCH_DECISION_RESTART && decision->reason != BATCH_DECISION_EXPLORE)
+        batch_decision_consider_retreating(inputs, &model, points, count, decision);
     decision->restart = decision->reason == BATCH_DECISION_RESTART ||
-                        decision->reason == BATCH_DECISION_EXPLORE;
+                        decision->reason == BATCH_DECISION_EXPLORE ||
+                        decision->reason == BATCH_DECISION_RETREAT;
     return 0;
 }
 
@@ -171,6 +200,8 @@ static uint64_t batch_decision_exploration_local(const struct batch_decision_inp
     uint64_t largest = inputs->max_global_bsz / inputs->replicas;
     if (inputs->local_bsz_max != 0 && inputs->local_bsz_max < largest)
         largest = inputs->local_bsz_max;
+    if (BATCH_DECISION_EXTRAPOLATION * inputs->current_local_bsz < largest)
+        largest = BATCH_DECISION_EXTRAPOLATION * inputs->current_local_bsz;
     if (candidate > largest)
         candidate = largest;
     return candidate > inputs->current_local_bsz ? candidate : 0;
@@ -187,6 +218,12 @@ static void batch_decision_consider_exploring(const struct batch_decision_inputs
     uint64_t local = batch_decision_exploration_local(inputs, decision);
     if (local == 0)
         return;
+    /* only toward what the model, prior included, does not call a loss */
+    uint32_t nodes = inputs->nodes ? inputs->nodes : 1;
+    double model_speedup = goodput_evaluate(model, nodes, inputs->replicas, (double)local, 0) /
+                           decision->goodput_current;
+    if (!(model_speedup >= 1.0))
+        return;
     /* the throughput bound: a step at the larger batch takes no longer */
     struct goodput_model shifted = batch_decision_against_change(inputs, model, true);
     double current_global = (double)(inputs->current_local_bsz * inputs->replicas);
@@ -199,7 +236,6 @@ static void batch_decision_consider_exploring(const struct batch_decision_inputs
     double payback = restart_payback_seconds(decision->restart_cost, bound);
     if (payback > inputs->payback_seconds)
         return;
-    uint32_t nodes = inputs->nodes ? inputs->nodes : 1;
     decision->choice.local_bsz = local;
     decision->choice.accum_steps = 0;
     decision->choice.global_bsz = local * inputs->replicas;
@@ -211,6 +247,63 @@ static void batch_decision_consider_exploring(const struct batch_decision_inputs
     decision->speedup_pessimistic = bound;
     decision->payback_time = payback;
     decision->reason = BATCH_DECISION_EXPLORE;
+}
+
+/* Measured samples per second of (replicas, local) in the profiles: the
+ * point's, or 0 when that configuration was not measured. */
+static double batch_decision_measured_throughput(const struct step_profile_point *points,
+                                                 size_t count, uint32_t replicas,
+                                                 uint64_t local)
+{
+    for (size_t i = 0; i < count; i++)
+        if (points[i].replicas == replicas && points[i].local_bsz == local &&
+            points[i].accum_steps == 0 && points[i].step_time > 0)
+            return (double)(replicas * local) / points[i].step_time;
+    return 0;
+}
+
+static void batch_decision_consider_retreating(const struct batch_decision_inputs *inputs,
+                                               const struct goodput_model *model,
+                                               const struct step_profile_point *points,
+                                               size_t count, struct batch_decision *decision)
+{
+    double current = batch_decision_measured_throughput(points, count, inputs->replicas,
+                                                        inputs->current_local_bsz);
+    if (!(current > 0))
+        return;
+    uint64_t best_local = 0;
+    double best = current;
+    for (size_t i = 0; i < count; i++) {
+        uint64_t local = points[i].local_bsz;
+        if (points[i].replicas != inputs->replicas || local >= inputs->current_local_bsz ||
+            local * inputs->replicas < inputs->initial_global_bsz)
+            continue;
+        double throughput = batch_decision_measured_throughput(points, count,
+                                                               inputs->replicas, local);
+        if (throughput > best) {
+            best = throughput;
+            best_local = local;
+        }
+    }
+    double speedup = best / current;   /* a lower bound of the goodput's */
+    if (best_local == 0 || !(speedup > inputs->speedup_threshold))
+        return;
+    double payback = restart_payback_seconds(decision->restart_cost, speedup);
+    if (payback > inputs->payback_seconds)
+        return;
+    uint32_t nodes = inputs->nodes ? inputs->nodes : 1;
+    double global = (double)(best_local * inputs->replicas);
+    decision->choice.local_bsz = best_local;
+    decision->choice.accum_steps = 0;
+    decision->choice.global_bsz = best_local * inputs->replicas;
+    decision->choice.goodput = goodput_evaluate(model, nodes, inputs->replicas,
+                                                (double)best_local, 0);
+    decision->choice.throughput = best;
+    decision->choice.efficiency = goodput_efficiency(model, global);
+    decision->speedup = speedup;
+    decision->speedup_pessimistic = speedup;
+    decision->payback_time = payback;
+    decision->reason = BATCH_DECISION_RETREAT;
 }
 
 const char *batch_decision_reason_text(enum batch_decision_reason reason)

@@ -24,7 +24,18 @@
  *      current one and the statistics one standard error against the
  *      change, beats ADAPTDL_SPEEDUP squared and pays back: an exploration.
  *      The worst case (compute all per sample) costs one more restart back,
- *      decided on a model fit to two sizes. */
+ *      decided on a model fit to two sizes.  It never explores where the
+ *      model, prior included, predicts a loss (a speedup below 1): a job
+ *      whose noise scale says its batch is already right keeps it;
+ *   5. a restart moves the local batch at most BATCH_DECISION_EXTRAPOLATION
+ *      times beyond the largest local batch whose steps were measured: the
+ *      fit says little far from its points (a fit to two sizes once sent a
+ *      job from 32 to 2048, whose step took 9 s);
+ *   6. a move that went wrong is undone at the next decision, trusted
+ *      statistics or not: statistical efficiency never falls when the batch
+ *      gets smaller, so a smaller measured batch whose measured throughput
+ *      beats the current one's by ADAPTDL_SPEEDUP has at least that speedup
+ *      in goodput (a retreat). */
 #ifndef ADAPTSHIM_BATCH_DECISION_H
 #define ADAPTSHIM_BATCH_DECISION_H
 
@@ -33,6 +44,9 @@
 
 #include "goodput.h"
 #include "state_store.h"
+
+/* Rule 5: how far beyond the largest measured local batch a restart goes. */
+#define BATCH_DECISION_EXTRAPOLATION 4
 
 struct batch_decision_inputs {
     const struct adaptdl_job_record *record;   /* profiles, restart cost */
@@ -70,6 +84,7 @@ struct batch_decision {
     struct perf_params perf;
     struct goodput_choice choice;        /* what the job does next */
     struct goodput_choice model_choice;  /* the model's best (rule 4 may explore instead) */
+    uint64_t local_bsz_limit;    /* the largest local batch the model could choose (rule 5) */
     double goodput_current;
     double speedup;              /* goodput_chosen / goodput_current */
     double speedup_pessimistic;  /* rule 2 (rule 4: the bound that explores) */

@@ -372,7 +372,8 @@ static double json_number(const char *line, const char *key)
 
 /* SPEC §7: a decision recomputed from the inputs it logged gives the same
  * answer (its perf_params are written with 17 significant digits).  The
- * model's choice is `best_*`; the chosen batch is that one, or, when rule 4
+ * model's choice is `best_*`, within `local_bsz_limit` (rule 5: 4 times the
+ * largest measured local batch); the chosen batch is that one, or, when rule 4
  * explores (README), twice the current local batch or the model's larger
  * choice, within the maximum.  Which of the two a run takes depends on its
  * timing, so both are recomputed. */
@@ -402,8 +403,10 @@ Test(batch_size, a_logged_decision_recomputes_to_the_same_answer, .timeout = 240
     uint64_t current_local = (uint64_t)json_number(line, "current_global_bsz") / replicas;
     struct goodput_config current = {.local_bsz = current_local};
     struct goodput_choice best;
-    cr_assert_eq(goodput_optimize_from(&model, 1, replicas, max_global, 0, 0, false, &current,
-                                       &best), 0);
+    uint64_t limit = (uint64_t)json_number(line, "local_bsz_limit");
+    cr_expect_geq(limit, current_local, "the model may always keep the batch");
+    cr_assert_eq(goodput_optimize_from(&model, 1, replicas, max_global, 0, limit, false,
+                                       &current, &best), 0);
     cr_expect_eq(best.global_bsz, (uint64_t)json_number(line, "best_global_bsz"));
     cr_expect_eq(best.local_bsz, (uint64_t)json_number(line, "best_local_bsz"));
 
@@ -415,6 +418,8 @@ Test(batch_size, a_logged_decision_recomputes_to_the_same_answer, .timeout = 240
             chosen_local = best.local_bsz;
         if (chosen_local > max_global / replicas)
             chosen_local = max_global / replicas;
+        if (chosen_local > 4 * current_local)   /* rule 5 */
+            chosen_local = 4 * current_local;
         goodput_chosen = goodput_evaluate(&model, 1, replicas, (double)chosen_local, 0);
     }
     cr_expect_eq(chosen_local, (uint64_t)json_number(line, "chosen_local_bsz"));

@@ -218,7 +218,8 @@ Test(batch_decision, one_profiled_size_explores_twice_the_batch)
 {
     struct adaptdl_job_record record;
     job_record_with_one_size(&record, 8);
-    struct batch_decision_inputs inputs = inputs_for(&record, 1.59, 22.96, 8);
+    /* noise scale 31 samples at a global batch of 16 */
+    struct batch_decision_inputs inputs = inputs_for(&record, 1.59, 50.0, 8);
     inputs.grad_sqr_error = 0.05;
     inputs.grad_var_error = 0.5;
     struct batch_decision decision = decide(&inputs);
@@ -228,9 +229,92 @@ Test(batch_decision, one_profiled_size_explores_twice_the_batch)
     cr_expect_eq(decision.choice.local_bsz, 16);
     cr_expect_eq(decision.choice.global_bsz, 32);
     cr_expect_gt(decision.speedup_pessimistic, 1.05 * 1.05, "the bound that explores");
-    cr_expect_lt(decision.speedup, 1.05, "the prior alone would keep the batch");
+    cr_expect_geq(decision.speedup, 1.0, "the prior does not call it a loss");
+    cr_expect_lt(decision.speedup, 1.05, "the prior alone would not restart");
     cr_expect_lt(decision.model_choice.local_bsz, 16, "the model's own choice stays logged");
     cr_expect_leq(decision.payback_time, 600);
+}
+
+/* The issue's job: noise scale 17 samples at a batch of 16.  The model,
+ * prior included, predicts a loss at twice the batch (0.9x), so no restart
+ * measures it, however large the bound with an unchanged step time. */
+Test(batch_decision, a_batch_the_model_calls_right_is_not_explored)
+{
+    struct adaptdl_job_record record;
+    job_record_with_one_size(&record, 8);
+    struct batch_decision_inputs inputs = inputs_for(&record, 1.59, 27.0, 8);
+    inputs.grad_sqr_error = 0.05;
+    inputs.grad_var_error = 0.5;
+    struct batch_decision decision = decide(&inputs);
+    cr_expect_not(decision.restart, "%s", batch_decision_reason_text(decision.reason));
+    cr_expect_neq(decision.reason, BATCH_DECISION_EXPLORE);
+}
+
+/* With one size measured, a restart the model asks for measures at least
+ * twice the batch: a move from 8 to 13 would leave a fit to two close
+ * sizes. */
+Test(batch_decision, a_restart_from_one_measured_size_goes_at_least_twice_as_far)
+{
+    struct adaptdl_job_record record;
+    job_record_with_one_size(&record, 8);
+    struct batch_decision_inputs inputs = inputs_for(&record, 1.59, 70.0, 8);
+    inputs.grad_sqr_error = 0.05;
+    inputs.grad_var_error = 0.5;
+    struct batch_decision decision = decide(&inputs);
+    cr_expect(decision.restart, "%s", batch_decision_reason_text(decision.reason));
+    cr_expect_geq(decision.choice.local_bsz, 16);
+}
+
+/* Rule 5: the fit says little far from its points.  Two sizes measured (8
+ * and 16), a noise scale that wants the maximum: the restart goes at most 4
+ * times beyond the largest measured local batch. */
+Test(batch_decision, a_restart_goes_at_most_four_times_beyond_the_measured_batches)
+{
+    struct adaptdl_job_record record;
+    job_record_init(&record);
+    static struct step_profile two[2];
+    const uint64_t locals[] = {8, 16};
+    for (int i = 0; i < 2; i++) {
+        double step = 0.100 + 0.00078 * (double)locals[i];
+        two[i] = (struct step_profile){.nodes = 1, .replicas = 2, .local_bsz = locals[i],
+                                       .count = 40, .step_time_sum = 40 * step,
+                                       .sync_time_sum = 40 * 0.0005};
+    }
+    record.profiles = two;
+    record.profile_count = 2;
+    record.initial_global_bsz = 16;
+    record.restart_cost_seconds = 3.0;
+    struct batch_decision_inputs inputs = inputs_for(&record, 1.0, 100000.0, 16);
+    struct batch_decision decision = decide(&inputs);
+    cr_expect(decision.restart, "%s", batch_decision_reason_text(decision.reason));
+    cr_expect_eq(decision.choice.local_bsz, 4 * 16, "not the maximum of 512");
+}
+
+/* Rule 6: the job moved to 256 (local 128), whose steps turned out to take
+ * 9 s: the measured throughput back at 32 (local 16) is far higher, which
+ * a smaller batch's efficiency can only improve: the next decision goes
+ * back, even on statistics not trusted yet. */
+Test(batch_decision, a_wrong_move_is_undone_at_the_next_decision_without_trust)
+{
+    struct adaptdl_job_record record;
+    job_record_init(&record);
+    static struct step_profile measured[2];
+    measured[0] = (struct step_profile){.nodes = 1, .replicas = 2, .local_bsz = 16, .count = 40,
+                                        .step_time_sum = 40 * 0.1125, .sync_time_sum = 0.02};
+    measured[1] = (struct step_profile){.nodes = 1, .replicas = 2, .local_bsz = 128, .count = 3,
+                                        .step_time_sum = 3 * 9.0, .sync_time_sum = 0.01};
+    record.profiles = measured;
+    record.profile_count = 2;
+    record.initial_global_bsz = 16;
+    record.restart_cost_seconds = 3.0;
+    struct batch_decision_inputs inputs = inputs_for(&record, 1.0, 100.0, 128);
+    inputs.statistics_trusted = false;
+    struct batch_decision decision = decide(&inputs);
+    cr_expect(decision.restart, "%s", batch_decision_reason_text(decision.reason));
+    cr_expect_eq(decision.reason, BATCH_DECISION_RETREAT, "%s",
+                 batch_decision_reason_text(decision.reason));
+    cr_expect_eq(decision.choice.local_bsz, 16);
+    cr_expect_gt(decision.speedup, 10, "the measured throughputs' ratio");
 }
 
 Test(batch_decision, a_small_noise_scale_does_not_explore)
