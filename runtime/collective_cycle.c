@@ -49,9 +49,16 @@ static uint64_t cycle_threshold(const struct collective_cycle *cycle, uint32_t p
         if (float_sum_allreduce(call) && call->count > largest)
             largest = call->count;
     }
-    uint64_t threshold = (uint64_t)largest / 64;
-    if (threshold < 2)
-        threshold = 2;
+    /* a sixty-fourth of the largest, and never below 16 elements unless
+     * the largest is smaller: a loss reduced with its count (2 doubles)
+     * beside a 9-float gradient is no gradient piece */
+    uint64_t threshold = ((uint64_t)largest + 63) / 64;
+    uint64_t small = (uint64_t)largest < COLLECTIVE_CYCLE_SMALL_PIECE ? (uint64_t)largest
+                                                                      : COLLECTIVE_CYCLE_SMALL_PIECE;
+    if (threshold < small)
+        threshold = small;
+    if (threshold < 1)
+        threshold = 1;
     return threshold < COLLECTIVE_CYCLE_DEFAULT_GRAD_MIN ? threshold
                                                          : COLLECTIVE_CYCLE_DEFAULT_GRAD_MIN;
 }

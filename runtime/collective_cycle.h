@@ -13,9 +13,12 @@
  *     COLLECTIVE_CYCLE_MAX_PERIOD calls) whose last two repetitions are
  *     identical, call for call (kind, element type, MPI_SUM or not, count);
  *   - its gradient pieces are its float/double MPI_SUM all-reduces of at
- *     least `automatic threshold` elements: min(1024, max(2, largest / 64)),
- *     so that a scalar loss or a count is left out and every tensor of a
- *     small model is in; a user's ADAPTDL_GRAD_MIN replaces the threshold;
+ *     least min(1024, max(largest / 64, min(largest, 16))) elements, the
+ *     largest being the cycle's largest such all-reduce: a loss and its
+ *     count (2 doubles) beside a 9-float gradient are left out, the
+ *     gradient of a small model is in, and so are the bias tensors of a
+ *     large one down to a sixty-fourth of its largest piece; a user's
+ *     ADAPTDL_GRAD_MIN replaces the threshold;
  *   - when the cycle holds other collectives too, the step boundary is
  *     placed before the longest run of them (cyclically): after the last
  *     gradient piece of an iteration, before the loss and metric
@@ -43,6 +46,9 @@
 #include <stdint.h>
 
 #define COLLECTIVE_CYCLE_MAX_PERIOD 128
+/* Pieces below this many elements are gradient pieces only when nothing
+ * larger is in the cycle. */
+#define COLLECTIVE_CYCLE_SMALL_PIECE 16
 /* Below this many elements no all-reduce is a gradient by default. */
 #define COLLECTIVE_CYCLE_DEFAULT_GRAD_MIN 1024
 /* Seconds of collectives without a gradient piece before the warning. */

@@ -3,11 +3,11 @@
 
 #define STEP_POLICY_RESTART_COST_LIMIT 86400.0
 
-bool step_policy_decision_due(bool period_given, bool decided_with_trust,
-                              bool statistics_trusted, double now, double last_decision,
-                              double period)
+bool step_policy_decision_due(bool period_given, bool first_decision_made,
+                              bool statistics_trusted, bool moved_batch_measured, double now,
+                              double last_decision, double period)
 {
-    if (!period_given && !decided_with_trust && statistics_trusted)
+    if (!period_given && !first_decision_made && (statistics_trusted || moved_batch_measured))
         return true;
     return now - last_decision >= period;
 }

@@ -8,11 +8,15 @@
 #include <stdint.h>
 
 /* Unless ADAPTDL_DECIDE_SECONDS was given (a fixed period from the start),
- * the first decision comes as soon as the gradient statistics can be
- * trusted; every other one `period` seconds after the previous. */
-bool step_policy_decision_due(bool period_given, bool decided_with_trust,
-                              bool statistics_trusted, double now, double last_decision,
-                              double period);
+ * the first decision of a run comes as soon as the gradient statistics can
+ * be trusted, or, in a run a decision moved to another batch, once that
+ * batch has STEP_POLICY_MOVED_STEPS measured steps (a move that went wrong
+ * is undone then, from the measured throughputs, trusted statistics or
+ * not); every other one `period` seconds after the previous. */
+#define STEP_POLICY_MOVED_STEPS 5
+bool step_policy_decision_due(bool period_given, bool first_decision_made,
+                              bool statistics_trusted, bool moved_batch_measured, double now,
+                              double last_decision, double period);
 
 /* The restart cost measured at this run's first step: from the previous
  * run's exit to now.  -1 when there is nothing to measure (no restart, no

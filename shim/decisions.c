@@ -28,7 +28,16 @@ static double shim_last_decision;
 static bool shim_warned_no_save;
 static struct goodput_model shim_model;      /* from the latest decision */
 static bool shim_model_valid;
-static bool shim_decided_with_trust;         /* a decision saw trusted statistics */
+static bool shim_first_decision_made;        /* on trusted statistics, or a moved batch measured */
+
+/* This run's batch is one a decision moved the job to, and its steps were
+ * measured (step_policy.h). */
+static bool shim_moved_batch_measured(void)
+{
+    const struct adaptdl_job_record *record = shim_steps_job_record();
+    return shim_session.config.num_restarts > 0 && record->previous_global_bsz != 0 &&
+           shim_monitor.steps_after_warm_up >= STEP_POLICY_MOVED_STEPS;
+}
 
 /* Decisions: unless ADAPTDL_DECIDE_SECONDS is set (then a fixed period),
  * the first as soon as the statistics can be trusted (no waiting 30 s: the
@@ -37,9 +46,10 @@ static bool shim_decided_with_trust;         /* a decision saw trusted statistic
 static bool shim_decision_due(double now)
 {
     const struct adaptdl_config *config = &shim_session.config;
-    return step_policy_decision_due(config->decide_seconds_given, shim_decided_with_trust,
-                                    grad_noise_trustworthy(&shim_monitor.noise), now,
-                                    shim_last_decision, config->decide_seconds);
+    return step_policy_decision_due(config->decide_seconds_given, shim_first_decision_made,
+                                    grad_noise_trustworthy(&shim_monitor.noise),
+                                    shim_moved_batch_measured(), now, shim_last_decision,
+                                    config->decide_seconds);
 }
 
 static void shim_decide_batch_size(double now, uint64_t declared_local_batch)
@@ -55,8 +65,8 @@ static void shim_decide_batch_size(double now, uint64_t declared_local_batch)
     batch_decision_inputs_for_restart(&inputs, config, record, shim_monitor.replicas,
                                       declared_local_batch, last_local_batch);
     batch_decision_inputs_add_statistics(&inputs, &shim_monitor.noise);
-    if (inputs.statistics_trusted)
-        shim_decided_with_trust = true;
+    if (inputs.statistics_trusted || shim_moved_batch_measured())
+        shim_first_decision_made = true;
     struct batch_decision decision;
     char error[512];
     if (batch_decide(&inputs, &decision, error, sizeof error) != 0) {

@@ -410,8 +410,11 @@ Test(cooperative, a_declared_batch_counts_for_steps_without_reads, .timeout = 30
     char *program = strdup(harness_build_path("trainers/sgd_mpi"));
     char *checkpoint = harness_path_in(directory, "ck");
     char *out = harness_path_in(directory, "run.out");
+    /* its loss all-reduce ends each step: with the gradient all-reduce
+     * alone and no read through the shim, nothing would tell one step
+     * from the next (README "Steps") */
     char *argv[] = {program, "--data", data, "--epochs", "2", "--batch-size", "16", "--lr",
-                    "0.05", "--checkpoint", checkpoint, NULL};
+                    "0.05", "--checkpoint", checkpoint, "--loss-allreduce", NULL};
     extra_settings[0] = metrics;
     extra_settings[1] = "ADAPTDL_BATCH_SIZE=32";
     pid_t pid = start_job(directory, 2, true, 0, argv, out);

@@ -207,3 +207,18 @@ Test(collective_cycle, a_lone_small_gradient_is_a_piece_and_reads_end_its_steps)
     cr_expect(collective_cycle_locked(&cycle));
     cr_expect_not(collective_cycle_makes_boundaries(&cycle));
 }
+
+/* The time-to-target benchmark's trainer: a 9-float gradient, then its loss
+ * reduced with its record count (2 doubles).  The loss is no gradient piece:
+ * its square (and the count's) would swamp the gradient's norms. */
+Test(collective_cycle, a_loss_with_its_count_beside_a_tiny_gradient_is_left_out)
+{
+    static const struct collective_call calls[] = {FLOAT_SUM(9), DOUBLE_SUM(2)};
+    struct collective_cycle cycle;
+    collective_cycle_init(&cycle, 1024, false);
+    run_iterations(&cycle, calls, 2, 2);
+    struct run run = run_iterations(&cycle, calls, 2, 30);
+    cr_expect_eq(run.gradient_pieces, 30);
+    cr_expect_eq(run.gradient_elements, 9);
+    cr_expect_eq(run.boundaries, 30);
+}

@@ -7,14 +7,28 @@
 
 Test(step_policy, the_first_decision_waits_only_for_trusted_statistics)
 {
-    cr_expect(step_policy_decision_due(false, false, true, 1.0, 0.0, 30.0), "trusted at 1 s");
-    cr_expect(!step_policy_decision_due(false, false, false, 1.0, 0.0, 30.0), "not trusted");
-    cr_expect(!step_policy_decision_due(false, true, true, 1.0, 0.0, 30.0),
+    cr_expect(step_policy_decision_due(false, false, true, false, 1.0, 0.0, 30.0),
+              "trusted at 1 s");
+    cr_expect(!step_policy_decision_due(false, false, false, false, 1.0, 0.0, 30.0),
+              "not trusted");
+    cr_expect(!step_policy_decision_due(false, true, true, false, 1.0, 0.0, 30.0),
               "after the first, the period");
-    cr_expect(step_policy_decision_due(false, true, true, 31.0, 0.0, 30.0));
-    cr_expect(!step_policy_decision_due(true, false, true, 1.0, 0.0, 30.0),
+    cr_expect(step_policy_decision_due(false, true, true, false, 31.0, 0.0, 30.0));
+    cr_expect(!step_policy_decision_due(true, false, true, false, 1.0, 0.0, 30.0),
               "a given period holds from the start");
-    cr_expect(step_policy_decision_due(true, false, false, 30.0, 0.0, 30.0));
+    cr_expect(step_policy_decision_due(true, false, false, false, 30.0, 0.0, 30.0));
+}
+
+/* A run that a decision moved to another batch decides once that batch is
+ * measured, trusted statistics or not: a wrong move is undone then, not 30 s
+ * (or 100 s of untrusted statistics) later. */
+Test(step_policy, a_moved_batch_is_judged_once_measured)
+{
+    cr_expect(step_policy_decision_due(false, false, false, true, 1.0, 0.0, 30.0));
+    cr_expect(!step_policy_decision_due(false, true, false, true, 1.0, 0.0, 30.0),
+              "once per run");
+    cr_expect(!step_policy_decision_due(true, false, false, true, 1.0, 0.0, 30.0),
+              "a given period holds from the start");
 }
 
 Test(step_policy, the_restart_cost_is_from_the_last_exit_to_now)
