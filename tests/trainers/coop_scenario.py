@@ -65,8 +65,10 @@ def initialize_torch_distributed():
     """A torch.distributed job's own set-up, as a trainer does it."""
     if "MASTER_ADDR" not in os.environ or "OMPI_COMM_WORLD_SIZE" in os.environ:
         return
+    import datetime
     import torch.distributed
-    torch.distributed.init_process_group("gloo")
+    # a replica that died must not leave the others waiting for long
+    torch.distributed.init_process_group("gloo", timeout=datetime.timedelta(seconds=90))
 
 
 def load(checkpoint):
