@@ -19,7 +19,8 @@ as a trainer does).
       register_state of a torch model and its SGD optimizer (with
       momentum): the first run trains, checkpoints and records what it
       saved in the checkpoint; the second builds them afresh from another
-      seed, loads the checkpoint and must hold the very tensors saved.
+      seed, loads the checkpoint and must hold the very tensors saved.  The
+      first also reads a TensorDataset through AdaptiveDataLoader.
   coop_scenario.py world CHECKPOINT
       the replicas a launcher started, without any ADAPTDL_* variable (and
       without the preload: the stand-in): accumulators sum over all of
@@ -27,7 +28,8 @@ as a trainer does).
   coop_scenario.py alone CHECKPOINT
       one replica with nothing to restore (the stand-in library): the API
       works as one replica, bad use raises one-line errors, importing
-      adaptshim imported no torch.
+      adaptshim imported no torch, AdaptiveDataLoader batches a sequence
+      through its collate_fn.
 
 A "restart" is synchronize_states on every replica, rank 0 writing
 CHECKPOINT.tmp and renaming it onto CHECKPOINT, and exit 0; the next run
@@ -222,6 +224,12 @@ def state(checkpoint):
     text = load(checkpoint)
     if restarts == 0:
         expect(text is None, "no checkpoint before the first run")
+        dataset = torch.utils.data.TensorDataset(torch.arange(10.0), torch.arange(10) * 2)
+        seen = []
+        for features, labels in adaptshim.AdaptiveDataLoader(dataset, batch_size=4):
+            expect(torch.equal(labels, features.long() * 2), "collated pairs")
+            seen += features.long().tolist()
+        expect(seen == list(range(10)), "the dataset's items once, in order: %r" % seen)
         for step in range(3):
             optimizer.zero_grad()
             inputs = torch.arange(8.0 * (step + 1), 8.0 * (step + 2)).reshape(2, 4) / 10
@@ -287,6 +295,8 @@ def alone(checkpoint):
             records += batch
     expect(sorted(records) == sorted(list(range(100)) * 2),
            "two epochs of the 100 records, each once per epoch")
+    letters = adaptshim.AdaptiveDataLoader("abcdefg", batch_size=3, collate_fn="".join)
+    expect(list(letters) == ["abc", "def", "g"], "a sequence's batches through collate_fn")
     for batch in loop:   # broken off: the iteration is left
         break
     expect(loop.current_index is None, "no iteration after a break")
