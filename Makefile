@@ -357,6 +357,13 @@ bench: deps
 	$(MAKE) all $(BENCHES)
 	@tests/bench/run-all $(BUILD)
 
+# The cooperative API for Python trainers (scripts/python/adaptshim), installed
+# where its _library.py looks for PREFIX/lib/libadaptdl.so (`import adaptshim`
+# with PYTHONPATH=PREFIX/share/adaptshim/python); uninstall removes the
+# directory whole, with the bytecode Python wrote beside the package.
+PYTHON_PACKAGE_SRC := $(sort $(wildcard scripts/python/adaptshim/*.py))
+PYTHON_PACKAGE_DIR := $(PREFIX)/share/adaptshim/python/adaptshim
+
 install: $(LIB) $(STANDALONE) $(INSPECT) $(REPLICAS_TOOL) $(VERIFY_TOOL) $(WRAP) $(PLOT)
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
 	    $(DESTDIR)$(PREFIX)/include
@@ -369,6 +376,8 @@ install: $(LIB) $(STANDALONE) $(INSPECT) $(REPLICAS_TOOL) $(VERIFY_TOOL) $(WRAP)
 	install -m 0755 scripts/adaptdl-wrap $(DESTDIR)$(PREFIX)/bin/adaptdl-wrap
 	install -m 0755 scripts/adaptdl-plot $(DESTDIR)$(PREFIX)/bin/adaptdl-plot
 	sed -e 's|@PREFIX@|$(PREFIX)|g' scripts/adaptshim.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/adaptshim.pc
+	install -d $(DESTDIR)$(PYTHON_PACKAGE_DIR)
+	install -m 0644 $(PYTHON_PACKAGE_SRC) $(DESTDIR)$(PYTHON_PACKAGE_DIR)
 
 # Removes exactly what `make install` put in place (same PREFIX, DESTDIR).
 uninstall:
@@ -378,6 +387,7 @@ uninstall:
 	    $(DESTDIR)$(PREFIX)/bin/adaptdl-verify \
 	    $(DESTDIR)$(PREFIX)/include/adaptdl.h \
 	    $(DESTDIR)$(PREFIX)/lib/pkgconfig/adaptshim.pc
+	rm -rf $(DESTDIR)$(PYTHON_PACKAGE_DIR)
 
 clean:
 	rm -rf $(BUILD)

@@ -29,10 +29,34 @@ static int replica_collective_single(void *context, const void *bytes, size_t si
 
 struct replica_collective replica_collective = {NULL, replica_collective_single};
 
+/* What replica_collective_use_fallback comes back to. */
+static struct replica_collective replica_collective_fallback = {NULL, replica_collective_single};
+
 void replica_collective_use_single(void)
 {
-    replica_collective.context = NULL;
-    replica_collective.allgather = replica_collective_single;
+    replica_collective_fallback.context = NULL;
+    replica_collective_fallback.allgather = replica_collective_single;
+    replica_collective = replica_collective_fallback;
+}
+
+bool replica_collective_set_fallback(const struct replica_collective *fallback)
+{
+    bool fallback_in_use = replica_collective.allgather == replica_collective_fallback.allgather &&
+                           replica_collective.context == replica_collective_fallback.context;
+    if (fallback != NULL) {
+        replica_collective_fallback = *fallback;
+    } else {
+        replica_collective_fallback.context = NULL;
+        replica_collective_fallback.allgather = replica_collective_single;
+    }
+    if (fallback_in_use)
+        replica_collective = replica_collective_fallback;
+    return fallback_in_use;
+}
+
+void replica_collective_use_fallback(void)
+{
+    replica_collective = replica_collective_fallback;
 }
 
 /* What the job says (replica_collective_expect); 0 replicas: unchecked. */
@@ -62,7 +86,9 @@ static int replica_collective_check_reach(struct replica_gathered *gathered, cha
                          "them reaches %u (this one rank %u)%s, so no sum over the replicas is "
                          "made; accepted: every replica in one MPI world (started by one "
                          "mpirun, MPI_Init called), with ADAPTDL_NUM_REPLICAS and "
-                         "ADAPTDL_REPLICA_RANK unset or equal to MPI's size and rank",
+                         "ADAPTDL_REPLICA_RANK unset or equal to MPI's size and rank, or "
+                         "an all-gather given to adaptdl_use_allgather (Python: "
+                         "torch.distributed initialized)",
                          replicas, rank, reached, reached_rank,
                          reached == 1 ? ": no MPI world joins this process to the others" : "");
 }

@@ -6,12 +6,14 @@
  * decision: both are an all-gather of serialized values followed by the
  * same deterministic merge on every replica.  The shim installs an MPI
  * transport on its own duplicated communicator once MPI is up (shim/mpi_collective.c);
- * until then, and in processes without MPI, the transport is a single
- * replica that receives its own bytes back, which only a job of one
- * replica may use (replica_collective_expect). */
+ * until then, and in processes without MPI, the transport is the fallback:
+ * a single replica that receives its own bytes back, which only a job of
+ * one replica may use (replica_collective_expect), unless the trainer gave
+ * an all-gather of its own (caller_collective.h). */
 #ifndef ADAPTSHIM_REPLICA_COLLECTIVE_H
 #define ADAPTSHIM_REPLICA_COLLECTIVE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,8 +35,16 @@ struct replica_collective {
 /* The transport in use: single replica unless the shim installed MPI's. */
 extern struct replica_collective replica_collective;
 
-/* Restores the single-replica transport (tests, MPI_Finalize). */
+/* Restores the single-replica transport and makes it the fallback again
+ * (tests). */
 void replica_collective_use_single(void);
+
+/* The transport used whenever no other is installed (NULL: the single
+ * replica), copied; true when it is the one in use now, false when
+ * another one (MPI's) was installed over the fallback and stays. */
+bool replica_collective_set_fallback(const struct replica_collective *fallback);
+/* Leaves an installed transport for the fallback (MPI_Finalize). */
+void replica_collective_use_fallback(void);
 
 /* The replicas the job has and this one's rank, as the trainer is told
  * (0 replicas, the default: not checked, for tests that install a

@@ -45,6 +45,30 @@ unsigned adaptdl_num_replicas(void);
 unsigned adaptdl_replica_rank(void);
 unsigned adaptdl_num_restarts(void);
 
+/* --- collectives without MPI: the trainer's own all-gather ------------------
+ * The API's collectives (accumulator synchronization, adaptive loops'
+ * batch-size agreement, adaptdl_synchronize_states) go over MPI's world
+ * when MPI is up under the preload.  A job whose replicas share no MPI
+ * world (a PyTorch job over torch.distributed) gives its own all-gather
+ * instead, on every replica, with the replica count and this replica's
+ * rank; a number no variable gives is then the job's (as with MPI's).
+ *
+ * The library calls `allgather` inside its collectives, on every replica
+ * at the same point, with this replica's `size` bytes; it sets sizes[r]
+ * for each of the `replicas` replicas, points *gathered at their bytes
+ * concatenated in rank order (memory that stays the caller's; the library
+ * copies it before the call returns) and returns 0, or nonzero with a
+ * one-line reason in error[0, error_size).  It must not call this API.
+ * Returns 0 when the collectives now use it; 1 when MPI's world carries
+ * them (it stays installed for when MPI is finalized); -1 for replicas 0
+ * or rank >= replicas.  A NULL allgather removes the installed one.  The
+ * stand-in libadaptdl.so uses it too: its job is then that layout. */
+typedef int adaptdl_allgather_function(void *context, const void *bytes, size_t size,
+                                       size_t *sizes, const void **gathered, char *error,
+                                       size_t error_size);
+int adaptdl_use_allgather(unsigned replicas, unsigned rank, adaptdl_allgather_function *allgather,
+                          void *context);
+
 /* --- epochs: remaining_epochs_until, current_epoch, finished_epochs ---------
  *     for (int64_t e = adaptdl_remaining_epochs_until(30); e >= 0;
  *          e = adaptdl_next_epoch()) { ... }

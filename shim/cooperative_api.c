@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "adaptdl.h"
+#include "caller_collective.h"
 #include "cooperative_host.h"
 #include "log.h"
 #include "replica_collective.h"
@@ -84,6 +85,19 @@ API unsigned adaptdl_replica_rank(void)
 API unsigned adaptdl_num_restarts(void)
 {
     return cooperative_host_job().restarts;
+}
+
+/* --- collectives without MPI: the trainer's own all-gather -------------------- */
+
+/* Under the lock, as the collectives that call it run. */
+API int adaptdl_use_allgather(unsigned replicas, unsigned rank,
+                              adaptdl_allgather_function *allgather, void *context)
+{
+    struct cooperative_state *state = api_lock();
+    int status = caller_collective_install(replicas, rank, allgather, context, api_error,
+                                           sizeof api_error);
+    api_unlock(state);
+    return status;
 }
 
 /* --- epochs --------------------------------------------------------------------- */

@@ -3,6 +3,7 @@
  * goodput model. */
 #include <pthread.h>
 
+#include "caller_collective.h"
 #include "cooperative_host.h"
 #include "decisions.h"
 #include "fork_locks.h"
@@ -59,7 +60,8 @@ struct cooperative_state *cooperative_host_state(void)
  * MPI's once MPI is up through the preload, as MPI_Comm_size and
  * MPI_Comm_rank say, also in a process without ADAPTDL_* variables (under
  * mpirun each rank would otherwise be one replica reading all the data);
- * before MPI_Init and without MPI it is 1 replica, rank 0.  A given number
+ * without an MPI world it is the layout of the all-gather the trainer gave
+ * (adaptdl_use_allgather), else 1 replica, rank 0.  A given number
  * that MPI's world contradicts stays the job's, and the collectives refuse
  * to sum over the wrong replicas (replica_collective_expect). */
 struct cooperative_job cooperative_host_job(void)
@@ -80,11 +82,18 @@ struct cooperative_job cooperative_host_job(void)
         rank_given = config->replica_rank_given;
     }
     uint32_t world_size, world_rank;
+    unsigned caller_size, caller_rank;
     if (shim_mpi_collective_world(&world_size, &world_rank)) {
         if (!count_given)
             job.replicas = world_size;
         if (!rank_given)
             job.rank = world_rank;
+    } else if (caller_collective_world(&caller_size, &caller_rank)) {
+        /* no MPI world: the replicas the trainer's own all-gather joins */
+        if (!count_given)
+            job.replicas = caller_size;
+        if (!rank_given)
+            job.rank = caller_rank;
     }
     return job;
 }

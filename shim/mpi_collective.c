@@ -153,7 +153,7 @@ void shim_mpi_collective_install(void)
 void shim_mpi_collective_remove(void)
 {
     collective.up = false;
-    replica_collective_use_single();
+    replica_collective_use_fallback();   /* the trainer's own all-gather, if it gave one */
 }
 
 bool shim_mpi_collective_world(uint32_t *size, uint32_t *rank)

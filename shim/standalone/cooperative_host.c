@@ -1,10 +1,12 @@
 /* cooperative_host.c (standalone) - the cooperative API's host in the
- * stand-in libadaptdl.so that cooperative trainers link: one replica,
- * nothing to restore, nothing profiled, so a trainer built against the API
- * runs as it is without the preload.  When libadaptshim.so is preloaded its
+ * stand-in libadaptdl.so that cooperative trainers link: one replica (or
+ * those of an all-gather the trainer gives), nothing to restore, nothing
+ * profiled, so a trainer built against the API runs as it is without the
+ * preload.  When libadaptshim.so is preloaded its
  * own definitions of the API win and this library is never entered. */
 #include <pthread.h>
 
+#include "caller_collective.h"
 #include "cooperative_host.h"
 
 static struct cooperative_state cooperative_host_alone;
@@ -21,9 +23,18 @@ struct cooperative_state *cooperative_host_state(void)
     return &cooperative_host_alone;
 }
 
+/* One replica, or the replicas the trainer's own all-gather joins
+ * (adaptdl_use_allgather): a torch.distributed job shares its data and
+ * sums its accumulators without the preload too, with nothing restored. */
 struct cooperative_job cooperative_host_job(void)
 {
-    return (struct cooperative_job){.replicas = 1};
+    struct cooperative_job job = {.replicas = 1};
+    unsigned replicas, rank;
+    if (caller_collective_world(&replicas, &rank)) {
+        job.replicas = replicas;
+        job.rank = rank;
+    }
+    return job;
 }
 
 void cooperative_host_first_epoch_loop(void)

@@ -13,3 +13,18 @@ Without the preload the package answers as one replica with nothing to
 restore (the stand-in libadaptdl.so, when it can be found), so a trainer
 runs as it is.
 """
+
+# --- the cooperative API (AdaptDL's names; each module is thin glue over
+# adaptdl.h).  None of these imports torch: the pieces that need it
+# import it when they are used.
+from ._api import AdaptshimError
+from ._accumulator import Accumulator
+from ._collective import finalize
+from ._data_loop import AdaptiveDataLoader, DataLoop
+from ._epochs import (current_epoch, finished_epochs, num_replicas, num_restarts,
+                      remaining_epochs_until, replica_rank)
+from ._state import State, register_state, synchronize_states
+
+__all__ = ["AdaptshimError", "Accumulator", "AdaptiveDataLoader", "DataLoop", "State",
+           "current_epoch", "finalize", "finished_epochs", "num_replicas", "num_restarts",
+           "register_state", "remaining_epochs_until", "replica_rank", "synchronize_states"]
