@@ -258,6 +258,8 @@ Test(slurm, srun_pmix_ranks_read_their_own_shards, .timeout = 180)
                                                        "records served, 2 passes"),
                  REPLICAS, "each rank served its 1000 records of each of 2 epochs: %s",
                  result.err);
+    cr_expect(strstr(result.err, "the data views were built for") == NULL,
+              "the views were built for the layout MPI has: %s", result.err);
     unsigned counts[2 * RECORDS] = {0};
     for (unsigned rank = 0; rank < REPLICAS; rank++) {
         char name[16];
@@ -408,4 +410,78 @@ Test(slurm, time_limit_signal_stops_at_one_step_and_requeue_resumes_exactly, .ti
     expect_every_record_once(&job, 2, EPOCHS);
     free(setting);
     harness_remove_temp_dir(job.files.directory);
+}
+
+/* What adaptdl-wrap makes of an allocation's tasks, without Slurm running:
+ * --dry-run inside a (pretended) allocation of 2 tasks. */
+static void expect_dry_run(char *const options[], char *const environment[],
+                           const char *expected_line, const char *expected_command)
+{
+    char *wrapper = strdup(harness_build_path("adaptdl-wrap"));
+    char *trainer = strdup(harness_build_path("trainers/sgd_mpi"));
+    char *argv[16] = {wrapper, "--dry-run"};
+    size_t used = 2;
+    for (size_t i = 0; options[i] != NULL; i++)
+        argv[used++] = options[i];
+    argv[used++] = "--";
+    argv[used++] = trainer;
+    argv[used] = NULL;
+    char *full_environment[8] = {"SLURM_JOB_ID=77", "SLURM_NTASKS=2"};
+    used = 2;
+    for (size_t i = 0; environment != NULL && environment[i] != NULL; i++)
+        full_environment[used++] = environment[i];
+    full_environment[used] = NULL;
+    struct run_result result;
+    harness_run(&result, argv, full_environment, false, 30);
+    cr_assert_eq(result.status, 0, "%s", result.err);
+    if (expected_line != NULL) {
+        cr_expect_eq(harness_count_occurrences(result.err, expected_line), 1,
+                     "one line says what was capped: %s", result.err);
+    } else {
+        cr_expect(strstr(result.err, "beyond") == NULL, "nothing capped: %s", result.err);
+    }
+    cr_expect(strstr(result.out, expected_command) != NULL, "%s", result.out);
+    run_result_free(&result);
+    free(trainer);
+    free(wrapper);
+}
+
+Test(slurm_allocation, the_replica_count_is_the_allocations_tasks)
+{
+    expect_dry_run((char *[]){NULL}, NULL, NULL, "mpirun -np 2 ");
+    expect_dry_run((char *[]){"-n", "1", NULL}, NULL, NULL, "(restart 0, 1 replica(s))");
+    expect_dry_run((char *[]){"-n", "2", NULL}, NULL, NULL, "mpirun -np 2 ");
+}
+
+Test(slurm_allocation, a_count_beyond_the_tasks_is_capped_with_one_line)
+{
+    expect_dry_run((char *[]){"-n", "4", NULL}, NULL,
+                   "adaptdl-wrap: -n 4 is beyond the 2 tasks of Slurm job 77: 2 replicas\n",
+                   "mpirun -np 2 ");
+    expect_dry_run((char *[]){NULL}, (char *[]){"ADAPTDL_NUM_REPLICAS=3", NULL},
+                   "adaptdl-wrap: ADAPTDL_NUM_REPLICAS 3 is beyond the 2 tasks of Slurm job 77: "
+                   "2 replicas\n",
+                   "mpirun -np 2 ");
+    expect_dry_run((char *[]){"-n", "1:8", NULL}, NULL,
+                   "adaptdl-wrap: -n 1:8 is beyond the 2 tasks of Slurm job 77: -n 1:2\n",
+                   "ADAPTDL_REPLICAS_RANGE=1:2 ");
+    expect_dry_run((char *[]){"-n", "3:8", NULL}, NULL,
+                   "adaptdl-wrap: -n 3:8 is beyond the 2 tasks of Slurm job 77: -n 2:2\n",
+                   "mpirun -np 2 ");
+}
+
+/* Outside an allocation (no SLURM_JOB_ID) SLURM_NTASKS means nothing. */
+Test(slurm_allocation, no_allocation_no_cap)
+{
+    char *wrapper = strdup(harness_build_path("adaptdl-wrap"));
+    char *trainer = strdup(harness_build_path("trainers/sgd_mpi"));
+    char *argv[] = {wrapper, "--dry-run", "-n", "4", "--", trainer, NULL};
+    struct run_result result;
+    harness_run(&result, argv, (char *[]){"SLURM_NTASKS=2", NULL}, false, 30);
+    cr_assert_eq(result.status, 0, "%s", result.err);
+    cr_expect(strstr(result.out, "mpirun -np 4 ") != NULL, "%s", result.out);
+    cr_expect(strstr(result.err, "beyond") == NULL, "%s", result.err);
+    run_result_free(&result);
+    free(trainer);
+    free(wrapper);
 }
