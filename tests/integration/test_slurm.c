@@ -3,7 +3,8 @@
  * submits what a user would.
  *
  * - srun --mpi=pmix ranks under the preload take their layout from Slurm's
- *   variables: each reads its own shard;
+ *   variables: each reads its own shard; adaptdl-wrap under salloc runs the
+ *   allocation's tasks as replicas;
  * - an sbatch --requeue job running adaptdl-wrap with an MPI trainer stops
  *   at one agreed step with 143 on `scancel --signal=TERM --full`, on
  *   `scontrol requeue` of the running job (Slurm's SIGTERM to every process
@@ -287,6 +288,50 @@ Test(slurm, srun_pmix_ranks_read_their_own_shards, .timeout = 180)
     harness_remove_temp_dir(files.directory);
 }
 
+/* adaptdl-wrap run by salloc: mpirun reads the allocation, and the wrapper
+ * launches its 2 tasks as 2 replicas, each reading its own half. */
+Test(slurm, salloc_runs_the_wrapper_with_the_allocations_tasks, .timeout = 180)
+{
+    require_cluster();
+    struct dataset_job files;
+    dataset_job_init(&files, RECORDS, DIM, 3);
+    char *ids = harness_path_in(files.directory, "ids.%r");
+    char *checkpoint = harness_path_in(files.directory, "ck");
+    char *wrapper = strdup(harness_build_path("adaptdl-wrap"));
+    char *trainer = strdup(harness_build_path("trainers/sgd_mpi"));
+    char *argv[] = {"salloc", "--ntasks=2", wrapper, "--", trainer, "--data", files.data,
+                    "--epochs", "2", "--batch-size", "16", "--lr", "0.01", "--checkpoint",
+                    checkpoint, "--ids-log", ids, NULL};
+    char *environment[] = {files.data_setting, files.state_setting, files.save_setting,
+                           harness_mpirun_as_root[0], harness_mpirun_as_root[1], NULL};
+    struct run_result result;
+    slurm_run(&cluster, &result, argv, environment, 150);
+    cr_assert_eq(result.status, 0, "salloc: %s\n%s", harness_describe_status(result.status),
+                 result.err);
+    cr_expect(strstr(result.err, "beyond") == NULL, "nothing capped: %s", result.err);
+    unsigned counts[2 * RECORDS] = {0};
+    for (unsigned rank = 0; rank < REPLICAS; rank++) {
+        char name[16];
+        snprintf(name, sizeof name, "ids.%u", rank);
+        char *path = harness_path_in(files.directory, name);
+        struct id_log log;
+        harness_read_id_log(path, &log);
+        id_log_count_committed(&log, UINT64_MAX, counts, RECORDS, 2);
+        id_log_free(&log);
+        free(path);
+    }
+    for (unsigned i = 0; i < 2 * RECORDS; i++)
+        if (counts[i] != 1) {
+            cr_expect_eq(counts[i], 1, "epoch %u record %u seen %u times", i / RECORDS,
+                         i % RECORDS, counts[i]);
+            break;
+        }
+    run_result_free(&result);
+    free(trainer);
+    free(wrapper);
+    harness_remove_temp_dir(files.directory);
+}
+
 /* scancel --signal=TERM --full reaches the batch script (the wrapper, which
  * the script became with exec): every rank stops at one step, the job ends
  * with 143; requeued, it resumes exactly and ends.  The wrapper's -n 4 is
@@ -331,6 +376,13 @@ Test(slurm, scancel_term_stops_at_one_step_and_requeue_resumes_exactly, .timeout
     slurm_release_requeued(&cluster, job.id);
     expect_completed(&job, 1);
     expect_every_record_once(&job, 2, EPOCHS);
+    /* the requeued run knows it is a restart (SLURM_RESTART_COUNT) */
+    err = run_file(&job, "err", 1);
+    log = harness_read_output(err);
+    cr_expect_eq(harness_count_occurrences(log, " 1 restarts, "), REPLICAS,
+                 "each rank's summary counts the requeue as a restart: %s", log);
+    free(log);
+    free(err);
     harness_remove_temp_dir(job.files.directory);
 }
 
