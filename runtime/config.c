@@ -501,7 +501,7 @@ static int parse_all_variables(struct config_parse_state *state)
     }
     state->config->grad_min_given = config_lookup(state->envp, "ADAPTDL_GRAD_MIN") != NULL;
     if (config_parse_replica_layout(state) < 0 || config_parse_torchrun_node_count(state) < 0 ||
-        config_check_node_count(state) < 0)
+        config_parse_slurm_node_count(state) < 0 || config_check_node_count(state) < 0)
         return -1;
     return check_batch_size_limits(state);
 }

@@ -72,8 +72,9 @@ struct adaptdl_config {
     uint32_t num_replicas;
     uint32_t replica_rank;
     uint32_t num_nodes;
-    bool layout_from_mpi;    /* taken from OMPI_ or PMI_ variables (never
-                              * torchrun's WORLD_SIZE/RANK: not MPI) */
+    bool layout_from_mpi;    /* taken from OMPI_, PMI_ or PMIX_ variables
+                              * (never torchrun's WORLD_SIZE/RANK nor srun's
+                              * SLURM_*: not necessarily MPI) */
     /* a variable (ours or a launcher's) gave the count, the rank: else
      * they are the defaults 1 and 0, which MPI's world replaces for the
      * cooperative API once MPI is up */

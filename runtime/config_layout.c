@@ -1,7 +1,7 @@
 /* config_layout.c - where this process stands in the job (SPEC §2): the
  * replica count and rank, from adaptshim's variables or the launcher's
- * (Open MPI, PMI, torchrun), the node count torchrun implies, and that
- * there are no more nodes than replicas.  Read after config.c's table,
+ * (Open MPI, PMI, Slurm's srun, torchrun), the node count srun or torchrun
+ * implies, and that there are no more nodes than replicas.  Read after config.c's table,
  * with its readers and messages. */
 #include "config_parse.h"
 #include "config_text.h"
@@ -14,27 +14,50 @@
 #define COUNT_OF CONFIG_COUNT_OF
 
 /* Where one number of the replica layout comes from, best source first:
- * our own variables, then the MPI launchers', then torchrun's.  Each number
- * is resolved on its own: the wrapper may export ADAPTDL_NUM_REPLICAS for
- * all ranks while mpirun gives each its rank.  Only Open MPI's and PMI's
- * variables say that MPI started the process: torchrun starts plain
- * processes, and a torchrun job must not be taken for an MPI one. */
+ * our own variables, then the MPI launchers', then torchrun's, then
+ * Slurm's srun.  Each number is resolved on its own: the wrapper may export
+ * ADAPTDL_NUM_REPLICAS for all ranks while mpirun gives each its rank.
+ * Only Open MPI's, PMI's and PMIx's variables say that MPI started the
+ * process: torchrun and srun --mpi=none start plain processes, and such a
+ * job must not be taken for an MPI one.
+ *
+ * Slurm's SLURM_NTASKS and SLURM_PROCID are also in a batch script's
+ * environment (the job's task count, and 0), and so in every process the
+ * script starts, mpirun's ranks included: they describe a process only
+ * inside a task of an srun step, which SLURM_STEP_ID marks.  The step's own
+ * task count (SLURM_STEP_NUM_TASKS) comes before the job's, since `srun -n 2`
+ * in an allocation of 4 tasks starts 2 replicas.  torchrun's come before
+ * them: `srun -N 2 torchrun --nproc-per-node 4` is a common recipe, and its
+ * processes carry the srun task's variables and torchrun's, of which only
+ * torchrun's describe them. */
 struct layout_source {
     const char *name;
     bool set_by_mpi_launcher;
+    bool only_in_slurm_step;
 };
 static const struct layout_source replica_count_sources[] = {
-    {"ADAPTDL_NUM_REPLICAS", false},
-    {"OMPI_COMM_WORLD_SIZE", true},
-    {"PMI_SIZE", true},
-    {"WORLD_SIZE", false},
+    {"ADAPTDL_NUM_REPLICAS", false, false},
+    {"OMPI_COMM_WORLD_SIZE", true, false},
+    {"PMI_SIZE", true, false},
+    {"WORLD_SIZE", false, false},
+    {"SLURM_STEP_NUM_TASKS", false, true},
+    {"SLURM_NTASKS", false, true},
 };
 static const struct layout_source replica_rank_sources[] = {
-    {"ADAPTDL_REPLICA_RANK", false},
-    {"OMPI_COMM_WORLD_RANK", true},
-    {"PMI_RANK", true},
-    {"RANK", false},
+    {"ADAPTDL_REPLICA_RANK", false, false},
+    {"OMPI_COMM_WORLD_RANK", true, false},
+    {"PMI_RANK", true, false},
+    {"PMIX_RANK", true, false},
+    {"RANK", false, false},
+    {"SLURM_PROCID", false, true},
 };
+
+/* Whether this process is a task of an srun step (not the batch script, nor
+ * a process it started some other way). */
+static bool in_slurm_step(const struct config_parse_state *state)
+{
+    return config_lookup(state->envp, "SLURM_STEP_ID") != NULL;
+}
 
 /* The first variable of sources that is set: the one the number came
  * from (NULL: none, the number kept its default). */
@@ -42,9 +65,12 @@ static const struct layout_source *find_layout_source(const struct config_parse_
                                                       const struct layout_source sources[],
                                                       size_t source_count)
 {
-    for (size_t i = 0; i < source_count; i++)
+    for (size_t i = 0; i < source_count; i++) {
+        if (sources[i].only_in_slurm_step && !in_slurm_step(state))
+            continue;
         if (config_lookup(state->envp, sources[i].name) != NULL)
             return &sources[i];
+    }
     return NULL;
 }
 
@@ -153,11 +179,42 @@ int config_parse_torchrun_node_count(struct config_parse_state *state)
     return 0;
 }
 
+/* A replica count srun gave (the processes are the tasks of an srun step)
+ * comes with srun's node count: SLURM_STEP_NUM_NODES, else the job's
+ * SLURM_NNODES, used when ADAPTDL_NUM_NODES is not set.  A count from
+ * another source (the wrapper's ADAPTDL_NUM_REPLICAS for one trainer
+ * started by a task, torchrun's processes inside a task) says nothing of
+ * how srun spread its tasks, so the node count is left alone then. */
+int config_parse_slurm_node_count(struct config_parse_state *state)
+{
+    static const char *const node_count_names[] = {"SLURM_STEP_NUM_NODES", "SLURM_NNODES"};
+    const struct layout_source *count_source;
+    uint64_t nodes;
+
+    if (config_lookup(state->envp, "ADAPTDL_NUM_NODES") != NULL)
+        return 0;
+    count_source = find_layout_source(state, replica_count_sources,
+                                      COUNT_OF(replica_count_sources));
+    if (count_source == NULL || !count_source->only_in_slurm_step)
+        return 0;
+    for (size_t i = 0; i < COUNT_OF(node_count_names); i++) {
+        const char *text = config_lookup(state->envp, node_count_names[i]);
+        if (text == NULL)
+            continue;
+        if (config_parse_integer_variable(state, node_count_names[i], text, 1, REPLICA_LIMIT,
+                                          &nodes) < 0)
+            return -1;
+        state->config->num_nodes = (uint32_t)nodes;
+        return 0;
+    }
+    return 0;
+}
+
 /* Every node runs at least one replica, so more nodes than replicas is a
  * launch that does not exist: the throughput model (§7) would be fitted to
  * a layout the job never had.  The node count comes from ADAPTDL_NUM_NODES,
- * else from torchrun's sizes (config_parse_torchrun_node_count), and the
- * message names whichever set it. */
+ * else from torchrun's sizes (config_parse_torchrun_node_count) or srun's
+ * (config_parse_slurm_node_count), and the message names whichever set it. */
 int config_check_node_count(struct config_parse_state *state)
 {
     const struct adaptdl_config *config = state->config;
@@ -174,6 +231,12 @@ int config_check_node_count(struct config_parse_state *state)
                              "ADAPTDL_NUM_NODES: \"%" PRIu32 "\" is above %s; accepted: a node "
                              "count from 1 to %" PRIu32 ", since every node runs at least one "
                              "replica",
+                             config->num_nodes, count_text, config->num_replicas);
+    if (count_source != NULL && count_source->only_in_slurm_step)
+        return error_message(state->error, state->error_size,
+                             "SLURM_STEP_NUM_NODES: %" PRIu32 " nodes, above %s; accepted: at "
+                             "most %" PRIu32 " nodes, since every node runs at least one "
+                             "replica (or set ADAPTDL_NUM_NODES)",
                              config->num_nodes, count_text, config->num_replicas);
     return error_message(state->error, state->error_size,
                          "LOCAL_WORLD_SIZE: WORLD_SIZE / LOCAL_WORLD_SIZE make %" PRIu32

@@ -34,6 +34,8 @@ int config_parse_u32_variable(struct config_parse_state *state, const char *name
 int config_parse_replica_layout(struct config_parse_state *state);
 /* The node count torchrun implies, when ADAPTDL_NUM_NODES is not set. */
 int config_parse_torchrun_node_count(struct config_parse_state *state);
+/* The node count of the tasks of an srun step (SLURM_STEP_NUM_NODES). */
+int config_parse_slurm_node_count(struct config_parse_state *state);
 /* Refuses a node count above the replica count, once both are read. */
 int config_check_node_count(struct config_parse_state *state);
 

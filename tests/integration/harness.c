@@ -123,8 +123,12 @@ static char **harness_environment(char *const additions[], bool preload)
     char **environment = calloc(count + added + 3, sizeof *environment);
     size_t used = 0;
     char *tmpdir = harness_tmpdir_setting(additions);
+    /* Slurm's and PMIx's variables too: a suite run inside a Slurm job
+     * (sbatch make check) must not hand the job's allocation and layout to
+     * every program it starts; the Slurm tests add their own. */
     for (char **entry = environ; *entry; entry++) {
         if (strncmp(*entry, "ADAPTDL_", 8) == 0 || strncmp(*entry, "LD_PRELOAD=", 11) == 0 ||
+            strncmp(*entry, "SLURM_", 6) == 0 || strncmp(*entry, "PMIX_", 5) == 0 ||
             (tmpdir != NULL && strncmp(*entry, "TMPDIR=", 7) == 0))
             continue;
         environment[used++] = *entry;

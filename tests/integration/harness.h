@@ -1,8 +1,8 @@
 /* harness.h - running programs under the shim from Criterion tests.
  *
  * Integration tests start real processes (example trainers, coreutils) with
- * a controlled environment: the caller's environment minus every ADAPTDL_*
- * variable and LD_PRELOAD, plus what the test adds.  Output is captured in
+ * a controlled environment: the caller's environment minus every ADAPTDL_*,
+ * SLURM_* and PMIX_* variable and LD_PRELOAD, plus what the test adds.  Output is captured in
  * files so that large outputs never block a pipe. */
 #ifndef ADAPTSHIM_TEST_HARNESS_H
 #define ADAPTSHIM_TEST_HARNESS_H

@@ -397,6 +397,96 @@ Test(config, replica_count_from_wrapper_rank_from_mpirun)
     cr_assert(config.layout_from_mpi);
 }
 
+/* What `srun --mpi=pmix -n 4` gives each task (SPEC §2): the task's rank
+ * and the step's task and node counts; before, every task took itself for
+ * rank 0 of 1. */
+Test(config, layout_from_srun_with_pmix)
+{
+    expect_ok(ENV("SLURM_JOB_ID=7", "SLURM_STEP_ID=0", "SLURM_NTASKS=4", "SLURM_STEP_NUM_TASKS=4",
+                  "SLURM_PROCID=3", "PMIX_RANK=3", "SLURM_NNODES=2", "SLURM_STEP_NUM_NODES=2"));
+    cr_assert_eq(config.num_replicas, 4);
+    cr_assert_eq(config.replica_rank, 3);
+    cr_assert_eq(config.num_nodes, 2);
+    cr_assert(config.layout_from_mpi, "PMIx started it: MPI");
+    cr_assert(config.replica_count_given);
+    cr_assert(config.replica_rank_given);
+}
+
+Test(config, layout_from_srun_without_pmix)
+{
+    expect_ok(ENV("SLURM_STEP_ID=1", "SLURM_NTASKS=3", "SLURM_PROCID=2", "SLURM_NNODES=1"));
+    cr_assert_eq(config.num_replicas, 3);
+    cr_assert_eq(config.replica_rank, 2);
+    cr_assert_eq(config.num_nodes, 1);
+    cr_assert_not(config.layout_from_mpi, "srun --mpi=none starts plain processes");
+}
+
+/* `srun -n 2` inside an allocation of 4 tasks: the step's 2 tasks. */
+Test(config, srun_step_task_count_before_the_job_task_count)
+{
+    expect_ok(ENV("SLURM_STEP_ID=0", "SLURM_NTASKS=4", "SLURM_STEP_NUM_TASKS=2", "SLURM_PROCID=1",
+                  "SLURM_NNODES=2", "SLURM_STEP_NUM_NODES=1"));
+    cr_assert_eq(config.num_replicas, 2);
+    cr_assert_eq(config.replica_rank, 1);
+    cr_assert_eq(config.num_nodes, 1);
+}
+
+/* A batch script's environment has SLURM_NTASKS (the job's) and
+ * SLURM_PROCID=0 too, and every process the script starts inherits them:
+ * without an srun step they describe no replica. */
+Test(config, slurm_batch_script_variables_are_not_a_layout)
+{
+    expect_ok(ENV("SLURM_JOB_ID=7", "SLURM_NTASKS=4", "SLURM_PROCID=0", "SLURM_NNODES=2"));
+    cr_assert_eq(config.num_replicas, 1);
+    cr_assert_eq(config.replica_rank, 0);
+    cr_assert_eq(config.num_nodes, 1);
+    cr_assert_not(config.replica_count_given);
+    config_free(&config);
+    /* mpirun's ranks in a batch script: Open MPI's numbers */
+    expect_ok(ENV("SLURM_JOB_ID=7", "SLURM_NTASKS=4", "SLURM_PROCID=0", "SLURM_NNODES=2",
+                  "OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_RANK=2"));
+    cr_assert_eq(config.num_replicas, 4);
+    cr_assert_eq(config.replica_rank, 2);
+    cr_assert_eq(config.num_nodes, 1, "mpirun's ranks take their nodes from the wrapper");
+}
+
+/* mpirun or torchrun run by an srun task: their variables describe the
+ * processes they start, not the task's; and the wrapper's
+ * ADAPTDL_NUM_REPLICAS=1 for a lone trainer keeps srun's nodes out. */
+Test(config, launchers_inside_an_srun_task_describe_their_processes)
+{
+    expect_ok(ENV("SLURM_STEP_ID=0", "SLURM_NTASKS=2", "SLURM_PROCID=1", "SLURM_STEP_NUM_NODES=2",
+                  "OMPI_COMM_WORLD_SIZE=8", "OMPI_COMM_WORLD_RANK=5"));
+    cr_assert_eq(config.num_replicas, 8);
+    cr_assert_eq(config.replica_rank, 5);
+    cr_assert_eq(config.num_nodes, 1);
+    config_free(&config);
+    expect_ok(ENV("SLURM_STEP_ID=0", "SLURM_NTASKS=2", "SLURM_PROCID=1", "SLURM_STEP_NUM_NODES=2",
+                  "WORLD_SIZE=8", "RANK=6", "LOCAL_WORLD_SIZE=4"));
+    cr_assert_eq(config.num_replicas, 8);
+    cr_assert_eq(config.replica_rank, 6);
+    cr_assert_eq(config.num_nodes, 2, "torchrun's WORLD_SIZE / LOCAL_WORLD_SIZE");
+    config_free(&config);
+    expect_ok(ENV("SLURM_STEP_ID=0", "SLURM_NTASKS=2", "SLURM_PROCID=1", "SLURM_STEP_NUM_NODES=2",
+                  "ADAPTDL_NUM_REPLICAS=1", "ADAPTDL_REPLICA_RANK=0"));
+    cr_assert_eq(config.num_replicas, 1);
+    cr_assert_eq(config.num_nodes, 1);
+}
+
+Test(config, bad_slurm_layout_variables_are_named)
+{
+    expect_error(ENV("SLURM_STEP_ID=0", "SLURM_NTASKS=two", "SLURM_PROCID=0"), "SLURM_NTASKS",
+                 "\"two\"");
+    expect_error(ENV("SLURM_STEP_ID=0", "SLURM_NTASKS=2", "SLURM_PROCID=2"), "SLURM_PROCID",
+                 "SLURM_NTASKS \"2\"");
+    expect_error(ENV("SLURM_STEP_ID=0", "SLURM_NTASKS=2", "SLURM_PROCID=0",
+                     "SLURM_STEP_NUM_NODES=0"),
+                 "SLURM_STEP_NUM_NODES", "out of range");
+    expect_error(ENV("SLURM_STEP_ID=0", "SLURM_NTASKS=2", "SLURM_PROCID=0",
+                     "SLURM_STEP_NUM_NODES=3"),
+                 "SLURM_STEP_NUM_NODES", "above SLURM_NTASKS \"2\"");
+}
+
 /* Whether a variable gave each number: one none gave is a default that
  * MPI's world replaces for the cooperative API once MPI is up. */
 Test(config, the_layout_says_which_numbers_a_variable_gave)
