@@ -99,7 +99,14 @@ static void lock_cycle(struct collective_cycle *cycle, uint32_t period)
     cycle->boundary_position = best_start;
 }
 
-/* Keeps matches[] and locks the shortest period seen twice in a row. */
+/* Whether a period may lock now (see the break rule in the header). */
+static bool period_allowed(const struct collective_cycle *cycle, uint32_t period)
+{
+    return cycle->relock_limit == 0 || period <= cycle->relock_limit ||
+           cycle->calls - cycle->broken_at > 2 * COLLECTIVE_CYCLE_MAX_PERIOD;
+}
+
+/* Keeps matches[] and locks the shortest allowed period seen twice in a row. */
 static void learn_call(struct collective_cycle *cycle)
 {
     uint32_t shortest = 0;
@@ -107,11 +114,14 @@ static void learn_call(struct collective_cycle *cycle)
         bool repeats = cycle->calls > period &&
                        same_call(call_back(cycle, 0), call_back(cycle, period));
         cycle->matches[period - 1] = repeats ? cycle->matches[period - 1] + 1 : 0;
-        if (shortest == 0 && cycle->matches[period - 1] >= period)
+        if (shortest == 0 && cycle->matches[period - 1] >= period &&
+            period_allowed(cycle, period))
             shortest = period;
     }
-    if (cycle->period == 0 && shortest != 0)
+    if (cycle->period == 0 && shortest != 0) {
         lock_cycle(cycle, shortest);
+        cycle->relock_limit = 0;
+    }
 }
 
 struct collective_verdict collective_cycle_observe(struct collective_cycle *cycle,
@@ -137,7 +147,12 @@ struct collective_verdict collective_cycle_observe(struct collective_cycle *cycl
             else   /* gradient pieces only: the per-call rule's boundaries */
                 verdict.boundary = COLLECTIVE_NO_BOUNDARY;
         } else {
-            cycle->period = 0;   /* broken: the per-call rule until it locks again */
+            /* broken: the per-call rule until a cycle locks again */
+            if (cycle->cycle_has_other_calls) {
+                cycle->relock_limit = cycle->period;
+                cycle->broken_at = cycle->calls;
+            }
+            cycle->period = 0;
         }
     }
     if (cycle->period == 0) {

@@ -32,7 +32,12 @@
  *   - a call that breaks the cycle (an evaluation every N steps, a
  *     checkpoint's barrier) unlocks it: until a cycle is seen twice again,
  *     the per-call rule applies, with the threshold of the latest cycle
- *     (1024 before any, or the user's ADAPTDL_GRAD_MIN).
+ *     (1024 before any, or the user's ADAPTDL_GRAD_MIN);
+ *   - after a break, only a period no longer than the broken one may lock
+ *     for 2 * COLLECTIVE_CYCLE_MAX_PERIOD calls: a validation every 32
+ *     steps repeats too, with a period of 32 steps and itself, which would
+ *     otherwise lock in the calls before the step's own period is seen
+ *     twice again and make one step of 32.
  *
  * Every replica makes the same sequence, so every replica locks at the same
  * call and places the same boundaries: the piggy-backed reductions posted
@@ -101,6 +106,10 @@ struct collective_cycle {
     /* the locked cycle */
     uint32_t period;             /* 0: none */
     bool cycle_has_other_calls;  /* its boundaries are the steps */
+    /* after the break of a cycle that made the steps: its period, and the
+     * call at which it broke (0: no limit) */
+    uint32_t relock_limit;
+    uint64_t broken_at;
     uint32_t position;           /* of the latest call in the cycle */
     uint32_t boundary_position;
     bool gradient_at[COLLECTIVE_CYCLE_MAX_PERIOD];

@@ -157,14 +157,17 @@ void shim_ending_finish(const char *why)
 
 /* A trainer that read train records and ends: the settings that matched
  * nothing in it are named (session_describe_unmatched_globs).  Forked
- * workers say nothing: the process that started the trainer speaks. */
+ * workers say nothing: the process that started the trainer speaks.  Only
+ * rank 0 misses ADAPTDL_SAVE: in a job of several replicas the others
+ * usually leave the checkpoint to it. */
 static void shim_ending_name_unmatched_globs(void)
 {
     if (shim_in_forked_child() || !session_train_record_delivered(&shim_session))
         return;
     char unmatched[1024];
     bool data = !__atomic_load_n(&shim_session.warned_unmatched_data, __ATOMIC_RELAXED);
-    if (session_describe_unmatched_globs(&shim_session, data, true, unmatched,
+    bool save = shim_session.config.replica_rank == 0;
+    if (session_describe_unmatched_globs(&shim_session, data, save, unmatched,
                                          sizeof unmatched))
         log_warn("at exit, %s", unmatched);
 }

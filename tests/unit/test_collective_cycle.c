@@ -222,3 +222,25 @@ Test(collective_cycle, a_loss_with_its_count_beside_a_tiny_gradient_is_left_out)
     cr_expect_eq(run.gradient_elements, 9);
     cr_expect_eq(run.boundaries, 30);
 }
+
+/* The time-to-target benchmark's trainer validates every 32 steps: 32 x
+ * [gradient, loss], then [validation sums].  That whole sequence repeats
+ * too (65 calls); after each validation the step's own period (2) must
+ * lock again, not the 65-call one, which would make one step of 32. */
+Test(collective_cycle, a_validation_every_32_steps_keeps_one_step_per_iteration)
+{
+    struct collective_call calls[65];
+    for (int i = 0; i < 32; i++) {
+        calls[2 * i] = (struct collective_call)FLOAT_SUM(9);
+        calls[2 * i + 1] = (struct collective_call)DOUBLE_SUM(1);
+    }
+    calls[64] = (struct collective_call)DOUBLE_SUM(2);
+    struct collective_cycle cycle;
+    collective_cycle_init(&cycle, 1024, false);
+    run_iterations(&cycle, calls, 65, 3);
+    struct run run = run_iterations(&cycle, calls, 65, 10);
+    cr_expect_geq(run.boundaries, 10 * 32 - 10 * 2, "%llu boundaries in 320 iterations",
+                  (unsigned long long)run.boundaries);
+    cr_expect_leq(run.boundaries, 10 * 33);
+    cr_expect_eq(run.gradient_pieces, 10 * 32);
+}
