@@ -199,7 +199,13 @@ Test(mpi, sigterm_on_one_rank_stops_every_rank_at_the_same_step, .timeout = 180)
     pid_t rank = first_rank_pid(job.files.data, 1);
     cr_assert_gt(rank, 0);
     kill(rank, SIGTERM);
-    cr_expect_eq(harness_wait(pid, 120), 143);
+    int status = harness_wait(pid, 120);
+    char *err = mpi_job_file(&job, "run", ".err");
+    char *text = harness_read_output(err);
+    cr_expect_eq(status, 143, "mpirun: %s; the ranks said:\n%s", harness_describe_status(status),
+                 text);
+    free(text);
+    free(err);
     expect_same_last_step(&job, "run", 3);
     cr_expect(job_record_written(&job), "the job record is written at the stop");
 }
