@@ -7,6 +7,8 @@
  * mpi_library.c's. */
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
 
 #include "ending.h"
 #include "log.h"
@@ -14,6 +16,7 @@
 #include "mpi_library.h"
 #include "previous_gradients.h"
 #include "shim.h"
+#include "state_sharing.h"
 #include "steps.h"
 #include "stop_deadline.h"
 #include "vector_norm.h"
@@ -58,6 +61,38 @@ static void shim_mpi_finalize_for_stop(void)
     shim_freeze("MPI_Finalize, before the stop's exit");
 }
 
+/* Several replicas with a state directory: every one of them must see it
+ * (on several hosts, a shared file system).  One that does not ends the
+ * job at start-up: rank 0 says so in one line, and every rank exits with
+ * status 2 (a configuration error, which the wrapper does not retry). */
+static void shim_mpi_check_state_shared(int rank, int size)
+{
+    const char *directory = shim_session.config.checkpoint_path;
+    if (directory == NULL || size < 2)
+        return;
+    char host[256] = "?";
+    if (gethostname(host, sizeof host) != 0)
+        snprintf(host, sizeof host, "?");
+    host[sizeof host - 1] = '\0';
+    char message[1024], error[256];
+    int verdict = state_sharing_check(directory, (unsigned)rank, host, 0, message,
+                                      sizeof message, error, sizeof error);
+    if (verdict < 0) {
+        log_warn("whether every host sees the state directory is not checked: %s", error);
+    } else if (verdict == STATE_SHARING_UNKNOWN) {
+        if (rank == 0)
+            log_warn("%s", message);
+    } else if (verdict == STATE_SHARING_NOT_SHARED) {
+        shim_mpi_collective_remove();
+        PMPI(finalize, "Finalize")();
+        if (rank == 0)
+            shim_exit_with_message(message);
+        _exit(2);
+    } else {
+        log_debug("every rank sees the state directory %s", directory);
+    }
+}
+
 static void shim_mpi_after_init(void)
 {
     /* in every process, so that the cooperative API answers as MPI's world
@@ -90,6 +125,7 @@ static void shim_mpi_after_init(void)
                  rank, size, shim_session.config.replica_rank,
                  shim_session.config.num_replicas);
     log_set_rank((uint32_t)rank);
+    shim_mpi_check_state_shared(rank, size);
     shim_deadline_start_worker();
     shim_ending_finalize_mpi = shim_mpi_finalize_for_stop;
     shim_steps_start_synchronized(
