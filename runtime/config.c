@@ -499,7 +499,10 @@ static int parse_all_variables(struct config_parse_state *state)
         if (value != NULL && parse_table_variable(state, &config_variables[i], value) < 0)
             return -1;
     }
+    /* Open MPI's node count after torchrun's: an MPI launcher's layout
+     * takes precedence, as for the replica count */
     if (config_parse_replica_layout(state) < 0 || config_parse_torchrun_node_count(state) < 0 ||
+        config_parse_open_mpi_node_count(state) < 0 ||
         config_check_node_count(state) < 0)
         return -1;
     return check_batch_size_limits(state);
