@@ -19,6 +19,7 @@
 #include "state_sharing.h"
 #include "steps.h"
 #include "stop_deadline.h"
+#include "sysio.h"
 #include "vector_norm.h"
 
 static MPI_Comm shim_communicator;     /* the shim's own duplicate of the world */
@@ -83,10 +84,17 @@ static void shim_mpi_check_state_shared(int rank, int size)
         if (rank == 0)
             log_warn("%s", message);
     } else if (verdict == STATE_SHARING_NOT_SHARED) {
+        /* the line first: once a rank has exited with 2, mpirun kills the
+         * others, and MPI_Finalize holds every rank until all entered it */
+        if (rank == 0) {
+            char line[1200];
+            int length = snprintf(line, sizeof line, "adaptshim: %s\n", message);
+            if (length > 0)
+                sysio_write_all(STDERR_FILENO, line,
+                                length < (int)sizeof line ? (size_t)length : sizeof line - 1);
+        }
         shim_mpi_collective_remove();
         PMPI(finalize, "Finalize")();
-        if (rank == 0)
-            shim_exit_with_message(message);
         _exit(2);
     } else {
         log_debug("every rank sees the state directory %s", directory);
