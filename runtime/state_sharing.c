@@ -88,6 +88,26 @@ static void state_sharing_add_host(char *list, size_t list_size, const char *nam
     snprintf(list + used, list_size - used, "%s%s", used ? ", " : "", name);
 }
 
+/* Rank 0's token to every replica: an all-gather through the transport
+ * itself, not replica_collective_allgather, whose check against the
+ * cooperative API's view of the job is not this check's business (it runs
+ * right after MPI_Init, before a trainer may have asked the API anything). */
+static int state_sharing_broadcast_token(uint64_t token, uint64_t *agreed, char *error,
+                                         size_t error_size)
+{
+    struct replica_gathered gathered;
+    if (replica_collective.allgather(replica_collective.context, &token, sizeof token,
+                                     &gathered, error, error_size) != 0)
+        return -1;
+    int status = 0;
+    if (gathered.replicas == 0 || gathered.sizes[0] != sizeof token)
+        status = error_message(error, error_size, "rank 0 sent no token");
+    else
+        memcpy(agreed, gathered.parts[0], sizeof *agreed);
+    replica_gathered_free(&gathered);
+    return status;
+}
+
 int state_sharing_check(const char *directory, unsigned rank, const char *host,
                         uint64_t fresh_token, char *message, size_t message_size, char *error,
                         size_t error_size)
@@ -105,7 +125,7 @@ int state_sharing_check(const char *directory, unsigned rank, const char *host,
         }
     }
     uint64_t agreed = 0;
-    if (replica_collective_agree_u64(token, 0, &agreed, error, error_size) != 0) {
+    if (state_sharing_broadcast_token(token, &agreed, error, error_size) != 0) {
         if (token != 0) {
             char path[4096];
             if (state_sharing_marker_path(directory, token, path, sizeof path) == 0)
@@ -126,7 +146,8 @@ int state_sharing_check(const char *directory, unsigned rank, const char *host,
     mine[0] = rank == 0 || state_sharing_sees_marker(directory, agreed) ? 1 : 0;
     snprintf((char *)mine + 1, STATE_SHARING_HOST_MAX, "%s", host ? host : "?");
     struct replica_gathered gathered;
-    int gathered_status = replica_collective_allgather(mine, sizeof mine, &gathered, error,
+    int gathered_status = replica_collective.allgather(replica_collective.context, mine,
+                                                       sizeof mine, &gathered, error,
                                                        error_size);
     if (rank == 0) {
         /* every replica has looked once the all-gather is done */

@@ -21,8 +21,8 @@ enum state_sharing_verdict {
     STATE_SHARING_UNKNOWN = 2,      /* rank 0 could not write its marker: no verdict */
 };
 
-/* Runs the check through replica_collective (every replica must call it,
- * in the same order as its other collectives).  `fresh_token` is rank 0's
+/* Runs the check through replica_collective's transport (every replica
+ * must call it, in the same order as its other collectives).  `fresh_token` is rank 0's
  * random token (ignored on the others; 0 is replaced by one of the
  * clock's); `host` this replica's host name.  Returns the verdict, with a
  * one-line `message` (the same on every replica) for NOT_SHARED and

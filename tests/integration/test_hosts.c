@@ -324,19 +324,21 @@ Test(hosts, a_rank_killed_on_one_host_stops_the_job_and_the_relaunch_resumes_exa
     harness_hosts_up(&hosts, 2, 2);
     struct hosts_job job;
     hosts_job_init(&job);
-    pid_t pid = hosts_job_start(&job, "4", "3", "3000", NULL, NULL);
-    /* rank 3 runs on the second host; kill it once it is past a few
-     * checkpoints (every 5 steps) */
+    /* 13 steps an epoch of 30 ms each: killed at step 12 (after the
+     * checkpoint of step 10), rank 3 has some 800 ms to be found in */
+    pid_t pid = hosts_job_start(&job, "4", "3", "30000", NULL, NULL);
+    /* rank 3 runs on the second host; kill it once it is past a
+     * checkpoint (every 5 steps) */
     char *ids3 = job_file(&job, "ids.run%u.%u", 0, 3);
     pid_t rank3 = 0;
     double deadline = harness_monotonic_seconds() + 120;
     while (harness_monotonic_seconds() < deadline) {
-        if (harness_last_logged_step(ids3) >= 17 &&
+        if (harness_last_logged_step(ids3) >= 12 &&
             (rank3 = harness_hosts_rank_pid(&hosts, 1, "sgd_mpi", 3)) != 0)
             break;
         usleep(2000);
     }
-    cr_assert_neq(rank3, 0, "rank 3 never reached step 17 on the second host");
+    cr_assert_neq(rank3, 0, "rank 3 never reached step 12 on the second host");
     cr_assert_eq(kill(rank3, SIGKILL), 0);
     int status = harness_wait(pid, 250);
     char *log = harness_read_output(job.err);
