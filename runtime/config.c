@@ -500,7 +500,11 @@ static int parse_all_variables(struct config_parse_state *state)
             return -1;
     }
     state->config->grad_min_given = config_lookup(state->envp, "ADAPTDL_GRAD_MIN") != NULL;
+    /* Open MPI's node count after torchrun's: an MPI launcher's layout
+     * takes precedence, as for the replica count; srun's applies only to
+     * a layout taken from an srun step */
     if (config_parse_replica_layout(state) < 0 || config_parse_torchrun_node_count(state) < 0 ||
+        config_parse_open_mpi_node_count(state) < 0 ||
         config_parse_slurm_node_count(state) < 0 || config_check_node_count(state) < 0)
         return -1;
     return check_batch_size_limits(state);

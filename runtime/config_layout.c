@@ -142,6 +142,28 @@ int config_parse_replica_layout(struct config_parse_state *state)
     return check_rank_below_count(state, count_source, rank_source);
 }
 
+/* Open MPI's launcher tells each rank how many nodes the job's ranks were
+ * mapped to (OMPI_MCA_orte_num_nodes, Open MPI 4): the hosts in use, which
+ * only the mapping knows (mpirun fills a host's slots before the next one
+ * by default, so 2 ranks on a hostfile of 2 hosts x 2 slots use 1 host).
+ * Used when ADAPTDL_NUM_NODES is not set and the process is an Open MPI
+ * rank; a value that is not a count from 1 to the ranks is not Open MPI's
+ * and is passed over. */
+int config_parse_open_mpi_node_count(struct config_parse_state *state)
+{
+    const char *nodes_text = config_lookup(state->envp, "OMPI_MCA_orte_num_nodes");
+    uint64_t nodes;
+
+    if (config_lookup(state->envp, "ADAPTDL_NUM_NODES") != NULL || nodes_text == NULL ||
+        config_lookup(state->envp, "OMPI_COMM_WORLD_SIZE") == NULL)
+        return 0;
+    if (config_parse_decimal(nodes_text, 1, REPLICA_LIMIT, &nodes) != NUMBER_OK ||
+        nodes > state->config->num_replicas)
+        return 0;
+    state->config->num_nodes = (uint32_t)nodes;
+    return 0;
+}
+
 /* torchrun exports WORLD_SIZE (processes in the job) and LOCAL_WORLD_SIZE
  * (processes on this node, the same on every node): their ratio is the node
  * count, used when ADAPTDL_NUM_NODES is not set.  Both must be set; a

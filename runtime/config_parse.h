@@ -32,6 +32,9 @@ int config_parse_u32_variable(struct config_parse_state *state, const char *name
 /* ADAPTDL_NUM_REPLICAS and ADAPTDL_REPLICA_RANK, or the launcher's
  * variables for them (config_layout.c). */
 int config_parse_replica_layout(struct config_parse_state *state);
+/* The node count Open MPI's launcher mapped the ranks to, when
+ * ADAPTDL_NUM_NODES is not set. */
+int config_parse_open_mpi_node_count(struct config_parse_state *state);
 /* The node count torchrun implies, when ADAPTDL_NUM_NODES is not set. */
 int config_parse_torchrun_node_count(struct config_parse_state *state);
 /* The node count of the tasks of an srun step (SLURM_STEP_NUM_NODES). */

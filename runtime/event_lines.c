@@ -124,6 +124,9 @@ void event_line_decision(struct json_line *line, double time_seconds,
     json_line_begin(line, "decision", time_seconds);
     json_line_add_bool(line, "restart", restart);
     hints_add_fitted_model(line, &decision->perf, inputs->grad_sqr, inputs->grad_var);
+    /* the node count the decision's step times were predicted for: with
+     * more than one, the inter-node terms alpha_n and beta_n are used */
+    json_line_add_uint(line, "nodes", inputs->nodes ? inputs->nodes : 1);
     json_line_add_uint(line, "replicas", inputs->replicas);
     json_line_add_uint(line, "current_global_bsz",
                        inputs->current_local_bsz * inputs->replicas);

@@ -7,6 +7,8 @@
  * mpi_library.c's. */
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
 
 #include "ending.h"
 #include "log.h"
@@ -14,8 +16,10 @@
 #include "mpi_library.h"
 #include "previous_gradients.h"
 #include "shim.h"
+#include "state_sharing.h"
 #include "steps.h"
 #include "stop_deadline.h"
+#include "sysio.h"
 #include "vector_norm.h"
 
 static MPI_Comm shim_communicator;     /* the shim's own duplicate of the world */
@@ -62,6 +66,45 @@ static void shim_mpi_finalize_for_stop(void)
  * (runtime/collective_cycle.h).  Touched by the thread that runs MPI. */
 static struct collective_cycle shim_collective_cycle;
 
+/* Several replicas with a state directory: every one of them must see it
+ * (on several hosts, a shared file system).  One that does not ends the
+ * job at start-up: rank 0 says so in one line, and every rank exits with
+ * status 2 (a configuration error, which the wrapper does not retry). */
+static void shim_mpi_check_state_shared(int rank, int size)
+{
+    const char *directory = shim_session.config.checkpoint_path;
+    if (directory == NULL || size < 2)
+        return;
+    char host[256] = "?";
+    if (gethostname(host, sizeof host) != 0)
+        snprintf(host, sizeof host, "?");
+    host[sizeof host - 1] = '\0';
+    char message[1024], error[256];
+    int verdict = state_sharing_check(directory, (unsigned)rank, host, 0, message,
+                                      sizeof message, error, sizeof error);
+    if (verdict < 0) {
+        log_warn("whether every host sees the state directory is not checked: %s", error);
+    } else if (verdict == STATE_SHARING_UNKNOWN) {
+        if (rank == 0)
+            log_warn("%s", message);
+    } else if (verdict == STATE_SHARING_NOT_SHARED) {
+        /* the line first: once a rank has exited with 2, mpirun kills the
+         * others, and MPI_Finalize holds every rank until all entered it */
+        if (rank == 0) {
+            char line[1200];
+            int length = snprintf(line, sizeof line, "adaptshim: %s\n", message);
+            if (length > 0)
+                sysio_write_all(STDERR_FILENO, line,
+                                length < (int)sizeof line ? (size_t)length : sizeof line - 1);
+        }
+        shim_mpi_collective_remove();
+        PMPI(finalize, "Finalize")();
+        _exit(2);
+    } else {
+        log_debug("every rank sees the state directory %s", directory);
+    }
+}
+
 static void shim_mpi_after_init(void)
 {
     /* in every process, so that the cooperative API answers as MPI's world
@@ -96,6 +139,7 @@ static void shim_mpi_after_init(void)
                  rank, size, shim_session.config.replica_rank,
                  shim_session.config.num_replicas);
     log_set_rank((uint32_t)rank);
+    shim_mpi_check_state_shared(rank, size);
     shim_deadline_start_worker();
     shim_ending_finalize_mpi = shim_mpi_finalize_for_stop;
     shim_steps_start_synchronized(

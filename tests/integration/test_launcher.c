@@ -465,33 +465,54 @@ Test(launcher, dry_run_prints_the_command_and_runs_nothing)
     run_result_free(&result);
 }
 
-/* The node count the wrapper takes from the hostfile is capped at the
- * replicas of the launch: the shim refuses more nodes than replicas, and
- * one replica runs on one host however many the hostfile lists. */
-Test(launcher, the_hostfile_node_count_is_at_most_the_replica_count)
+/* The node count the wrapper takes from the hostfile is the hosts a
+ * launch's ranks land on as mpirun maps them by default (each host's slots
+ * filled in turn): 2 ranks on hosts of 2 slots are 1 node, 3 are 2.  A
+ * host without slots=N (its cores unknown to the wrapper) makes it every
+ * host, at most the replicas.  An mpirun argument that changes the mapping
+ * leaves it to the shim (Open MPI tells each rank). */
+Test(launcher, the_hostfile_node_count_is_the_hosts_the_ranks_land_on)
 {
     const char *directory = harness_temp_dir();
     char *hostfile = harness_path_in(directory, "hosts");
+    char *unknown_slots = harness_path_in(directory, "hosts-without-slots");
     FILE *file = fopen(hostfile, "w");
     cr_assert_not_null(file);
-    fputs("first-host slots=2\nsecond-host slots=2\n", file);
+    fputs("first-host slots=2\n# a comment\nsecond-host slots=2\n", file);
+    cr_assert_eq(fclose(file), 0);
+    file = fopen(unknown_slots, "w");
+    cr_assert_not_null(file);
+    fputs("first-host\nsecond-host slots=2\n", file);
     cr_assert_eq(fclose(file), 0);
     char *job = harness_write_script(directory, "job", "#!/bin/sh\nexit 0\n");
     static const struct {
         const char *replicas;
+        bool unknown_slots;
         const char *nodes;
-    } cases[] = {{"1:4", " ADAPTDL_NUM_NODES=1 "}, {"3", " ADAPTDL_NUM_NODES=2 "}};
+    } cases[] = {{"1:4", false, " ADAPTDL_NUM_NODES=1 "}, {"2", false, " ADAPTDL_NUM_NODES=1 "},
+                 {"3", false, " ADAPTDL_NUM_NODES=2 "}, {"5", false, " ADAPTDL_NUM_NODES=2 "},
+                 {"1", true, " ADAPTDL_NUM_NODES=1 "}, {"2", true, " ADAPTDL_NUM_NODES=2 "}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char *argv[] = {wrapper_path(), "-n", (char *)cases[i].replicas, "--hostfile", hostfile,
-                        "--dry-run", "--", job, NULL};
+        char *argv[] = {wrapper_path(), "-n", (char *)cases[i].replicas, "--hostfile",
+                        cases[i].unknown_slots ? unknown_slots : hostfile, "--dry-run", "--",
+                        job, NULL};
         struct run_result result;
         harness_run(&result, argv, (char *[]){NULL}, false, 30);
         cr_expect_eq(result.status, 0, "%s", result.err);
-        cr_expect(strstr(result.out, cases[i].nodes) != NULL, "-n %s: %s", cases[i].replicas,
-                  result.out);
+        cr_expect(strstr(result.out, cases[i].nodes) != NULL, "case %zu, -n %s: %s", i,
+                  cases[i].replicas, result.out);
         run_result_free(&result);
     }
+    char *argv[] = {wrapper_path(), "-n", "2", "--hostfile", hostfile, "--mpirun-arg",
+                    "--map-by", "--mpirun-arg", "node", "--dry-run", "--", job, NULL};
+    struct run_result result;
+    harness_run(&result, argv, (char *[]){NULL}, false, 30);
+    cr_expect_eq(result.status, 0, "%s", result.err);
+    cr_expect(strstr(result.out, "ADAPTDL_NUM_NODES") == NULL,
+              "another mapping: the shim takes Open MPI's count: %s", result.out);
+    run_result_free(&result);
     free(job);
+    free(unknown_slots);
     free(hostfile);
     harness_remove_temp_dir(directory);
 }

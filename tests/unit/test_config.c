@@ -528,6 +528,30 @@ Test(config, open_mpi_takes_precedence_over_torchrun)
     cr_assert(config.layout_from_mpi);
 }
 
+/* Open MPI's launcher says how many nodes it mapped the ranks to: the hosts
+ * in use, unless ADAPTDL_NUM_NODES says otherwise; a value that cannot be
+ * Open MPI's (not a count, more nodes than ranks) is passed over. */
+Test(config, node_count_from_open_mpi_mapping)
+{
+    expect_ok(ENV("OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_RANK=3",
+                  "OMPI_MCA_orte_num_nodes=2"));
+    cr_assert_eq(config.num_nodes, 2);
+    expect_ok(ENV("OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_RANK=3",
+                  "OMPI_MCA_orte_num_nodes=2", "ADAPTDL_NUM_NODES=1"));
+    cr_assert_eq(config.num_nodes, 1, "ADAPTDL_NUM_NODES first");
+    expect_ok(ENV("OMPI_COMM_WORLD_SIZE=4", "OMPI_COMM_WORLD_RANK=3",
+                  "OMPI_MCA_orte_num_nodes=2", "WORLD_SIZE=4", "LOCAL_WORLD_SIZE=1"));
+    cr_assert_eq(config.num_nodes, 2, "Open MPI's before torchrun's");
+    expect_ok(ENV("OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_RANK=1",
+                  "OMPI_MCA_orte_num_nodes=3"));
+    cr_assert_eq(config.num_nodes, 1, "more nodes than ranks is not a mapping");
+    expect_ok(ENV("OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_RANK=1",
+                  "OMPI_MCA_orte_num_nodes=two"));
+    cr_assert_eq(config.num_nodes, 1);
+    expect_ok(ENV("OMPI_MCA_orte_num_nodes=2"));
+    cr_assert_eq(config.num_nodes, 1, "not an Open MPI rank");
+}
+
 Test(config, pmi_takes_precedence_over_torchrun)
 {
     expect_ok(ENV("WORLD_SIZE=4", "RANK=3", "PMI_SIZE=6", "PMI_RANK=1"));

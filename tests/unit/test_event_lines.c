@@ -130,9 +130,9 @@ Test(event_lines, restore_and_exit)
 
 Test(event_lines, a_decision_carries_its_inputs_and_choice)
 {
-    struct batch_decision_inputs inputs = {.grad_sqr = 1, .grad_var = 2, .replicas = 2,
-                                           .current_local_bsz = 16, .initial_global_bsz = 32,
-                                           .max_global_bsz = 1024};
+    struct batch_decision_inputs inputs = {.grad_sqr = 1, .grad_var = 2, .nodes = 2,
+                                           .replicas = 2, .current_local_bsz = 16,
+                                           .initial_global_bsz = 32, .max_global_bsz = 1024};
     struct batch_decision decision = {.speedup = 1.5, .restart_cost = 2.5,
                                       .payback_time = 10};
     decision.choice.global_bsz = 128;
@@ -141,6 +141,7 @@ Test(event_lines, a_decision_carries_its_inputs_and_choice)
     event_line_decision(&line, 6, &inputs, &decision, true);
     expect_member(&line, "\"type\": \"decision\"");
     expect_member(&line, "\"restart\": true");
+    expect_member(&line, "\"nodes\": 2");
     expect_member(&line, "\"current_global_bsz\": 32");
     expect_member(&line, "\"chosen_global_bsz\": 128");
     expect_member(&line, "\"chosen_local_bsz\": 64");

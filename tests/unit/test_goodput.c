@@ -645,6 +645,62 @@ Test(perf_fit, one_node_fixes_inter_node_terms)
                                 (double)configs[c].local_bsz, "one node");
 }
 
+/* Profiles taken on one host and on two (as a job relaunched across hosts
+ * records them): the inter-node terms are fitted from the two-host points,
+ * apart from the intra-node ones, and predict a two-host step the one-host
+ * terms could not (here the network between hosts is 20 times slower). */
+Test(perf_fit, profiles_at_one_and_two_hosts_separate_the_node_terms)
+{
+    struct perf_params truth = typical_perf;
+    truth.alpha_r = 0.002;
+    truth.beta_r = 0.0005;
+    truth.alpha_n = 0.040;
+    truth.beta_n = 0.010;
+    struct profile_config configs[] = {
+        {1, 2, 32}, {1, 2, 128}, {1, 4, 32}, {1, 4, 128},
+        {2, 2, 32}, {2, 2, 128}, {2, 4, 32}, {2, 4, 128},
+    };
+    struct step_profile_point points[PROFILE_POINTS];
+    make_profile(&truth, configs, 8, 23, points);
+    struct perf_params fitted;
+    struct perf_fit_report report;
+    char error[256] = "";
+    cr_assert_eq(perf_params_fit_report(points, PROFILE_POINTS, &fitted, &report, error,
+                                        sizeof error),
+                 0, "%s", error);
+    cr_expect_eq(report.fixed_mask & ((1u << PERF_ALPHA_N) | (1u << PERF_BETA_N)), 0,
+                 "the node terms are free once two-host points exist");
+    cr_expect_gt(fitted.alpha_n, 5 * fitted.alpha_r,
+                 "alpha_n %g is fitted to the slow network, not 1.1 alpha_r %g",
+                 fitted.alpha_n, fitted.alpha_r);
+    cr_expect_lt(fabs(fitted.alpha_n / truth.alpha_n - 1), 0.5, "alpha_n %g, true %g",
+                 fitted.alpha_n, truth.alpha_n);
+    assert_within_bounds(&fitted);
+    for (size_t c = 0; c < 8; c++)
+        assert_prediction_close(&truth, &fitted, configs[c].nodes, configs[c].replicas,
+                                (double)configs[c].local_bsz, "one and two hosts");
+
+    /* without the two-host points, the prior's inter-node terms predict a
+     * two-host step far too short: the separation is what the fit learned */
+    struct step_profile_point one_host[PROFILE_POINTS];
+    size_t kept = 0;
+    for (size_t i = 0; i < PROFILE_POINTS; i++)
+        if (points[i].nodes == 1)
+            one_host[kept++] = points[i];
+    struct perf_params prior;
+    cr_assert_eq(perf_params_fit(one_host, kept, &prior, error, sizeof error), 0, "%s", error);
+    double truth_step = perf_params_step_time(&truth, 2, 4, 32, 0);
+    cr_expect_lt(perf_params_step_time(&prior, 2, 4, 32, 0), 0.8 * truth_step);
+
+    /* and a decision for two hosts uses the fitted terms: its goodput is the
+     * model's at 2 nodes, lower than at 1 node */
+    struct goodput_model model = {.perf = fitted, .grad = {1.0, 10.0}, .initial_global_bsz = 64};
+    struct goodput_choice on_two, on_one;
+    cr_assert_eq(goodput_optimize(&model, 2, 4, 1024, 0, 0, false, &on_two), 0);
+    cr_assert_eq(goodput_optimize(&model, 1, 4, 1024, 0, 0, false, &on_one), 0);
+    cr_expect_lt(on_two.goodput, on_one.goodput, "two hosts pay the slower network");
+}
+
 Test(perf_fit, one_replica_fixes_every_network_term)
 {
     struct profile_config configs[] = {{1, 1, 16}, {1, 1, 64}, {1, 1, 256}};
