@@ -466,3 +466,42 @@ Test(torch_launcher, a_hostfile_spreads_replicas_over_an_agent_and_stops_reach_t
     free(agent_log_path);
     free(log);
 }
+
+/* adaptdl-torch-launch alone: rank 1 crashes (status 7) while rank 0
+ * ignores SIGTERM: rank 0 is killed --grace seconds later, and the
+ * launcher's status is the crash's.  A stop forwarded to replicas that
+ * finished anyway is 0; some stopped (143) and some finished is 143. */
+Test(torch_launcher, the_launcher_kills_what_ignores_the_stop_and_reports_the_crash,
+     .timeout = 60)
+{
+    char *launch = strdup(harness_build_path("adaptdl-torch-launch"));
+    struct run_result result;
+    char *crash[] = {launch, "-n", "2", "--grace", "0.2", "--", "/bin/sh", "-c",
+                     "if [ \"$RANK\" = 1 ]; then exit 7; fi; trap '' TERM; "
+                     "while :; do sleep 0.02; done",
+                     NULL};
+    harness_run(&result, crash, (char *[]){NULL}, false, 30);
+    cr_expect_eq(result.status, 7, "%s: %s", harness_describe_status(result.status),
+                 result.err);
+    cr_expect(strstr(result.err, ") exited with status 7: stopping the others") != NULL, "%s",
+              result.err);
+    cr_expect(strstr(result.err, "replicas still running 0.2 s later: SIGKILL") != NULL, "%s",
+              result.err);
+    run_result_free(&result);
+
+    char *mixed[] = {launch, "-n", "2", "--", "/bin/sh", "-c",
+                     "[ \"$RANK\" = 1 ] && exit 143; exit 0", NULL};
+    harness_run(&result, mixed, (char *[]){NULL}, false, 30);
+    cr_expect_eq(result.status, 143, "%s", result.err);
+    run_result_free(&result);
+
+    char *bad[] = {launch, "-n", "3", "--hostfile", "/nonexistent/hosts", "--", "/bin/true",
+                   NULL};
+    harness_run(&result, bad, (char *[]){NULL}, false, 30);
+    cr_expect_eq(result.status, 2, "%s", result.err);
+    cr_expect(strstr(result.err, "--hostfile \"/nonexistent/hosts\" cannot be read") != NULL,
+              "%s", result.err);
+    cr_expect_eq(harness_count_occurrences(result.err, "\n"), 1, "one line: %s", result.err);
+    run_result_free(&result);
+    free(launch);
+}
