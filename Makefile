@@ -374,6 +374,10 @@ install: $(LIB) $(STANDALONE) $(INSPECT) $(REPLICAS_TOOL) $(VERIFY_TOOL) $(TORCH
 	install -m 0755 $(TORCH_LAUNCH) $(DESTDIR)$(PREFIX)/bin/adaptdl-torch-launch
 	install -m 0755 scripts/adaptdl-wrap $(DESTDIR)$(PREFIX)/bin/adaptdl-wrap
 	install -m 0755 scripts/adaptdl-plot $(DESTDIR)$(PREFIX)/bin/adaptdl-plot
+	@# the Python package, where adaptdl-wrap looks for it (PYTHONPATH)
+	for file in $$(cd scripts/python && find . -name '*.py'); do \
+	    install -D -m 0644 scripts/python/$$file $(DESTDIR)$(PREFIX)/lib/adaptshim/python/$$file; \
+	done
 	sed -e 's|@PREFIX@|$(PREFIX)|g' scripts/adaptshim.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/adaptshim.pc
 
 # Removes exactly what `make install` put in place (same PREFIX, DESTDIR).
@@ -384,6 +388,7 @@ uninstall:
 	    $(DESTDIR)$(PREFIX)/bin/adaptdl-verify $(DESTDIR)$(PREFIX)/bin/adaptdl-torch-launch \
 	    $(DESTDIR)$(PREFIX)/include/adaptdl.h \
 	    $(DESTDIR)$(PREFIX)/lib/pkgconfig/adaptshim.pc
+	rm -rf $(DESTDIR)$(PREFIX)/lib/adaptshim
 
 clean:
 	rm -rf $(BUILD)
