@@ -505,3 +505,49 @@ Test(torch_launcher, the_launcher_kills_what_ignores_the_stop_and_reports_the_cr
     run_result_free(&result);
     free(launch);
 }
+
+/* A launcher killed with SIGKILL leaves no replica on another host: the
+ * agent dies with it, and the end of the control channel kills the remote
+ * replica.  The fake agent here keeps running beside the command (as ssh
+ * does), so only the control channel can end the replicas. */
+Test(torch_launcher, a_killed_launcher_leaves_no_remote_replica_running, .timeout = 120)
+{
+    const char *directory = harness_temp_dir();
+    char *hostfile = harness_path_in(directory, "hosts");
+    const char hosts[] = "far-host slots=2\n";
+    cr_assert_eq(harness_write_file(hostfile, hosts, sizeof hosts - 1), 0);
+    char *agent = harness_write_script(directory, "agent",
+                                       "#!/bin/sh\nshift\n/bin/sh -c \"$*\"\n");
+    char body[512];
+    snprintf(body, sizeof body, "#!/bin/sh\necho \"pid $$\" > %s/pid.$RANK\n"
+             "while :; do sleep 0.02; done\n", directory);
+    char *job = harness_write_script(directory, "job", body);
+    char *argv[] = {strdup(harness_build_path("adaptdl-torch-launch")), "-n", "2",
+                    "--hostfile", hostfile, "--agent", agent, "--", job, NULL};
+    pid_t launcher = harness_start(argv, (char *[]){NULL}, false, NULL, NULL);
+    pid_t replicas[2] = {0, 0};
+    for (unsigned rank = 0; rank < 2; rank++) {
+        char name[32];
+        snprintf(name, sizeof name, "pid.%u", rank);
+        char *path = harness_path_in(directory, name);
+        if (harness_wait_for_lines(path, "pid ", 1, launcher, 30)) {
+            char *text = harness_read_output(path);
+            replicas[rank] = (pid_t)strtol(text + 4, NULL, 10);
+            free(text);
+        }
+        free(path);
+    }
+    kill(launcher, SIGKILL);
+    harness_wait(launcher, 30);
+    double give_up = harness_monotonic_seconds() + 30;
+    for (unsigned rank = 0; rank < 2; rank++) {
+        cr_expect_gt(replicas[rank], 0, "replica %u started", rank);
+        while (replicas[rank] > 0 && process_running(replicas[rank]) &&
+               harness_monotonic_seconds() < give_up)
+            usleep(2000);
+        bool running = replicas[rank] > 0 && process_running(replicas[rank]);
+        if (running)
+            kill(replicas[rank], SIGKILL);
+        cr_expect(!running, "replica %u outlived its launcher", rank);
+    }
+}
