@@ -494,6 +494,20 @@ Test(launcher, dry_run_of_the_torch_launcher)
                   strstr(result.out, "/scripts/python") != NULL,
               "%s", result.out);
     run_result_free(&result);
+
+    /* the launcher gives a host line without slots= one slot: so does the
+     * wrapper's range */
+    char *hostfile = harness_path_in(directory, "hosts");
+    cr_assert_eq(harness_write_file(hostfile, "first-host\nsecond-host slots=2\n", 31), 0);
+    char *ranged[] = {wrapper_path(), "--launcher", "torch", "-n", "1:8", "--hostfile", hostfile,
+                      "--dry-run", "--", job, NULL};
+    harness_run(&result, ranged, (char *[]){NULL}, false, 30);
+    cr_expect_eq(result.status, 0, "%s", result.err);
+    cr_expect(strstr(result.out, " ADAPTDL_REPLICAS_RANGE=1:3 ") != NULL, "%s", result.out);
+    cr_expect(strstr(result.out, "ADAPTDL_NUM_NODES") == NULL,
+              "the launcher sets the node count itself: %s", result.out);
+    run_result_free(&result);
+    free(hostfile);
     free(job);
 }
 
