@@ -54,6 +54,7 @@
 #include <unistd.h>
 
 #include "replica_outcome.h"
+#include "remote_command.h"
 #include "replica_placement.h"
 
 #define PROGRAM "adaptdl-torch-launch"
@@ -344,60 +345,9 @@ static char **local_environment(const struct replica_settings *job,
 
 /* --- remote command lines ------------------------------------------------------- */
 
-struct text_buffer {
-    char *text;
-    size_t length, capacity;
-};
-
-static void buffer_append(struct text_buffer *buffer, const char *text, size_t length)
-{
-    if (buffer->length + length + 1 > buffer->capacity) {
-        size_t capacity = buffer->capacity ? buffer->capacity : 256;
-        while (capacity < buffer->length + length + 1)
-            capacity *= 2;
-        char *grown = realloc(buffer->text, capacity);
-        if (grown == NULL)
-            out_of_memory();
-        buffer->text = grown;
-        buffer->capacity = capacity;
-    }
-    memcpy(buffer->text + buffer->length, text, length);
-    buffer->length += length;
-    buffer->text[buffer->length] = '\0';
-}
-
-static void buffer_add(struct text_buffer *buffer, const char *text)
-{
-    buffer_append(buffer, text, strlen(text));
-}
-
-/* One word for a POSIX shell, in single quotes. */
-static void buffer_add_quoted(struct text_buffer *buffer, const char *word)
-{
-    buffer_add(buffer, "'");
-    for (const char *at = word; *at != '\0'; at++) {
-        if (*at == '\'')
-            buffer_add(buffer, "'\\''");
-        else
-            buffer_append(buffer, at, 1);
-    }
-    buffer_add(buffer, "'");
-}
-
-/* The replica beside a reader of the control channel: each line is a
- * signal name for the replica ($$: the shell that becomes the replica by
- * exec), the end of input kills it.  A background list of a non-interactive
- * shell reads /dev/null, so the reader takes the channel as fd 3. */
-static const char remote_control_script[] =
-    "exec 3<&0; "
-    "{ while read -r name <&3; do kill -s \"$name\" $$; done; kill -s KILL $$; } "
-    "</dev/null >/dev/null 2>&1 & "
-    "exec \"$@\" </dev/null 3<&-";
-
-/* `cd DIR && exec env NAME=VALUE... sh -c SCRIPT adaptdl-replica COMMAND...`
- * for the remote shell: every ADAPTDL_* variable, PYTHONPATH, the -x ones,
- * the replica's place and the preload. */
-static char *remote_command_line(const struct launch_options *options,
+/* The line for the remote shell (runtime/remote_command.h): every ADAPTDL_*
+ * variable, PYTHONPATH, the -x ones, the replica's place and the preload. */
+static char *remote_replica_line(const struct launch_options *options,
                                  const struct replica_settings *job,
                                  const struct replica_place *place)
 {
@@ -419,28 +369,13 @@ static char *remote_command_line(const struct launch_options *options,
         }
     }
     set_place_variables(&list, job, place, options->preload);
-
-    struct text_buffer line = {0};
     char directory[PATH_MAX];
-    if (getcwd(directory, sizeof directory) != NULL) {
-        buffer_add(&line, "cd ");
-        buffer_add_quoted(&line, directory);
-        buffer_add(&line, " && ");
-    }
-    buffer_add(&line, "exec env");
-    for (size_t i = 0; i < list.count; i++) {
-        buffer_add(&line, " ");
-        buffer_add_quoted(&line, list.items[i]);
-    }
-    buffer_add(&line, " sh -c ");
-    buffer_add_quoted(&line, remote_control_script);
-    buffer_add(&line, " adaptdl-replica");
-    for (char **word = options->command; *word != NULL; word++) {
-        buffer_add(&line, " ");
-        buffer_add_quoted(&line, *word);
-    }
+    char *line = remote_command_line(getcwd(directory, sizeof directory), list.items,
+                                     options->command);
+    if (line == NULL)
+        out_of_memory();
     free(list.items);
-    return line.text;
+    return line;
 }
 
 /* The agent's words (split at blanks), the host and the command line. */
@@ -740,7 +675,7 @@ int main(int argc, char **argv)
             started = start_local_replica(&replicas[rank], options.command, environment);
             free(environment);
         } else {
-            char *command_line = remote_command_line(&options, &job, &place);
+            char *command_line = remote_replica_line(&options, &job, &place);
             char **words = agent_argv(options.agent, host, command_line);
             started = start_remote_replica(&replicas[rank], words);
             free(words);
