@@ -68,6 +68,8 @@ INSPECT   := $(BUILD)/adaptdl-inspect
 REPLICAS_TOOL := $(BUILD)/adaptdl-replicas
 # Whether a trainer resumes exactly: runs it, kills it, compares delivery traces.
 VERIFY_TOOL := $(BUILD)/adaptdl-verify
+# The launcher of a PyTorch job's replicas (adaptdl-wrap --launcher torch).
+TORCH_LAUNCH := $(BUILD)/adaptdl-torch-launch
 WRAP      := $(BUILD)/adaptdl-wrap
 PLOT      := $(BUILD)/adaptdl-plot
 TRAINERS  := $(patsubst tests/trainers/%.c,$(BUILD)/trainers/%,$(TRAINER_SRC)) \
@@ -92,7 +94,7 @@ ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 .PHONY: all deps check unit unit-asan integration tsan asan-shim fuzz fuzz-short demo bench install uninstall clean
-all: $(LIB) $(STANDALONE) $(ARCHIVE) $(INSPECT) $(REPLICAS_TOOL) $(VERIFY_TOOL) $(WRAP) $(PLOT) $(TRAINERS) $(TOOLS) $(FAULTS)
+all: $(LIB) $(STANDALONE) $(ARCHIVE) $(INSPECT) $(REPLICAS_TOOL) $(VERIFY_TOOL) $(TORCH_LAUNCH) $(WRAP) $(PLOT) $(TRAINERS) $(TOOLS) $(FAULTS)
 
 # The launcher beside the library and the inspector, where it finds them, as
 # after `make install`; the metrics plotter beside it.
@@ -148,6 +150,9 @@ $(INSPECT): $(BUILD)/obj/hooks/adaptdl_inspect.o $(HOOKS_OBJ) $(BUILD)/obj/runti
 
 $(REPLICAS_TOOL): $(BUILD)/obj/scripts/adaptdl_replicas.o $(ARCHIVE)
 	$(CC) -o $@ $^ $(PKG_LIBS) -lm
+
+$(TORCH_LAUNCH): $(BUILD)/obj/scripts/adaptdl_torch_launch.o $(ARCHIVE)
+	$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) -lm
 
 $(VERIFY_TOOL): $(BUILD)/obj/scripts/adaptdl_verify.o $(BUILD)/obj/scripts/verify_processes.o \
                 $(ARCHIVE)
@@ -357,14 +362,14 @@ bench: deps
 	$(MAKE) all $(BENCHES)
 	@tests/bench/run-all $(BUILD)
 
-# The cooperative API for Python trainers (scripts/python/adaptshim), installed
-# where its _library.py looks for PREFIX/lib/libadaptdl.so (`import adaptshim`
-# with PYTHONPATH=PREFIX/share/adaptshim/python); uninstall removes the
-# directory whole, with the bytecode Python wrote beside the package.
-PYTHON_PACKAGE_SRC := $(sort $(wildcard scripts/python/adaptshim/*.py))
-PYTHON_PACKAGE_DIR := $(PREFIX)/share/adaptshim/python/adaptshim
+# The Python package (scripts/python: the adaptshim package and the
+# sitecustomize of the transparent statistics), installed where the
+# package's _library.py finds PREFIX/lib/libadaptdl.so and where
+# adaptdl-wrap puts it on PYTHONPATH (PREFIX/share/adaptshim/python);
+# uninstall removes the directory whole, with the bytecode Python wrote.
+PYTHON_DIR := $(PREFIX)/share/adaptshim/python
 
-install: $(LIB) $(STANDALONE) $(INSPECT) $(REPLICAS_TOOL) $(VERIFY_TOOL) $(WRAP) $(PLOT)
+install: $(LIB) $(STANDALONE) $(INSPECT) $(REPLICAS_TOOL) $(VERIFY_TOOL) $(TORCH_LAUNCH) $(WRAP) $(PLOT)
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
 	    $(DESTDIR)$(PREFIX)/include
 	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libadaptshim.so
@@ -373,21 +378,24 @@ install: $(LIB) $(STANDALONE) $(INSPECT) $(REPLICAS_TOOL) $(VERIFY_TOOL) $(WRAP)
 	install -m 0755 $(INSPECT) $(DESTDIR)$(PREFIX)/bin/adaptdl-inspect
 	install -m 0755 $(REPLICAS_TOOL) $(DESTDIR)$(PREFIX)/bin/adaptdl-replicas
 	install -m 0755 $(VERIFY_TOOL) $(DESTDIR)$(PREFIX)/bin/adaptdl-verify
+	install -m 0755 $(TORCH_LAUNCH) $(DESTDIR)$(PREFIX)/bin/adaptdl-torch-launch
 	install -m 0755 scripts/adaptdl-wrap $(DESTDIR)$(PREFIX)/bin/adaptdl-wrap
 	install -m 0755 scripts/adaptdl-plot $(DESTDIR)$(PREFIX)/bin/adaptdl-plot
+	@# the Python package, where adaptdl-wrap looks for it (PYTHONPATH)
+	for file in $$(cd scripts/python && find . -name '*.py'); do \
+	    install -D -m 0644 scripts/python/$$file $(DESTDIR)$(PYTHON_DIR)/$$file; \
+	done
 	sed -e 's|@PREFIX@|$(PREFIX)|g' scripts/adaptshim.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/adaptshim.pc
-	install -d $(DESTDIR)$(PYTHON_PACKAGE_DIR)
-	install -m 0644 $(PYTHON_PACKAGE_SRC) $(DESTDIR)$(PYTHON_PACKAGE_DIR)
 
 # Removes exactly what `make install` put in place (same PREFIX, DESTDIR).
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/libadaptshim.so $(DESTDIR)$(PREFIX)/lib/libadaptdl.so \
 	    $(DESTDIR)$(PREFIX)/bin/adaptdl-inspect $(DESTDIR)$(PREFIX)/bin/adaptdl-wrap \
 	    $(DESTDIR)$(PREFIX)/bin/adaptdl-plot $(DESTDIR)$(PREFIX)/bin/adaptdl-replicas \
-	    $(DESTDIR)$(PREFIX)/bin/adaptdl-verify \
+	    $(DESTDIR)$(PREFIX)/bin/adaptdl-verify $(DESTDIR)$(PREFIX)/bin/adaptdl-torch-launch \
 	    $(DESTDIR)$(PREFIX)/include/adaptdl.h \
 	    $(DESTDIR)$(PREFIX)/lib/pkgconfig/adaptshim.pc
-	rm -rf $(DESTDIR)$(PYTHON_PACKAGE_DIR)
+	rm -rf $(DESTDIR)$(PREFIX)/share/adaptshim
 
 clean:
 	rm -rf $(BUILD)

@@ -4,8 +4,8 @@
  * (143), a second signal into an immediate one (130, SIGKILL after
  * --kill-after seconds); a killed wrapper leaves no trainer running;
  * retries crashes with a doubling backoff, never a configuration error;
- * prints what it would run with --dry-run; and refuses bad options in one
- * line with status 2. */
+ * prints what it would run with --dry-run (--launcher torch too); and
+ * refuses bad options in one line with status 2. */
 #include <criterion/criterion.h>
 #include <signal.h>
 #include <stdio.h>
@@ -304,14 +304,15 @@ Test(launcher, a_job_still_running_after_the_second_signal_is_killed, .timeout =
 }
 
 /* A wrapper killed without a chance to stop the job (SIGKILL) takes the
- * trainer with it; under mpirun, mpirun and every rank too.  Each "rank"
- * writes its pid and its parent's (mpirun, or the wrapper). */
+ * trainer with it; under mpirun or adaptdl-torch-launch, the launcher and
+ * every rank too.  Each "rank" writes its pid and its parent's (the
+ * launcher, or the wrapper). */
 static void expect_a_killed_wrapper_leaves_nothing(char *const options[], unsigned ranks)
 {
     const char *directory = harness_temp_dir();
     char body[512];
     snprintf(body, sizeof body,
-             "#!/bin/sh\necho \"pid $$ parent $PPID\" > %s/pid.${OMPI_COMM_WORLD_RANK:-0}\n"
+             "#!/bin/sh\necho \"pid $$ parent $PPID\" > %s/pid.${OMPI_COMM_WORLD_RANK:-${RANK:-0}}\n"
              "exec sleep 1000\n",
              directory);
     char *job = harness_write_script(directory, "job", body);
@@ -345,7 +346,7 @@ static void expect_a_killed_wrapper_leaves_nothing(char *const options[], unsign
         pid_t parent = pid_in_file(path, "parent ");
         if (parent != pid) {
             left[count].pid = parent;
-            left[count++].what = "mpirun";
+            left[count++].what = "the launcher";
         }
         free(path);
     }
@@ -370,6 +371,12 @@ Test(launcher, a_killed_wrapper_leaves_no_rank_running, .timeout = 180)
 {
     expect_a_killed_wrapper_leaves_nothing(
         (char *[]){"-n", "2", "--mpirun-arg", "--oversubscribe", NULL}, 2);
+}
+
+Test(launcher, a_killed_wrapper_leaves_no_torch_replica_running, .timeout = 180)
+{
+    expect_a_killed_wrapper_leaves_nothing((char *[]){"--launcher", "torch", "-n", "2", NULL},
+                                           2);
 }
 
 /* A crash is retried after a backoff that doubles, with the restart count
@@ -465,6 +472,45 @@ Test(launcher, dry_run_prints_the_command_and_runs_nothing)
     run_result_free(&result);
 }
 
+/* --launcher torch: every count, 1 too, runs under adaptdl-torch-launch,
+ * which preloads the replicas (never itself); no ADAPTDL_NUM_REPLICAS (the
+ * shim takes WORLD_SIZE and RANK); the project's Python package leads
+ * PYTHONPATH. */
+Test(launcher, dry_run_of_the_torch_launcher)
+{
+    const char *directory = harness_temp_dir();
+    char *job = harness_write_script(directory, "job", "#!/bin/sh\nexit 0\n");
+    char *argv[] = {wrapper_path(), "--launcher", "torch", "--dry-run", "--", job, "--name",
+                    "two words", NULL};
+    struct run_result result;
+    harness_run(&result, argv, (char *[]){NULL}, false, 30);
+    cr_expect_eq(result.status, 0, "%s", result.err);
+    cr_expect(strstr(result.out, "/adaptdl-torch-launch -n 1 --preload /") != NULL, "%s",
+              result.out);
+    cr_expect(strstr(result.out, "libadaptshim.so -- ") != NULL, "%s", result.out);
+    cr_expect(strstr(result.out, "--name 'two words'") != NULL, "%s", result.out);
+    cr_expect(strstr(result.out, "ADAPTDL_NUM_REPLICAS") == NULL, "%s", result.out);
+    cr_expect(strstr(result.out, " PYTHONPATH=/") != NULL &&
+                  strstr(result.out, "/scripts/python") != NULL,
+              "%s", result.out);
+    run_result_free(&result);
+
+    /* the launcher gives a host line without slots= one slot: so does the
+     * wrapper's range */
+    char *hostfile = harness_path_in(directory, "hosts");
+    cr_assert_eq(harness_write_file(hostfile, "first-host\nsecond-host slots=2\n", 31), 0);
+    char *ranged[] = {wrapper_path(), "--launcher", "torch", "-n", "1:8", "--hostfile", hostfile,
+                      "--dry-run", "--", job, NULL};
+    harness_run(&result, ranged, (char *[]){NULL}, false, 30);
+    cr_expect_eq(result.status, 0, "%s", result.err);
+    cr_expect(strstr(result.out, " ADAPTDL_REPLICAS_RANGE=1:3 ") != NULL, "%s", result.out);
+    cr_expect(strstr(result.out, "ADAPTDL_NUM_NODES") == NULL,
+              "the launcher sets the node count itself: %s", result.out);
+    run_result_free(&result);
+    free(hostfile);
+    free(job);
+}
+
 /* The node count the wrapper takes from the hostfile is the hosts a
  * launch's ranks land on as mpirun maps them by default (each host's slots
  * filled in turn): 2 ranks on hosts of 2 slots are 1 node, 3 are 2.  A
@@ -521,7 +567,7 @@ Test(launcher, the_hostfile_node_count_is_the_hosts_the_ranks_land_on)
 Test(launcher, bad_options_are_one_line_and_status_2)
 {
     char *trainer = strdup(harness_build_path("trainers/sgd_read"));
-    char *const cases[][6] = {
+    char *const cases[][8] = {
         {wrapper_path(), "--", NULL},
         {wrapper_path(), "-n", "0", "--", trainer, NULL},
         {wrapper_path(), "--frobnicate", "--", trainer, NULL},
@@ -529,10 +575,14 @@ Test(launcher, bad_options_are_one_line_and_status_2)
         {wrapper_path(), "--lib", "/nonexistent/lib.so", "--", trainer, NULL},
         {wrapper_path(), "--backoff", "soon", "--", trainer, NULL},
         {wrapper_path(), "--kill-after", "-1", "--", trainer, NULL},
+        {wrapper_path(), "--launcher", "tensorflow", "--", trainer, NULL},
+        {wrapper_path(), "--launcher", "torch", "--agent", " ", "--", trainer, NULL},
     };
     const char *expected[] = {"no trainer", "replica count \"0\"", "unknown option",
                               "not found", "no such file", "--backoff \"soon\"",
-                              "--kill-after \"-1\""};
+                              "--kill-after \"-1\"",
+                              "--launcher \"tensorflow\" is not accepted: mpirun or torch",
+                              "--agent is empty"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         harness_expect_refused_command(cases[i], (char *[]){NULL}, i, expected[i]);
     free(trainer);
