@@ -218,11 +218,12 @@ static void batch_decision_consider_exploring(const struct batch_decision_inputs
     uint64_t local = batch_decision_exploration_local(inputs, decision);
     if (local == 0)
         return;
-    /* only toward what the model, prior included, does not call a loss */
+    /* only where the model, prior included, predicts no loss beyond the
+     * noise band of ADAPTDL_SPEEDUP */
     uint32_t nodes = inputs->nodes ? inputs->nodes : 1;
     double model_speedup = goodput_evaluate(model, nodes, inputs->replicas, (double)local, 0) /
                            decision->goodput_current;
-    if (!(model_speedup >= 1.0))
+    if (!(model_speedup * inputs->speedup_threshold >= 1.0))
         return;
     /* the throughput bound: a step at the larger batch takes no longer */
     struct goodput_model shifted = batch_decision_against_change(inputs, model, true);

@@ -25,8 +25,9 @@
  *      change, beats ADAPTDL_SPEEDUP squared and pays back: an exploration.
  *      The worst case (compute all per sample) costs one more restart back,
  *      decided on a model fit to two sizes.  It never explores where the
- *      model, prior included, predicts a loss (a speedup below 1): a job
- *      whose noise scale says its batch is already right keeps it;
+ *      model, prior included, predicts a loss beyond the noise band (a
+ *      speedup below 1 / ADAPTDL_SPEEDUP): a job whose noise scale says
+ *      its batch is already right keeps it;
  *   5. a restart moves the local batch at most BATCH_DECISION_EXTRAPOLATION
  *      times beyond the largest local batch whose steps were measured: the
  *      fit says little far from its points (a fit to two sizes once sent a

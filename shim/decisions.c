@@ -57,8 +57,13 @@ static void shim_decide_batch_size(double now, uint64_t declared_local_batch)
     const struct adaptdl_config *config = &shim_session.config;
     struct adaptdl_job_record *record = shim_steps_job_record();
     uint64_t last_local_batch = agreed_step_local_batch(&shim_monitor.last);
+    /* a decision needs this run's batch measured: a restarted run whose
+     * statistics are trusted at once would else decide on the profiles of
+     * the previous batch only */
+    bool measured = shim_monitor.steps_after_warm_up >= STEP_POLICY_MOVED_STEPS;
     if (!batch_decision_job_decides(config) || shim_restart_requested || !shim_monitor.has_last ||
-        (declared_local_batch == 0 && last_local_batch == 0) || !shim_decision_due(now))
+        !measured || (declared_local_batch == 0 && last_local_batch == 0) ||
+        !shim_decision_due(now))
         return;
     shim_last_decision = now;
     struct batch_decision_inputs inputs;
