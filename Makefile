@@ -357,6 +357,11 @@ bench: deps
 	$(MAKE) all $(BENCHES)
 	@tests/bench/run-all $(BUILD)
 
+# The Python package (the cooperative API and the transparent statistics
+# for PyTorch) and its sitecustomize, which adaptdl-wrap puts on PYTHONPATH.
+PYTHON_DIR := $(PREFIX)/share/adaptshim/python
+PYTHON_PACKAGE_SRC := $(sort $(wildcard scripts/python/adaptshim/*.py))
+
 install: $(LIB) $(STANDALONE) $(INSPECT) $(REPLICAS_TOOL) $(VERIFY_TOOL) $(WRAP) $(PLOT)
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
 	    $(DESTDIR)$(PREFIX)/include
@@ -369,6 +374,9 @@ install: $(LIB) $(STANDALONE) $(INSPECT) $(REPLICAS_TOOL) $(VERIFY_TOOL) $(WRAP)
 	install -m 0755 scripts/adaptdl-wrap $(DESTDIR)$(PREFIX)/bin/adaptdl-wrap
 	install -m 0755 scripts/adaptdl-plot $(DESTDIR)$(PREFIX)/bin/adaptdl-plot
 	sed -e 's|@PREFIX@|$(PREFIX)|g' scripts/adaptshim.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/adaptshim.pc
+	install -d $(DESTDIR)$(PYTHON_DIR)/adaptshim
+	install -m 0644 scripts/python/sitecustomize.py $(DESTDIR)$(PYTHON_DIR)/sitecustomize.py
+	install -m 0644 $(PYTHON_PACKAGE_SRC) $(DESTDIR)$(PYTHON_DIR)/adaptshim/
 
 # Removes exactly what `make install` put in place (same PREFIX, DESTDIR).
 uninstall:
@@ -378,6 +386,11 @@ uninstall:
 	    $(DESTDIR)$(PREFIX)/bin/adaptdl-verify \
 	    $(DESTDIR)$(PREFIX)/include/adaptdl.h \
 	    $(DESTDIR)$(PREFIX)/lib/pkgconfig/adaptshim.pc
+	rm -f $(DESTDIR)$(PYTHON_DIR)/sitecustomize.py \
+	    $(addprefix $(DESTDIR)$(PYTHON_DIR)/adaptshim/,$(notdir $(PYTHON_PACKAGE_SRC)))
+	rm -rf $(DESTDIR)$(PYTHON_DIR)/adaptshim/__pycache__ $(DESTDIR)$(PYTHON_DIR)/__pycache__
+	-rmdir $(DESTDIR)$(PYTHON_DIR)/adaptshim $(DESTDIR)$(PYTHON_DIR) \
+	    $(DESTDIR)$(PREFIX)/share/adaptshim 2>/dev/null
 
 clean:
 	rm -rf $(BUILD)
