@@ -82,6 +82,16 @@ int adaptdl_steps_report_single_replica_piece(const void *data, uint64_t count,
  * 143 now), -1 when no transport was installed. */
 int adaptdl_steps_boundary(uint64_t local_batch);
 
+/* The reduction still in flight (posted at the last boundary) is
+ * completed and its step published, as MPI_Finalize does for MPI
+ * trainers: call it before the transport goes away (the glue does at
+ * destroy_process_group and at exit), since every replica posted it and a
+ * replica that leaves without completing it can leave the others waiting.
+ * A later boundary posts again through the transport (the glue's refuses
+ * once its group is gone: those steps are then counted by nobody).
+ * Returns 0, or -1 when no transport was installed. */
+int adaptdl_steps_finish(void);
+
 /* One line at `warn` in the shim's log (a notice of the glue's). */
 void adaptdl_steps_notice(const char *message);
 

@@ -151,6 +151,14 @@ API int adaptdl_steps_boundary(uint64_t local_batch)
     return shim_steps_reported_boundary(local_batch) ? 1 : 0;
 }
 
+API int adaptdl_steps_finish(void)
+{
+    if (!reported_steps_ready("adaptdl_steps_finish"))
+        return -1;
+    shim_steps_drain_last_step();
+    return 0;
+}
+
 API void adaptdl_steps_notice(const char *message)
 {
     if (message != NULL)

@@ -70,7 +70,13 @@ def _adaptshim_chain_next_sitecustomize():
             break
     if later is None:
         return
-    from importlib.machinery import PathFinder
+    # the interpreter's own path finder (importlib.machinery.PathFinder is
+    # this object; importing importlib would cost milliseconds at start-up)
+    bootstrap = sys.modules.get("_frozen_importlib_external")
+    if bootstrap is not None:
+        PathFinder = bootstrap.PathFinder
+    else:
+        from importlib.machinery import PathFinder
     spec = PathFinder.find_spec("sitecustomize", later)
     if spec is None or spec.loader is None or spec.origin == os.path.abspath(__file__):
         return

@@ -13,7 +13,9 @@ trace of its covariance is 4 NOISE^2 DIM / 3.
 With WORLD_SIZE > 1 (and MASTER_ADDR, MASTER_PORT, RANK set, as a launcher
 sets them) it trains a DistributedDataParallel model over gloo, each
 replica drawing its own samples; otherwise one plain model.  --own-hook
-registers PyTorch's own allreduce_hook on the DDP model.  Output:
+registers a hook of the trainer's own on the DDP model (PyTorch's
+allreduce_hook, counted: "own hook calls N" at the end).  At exit an
+atexit handler prints "atexit handler ran" without flushing.  Output:
 "batch_size B lr LR" at start, "resumed at step S" after loading
 --checkpoint, "params HASH" (a SHA-256 of the parameters' bytes) and
 "final step S" at the end; --step-log gets "step S" after every optimizer
@@ -21,6 +23,7 @@ step (flushed), so that a test can follow the steps.  A checkpoint is
 torch.save'd to PATH.tmp and renamed onto PATH every N steps.
 """
 import argparse
+import atexit
 import hashlib
 import os
 import sys
@@ -59,6 +62,10 @@ def parameters_hash(model):
 
 def main():
     arguments = parse_arguments()
+    # written at exit without a flush: present only when the interpreter
+    # exits as it normally does (buffers flushed, atexit handlers run)
+    atexit.register(lambda: print("atexit handler ran"))
+    own_hook_calls = [0]
     print(f"batch_size {arguments.batch_size} lr {arguments.lr}", flush=True)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
@@ -74,7 +81,12 @@ def main():
         trained = torch.nn.parallel.DistributedDataParallel(model)
         if arguments.own_hook:
             from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-            trained.register_comm_hook(None, default_hooks.allreduce_hook)
+
+            def counting_allreduce_hook(state, bucket):
+                own_hook_calls[0] += 1
+                return default_hooks.allreduce_hook(state, bucket)
+
+            trained.register_comm_hook(None, counting_allreduce_hook)
     optimizer = torch.optim.SGD(trained.parameters(), lr=arguments.lr)
     step = 0
     if arguments.checkpoint and os.path.exists(arguments.checkpoint):
@@ -102,6 +114,8 @@ def main():
             replace_checkpoint(temp, arguments.checkpoint, step)
         if arguments.sleep > 0:
             time.sleep(arguments.sleep)
+    if arguments.own_hook:
+        print(f"own hook calls {own_hook_calls[0]}", flush=True)
     print(f"params {parameters_hash(model)}", flush=True)
     print(f"final step {step}", flush=True)
     if world > 1:

@@ -64,6 +64,8 @@ def _declare(lib):
                                                               ctypes.c_uint]
     lib.adaptdl_steps_boundary.restype = ctypes.c_int
     lib.adaptdl_steps_boundary.argtypes = [ctypes.c_uint64]
+    lib.adaptdl_steps_finish.restype = ctypes.c_int
+    lib.adaptdl_steps_finish.argtypes = []
     lib.adaptdl_steps_notice.restype = None
     lib.adaptdl_steps_notice.argtypes = [ctypes.c_char_p]
 
@@ -101,11 +103,14 @@ class _GlooTransport:
         self.work = None
         self.receive = None
         self.count = 0
+        self.closed = False
         # kept referenced: the library calls them until the process ends
         self.post_function = _POST(self.post)
         self.complete_function = _COMPLETE(self.complete)
 
     def post(self, context, send, receive, count):
+        if self.closed:
+            return -1
         try:
             tensor = self.torch.empty(count, dtype=self.torch.float64)
             ctypes.memmove(tensor.data_ptr(), send, count * 8)
@@ -199,7 +204,20 @@ class _Statistics:
             self.disabled = True   # the library said why, in its log
             return False
         self.installed = True
+        if self.transport is not None:
+            import atexit
+            atexit.register(self.finish, True)
         return True
+
+    def finish(self, closing=False):
+        """Completes the step reduction in flight (every replica posted it;
+        one that left without completing it could leave the others
+        waiting); `closing`: the group goes away, nothing is posted after."""
+        if not self.installed:
+            return
+        self.lib.adaptdl_steps_finish()
+        if closing and self.transport is not None:
+            self.transport.closed = True
 
     # --- DistributedDataParallel -----------------------------------------------------
 
@@ -421,6 +439,15 @@ def _patch_ddp(statistics, torch):
 
     DDP.__init__ = __init__
     DDP.register_comm_hook = trainer_register_comm_hook
+    destroy_process_group = statistics.dist.destroy_process_group
+
+    def adaptshim_destroy_process_group(group=None):
+        # the step reduction's group goes too when every group does
+        statistics.finish(closing=group is None)
+        return destroy_process_group(group)
+
+    adaptshim_destroy_process_group.__doc__ = destroy_process_group.__doc__
+    statistics.dist.destroy_process_group = adaptshim_destroy_process_group
     if hasattr(DDP, "_register_builtin_comm_hook"):
         register_builtin = DDP._register_builtin_comm_hook
 
