@@ -22,9 +22,9 @@ library's (adaptdl_steps.h); this module tells it what only Python sees.
   registers its own hook keeps it; the library's log then says in one line
   that it has no statistics for it.
 - One process: at each optimizer step the gradient of every parameter is
-  handed to the library (flattened per dtype into one buffer kept across
-  steps), whose single-replica difference estimator pairs it with the
-  previous step's.
+  handed to the library (as it is, or flattened per dtype when the model
+  has more parameters than the library keeps pieces), whose single-replica
+  difference estimator pairs it with the previous step's.
 - The local batch of a step is the first dimension of the model's input:
   a DDP model's, or, with one process, the first module called with
   gradients enabled after a boundary (found by a global forward pre-hook
@@ -41,6 +41,9 @@ _POST = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_
 _COMPLETE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
 
 _state = None
+# The gradient pieces of one step the library pairs with the previous
+# step's (PREVIOUS_GRADIENTS_PIECES in runtime/previous_gradients.h).
+_LIBRARY_PIECES = 64
 
 
 def _declare(lib):
@@ -327,17 +330,29 @@ class _Statistics:
     # --- optimizer steps ----------------------------------------------------------------
 
     def measure_single_replica(self, optimizer):
-        """One process: every parameter's gradient, flattened per dtype."""
+        """One process: every parameter's gradient, in the same order every
+        step (the library pairs each piece with the previous step's piece
+        at the same place).  Up to the library's 64 pieces they are handed
+        over as they are; a model with more parameters is flattened, per
+        dtype, into buffers kept across steps (one copy of the gradient)."""
         torch = self.torch
-        gradients = {}
+        gradients = []
         for group in optimizer.param_groups:
             for parameter in group["params"]:
                 gradient = parameter.grad
-                if gradient is None or gradient.is_sparse:
+                if gradient is None or gradient.is_sparse or gradient.dtype not in (
+                        torch.float32, torch.float64):
                     continue
-                gradients.setdefault(gradient.dtype, []).append(gradient.detach().reshape(-1))
+                if gradient.device.type != "cpu" or not gradient.is_contiguous():
+                    gradient = gradient.detach().contiguous().cpu()
+                gradients.append(gradient)
+        report = self.lib.adaptdl_steps_report_single_replica_piece
+        if len(gradients) <= _LIBRARY_PIECES:
+            for gradient in gradients:
+                report(gradient.data_ptr(), gradient.numel(), gradient.element_size())
+            return
         for dtype in (torch.float32, torch.float64):
-            pieces = gradients.get(dtype)
+            pieces = [gradient.reshape(-1) for gradient in gradients if gradient.dtype == dtype]
             if not pieces:
                 continue
             count = sum(piece.numel() for piece in pieces)
@@ -345,9 +360,8 @@ class _Statistics:
             if flat is None or flat.numel() != count:
                 flat = torch.empty(count, dtype=dtype)
                 self.flat[dtype] = flat
-            torch.cat([piece.cpu() for piece in pieces], out=flat)
-            self.lib.adaptdl_steps_report_single_replica_piece(flat.data_ptr(), count,
-                                                               flat.element_size())
+            torch.cat(pieces, out=flat)
+            report(flat.data_ptr(), count, flat.element_size())
 
     def before_step(self, optimizer):
         if not self.ensure_transport():
