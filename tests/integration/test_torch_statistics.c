@@ -461,3 +461,59 @@ Test(torch_statistics, a_program_that_never_imports_torch_is_untouched, .timeout
     free(chained_directory);
     harness_remove_temp_dir(directory);
 }
+
+/* The exported API the Python glue uses refuses misuse with one line each
+ * and a -1, and works once installed: a boundary before any transport, a
+ * transport given half, a second transport, an element size that is not
+ * a float's or a double's, norms that are not finite. */
+Test(torch_statistics, the_steps_api_refuses_misuse_with_one_line_each, .timeout = 60)
+{
+    const char *directory = harness_temp_dir();
+    char state[600];
+    snprintf(state, sizeof state, "ADAPTDL_CHECKPOINT_PATH=%s/state", directory);
+    char *environment[] = {state, NULL};
+    const char *script =
+        "import ctypes\n"
+        "lib = ctypes.CDLL(None)\n"
+        "POST = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,\n"
+        "                        ctypes.c_void_p, ctypes.c_int)\n"
+        "COMPLETE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)\n"
+        "lib.adaptdl_steps_install_transport.argtypes = [ctypes.c_uint, POST, COMPLETE,\n"
+        "                                                ctypes.c_void_p]\n"
+        "lib.adaptdl_steps_report_gradient.argtypes = [ctypes.c_double] * 4\n"
+        "lib.adaptdl_steps_boundary.argtypes = [ctypes.c_uint64]\n"
+        "norm = ctypes.c_double()\n"
+        "data = (ctypes.c_float * 3)(1, 2, 2)\n"
+        "print(lib.adaptdl_steps_active(),\n"
+        "      lib.adaptdl_steps_boundary(4),\n"
+        "      lib.adaptdl_steps_install_transport(2, POST(), COMPLETE(), None),\n"
+        "      lib.adaptdl_steps_install_transport(1, POST(), COMPLETE(), None),\n"
+        "      lib.adaptdl_steps_install_transport(1, POST(), COMPLETE(), None),\n"
+        "      lib.adaptdl_steps_squared_norm(data, 3, 2, ctypes.byref(norm)),\n"
+        "      lib.adaptdl_steps_squared_norm(data, 3, 4, ctypes.byref(norm)), norm.value,\n"
+        "      lib.adaptdl_steps_report_gradient(float('nan'), 1.0, 0.0, 0.0),\n"
+        "      lib.adaptdl_steps_report_gradient(9.0, 9.0, 0.0, 0.0),\n"
+        "      lib.adaptdl_steps_boundary(4), lib.adaptdl_steps_boundary(4))\n";
+    char *argv[] = {PYTHON, "-c", (char *)script, NULL};
+    struct run_result result;
+    int status = harness_run(&result, argv, environment, true, 60);
+    cr_assert_eq(status, 0, "%s", result.err);
+    cr_expect_str_eq(result.out, "1 -1 -1 0 -1 -1 0 9.0 -1 0 0 0\n", "%s", result.err);
+    const char *expected[] = {
+        "adaptdl_steps_boundary: no transport installed (adaptdl_steps_install_transport first)",
+        "adaptdl_steps_install_transport: give post and complete for 2 replicas, or neither "
+        "for one replica (a loopback)",
+        "adaptdl_steps_install_transport: a transport is installed already (once per process)",
+        "adaptdl_steps_squared_norm: give floats (element size 4) or doubles (8) and a result "
+        "pointer (got element size 2)",
+        "adaptdl_steps_report_gradient: squared norms must be finite and at least 0 (got nan, "
+        "1)",
+    };
+    for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++)
+        cr_expect_eq(harness_count_occurrences(result.err, expected[i]), 1,
+                     "one line \"%s\" in:\n%s", expected[i], result.err);
+    cr_expect_eq(harness_count_occurrences(result.err, "\n"), 5, "nothing else:\n%s",
+                 result.err);
+    run_result_free(&result);
+    harness_remove_temp_dir(directory);
+}
