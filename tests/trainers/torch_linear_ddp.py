@@ -17,7 +17,7 @@ registers a hook of the trainer's own on the DDP model (PyTorch's
 allreduce_hook, counted: "own hook calls N" at the end).  At exit an
 atexit handler prints "atexit handler ran" without flushing.  Output:
 "batch_size B lr LR" at start, "resumed at step S" after loading
---checkpoint, "params HASH" (a SHA-256 of the parameters' bytes) and
+--checkpoint, "params HASH" (a SHA-256 of the parameters' bytes), "max_abs_weight W" and
 "final step S" at the end; --step-log gets "step S" after every optimizer
 step (flushed), so that a test can follow the steps.  A checkpoint is
 torch.save'd to PATH.tmp and renamed onto PATH every N steps.
@@ -117,6 +117,7 @@ def main():
     if arguments.own_hook:
         print(f"own hook calls {own_hook_calls[0]}", flush=True)
     print(f"params {parameters_hash(model)}", flush=True)
+    print(f"max_abs_weight {model.weight.detach().abs().max().item()}", flush=True)
     print(f"final step {step}", flush=True)
     if world > 1:
         dist.destroy_process_group()

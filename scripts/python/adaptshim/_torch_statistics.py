@@ -153,6 +153,7 @@ class _Statistics:
         self.disabled = False
         self.step_depth = 0
         self.batch = None             # this step's local batch, from a forward pre-hook
+        self.sync_until = 0.0         # the latest bucket reduction finished this step
         self.hooked_models = 0        # DDP models with the statistics hook
         self.own_hook_models = 0      # DDP models with the trainer's own hook
         self.notices = set()
@@ -246,13 +247,17 @@ class _Statistics:
                 result = future.value()[0]
                 try:
                     finished = time.perf_counter()
+                    # the time some bucket of the step was being reduced:
+                    # buckets in flight together count once
+                    sync_seconds = max(0.0, finished - max(posted, self.sync_until))
+                    self.sync_until = max(self.sync_until, finished)
                     mean_sqr = self.squared_norm(result) if measuring else 0.0
                     norm_seconds = (posted - started) + (time.perf_counter() - finished)
                     if local_sqr is None or mean_sqr is None:
-                        lib.adaptdl_steps_report_unmeasured(finished - posted)
+                        lib.adaptdl_steps_report_unmeasured(sync_seconds)
                     else:
-                        lib.adaptdl_steps_report_gradient(local_sqr, mean_sqr,
-                                                          finished - posted, norm_seconds)
+                        lib.adaptdl_steps_report_gradient(local_sqr, mean_sqr, sync_seconds,
+                                                          norm_seconds)
                 except Exception as error:   # never the trainer's backward
                     self.notice_once("a gradient bucket was not measured: %s" % error)
                 return result
@@ -377,6 +382,7 @@ class _Statistics:
         if not self.installed:
             return
         batch, self.batch = self.batch, None
+        self.sync_until = 0.0
         if self.world() == 1 and not self.ddp_in_use:
             self.settle_batch_hook()
         if self.lib.adaptdl_steps_boundary(batch or 0) == 1:
