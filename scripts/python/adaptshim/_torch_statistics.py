@@ -91,6 +91,20 @@ def _leading_dimension(value):
     return None
 
 
+class _CallbackToken:
+    """Held by one bucket callback only: its end tells that the gloo thread
+    that ran the callback has let go of it (see wait_for_callbacks)."""
+
+    __slots__ = ("statistics",)
+
+    def __init__(self, statistics):
+        self.statistics = statistics
+        statistics.callbacks_alive += 1
+
+    def __del__(self):
+        self.statistics.callbacks_alive -= 1
+
+
 class _GlooTransport:
     """The piggy-backed reduction over torch.distributed: a gloo group made
     for it alone (so it never queues behind the trainer's collectives), an
@@ -154,6 +168,7 @@ class _Statistics:
         self.step_depth = 0
         self.batch = None             # this step's local batch, from a forward pre-hook
         self.sync_until = 0.0         # the latest bucket reduction finished this step
+        self.callbacks_alive = 0      # bucket callbacks gloo's threads still hold
         self.hooked_models = 0        # DDP models with the statistics hook
         self.own_hook_models = 0      # DDP models with the trainer's own hook
         self.notices = set()
@@ -234,6 +249,7 @@ class _Statistics:
 
         def adaptshim_statistics_hook(process_group, bucket):
             buffer = bucket.buffer()
+            token = _CallbackToken(self)
             measuring = (lib.adaptdl_steps_measuring() == 1 and buffer.dtype in measurable
                          and buffer.device.type == "cpu" and buffer.is_contiguous())
             started = time.perf_counter()
@@ -243,7 +259,7 @@ class _Statistics:
             posted = time.perf_counter()
             future = dist.all_reduce(buffer, group=process_group, async_op=True).get_future()
 
-            def reduced(future):
+            def reduced(future, token=token):
                 result = future.value()[0]
                 try:
                     finished = time.perf_counter()
@@ -265,6 +281,16 @@ class _Statistics:
             return future.then(reduced)
 
         return adaptshim_statistics_hook
+
+    def wait_for_callbacks(self, seconds=2.0):
+        """Waits (without the GIL) until gloo's threads have let go of every
+        bucket callback of the step.  A thread drops its callback only after
+        completing the future DDP waits for, and needs the GIL to do so: if
+        the trainer then tore its process group down (the group's destructor
+        waits for those threads, holding the GIL), both would wait forever."""
+        deadline = time.monotonic() + seconds
+        while self.callbacks_alive > 0 and time.monotonic() < deadline:
+            time.sleep(0.0002)
 
     def watch_ddp(self, model, register_comm_hook):
         """Called at the end of DistributedDataParallel.__init__."""
@@ -381,6 +407,7 @@ class _Statistics:
     def after_step(self):
         if not self.installed:
             return
+        self.wait_for_callbacks()
         batch, self.batch = self.batch, None
         self.sync_until = 0.0
         if self.world() == 1 and not self.ddp_in_use:
