@@ -33,6 +33,35 @@ void step_monitor_init(struct step_monitor *monitor, struct piggyback_transport 
     grad_noise_init(&monitor->noise, initial_global_bsz);
 }
 
+static int piggyback_loopback_post(void *context, const double *send, double *receive,
+                                   int count)
+{
+    struct piggyback_loopback *loopback = context;
+    loopback->send = send;
+    loopback->receive = receive;
+    loopback->count = count;
+    return 0;
+}
+
+/* The send buffer stays untouched between post and complete (the monitor
+ * fills it anew only after completing), so it is copied here. */
+static int piggyback_loopback_complete(void *context)
+{
+    struct piggyback_loopback *loopback = context;
+    if (loopback->receive == NULL)
+        return -1;
+    memcpy(loopback->receive, loopback->send, (size_t)loopback->count * sizeof(double));
+    return 0;
+}
+
+struct piggyback_transport piggyback_loopback_transport(struct piggyback_loopback *loopback)
+{
+    memset(loopback, 0, sizeof *loopback);
+    return (struct piggyback_transport){.context = loopback,
+                                        .post = piggyback_loopback_post,
+                                        .complete = piggyback_loopback_complete};
+}
+
 void step_monitor_gradient(struct step_monitor *monitor, const void *communicator,
                            double local_sqr, double total_sqr, double seconds,
                            double norm_seconds)
@@ -121,6 +150,15 @@ static void step_monitor_note_batch_and_time(struct step_monitor *monitor,
 bool step_monitor_ends_step(const struct step_monitor *monitor, const void *communicator)
 {
     return monitor->in_step && communicator == monitor->step_communicator;
+}
+
+/* (unsigned arithmetic: records_consumed - records may wrap below 0 when the
+ * views counted fewer than the trainer says; the difference the boundary
+ * takes is `records` all the same) */
+void step_monitor_set_step_records(struct step_monitor *monitor, uint64_t records_consumed,
+                                   uint64_t records)
+{
+    monitor->records_at_step_start = records_consumed - records;
 }
 
 void step_monitor_note_commit(struct step_monitor *monitor)

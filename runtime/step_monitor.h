@@ -57,6 +57,18 @@ struct piggyback_transport {
     int (*complete)(void *context);
 };
 
+/* A transport for a single process that has no collective library (a
+ * PyTorch trainer without torch.distributed): what it posts is the sum over
+ * its one replica, so complete() finds it in place.  Agreement then works
+ * as with MPI's world of one: a stop is taken at the boundary after the
+ * one where it was requested, decisions travel the same way. */
+struct piggyback_loopback {
+    const double *send;
+    double *receive;
+    int count;
+};
+struct piggyback_transport piggyback_loopback_transport(struct piggyback_loopback *loopback);
+
 /* One step as every replica agrees on it (from the completed sums). */
 struct agreed_step {
     uint64_t step;               /* 1-based step number */
@@ -202,6 +214,14 @@ void step_monitor_gradient_pair(struct step_monitor *monitor, double mean_sqr, b
 /* True when a collective on `communicator` that is not a gradient all-reduce
  * ends the step in progress. */
 bool step_monitor_ends_step(const struct step_monitor *monitor, const void *communicator);
+
+/* The step in progress consumed `records` train records, whatever the data
+ * views counted (`records_consumed`, the views' running total): a trainer
+ * that tells its batch size itself (the first dimension of a PyTorch
+ * model's input) is believed, also when a prefetching loader read ahead.
+ * Call it just before step_monitor_boundary with the same total. */
+void step_monitor_set_step_records(struct step_monitor *monitor, uint64_t records_consumed,
+                                   uint64_t records);
 
 /* A checkpoint commit happened (any time): reported with the next payload. */
 void step_monitor_note_commit(struct step_monitor *monitor);

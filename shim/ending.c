@@ -108,6 +108,19 @@ void shim_ending_stop_now(const char *why)
     exit(STOP_STATUS_RESTART);
 }
 
+void shim_ending_stop_by_caller(const char *why)
+{
+    shim_steps_lock();
+    bool first = !shim_stopping;
+    shim_stopping = true;
+    if (first) {
+        log_info("stopping: %s; exit status 143 (the trainer's interpreter exits)", why);
+        if (shim_ending_claim(SHIM_ENDING_EXITING))
+            shim_steps_write_ending(why, STOP_STATUS_RESTART);
+    }
+    shim_steps_unlock();
+}
+
 void shim_ending_at_deadline(void)
 {
     if (!shim_ending_advance(SHIM_ENDING_NONE, SHIM_ENDING_DEADLINE)) {

@@ -15,6 +15,14 @@ enum stop_ending shim_ending_state(void);
  * through exit(3); another reader thread that gets here too waits for the
  * end. */
 void shim_ending_stop_now(const char *why) __attribute__((noreturn));
+/* The same stop, but the caller takes the exit: everything the process
+ * leaves behind is written (job record, summary, exit event) and the
+ * function returns; the caller must then exit with 143 (the Python glue
+ * raises SystemExit(143), so that the interpreter's buffers, finally
+ * blocks and atexit handlers run, which exit(3) from inside a call made
+ * by the interpreter would skip).  The atexit hook then finds the ending
+ * written and the status left as it is. */
+void shim_ending_stop_by_caller(const char *why);
 /* The deadline's worker thread: the stop could not wait longer.  Writes
  * the job record and ends the process with 143, unless the process is
  * ending by itself already (then it returns). */

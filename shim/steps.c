@@ -34,6 +34,8 @@
 #include <unistd.h>
 
 #include "dataset_view.h"
+#include "previous_gradients.h"
+#include "vector_norm.h"
 #include "log.h"
 #include "real_functions.h"
 #include "shim.h"
@@ -341,23 +343,30 @@ static void shim_note_agreed_stop(void)
         shim_signals_stop_agreed(shim_monitor.exit_agreed_at, shim_monitor.drain_seconds);
 }
 
-void shim_steps_boundary(void)
+/* The boundary's work, under the lock; `reported_local_batch` > 0 is the
+ * step's batch as the trainer told it (shim_steps_reported_boundary).
+ * Returns whether every replica stops here, with the reason in *why. */
+static enum step_action shim_steps_take_boundary(uint64_t reported_local_batch,
+                                                 const char **why)
 {
-    if (!shim_steps_are_synchronized())
-        return;
     shim_guard_enter();
     shim_steps_lock();
     double started = shim_now();
     shim_measure_restart_cost();
-    shim_decisions_at_boundary(started, shim_declared_local_batch);
+    shim_decisions_at_boundary(started, reported_local_batch > 0 ? reported_local_batch
+                                                                 : shim_declared_local_batch);
+    uint64_t consumed = shim_steps_train_records_consumed();
+    if (reported_local_batch > 0 && shim_monitor.in_step)
+        step_monitor_set_step_records(&shim_monitor, consumed, reported_local_batch);
     /* a step that consumed no record the shim could see (the trainer
      * holds its data in memory) used the batch size it was given */
-    if (shim_monitor.in_step && shim_declared_local_batch > 0 &&
-        shim_steps_train_records_consumed() == shim_monitor.records_at_step_start)
+    else if (shim_monitor.in_step && shim_declared_local_batch > 0 &&
+             consumed == shim_monitor.records_at_step_start) {
         __atomic_add_fetch(&shim_records_without_reads, shim_declared_local_batch,
                            __ATOMIC_RELAXED);
-    enum step_action action = step_monitor_boundary(&shim_monitor, started,
-                                                    shim_steps_train_records_consumed(),
+        consumed += shim_declared_local_batch;
+    }
+    enum step_action action = step_monitor_boundary(&shim_monitor, started, consumed,
                                                     shim_stop_signal != 0,
                                                     shim_decisions_restart_requested());
     if (shim_monitor.has_last)
@@ -369,12 +378,75 @@ void shim_steps_boundary(void)
         log_warn("%s", message);
     shim_note_agreed_stop();
     shim_overhead_seconds += shim_now() - started;
-    bool restart_agreed = shim_monitor.restart_agreed;
+    *why = shim_monitor.restart_agreed ? shim_decisions_restart_reason()
+                                       : "every replica agreed to stop at this step";
     shim_steps_unlock();
     shim_guard_leave();
-    if (action == STEP_STOP)
-        shim_ending_stop_now(restart_agreed ? shim_decisions_restart_reason()
-                                                  : "every replica agreed to stop at this step");
+    return action;
+}
+
+void shim_steps_boundary(void)
+{
+    if (!shim_steps_are_synchronized())
+        return;
+    const char *why;
+    if (shim_steps_take_boundary(0, &why) == STEP_STOP)
+        shim_ending_stop_now(why);
+}
+
+bool shim_steps_reported_boundary(uint64_t local_batch)
+{
+    if (!shim_steps_are_synchronized())
+        return false;
+    const char *why;
+    if (shim_steps_take_boundary(local_batch, &why) != STEP_STOP)
+        return false;
+    shim_ending_stop_by_caller(why);
+    return true;
+}
+
+/* The step's "communicator" for pieces a trainer's process reports: one
+ * address, so that the step is one run of pieces as under MPI. */
+static const char shim_reported_communicator[] = "reported by the trainer's process";
+
+void shim_steps_reported_gradient(double local_sqr, double mean_sqr, double sync_seconds,
+                                  double norm_seconds, bool measured)
+{
+    shim_guard_enter();
+    shim_steps_lock();
+    if (measured)
+        step_monitor_gradient(&shim_monitor, shim_reported_communicator, local_sqr, mean_sqr,
+                              sync_seconds, norm_seconds);
+    else
+        step_monitor_gradient_unmeasured(&shim_monitor, shim_reported_communicator,
+                                         sync_seconds);
+    shim_steps_unlock();
+    shim_steps_note_training();
+    shim_guard_leave();
+}
+
+/* K = 1: the difference estimator pairs each gradient piece with the same
+ * piece of the previous step, as the MPI layer does for a world of one. */
+static struct previous_gradients shim_reported_previous_gradients;
+
+void shim_steps_reported_single_replica_piece(const void *gradient, size_t count,
+                                              size_t element)
+{
+    shim_guard_enter();
+    shim_steps_lock();
+    double started = shim_now();
+    double squared = element == sizeof(float) ? squared_norm_float(gradient, count)
+                                              : squared_norm_double(gradient, count);
+    double mean_sqr;
+    bool valid = previous_gradients_pair(&shim_reported_previous_gradients,
+                                         (size_t)shim_monitor.gradient_pieces, gradient, count,
+                                         element, shim_monitor.boundaries + 1, &mean_sqr);
+    step_monitor_gradient_pair(&shim_monitor, mean_sqr, valid);
+    step_monitor_gradient(&shim_monitor, shim_reported_communicator, squared, squared, 0.0,
+                          shim_now() - started);
+    shim_steps_unlock();
+    shim_steps_note_training();
+    shim_guard_leave();
 }
 
 /* Without MPI a step is the time between two train-batch reads, on any

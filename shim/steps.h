@@ -42,6 +42,21 @@ void shim_steps_start_synchronized(struct piggyback_transport transport, uint32_
 /* A step boundary reached inside an interposed call, before that call does
  * anything; does not return when every replica stops here. */
 void shim_steps_boundary(void);
+/* The same boundary made by a trainer's process that reports its steps
+ * (the Python glue, at each optimizer step): `local_batch` > 0 is the
+ * step's batch as the trainer told it.  Returns true when every replica
+ * stops here: the ending is written and the caller exits with 143. */
+bool shim_steps_reported_boundary(uint64_t local_batch);
+/* A gradient piece of the step in progress as the trainer's process
+ * measured it: |own gradient|^2, |gradient averaged over replicas|^2, the
+ * seconds its reduction and the measuring took; `measured` false: a piece
+ * whose norms are unknown (the step stays out of the statistics). */
+void shim_steps_reported_gradient(double local_sqr, double mean_sqr, double sync_seconds,
+                                  double norm_seconds, bool measured);
+/* K = 1: a gradient piece (`count` elements of `element` bytes, 4 or 8),
+ * for the difference estimator over consecutive steps. */
+void shim_steps_reported_single_replica_piece(const void *gradient, size_t count,
+                                              size_t element);
 /* At MPI_Finalize: the last step's sums, still in flight, are completed
  * and published like any agreed step's. */
 void shim_steps_drain_last_step(void);
