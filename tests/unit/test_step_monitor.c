@@ -438,6 +438,7 @@ Test(step_monitor, the_median_step_time_leaves_out_the_first_step)
                                     records += 16);
     cr_expect(fabs(step_monitor_median_step_time(monitor) - 0.0015) < 1e-9, "%g",
               step_monitor_median_step_time(monitor));
+}
 
 /* A single process without a collective library agrees with itself: the
  * loopback hands back what it posted, so a stop requested at one boundary
