@@ -360,31 +360,44 @@ static size_t launches(const char *out, unsigned *batch, double *lr, size_t capa
     return count;
 }
 
-Test(torch_statistics, a_decision_restarts_the_job_with_a_new_batch_size_and_lr,
-     .timeout = 400)
+/* A job under adaptdl-wrap with batch-size control: its decision restarts
+ * it (143) with a larger --batch-size and the linear rule's --lr.  One
+ * replica runs directly; several under --launcher torch, each printing the
+ * same line per launch (so equal neighbours are one launch). */
+static void expect_a_decision_restart(const char *replicas, const char *initial_global)
 {
     skip_without_torch();
     const char *directory = harness_temp_dir();
-    char state[600], save[600], checkpoint[600];
+    char state[600], save[600], checkpoint[600], batch_size[64];
     snprintf(state, sizeof state, "ADAPTDL_CHECKPOINT_PATH=%s/state", directory);
     snprintf(save, sizeof save, "ADAPTDL_SAVE=%s/ck*", directory);
     snprintf(checkpoint, sizeof checkpoint, "%s/ck.pt", directory);
+    snprintf(batch_size, sizeof batch_size, "ADAPTDL_BATCH_SIZE=%s", initial_global);
     char *environment[] = {state, save, "ADAPTDL_BSZ_ARG=argv:--batch-size",
                            "ADAPTDL_LR_ARG=argv:--lr", "ADAPTDL_LR_RULE=linear",
-                           "ADAPTDL_BATCH_SIZE=8", "ADAPTDL_MAX_BATCH_SIZE=256",
+                           batch_size, "ADAPTDL_MAX_BATCH_SIZE=256",
                            "ADAPTDL_DECIDE_SECONDS=0.3", "ADAPTDL_PAYBACK_SECONDS=100000",
                            "ADAPTDL_LOG=info", NULL};
     char *trainer = strdup(harness_build_path("trainers/torch_linear_ddp.py"));
-    char *argv[] = {(char *)harness_build_path("adaptdl-wrap"), "-n", "1", "--", PYTHON,
-                    trainer, "--batch-size", "8", "--lr", "0.01", "--steps", "4000",
-                    "--checkpoint", checkpoint, "--checkpoint-every", "20", NULL};
+    char *argv[] = {(char *)harness_build_path("adaptdl-wrap"), "-n", (char *)replicas,
+                    "--launcher", "torch", "--", PYTHON, trainer, "--batch-size", "8", "--lr",
+                    "0.01", "--steps", "4000", "--checkpoint", checkpoint,
+                    "--checkpoint-every", "20", NULL};
+    if (strcmp(replicas, "1") == 0) {   /* one replica: run directly, no launcher */
+        memmove(&argv[3], &argv[5], (sizeof argv / sizeof argv[0] - 5) * sizeof argv[0]);
+    }
     struct run_result result;
     int status = harness_run(&result, argv, environment, false, 360);
     cr_assert_eq(status, 0, "%s\n%s\n%s", harness_describe_status(status), result.out,
                  result.err);
-    unsigned batch[16];
-    double lr[16];
-    size_t count = launches(result.out, batch, lr, 16);
+    unsigned batch[64];
+    double lr[64];
+    size_t lines = launches(result.out, batch, lr, 64), count = 0;
+    for (size_t i = 0; i < lines; i++)
+        if (count == 0 || batch[i] != batch[count - 1] || lr[i] != lr[count - 1]) {
+            batch[count] = batch[i];
+            lr[count++] = lr[i];
+        }
     cr_assert_geq(count, 2, "no restart:\n%s\n%s", result.out, result.err);
     cr_expect_eq(batch[0], 8);
     cr_expect(batch[1] > 8, "the restart's batch size %u", batch[1]);
@@ -396,6 +409,18 @@ Test(torch_statistics, a_decision_restarts_the_job_with_a_new_batch_size_and_lr,
     run_result_free(&result);
     free(trainer);
     harness_remove_temp_dir(directory);
+}
+
+Test(torch_statistics, a_decision_restarts_the_job_with_a_new_batch_size_and_lr,
+     .timeout = 400)
+{
+    expect_a_decision_restart("1", "8");
+}
+
+Test(torch_statistics, a_decision_restarts_two_gloo_replicas_with_a_new_batch_size_and_lr,
+     .timeout = 400)
+{
+    expect_a_decision_restart("2", "16");
 }
 
 /* The processor seconds a run of argv took (it must exit 0). */
