@@ -87,17 +87,25 @@ static bool shim_ending_claim(int to)
 /* The shim itself is stopping the process (under shim_steps_lock). */
 static bool shim_stopping;
 
-void shim_ending_stop_now(const char *why)
+/* Marks the process as stopping and, the first time, writes what it
+ * leaves behind; false when another thread was first. */
+static bool shim_ending_begin_stop(const char *why, const char *how)
 {
     shim_steps_lock();
     bool first = !shim_stopping;
     shim_stopping = true;
     if (first) {
-        log_info("stopping: %s; exit status 143", why);
+        log_info("stopping: %s; exit status 143%s", why, how);
         if (shim_ending_claim(SHIM_ENDING_EXITING))
             shim_steps_write_ending(why, STOP_STATUS_RESTART);
     }
     shim_steps_unlock();
+    return first;
+}
+
+void shim_ending_stop_now(const char *why)
+{
+    bool first = shim_ending_begin_stop(why, "");
     /* Another reader thread reached a stop point too: one thread exits,
      * the others wait for the process to end (two exit(3) calls at once
      * would run the atexit handlers twice). */
@@ -110,15 +118,7 @@ void shim_ending_stop_now(const char *why)
 
 void shim_ending_stop_by_caller(const char *why)
 {
-    shim_steps_lock();
-    bool first = !shim_stopping;
-    shim_stopping = true;
-    if (first) {
-        log_info("stopping: %s; exit status 143 (the trainer's interpreter exits)", why);
-        if (shim_ending_claim(SHIM_ENDING_EXITING))
-            shim_steps_write_ending(why, STOP_STATUS_RESTART);
-    }
-    shim_steps_unlock();
+    shim_ending_begin_stop(why, " (the trainer's interpreter exits)");
 }
 
 void shim_ending_at_deadline(void)

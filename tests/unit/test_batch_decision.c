@@ -214,6 +214,28 @@ static void job_record_with_one_size(struct adaptdl_job_record *record, uint64_t
     record->restart_cost_seconds = 0; /* none measured yet: Pollux's 30 s */
 }
 
+/* Two local batches profiled (8 and 16 on 2 replicas), steps of
+ * `constant` + `per_record` seconds per local record, a restart cost of 3 s
+ * measured. */
+static struct step_profile two_sizes[2];
+
+static void job_record_with_two_sizes(struct adaptdl_job_record *record, double constant,
+                                      double per_record)
+{
+    job_record_init(record);
+    const uint64_t locals[] = {8, 16};
+    for (int i = 0; i < 2; i++) {
+        double step = constant + per_record * (double)locals[i];
+        two_sizes[i] = (struct step_profile){.nodes = 1, .replicas = 2, .local_bsz = locals[i],
+                                             .count = 40, .step_time_sum = 40 * step,
+                                             .sync_time_sum = 40 * 0.0005};
+    }
+    record->profiles = two_sizes;
+    record->profile_count = 2;
+    record->initial_global_bsz = 16;
+    record->restart_cost_seconds = 3.0;
+}
+
 Test(batch_decision, one_profiled_size_explores_twice_the_batch)
 {
     struct adaptdl_job_record record;
@@ -271,19 +293,7 @@ Test(batch_decision, a_restart_from_one_measured_size_goes_at_least_twice_as_far
 Test(batch_decision, a_restart_goes_at_most_four_times_beyond_the_measured_batches)
 {
     struct adaptdl_job_record record;
-    job_record_init(&record);
-    static struct step_profile two[2];
-    const uint64_t locals[] = {8, 16};
-    for (int i = 0; i < 2; i++) {
-        double step = 0.100 + 0.00078 * (double)locals[i];
-        two[i] = (struct step_profile){.nodes = 1, .replicas = 2, .local_bsz = locals[i],
-                                       .count = 40, .step_time_sum = 40 * step,
-                                       .sync_time_sum = 40 * 0.0005};
-    }
-    record.profiles = two;
-    record.profile_count = 2;
-    record.initial_global_bsz = 16;
-    record.restart_cost_seconds = 3.0;
+    job_record_with_two_sizes(&record, 0.100, 0.00078);
     struct batch_decision_inputs inputs = inputs_for(&record, 1.0, 100000.0, 16);
     struct batch_decision decision = decide(&inputs);
     cr_expect(decision.restart, "%s", batch_decision_reason_text(decision.reason));
@@ -352,20 +362,8 @@ Test(batch_decision, exploration_needs_trusted_statistics_and_room)
 Test(batch_decision, two_profiled_sizes_leave_the_choice_to_the_model)
 {
     struct adaptdl_job_record record;
-    job_record_init(&record);
-    static struct step_profile two[2];
-    const uint64_t locals[] = {8, 16};
-    for (int i = 0; i < 2; i++) {
-        /* compute all per sample: larger batches buy no throughput */
-        double step = 0.0125 * (double)locals[i];
-        two[i] = (struct step_profile){.nodes = 1, .replicas = 2, .local_bsz = locals[i],
-                                       .count = 40, .step_time_sum = 40 * step,
-                                       .sync_time_sum = 40 * 0.0005};
-    }
-    record.profiles = two;
-    record.profile_count = 2;
-    record.initial_global_bsz = 16;
-    record.restart_cost_seconds = 3.0;
+    /* compute all per sample: larger batches buy no throughput */
+    job_record_with_two_sizes(&record, 0.0, 0.0125);
     struct batch_decision_inputs inputs = inputs_for(&record, 1.59, 22.96, 8);
     struct batch_decision decision = decide(&inputs);
     cr_expect_neq(decision.reason, BATCH_DECISION_EXPLORE);

@@ -79,19 +79,31 @@ Test(collective_cycle, the_per_call_rule_alone_splits_train_dp_in_two)
     cr_expect_eq(run.gradient_elements, 16384 + 1728, "the user's minimum decides the pieces");
 }
 
-Test(collective_cycle, a_small_model_has_gradients_and_steps)
+/* Small models without settings: each iteration is one step, its gradient
+ * a piece, its loss none (a 16-parameter model and its loss; the
+ * time-to-target benchmark's 9-float gradient and its loss reduced with its
+ * record count, 2 doubles, whose squares would swamp the gradient's norms). */
+Test(collective_cycle, small_gradients_are_found_and_their_losses_left_out)
 {
-    /* a 16-parameter model: its gradient, then its loss */
-    static const struct collective_call small[] = {FLOAT_SUM(16), DOUBLE_SUM(1)};
-    struct collective_cycle cycle;
-    collective_cycle_init(&cycle, 1024, false);
-    run_iterations(&cycle, small, 2, 2);
-    struct run run = run_iterations(&cycle, small, 2, 50);
-    cr_expect_eq(run.boundaries, 50);
-    cr_expect_eq(run.gradient_pieces, 50);
-    cr_expect_eq(run.gradient_elements, 16);
-    char message[512];
-    cr_expect_not(collective_cycle_missing_gradient(&cycle, 100.0, message, sizeof message));
+    static const struct {
+        struct collective_call calls[2];
+        int64_t gradient_elements;
+    } cases[] = {
+        {{FLOAT_SUM(16), DOUBLE_SUM(1)}, 16},
+        {{FLOAT_SUM(9), DOUBLE_SUM(2)}, 9},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct collective_cycle cycle;
+        collective_cycle_init(&cycle, 1024, false);
+        run_iterations(&cycle, cases[i].calls, 2, 2);
+        struct run run = run_iterations(&cycle, cases[i].calls, 2, 50);
+        cr_expect_eq(run.boundaries, 50, "case %zu", i);
+        cr_expect_eq(run.gradient_pieces, 50, "case %zu", i);
+        cr_expect_eq(run.gradient_elements, cases[i].gradient_elements, "case %zu", i);
+        char message[512];
+        cr_expect_not(collective_cycle_missing_gradient(&cycle, 100.0, message,
+                                                        sizeof message));
+    }
 }
 
 Test(collective_cycle, the_boundary_comes_after_the_last_gradient_piece)
@@ -206,21 +218,6 @@ Test(collective_cycle, a_lone_small_gradient_is_a_piece_and_reads_end_its_steps)
     cr_expect_eq(run.boundaries, 0, "no boundary from the cycle");
     cr_expect(collective_cycle_locked(&cycle));
     cr_expect_not(collective_cycle_makes_boundaries(&cycle));
-}
-
-/* The time-to-target benchmark's trainer: a 9-float gradient, then its loss
- * reduced with its record count (2 doubles).  The loss is no gradient piece:
- * its square (and the count's) would swamp the gradient's norms. */
-Test(collective_cycle, a_loss_with_its_count_beside_a_tiny_gradient_is_left_out)
-{
-    static const struct collective_call calls[] = {FLOAT_SUM(9), DOUBLE_SUM(2)};
-    struct collective_cycle cycle;
-    collective_cycle_init(&cycle, 1024, false);
-    run_iterations(&cycle, calls, 2, 2);
-    struct run run = run_iterations(&cycle, calls, 2, 30);
-    cr_expect_eq(run.gradient_pieces, 30);
-    cr_expect_eq(run.gradient_elements, 9);
-    cr_expect_eq(run.boundaries, 30);
 }
 
 /* The time-to-target benchmark's trainer validates every 32 steps: 32 x
