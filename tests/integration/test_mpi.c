@@ -732,7 +732,10 @@ Test(mpi, more_outstanding_gradients_than_the_table_holds_warn_once, .timeout = 
  * ADAPTDL_DATA set (shard and shuffle by default).  Both readings of a rank
  * must be the same view (else it reads more lines than it counted, or
  * fewer, and says so with status 3), and the two ranks' views are the two
- * halves of the file; then it trains with six all-reduces a step. */
+ * halves of the file; then it trains with train_dp's six all-reduces a
+ * step (a loss of 1 float, then 432, 16384, 64, 1728 and 27), which the
+ * shim counts, without any setting, as one step per iteration (the per-call
+ * rule of ADAPTDL_GRAD_MIN made two: its small bias gradients end a run). */
 Test(mpi, a_loader_that_counts_rewinds_and_reads_again_gets_its_half_both_times,
      .timeout = 120)
 {
@@ -746,8 +749,8 @@ Test(mpi, a_loader_that_counts_rewinds_and_reads_again_gets_its_half_both_times,
     char *trainer = strdup(harness_build_path("trainers/count_rewind_mpi"));
     char *argv[] = {"/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe",
                     "--mca", "btl_vader_single_copy_mechanism", "none", "-np", "2",
-                    "-x", preload, "-x", data_setting, trainer, "--data", data, "--steps", "20",
-                    NULL};
+                    "-x", preload, "-x", data_setting, "-x", "ADAPTDL_LOG=info", trainer,
+                    "--data", data, "--steps", "20", NULL};
     char *out = harness_path_in(directory, "out");
     pid_t pid = harness_start_mpirun(argv, out);
     int status = harness_wait(pid, 100);
@@ -781,6 +784,16 @@ Test(mpi, a_loader_that_counts_rewinds_and_reads_again_gets_its_half_both_times,
     cr_expect_leq(both, 1, "%zu lines read by both ranks (padding allows 1)", both);
     cr_expect_eq(twice, 0);
     cr_expect_eq(harness_count_occurrences(text, " done\n"), 2, "%s", text);
+    /* 20 iterations: two before the cycle is seen twice (two steps each by
+     * the per-call rule), then one each */
+    char *log = harness_read_output(err_path);
+    for (const char *summary = strstr(log, "restarts, "); summary != NULL;
+         summary = strstr(summary + 1, "restarts, ")) {
+        unsigned long steps = strtoul(summary + strlen("restarts, "), NULL, 10);
+        cr_expect(steps >= 20 && steps <= 23, "%lu steps for 20 iterations:\n%s", steps, log);
+    }
+    cr_expect_eq(harness_count_occurrences(log, "restarts, "), 2, "a summary per rank:\n%s", log);
+    free(log);
     free(text);
     free(err_path);
     free(out);

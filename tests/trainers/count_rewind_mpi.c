@@ -14,8 +14,10 @@
  * exit 3 too, and so is a line other than the first reading's at its place
  * (its lengths would not be the ones it sized for); fclose.  Each line is
  * "<id>\t<text>".  A step is six MPI_Allreduce(MPI_IN_PLACE, float,
- * MPI_SUM) on a communicator of its own (MPI_Comm_create), of 432, 64, 27,
- * 2048, 2048 and 2048 floats, as train_dp's gradients and loss are.
+ * MPI_SUM) on a communicator of its own (MPI_Comm_create), in train_dp's
+ * order and sizes: its loss (1 float), then the gradients of its embedding
+ * (432), fc_1 (16384 weights, 64 biases) and fc_2 (1728 weights, 27
+ * biases).
  *
  * With --steps (train_dp as it is): after MPI_Init the loader runs once; it
  * prints "rank R line ID" per line of its second reading, then S steps over
@@ -168,7 +170,7 @@ static uint64_t *read_lines_twice(const char *path, size_t *count_out)
 static void reduce_one_step(const struct data_parallel *group, float *gradient,
                             const uint64_t *lines, size_t count, uint64_t offset)
 {
-    static const int piece_sizes[] = {432, 64, 27, 2048, 2048, 2048};
+    static const int piece_sizes[] = {1, 432, 16384, 64, 1728, 27};
     for (size_t piece = 0; piece < sizeof piece_sizes / sizeof piece_sizes[0]; piece++) {
         for (int i = 0; i < piece_sizes[piece]; i++)
             gradient[i] = (float)((lines[(offset + (uint64_t)i) % (count ? count : 1)] % 7) + 1);
@@ -286,7 +288,7 @@ int main(int argc, char **argv)
         trainer_die(1, "MPI_Init failed");
     struct data_parallel group;
     data_parallel_create(&group);
-    float *gradient = trainer_allocate_zeroed(2048 * sizeof *gradient);
+    float *gradient = trainer_allocate_zeroed(16384 * sizeof *gradient);
     if (o.steps > 0)
         train_fixed_steps(&o, &group, gradient);
     else
