@@ -355,6 +355,11 @@ def main():
     else:
         expect(False, "unknown scenario %s" % scenario)
     print("rank %d %s" % (rank, "failed" if failures else "ok"), flush=True)
+    # a process group left to the interpreter's exit can abort the process
+    # in gloo's threads ("terminate called without an active exception")
+    if "torch" in sys.modules and sys.modules["torch"].distributed.is_initialized():
+        sys.modules["torch"].distributed.barrier()
+        sys.modules["torch"].distributed.destroy_process_group()
     return 1 if failures else 0
 
 
