@@ -14,6 +14,8 @@
  *     wrapper relaunches it on both hosts, and it resumes exactly: every
  *     epoch's records trained once.
  *
+ * After each job no process is left on any host.
+ *
  * The tests need root (namespaces) and /usr/bin/python3 with torch;
  * elsewhere each says why in one line and is skipped.  The hosts are
  * removed when a test ends, passed or not. */
@@ -144,6 +146,30 @@ static int host_of_rank(const char *out, unsigned rank, unsigned nth, pid_t *pid
     return harness_hosts_index(&hosts, address);
 }
 
+/* No process is left in any host's namespace once the job ended (polled,
+ * at most 60 s): the launcher ended its remote replicas and agents.  What
+ * is left is named, then removed with the hosts. */
+static void expect_nothing_left_on_the_hosts(void)
+{
+    for (unsigned host = 0; host < hosts.count; host++) {
+        char *argv[] = {"/bin/sh", "-c", "exec ip netns pids \"$0\"", hosts.namespaces[host],
+                        NULL};
+        double give_up = harness_monotonic_seconds() + 60;
+        struct run_result result;
+        for (;;) {
+            harness_run(&result, argv, NULL, false, 30);
+            bool empty = result.status == 0 && result.out[0] == '\0';
+            if (empty || harness_monotonic_seconds() > give_up)
+                break;
+            run_result_free(&result);
+            usleep(20000);
+        }
+        cr_expect(result.status == 0 && result.out[0] == '\0',
+                  "processes left on host %u after the job: %s%s", host, result.out, result.err);
+        run_result_free(&result);
+    }
+}
+
 Test(torch_hosts, a_two_host_job_runs_one_replica_a_host_with_disjoint_views_that_cover_the_data,
      .timeout = 300, .fini = hosts_down)
 {
@@ -199,6 +225,7 @@ Test(torch_hosts, a_two_host_job_runs_one_replica_a_host_with_disjoint_views_tha
     cr_expect(strstr(err, "[r1 p") != NULL, "rank 1 logs as rank 1: %s", err);
     free(out);
     free(err);
+    expect_nothing_left_on_the_hosts();
 }
 
 /* Rank 1, on the second host, is killed with SIGKILL once the job passed
@@ -273,4 +300,5 @@ Test(torch_hosts, a_replica_killed_on_one_host_stops_the_job_and_the_relaunch_re
     free(first);
     free(out);
     free(err);
+    expect_nothing_left_on_the_hosts();
 }
