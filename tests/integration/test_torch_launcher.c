@@ -560,3 +560,22 @@ Test(torch_launcher, a_killed_launcher_leaves_no_remote_replica_running, .timeou
         cr_expect(!running, "replica %u outlived its launcher", rank);
     }
 }
+
+/* --mpirun-arg with --launcher torch, where no mpirun runs, is one line
+ * and status 2, not an argument dropped without a word (a -x meant for
+ * other hosts would never reach them). */
+Test(torch_launcher, an_mpirun_argument_is_refused_with_the_torch_launcher, .timeout = 60)
+{
+    char *wrapper = strdup(harness_build_path("adaptdl-wrap"));
+    char *argv[] = {wrapper, "--launcher", "torch", "-n", "2", "--mpirun-arg", "-x",
+                    "--mpirun-arg", "GLOO_SOCKET_IFNAME", "--", "/bin/true", NULL};
+    struct run_result result;
+    harness_run(&result, argv, (char *[]){NULL}, false, 30);
+    cr_expect_eq(result.status, 2, "%s: %s", harness_describe_status(result.status),
+                 result.err);
+    cr_expect(strstr(result.err, "--mpirun-arg is not accepted with --launcher torch") != NULL,
+              "%s", result.err);
+    cr_expect_eq(harness_count_occurrences(result.err, "\n"), 1, "one line: %s", result.err);
+    run_result_free(&result);
+    free(wrapper);
+}
