@@ -29,7 +29,9 @@
  * through the agent command (default "ssh", split at spaces, as Open MPI's
  * plm_rsh_agent): `AGENT HOST 'SHELL COMMAND'`.  The remote command changes
  * to this launcher's directory (a shared file system is assumed, as for the
- * shim's state), sets the variables, and runs the replica with a small
+ * shim's state), sets the variables (ADAPTDL_*, PYTHONPATH,
+ * GLOO_SOCKET_IFNAME, TP_SOCKET_IFNAME, NCCL_SOCKET_IFNAME, -x ones and the
+ * replica's place), and runs the replica with a small
  * reader of its standard input beside it: each line the launcher writes
  * there is a signal name sent to the replica, and the end of the input
  * (the launcher or the agent died) kills it.  MASTER_ADDR is then the first
@@ -113,7 +115,8 @@ static void print_help(void)
            "  --grace SECONDS       how long replicas may take to stop before the next, harder\n"
            "                        signal (default %.0f)\n"
            "  -x NAME[=VALUE]       one more variable for remote replicas (local ones get the\n"
-           "                        whole environment)\n\n"
+           "                        whole environment; remote ones get ADAPTDL_*, PYTHONPATH,\n"
+           "                        GLOO_SOCKET_IFNAME, TP_SOCKET_IFNAME, NCCL_SOCKET_IFNAME)\n\n"
            "SIGUSR1/SIGUSR2 are forwarded to every replica; SIGTERM/SIGINT/SIGHUP stop them at\n"
            "once (SIGTERM, SIGKILL after the grace).  Exit status: 0 when every replica\n"
            "finished; the status of the first replica that crashed (the others are stopped);\n"
@@ -345,15 +348,32 @@ static char **local_environment(const struct replica_settings *job,
 
 /* --- remote command lines ------------------------------------------------------- */
 
+/* What picks the network the replicas' collectives use: a remote shell
+ * such as ssh passes no variable on, and a replica that binds gloo to the
+ * address its host name resolves to (often 127.0.1.1 on Debian) cannot be
+ * reached by the others; set once here, the name reaches every host. */
+static const char *const network_variables[] = {"GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME",
+                                                "NCCL_SOCKET_IFNAME", NULL};
+
+static bool is_network_variable(const char *item)
+{
+    for (size_t i = 0; network_variables[i] != NULL; i++)
+        if (variable_named(item, network_variables[i]))
+            return true;
+    return false;
+}
+
 /* The line for the remote shell (runtime/remote_command.h): every ADAPTDL_*
- * variable, PYTHONPATH, the -x ones, the replica's place and the preload. */
+ * variable, PYTHONPATH, the network ones above, the -x ones, the replica's
+ * place and the preload. */
 static char *remote_replica_line(const struct launch_options *options,
                                  const struct replica_settings *job,
                                  const struct replica_place *place)
 {
     struct variable_list list = {0};
     for (char **item = environ; *item != NULL; item++)
-        if (strncmp(*item, "ADAPTDL_", 8) == 0 || variable_named(*item, "PYTHONPATH"))
+        if (strncmp(*item, "ADAPTDL_", 8) == 0 || variable_named(*item, "PYTHONPATH") ||
+            is_network_variable(*item))
             list_push(&list, *item);
     for (size_t i = 0; i < options->extra_count; i++) {
         const char *extra = options->extra[i];

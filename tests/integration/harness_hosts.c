@@ -61,6 +61,14 @@ void harness_hosts_up(struct harness_hosts *hosts, unsigned count, unsigned slot
     fclose(list);
     free(list_path);
 
+    char *interface_path = harness_path_in(hosts->directory, "interface");
+    char *interface = harness_read_file(interface_path, NULL);
+    cr_assert_not_null(interface, "%s", interface_path);
+    interface[strcspn(interface, "\n")] = '\0';
+    snprintf(hosts->interface, sizeof hosts->interface, "%s", interface);
+    free(interface);
+    free(interface_path);
+
     char *environment_path = harness_path_in(hosts->directory, "mpi.env");
     char *text = harness_read_file(environment_path, NULL);
     cr_assert_not_null(text, "%s", environment_path);

@@ -17,6 +17,7 @@ struct harness_hosts {
     unsigned count;
     char addresses[HARNESS_HOSTS_MAX][32];
     char namespaces[HARNESS_HOSTS_MAX][64];
+    char interface[32];                /* each host's interface: one name for all */
     /* what Open MPI needs to reach the hosts ("NAME=VALUE"), NULL-ended,
      * with Open MPI's consent to run as root */
     char *mpi_environment[12];

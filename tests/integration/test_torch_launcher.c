@@ -392,8 +392,9 @@ Test(torch_launcher, the_decided_batch_size_and_lr_reach_the_python_trainer, .ti
 
 /* With a hostfile, replicas fill the hosts' slots in order; the host that
  * is this machine runs its replica directly, the other one is reached
- * through --agent (here a fake that runs the command line here, as ssh
- * would run it there).  Every replica gets torchrun's numbers per host;
+ * through --agent (here a fake that runs the command line here with no
+ * variable of the launcher's, as ssh would run it there).  Every replica
+ * gets torchrun's numbers per host and GLOO_SOCKET_IFNAME;
  * the stop goes through the agent's control channel.  Needs no torch. */
 Test(torch_launcher, a_hostfile_spreads_replicas_over_an_agent_and_stops_reach_them,
      .timeout = 120)
@@ -404,21 +405,22 @@ Test(torch_launcher, a_hostfile_spreads_replicas_over_an_agent_and_stops_reach_t
     cr_assert_eq(harness_write_file(hostfile, hosts, sizeof hosts - 1), 0);
     char body[1024];
     snprintf(body, sizeof body, "#!/bin/sh\necho \"$1\" >> %s/agent.log\nshift\n"
-             "exec /bin/sh -c \"$*\"\n", directory);
+             "exec env -i PATH=/usr/bin:/bin /bin/sh -c \"$*\"\n", directory);
     char *agent = harness_write_script(directory, "agent", body);
     snprintf(body, sizeof body,
              "#!/bin/sh\n"
              "trap 'echo stopped >> %s/stopped.$RANK; exit 143' USR1\n"
              "echo \"rank $RANK of $WORLD_SIZE local $LOCAL_RANK of $LOCAL_WORLD_SIZE group "
              "$GROUP_RANK master $MASTER_ADDR:$MASTER_PORT nodes ${ADAPTDL_NUM_NODES:-unset} "
-             "in $PWD\" > %s/place.$RANK\n"
+             "gloo ${GLOO_SOCKET_IFNAME:-unset} in $PWD\" > %s/place.$RANK\n"
              "while :; do sleep 0.02; done\n",
              directory, directory);
     char *job = harness_write_script(directory, "job", body);
     char *err = harness_path_in(directory, "err");
     char *argv[] = {strdup(harness_build_path("adaptdl-wrap")), "--launcher", "torch", "-n",
                     "3", "--hostfile", hostfile, "--agent", agent, "--", job, NULL};
-    pid_t pid = harness_start(argv, (char *[]){"ADAPTDL_SEED=1", NULL}, false, NULL, err);
+    pid_t pid = harness_start(argv, (char *[]){"ADAPTDL_SEED=1", "GLOO_SOCKET_IFNAME=eth9", NULL},
+                              false, NULL, err);
     char *place[3];
     bool started = true;
     for (unsigned rank = 0; rank < 3; rank++) {
@@ -447,7 +449,7 @@ Test(torch_launcher, a_hostfile_spreads_replicas_over_an_agent_and_stops_reach_t
         cr_expect(strncmp(place[rank], expected[rank], strlen(expected[rank])) == 0,
                   "rank %u: %s", rank, place[rank]);
         /* 1 + 2 replicas: WORLD_SIZE / LOCAL_WORLD_SIZE is no node count */
-        cr_expect(strstr(place[rank], " nodes 2 in ") != NULL, "%s", place[rank]);
+        cr_expect(strstr(place[rank], " nodes 2 gloo eth9 in ") != NULL, "%s", place[rank]);
         char in_directory[600], here[512] = "";
         cr_assert_not_null(getcwd(here, sizeof here));
         snprintf(in_directory, sizeof in_directory, " in %s\n", here);
@@ -557,4 +559,23 @@ Test(torch_launcher, a_killed_launcher_leaves_no_remote_replica_running, .timeou
             kill(replicas[rank], SIGKILL);
         cr_expect(!running, "replica %u outlived its launcher", rank);
     }
+}
+
+/* --mpirun-arg with --launcher torch, where no mpirun runs, is one line
+ * and status 2, not an argument dropped without a word (a -x meant for
+ * other hosts would never reach them). */
+Test(torch_launcher, an_mpirun_argument_is_refused_with_the_torch_launcher, .timeout = 60)
+{
+    char *wrapper = strdup(harness_build_path("adaptdl-wrap"));
+    char *argv[] = {wrapper, "--launcher", "torch", "-n", "2", "--mpirun-arg", "-x",
+                    "--mpirun-arg", "GLOO_SOCKET_IFNAME", "--", "/bin/true", NULL};
+    struct run_result result;
+    harness_run(&result, argv, (char *[]){NULL}, false, 30);
+    cr_expect_eq(result.status, 2, "%s: %s", harness_describe_status(result.status),
+                 result.err);
+    cr_expect(strstr(result.err, "--mpirun-arg is not accepted with --launcher torch") != NULL,
+              "%s", result.err);
+    cr_expect_eq(harness_count_occurrences(result.err, "\n"), 1, "one line: %s", result.err);
+    run_result_free(&result);
+    free(wrapper);
 }

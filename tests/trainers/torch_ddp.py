@@ -16,7 +16,8 @@ file's size, built anew every epoch, the file opened lazily, one seek and
 read per record).
 
 Prints on stdout, first, "rank R of W local L of LW batch size B lr LR pid
-P parent PP" (what the launcher and the shim gave it).  --log PATTERN ("%r":
+P parent PP host H gloo interface I" (what the launcher and the shim gave
+it; H: the host name, I: GLOO_SOCKET_IFNAME or "-").  --log PATTERN ("%r":
 the rank, "%n": ADAPTDL_NUM_RESTARTS, the run) is the rank's record stream,
 appended to: "starting fresh" or "resumed at
 step S epoch E", "epoch E record ID" for each record of a step once the
@@ -31,6 +32,7 @@ the crash happens once.
 """
 import argparse
 import os
+import socket
 import sys
 import time
 
@@ -102,7 +104,9 @@ def main():
     world = dist.get_world_size() if distributed else 1
     print(f"rank {rank} of {world} local {os.environ.get('LOCAL_RANK', '0')} of "
           f"{os.environ.get('LOCAL_WORLD_SIZE', '1')} batch size {arguments.batch_size} "
-          f"lr {arguments.lr:g} pid {os.getpid()} parent {os.getppid()}", flush=True)
+          f"lr {arguments.lr:g} pid {os.getpid()} parent {os.getppid()} "
+          f"host {socket.gethostname()} gloo interface "
+          f"{os.environ.get('GLOO_SOCKET_IFNAME', '-')}", flush=True)
     stream = RecordStream(arguments.log, rank)
 
     dim = RecordFile(arguments.data).dim
