@@ -10,9 +10,12 @@ on random in-memory data: DistributedDataParallel over gloo when
 WORLD_SIZE > 1 (MASTER_ADDR, MASTER_PORT, RANK set), one plain process
 otherwise.  Run it plain and with the library preloaded and the project's
 Python directory on PYTHONPATH (then the DDP hook, the step reduction or
-the single-process measurement run at every step); the runner alternates
-the two and prints the ratio.  Rank 0 prints "step_seconds S", the median
-time of the steps after the warm-up.
+the single-process measurement run); the runner alternates
+the two and prints the ratio.  Rank 0 prints "step_seconds S cpu_seconds
+C": the mean wall time of the steps after the warm-up (every step, so
+periodic work is paid for) and the process's CPU time per step (all its
+threads, gloo's included), which a machine busy with other work disturbs
+less.
 """
 import argparse
 import os
@@ -47,17 +50,20 @@ def main():
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     inputs = torch.randn(arguments.batch, 64)
     labels = torch.randint(0, 10, (arguments.batch,))
-    started = 0.0
+    started = cpu_started = 0.0
     for step in range(arguments.warmup + arguments.steps):
         if step == arguments.warmup:
             started = time.perf_counter()
+            cpu_started = time.process_time()
         optimizer.zero_grad()
         loss = torch.nn.functional.cross_entropy(model(inputs), labels)
         loss.backward()
         optimizer.step()
     elapsed = time.perf_counter() - started
+    cpu = time.process_time() - cpu_started
     if rank == 0:
-        print(f"step_seconds {elapsed / arguments.steps:.9f}", flush=True)
+        print(f"step_seconds {elapsed / arguments.steps:.9f} "
+              f"cpu_seconds {cpu / arguments.steps:.9f}", flush=True)
     if world > 1:
         dist.destroy_process_group()
 
