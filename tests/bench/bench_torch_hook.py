@@ -4,6 +4,7 @@ cost of the transparent gradient statistics (SPEC §8.2, §10: a trainer's
 step time under the shim within 1% of without it).
 
     bench_torch_hook.py [--steps S=400] [--batch B=32] [--warmup W=50]
+                        [--comm-hook none|allreduce]
 
 A small MLP (64 -> 256 -> 256 -> 10, ReLU, cross-entropy) trained with SGD
 on random in-memory data: DistributedDataParallel over gloo when
