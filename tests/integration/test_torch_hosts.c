@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "harness_torch.h"
 #include "harness_hosts.h"
 
 #define DIM 4
@@ -40,37 +41,7 @@ static void hosts_down(void)
     harness_hosts_down(&hosts);
 }
 
-static void skip_without_torch(void)
-{
-    if (!harness_python_has("torch")) {
-        fprintf(stderr, "skipped: /usr/bin/python3 cannot import torch\n");
-        cr_skip_test("/usr/bin/python3 cannot import torch: torch_ddp.py not run");
-    }
-}
 
-/* A job of trainers/torch_ddp.py over the hosts: its data, state, the
- * wrapper's stdout and stderr, and the record stream of run N rank R in
- * DIR/log.N.R. */
-struct torch_hosts_job {
-    struct dataset_job job;
-    char *checkpoint, *out, *err, *log_pattern;
-};
-
-static void torch_hosts_job_init(struct torch_hosts_job *torch)
-{
-    dataset_job_init(&torch->job, RECORDS, DIM, 7);
-    torch->checkpoint = harness_path_in(torch->job.directory, "ck");
-    torch->out = harness_path_in(torch->job.directory, "out");
-    torch->err = harness_path_in(torch->job.directory, "err");
-    torch->log_pattern = harness_path_in(torch->job.directory, "log.%n.%r");
-}
-
-static char *log_path(const struct torch_hosts_job *torch, unsigned run, unsigned rank)
-{
-    char name[64];
-    snprintf(name, sizeof name, "log.%u.%u", run, rank);
-    return harness_path_in(torch->job.directory, name);
-}
 
 /* Starts `adaptdl-wrap --launcher torch -n 2 --hostfile HOSTS --agent
  * netns-rsh [--backoff 0.05] -- python3 torch_ddp.py ... TRAINER_OPTIONS`
@@ -80,7 +51,7 @@ static char *log_path(const struct torch_hosts_job *torch, unsigned run, unsigne
  * replicas a snapshot binds their in-order prefix, so a shuffled loader
  * would train again, never lose, what followed it (SPEC §4.1), and the
  * exactly-once count would not hold. */
-static pid_t start_torch_hosts_job(const struct torch_hosts_job *torch,
+static pid_t start_torch_hosts_job(const struct torch_job *torch,
                                    char *const trainer_options[])
 {
     char *agent = NULL;
@@ -173,10 +144,10 @@ static void expect_nothing_left_on_the_hosts(void)
 Test(torch_hosts, a_two_host_job_runs_one_replica_a_host_with_disjoint_views_that_cover_the_data,
      .timeout = 300, .fini = hosts_down)
 {
-    skip_without_torch();
+    torch_job_skip_without_torch();
     harness_hosts_up(&hosts, 2, 1);
-    struct torch_hosts_job torch;
-    torch_hosts_job_init(&torch);
+    struct torch_job torch;
+    torch_job_init(&torch, RECORDS, DIM, 7);
     pid_t pid = start_torch_hosts_job(&torch, NULL);
     int status = harness_wait(pid, 260);
     char *err = harness_read_output(torch.err);
@@ -197,7 +168,7 @@ Test(torch_hosts, a_two_host_job_runs_one_replica_a_host_with_disjoint_views_tha
     unsigned *counts = calloc(EPOCHS * RECORDS, sizeof *counts);
     for (unsigned rank = 0; rank < 2; rank++) {
         unsigned *mine = calloc(EPOCHS * RECORDS, sizeof *mine);
-        char *path = log_path(&torch, 0, rank);
+        char *path = torch_job_log_path(&torch, 0, rank);
         struct id_log log;
         harness_read_record_stream(path, &log);
         record_stream_count_until(&log, UINT64_MAX, mine, RECORDS, EPOCHS);
@@ -237,12 +208,12 @@ Test(torch_hosts, a_two_host_job_runs_one_replica_a_host_with_disjoint_views_tha
 Test(torch_hosts, a_replica_killed_on_one_host_stops_the_job_and_the_relaunch_resumes_exactly,
      .timeout = 300, .fini = hosts_down)
 {
-    skip_without_torch();
+    torch_job_skip_without_torch();
     harness_hosts_up(&hosts, 2, 1);
-    struct torch_hosts_job torch;
-    torch_hosts_job_init(&torch);
+    struct torch_job torch;
+    torch_job_init(&torch, RECORDS, DIM, 7);
     pid_t pid = start_torch_hosts_job(&torch, (char *[]){"--sleep-us", "20000", NULL});
-    char *first = log_path(&torch, 0, 1);
+    char *first = torch_job_log_path(&torch, 0, 1);
     bool reached = harness_wait_for_lines(first, "checkpoint step 8", 1, pid, 200);
     char *out = harness_read_output(torch.out);
     pid_t victim = 0;
@@ -275,12 +246,12 @@ Test(torch_hosts, a_replica_killed_on_one_host_stops_the_job_and_the_relaunch_re
      * relaunch resumed from; of the relaunch, everything */
     unsigned *counts = calloc(EPOCHS * RECORDS, sizeof *counts);
     uint64_t until = 0;
-    char *second = log_path(&torch, 1, 0);
+    char *second = torch_job_log_path(&torch, 1, 0);
     cr_assert(harness_resume_point(second, &until), "the relaunch printed where it started");
     cr_assert_gt(until, 0, "the relaunch resumed from a checkpoint");
     for (unsigned run = 0; run < 2; run++)
         for (unsigned rank = 0; rank < 2; rank++) {
-            char *path = log_path(&torch, run, rank);
+            char *path = torch_job_log_path(&torch, run, rank);
             struct id_log log;
             harness_read_record_stream(path, &log);
             cr_expect_gt(log.count, 0, "%s holds records", path);

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "harness_torch.h"
 #include "state_store.h"
 
 #define DIM 4
@@ -24,35 +25,7 @@
 #define EPOCHS 3
 #define MAX_RUNS 4
 
-static void skip_without_torch(void)
-{
-    if (!harness_python_has("torch"))
-        cr_skip_test("/usr/bin/python3 cannot import torch: torch_ddp.py not run");
-}
 
-/* A job of trainers/torch_ddp.py: its data, state and checkpoint settings,
- * the wrapper's stdout and stderr, and the record streams of run N rank R
- * in DIR/log.N.R. */
-struct torch_job {
-    struct dataset_job job;
-    char *checkpoint, *out, *err, *log_pattern;
-};
-
-static void torch_job_init(struct torch_job *torch)
-{
-    dataset_job_init(&torch->job, RECORDS, DIM, 5);
-    torch->checkpoint = harness_path_in(torch->job.directory, "ck");
-    torch->out = harness_path_in(torch->job.directory, "out");
-    torch->err = harness_path_in(torch->job.directory, "err");
-    torch->log_pattern = harness_path_in(torch->job.directory, "log.%n.%r");
-}
-
-static char *log_path(const struct torch_job *torch, unsigned run, unsigned rank)
-{
-    char name[64];
-    snprintf(name, sizeof name, "log.%u.%u", run, rank);
-    return harness_path_in(torch->job.directory, name);
-}
 
 /* Starts `adaptdl-wrap --launcher torch OPTIONS -- python3 torch_ddp.py
  * ... TRAINER_OPTIONS` with the job's settings plus `environment` (each
@@ -144,14 +117,14 @@ static void expect_each_record_trained_once(const struct torch_job *torch,
     for (unsigned run = 0; run < runs; run++) {
         uint64_t until = UINT64_MAX;
         if (run + 1 < runs) {
-            char *next = log_path(torch, run + 1, 0);
+            char *next = torch_job_log_path(torch, run + 1, 0);
             cr_assert(harness_resume_point(next, &until), "run %u printed where it started",
                       run + 1);
             cr_assert_gt(until, 0, "run %u resumed from a checkpoint", run + 1);
             free(next);
         }
         for (unsigned rank = 0; rank < replicas[run]; rank++) {
-            char *path = log_path(torch, run, rank);
+            char *path = torch_job_log_path(torch, run, rank);
             struct id_log log;
             harness_read_record_stream(path, &log);
             cr_expect_gt(log.count, 0, "%s holds records", path);
@@ -172,9 +145,9 @@ static void expect_each_record_trained_once(const struct torch_job *torch,
 
 Test(torch_launcher, two_replicas_see_disjoint_views_that_cover_the_data, .timeout = 240)
 {
-    skip_without_torch();
+    torch_job_skip_without_torch();
     struct torch_job torch;
-    torch_job_init(&torch);
+    torch_job_init(&torch, RECORDS, DIM, 5);
     pid_t pid = start_torch_job(&torch, (char *[]){"-n", "2", NULL}, NULL, NULL);
     int status = harness_wait(pid, 220);
     char *err = harness_read_output(torch.err);
@@ -192,7 +165,7 @@ Test(torch_launcher, two_replicas_see_disjoint_views_that_cover_the_data, .timeo
     unsigned *counts = calloc(EPOCHS * RECORDS, sizeof *counts);
     for (unsigned rank = 0; rank < 2; rank++) {
         unsigned *mine = calloc(EPOCHS * RECORDS, sizeof *mine);
-        char *path = log_path(&torch, 0, rank);
+        char *path = torch_job_log_path(&torch, 0, rank);
         struct id_log log;
         harness_read_record_stream(path, &log);
         record_stream_count_until(&log, UINT64_MAX, mine, RECORDS, EPOCHS);
@@ -230,12 +203,12 @@ Test(torch_launcher, two_replicas_see_disjoint_views_that_cover_the_data, .timeo
  * epoch is trained once. */
 Test(torch_launcher, sigterm_stops_every_replica_and_the_job_resumes_exactly, .timeout = 300)
 {
-    skip_without_torch();
+    torch_job_skip_without_torch();
     struct torch_job torch;
-    torch_job_init(&torch);
+    torch_job_init(&torch, RECORDS, DIM, 5);
     char *trainer_options[] = {"--sleep-us", "20000", "--shuffle", "0", NULL};
     pid_t pid = start_torch_job(&torch, (char *[]){"-n", "2", NULL}, trainer_options, NULL);
-    char *first = log_path(&torch, 0, 0);
+    char *first = torch_job_log_path(&torch, 0, 0);
     bool reached = harness_wait_for_lines(first, "checkpoint step 8", 1, pid, 200);
     kill(pid, SIGTERM);
     int status = harness_wait(pid, 120);
@@ -261,9 +234,9 @@ Test(torch_launcher, sigterm_stops_every_replica_and_the_job_resumes_exactly, .t
  * checkpoint, and the job ends with every record trained once. */
 Test(torch_launcher, a_replica_crash_stops_the_others_and_is_retried, .timeout = 300)
 {
-    skip_without_torch();
+    torch_job_skip_without_torch();
     struct torch_job torch;
-    torch_job_init(&torch);
+    torch_job_init(&torch, RECORDS, DIM, 5);
     char *marker = harness_path_in(torch.job.directory, "crashed");
     char *trainer_options[] = {"--crash-rank", "1", "--crash-step", "5", "--crash-marker",
                                marker, "--shuffle", "0", NULL};
@@ -299,15 +272,15 @@ Test(torch_launcher, a_replica_crash_stops_the_others_and_is_retried, .timeout =
  * that resumes the two's checkpoint. */
 Test(torch_launcher, the_replica_count_changes_between_launches, .timeout = 300)
 {
-    skip_without_torch();
+    torch_job_skip_without_torch();
     struct torch_job torch;
-    torch_job_init(&torch);
+    torch_job_init(&torch, RECORDS, DIM, 5);
     char *replicas = harness_path_in(torch.job.directory, "replicas");
     cr_assert_eq(harness_write_file(replicas, "2\n", 2), 0);
     char *trainer_options[] = {"--sleep-us", "20000", "--shuffle", "0", NULL};
     pid_t pid = start_torch_job(&torch, (char *[]){"--replicas-file", replicas, NULL},
                                 trainer_options, NULL);
-    char *first = log_path(&torch, 0, 0);
+    char *first = torch_job_log_path(&torch, 0, 0);
     bool reached = harness_wait_for_lines(first, "checkpoint step 8", 1, pid, 200);
     char *out = harness_read_output(torch.out);
     pid_t launcher = number_after(out, "rank 0 of 2", " parent ");
@@ -339,16 +312,16 @@ Test(torch_launcher, the_replica_count_changes_between_launches, .timeout = 300)
  * scaled by the linear rule (x4). */
 Test(torch_launcher, the_decided_batch_size_and_lr_reach_the_python_trainer, .timeout = 300)
 {
-    skip_without_torch();
+    torch_job_skip_without_torch();
     struct torch_job torch;
-    torch_job_init(&torch);
+    torch_job_init(&torch, RECORDS, DIM, 5);
     char *batch_settings[] = {"ADAPTDL_BSZ_ARG=argv:--batch-size", "ADAPTDL_BATCH_SIZE=8",
                               "ADAPTDL_MAX_BATCH_SIZE=256", "ADAPTDL_LR_ARG=argv:--lr",
                               "ADAPTDL_LR_RULE=linear", NULL};
     char *trainer_options[] = {"--sleep-us", "20000", NULL};
     pid_t pid = start_torch_job(&torch, (char *[]){"-n", "2", NULL}, trainer_options,
                                 batch_settings);
-    char *first = log_path(&torch, 0, 0);
+    char *first = torch_job_log_path(&torch, 0, 0);
     bool reached = harness_wait_for_lines(first, "checkpoint step 4", 1, pid, 200);
     kill(pid, SIGTERM);
     int status = harness_wait(pid, 120);
