@@ -16,6 +16,11 @@ struct torch_job {
 void torch_job_init(struct torch_job *torch, unsigned records, unsigned dim, unsigned seed);
 /* DIR/log.RUN.RANK (newly allocated). */
 char *torch_job_log_path(const struct torch_job *torch, unsigned run, unsigned rank);
+/* Run `run` of a 2-replica job over `records` records for `epochs` epochs:
+ * in each epoch the two replicas' record streams are disjoint halves that
+ * cover the data (each record trained exactly once). */
+void torch_job_expect_disjoint_halves(const struct torch_job *torch, unsigned run,
+                                      unsigned records, unsigned epochs);
 /* Skips the test, in one line, when /usr/bin/python3 cannot import torch. */
 void torch_job_skip_without_torch(void);
 

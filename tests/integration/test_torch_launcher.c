@@ -162,33 +162,7 @@ Test(torch_launcher, two_replicas_see_disjoint_views_that_cover_the_data, .timeo
     cr_expect_eq(parent0, number_after(out, "rank 1 of 2", " parent "),
                  "one launcher started both: %s", out);
     /* each epoch: the two views are disjoint halves that cover the data */
-    unsigned *counts = calloc(EPOCHS * RECORDS, sizeof *counts);
-    for (unsigned rank = 0; rank < 2; rank++) {
-        unsigned *mine = calloc(EPOCHS * RECORDS, sizeof *mine);
-        char *path = torch_job_log_path(&torch, 0, rank);
-        struct id_log log;
-        harness_read_record_stream(path, &log);
-        record_stream_count_until(&log, UINT64_MAX, mine, RECORDS, EPOCHS);
-        id_log_free(&log);
-        for (unsigned epoch = 0; epoch < EPOCHS; epoch++) {
-            unsigned seen = 0;
-            for (unsigned id = 0; id < RECORDS; id++) {
-                seen += mine[epoch * RECORDS + id];
-                counts[epoch * RECORDS + id] += mine[epoch * RECORDS + id];
-            }
-            cr_expect_eq(seen, RECORDS / 2, "rank %u epoch %u trained %u records", rank, epoch,
-                         seen);
-        }
-        free(path);
-        free(mine);
-    }
-    for (unsigned i = 0; i < EPOCHS * RECORDS; i++)
-        if (counts[i] != 1) {
-            cr_expect_fail("epoch %u record %u seen %u times by the two replicas", i / RECORDS,
-                           i % RECORDS, counts[i]);
-            break;
-        }
-    free(counts);
+    torch_job_expect_disjoint_halves(&torch, 0, RECORDS, EPOCHS);
     /* the shim took its layout from WORLD_SIZE and RANK */
     cr_expect(strstr(err, "[r1 p") != NULL, "rank 1 logs as rank 1: %s", err);
     free(out);
