@@ -229,6 +229,36 @@ static char *job_setting(const struct wrapped_batch_job *job)
     return setting;
 }
 
+/* The ids logs DIR/ids.R of the REPLICAS ranks of a 2-epoch job: every
+ * record of each epoch committed exactly once over the ranks, and with
+ * `halves`, each rank read its share (2 * RECORDS / REPLICAS records). */
+static void expect_every_record_once_on_two_ranks(const char *directory, bool halves)
+{
+    unsigned counts[2 * RECORDS] = {0};
+    for (unsigned rank = 0; rank < REPLICAS; rank++) {
+        char name[16];
+        snprintf(name, sizeof name, "ids.%u", rank);
+        char *path = harness_path_in(directory, name);
+        struct id_log log;
+        harness_read_id_log(path, &log);
+        size_t records = 0;
+        for (size_t i = 0; i < log.count; i++)
+            records += log.events[i].kind == ID_EVENT_RECORD;
+        if (halves)
+            cr_expect_eq(records, 2 * RECORDS / REPLICAS, "rank %u read %zu records", rank,
+                         records);
+        id_log_count_committed(&log, UINT64_MAX, counts, RECORDS, 2);
+        id_log_free(&log);
+        free(path);
+    }
+    for (unsigned i = 0; i < 2 * RECORDS; i++)
+        if (counts[i] != 1) {
+            cr_expect_eq(counts[i], 1, "epoch %u record %u seen %u times", i / RECORDS,
+                         i % RECORDS, counts[i]);
+            break;
+        }
+}
+
 /* Ranks that srun starts (--mpi=pmix, no mpirun) learn their rank and the
  * replica count from SLURM_PROCID/PMIX_RANK and SLURM_NTASKS: each reads
  * its own half of every epoch.  (A rank that took itself for rank 0 of 1
@@ -261,27 +291,7 @@ Test(slurm, srun_pmix_ranks_read_their_own_shards, .timeout = 180)
                  result.err);
     cr_expect(strstr(result.err, "the data views were built for") == NULL,
               "the views were built for the layout MPI has: %s", result.err);
-    unsigned counts[2 * RECORDS] = {0};
-    for (unsigned rank = 0; rank < REPLICAS; rank++) {
-        char name[16];
-        snprintf(name, sizeof name, "ids.%u", rank);
-        char *path = harness_path_in(files.directory, name);
-        struct id_log log;
-        harness_read_id_log(path, &log);
-        size_t records = 0;
-        for (size_t i = 0; i < log.count; i++)
-            records += log.events[i].kind == ID_EVENT_RECORD;
-        cr_expect_eq(records, 2 * RECORDS / REPLICAS, "rank %u read %zu records", rank, records);
-        id_log_count_committed(&log, UINT64_MAX, counts, RECORDS, 2);
-        id_log_free(&log);
-        free(path);
-    }
-    for (unsigned i = 0; i < 2 * RECORDS; i++)
-        if (counts[i] != 1) {
-            cr_expect_eq(counts[i], 1, "epoch %u record %u seen %u times", i / RECORDS,
-                         i % RECORDS, counts[i]);
-            break;
-        }
+    expect_every_record_once_on_two_ranks(files.directory, true);
     run_result_free(&result);
     free(library);
     free(trainer);
@@ -309,23 +319,7 @@ Test(slurm, salloc_runs_the_wrapper_with_the_allocations_tasks, .timeout = 180)
     cr_assert_eq(result.status, 0, "salloc: %s\n%s", harness_describe_status(result.status),
                  result.err);
     cr_expect(strstr(result.err, "beyond") == NULL, "nothing capped: %s", result.err);
-    unsigned counts[2 * RECORDS] = {0};
-    for (unsigned rank = 0; rank < REPLICAS; rank++) {
-        char name[16];
-        snprintf(name, sizeof name, "ids.%u", rank);
-        char *path = harness_path_in(files.directory, name);
-        struct id_log log;
-        harness_read_id_log(path, &log);
-        id_log_count_committed(&log, UINT64_MAX, counts, RECORDS, 2);
-        id_log_free(&log);
-        free(path);
-    }
-    for (unsigned i = 0; i < 2 * RECORDS; i++)
-        if (counts[i] != 1) {
-            cr_expect_eq(counts[i], 1, "epoch %u record %u seen %u times", i / RECORDS,
-                         i % RECORDS, counts[i]);
-            break;
-        }
+    expect_every_record_once_on_two_ranks(files.directory, false);
     run_result_free(&result);
     free(trainer);
     free(wrapper);
