@@ -105,17 +105,6 @@ class _CallbackToken:
         self.statistics.callbacks_alive -= 1
 
 
-class _ReducedBucket(_CallbackToken):
-    """The callback of an unmeasured bucket: DDP wants the reduced tensor
-    itself, all_reduce's future holds a list of it (torch's own
-    allreduce_hook does the same); being a token, its end is counted."""
-
-    __slots__ = ()
-
-    def __call__(self, future):
-        return future.value()[0]
-
-
 class _GlooTransport:
     """The piggy-backed reduction over torch.distributed: a gloo group made
     for it alone (so it never queues behind the trainer's collectives), an
@@ -140,9 +129,7 @@ class _GlooTransport:
         if self.closed:
             return -1
         try:
-            tensor = self.tensor   # free again: the previous reduction was completed
-            if tensor is None or tensor.numel() != count:
-                tensor = self.torch.empty(count, dtype=self.torch.float64)
+            tensor = self.torch.empty(count, dtype=self.torch.float64)
             ctypes.memmove(tensor.data_ptr(), send, count * 8)
             self.work = self.dist.all_reduce(tensor, group=self.group, async_op=True)
             self.tensor, self.receive, self.count = tensor, receive, count
@@ -181,8 +168,6 @@ class _Statistics:
         self.step_depth = 0
         self.batch = None             # this step's local batch, from a forward pre-hook
         self.sync_until = 0.0         # the latest bucket reduction finished this step
-        self.step_measuring = None    # this step measures norms (asked at its first bucket)
-        self.first_post = None        # an unmeasured step's first bucket reduction began
         self.callbacks_alive = 0      # bucket callbacks gloo's threads still hold
         self.hooked_models = 0        # DDP models with the statistics hook
         self.own_hook_models = 0      # DDP models with the trainer's own hook
@@ -249,7 +234,6 @@ class _Statistics:
         waiting); `closing`: the group goes away, nothing is posted after."""
         if not self.installed:
             return
-        self.wait_for_callbacks()
         self.lib.adaptdl_steps_finish()
         if closing and self.transport is not None:
             self.transport.closed = True
@@ -265,22 +249,9 @@ class _Statistics:
 
         def adaptshim_statistics_hook(process_group, bucket):
             buffer = bucket.buffer()
-            if self.step_measuring is None:   # once per step: the library's choice
-                self.step_measuring = lib.adaptdl_steps_measuring() == 1
-            if not self.step_measuring:
-                # Most steps: as DDP reduces without a hook (the bucket times
-                # 1/K, then a sum, the same bits), and no more than torch's
-                # allreduce_hook: no call into the library, no timing per
-                # bucket.  The step's sync time is told once, at the
-                # optimizer step.
-                if self.first_post is None:
-                    self.first_post = time.perf_counter()
-                buffer.mul_(scale)
-                return dist.all_reduce(buffer, group=process_group,
-                                       async_op=True).get_future().then(_ReducedBucket(self))
             token = _CallbackToken(self)
-            measuring = (buffer.dtype in measurable and buffer.device.type == "cpu"
-                         and buffer.is_contiguous())
+            measuring = (lib.adaptdl_steps_measuring() == 1 and buffer.dtype in measurable
+                         and buffer.device.type == "cpu" and buffer.is_contiguous())
             started = time.perf_counter()
             local_sqr = self.squared_norm(buffer) if measuring else 0.0
             # as DDP's reducer divides without a hook: the same bits
@@ -313,12 +284,10 @@ class _Statistics:
 
     def wait_for_callbacks(self, seconds=2.0):
         """Waits (without the GIL) until gloo's threads have let go of every
-        bucket callback.  A thread drops its callback only after completing
-        the future DDP waits for, and needs the GIL to do so: if the trainer
-        then tore its process group down (the group's destructor waits for
-        those threads, holding the GIL), both would wait forever.  Called
-        where groups go away (destroy_process_group, exit), not at every
-        step: a callback still held between steps harms nothing."""
+        bucket callback of the step.  A thread drops its callback only after
+        completing the future DDP waits for, and needs the GIL to do so: if
+        the trainer then tore its process group down (the group's destructor
+        waits for those threads, holding the GIL), both would wait forever."""
         deadline = time.monotonic() + seconds
         while self.callbacks_alive > 0 and time.monotonic() < deadline:
             time.sleep(0.0002)
@@ -428,20 +397,7 @@ class _Statistics:
     def before_step(self, optimizer):
         if not self.ensure_transport():
             return
-        if self.first_post is not None:
-            # An unmeasured step's buckets: DDP waited for the last one
-            # before backward returned, so they were in flight from the
-            # first one's posting until about now (a trainer working
-            # between backward and step makes this longer).
-            self.lib.adaptdl_steps_report_unmeasured(time.perf_counter() - self.first_post)
-            self.first_post = None
-        elif self.ddp_in_use:
-            if self.hooked_models == 0:
-                # no hook of ours measured this step (the trainer's own
-                # hook, or gradients reduced some other way): it counts,
-                # unmeasured
-                self.lib.adaptdl_steps_report_unmeasured(0.0)
-        elif self.world() == 1:
+        if self.world() == 1 and not self.ddp_in_use:
             self.measure_single_replica(optimizer)
         elif self.hooked_models == 0:
             # no hook of ours measured this step (the trainer's own hook, or
@@ -451,10 +407,10 @@ class _Statistics:
     def after_step(self):
         if not self.installed:
             return
+        self.wait_for_callbacks()
         batch, self.batch = self.batch, None
         self.sync_until = 0.0
-        self.step_measuring = None
-        if not self.ddp_in_use and self.world() == 1:
+        if self.world() == 1 and not self.ddp_in_use:
             self.settle_batch_hook()
         if self.lib.adaptdl_steps_boundary(batch or 0) == 1:
             raise SystemExit(143)
