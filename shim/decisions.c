@@ -9,6 +9,7 @@
  * rank then agrees on in the piggy-backed reduction. */
 #include "decisions.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -29,6 +30,7 @@ static bool shim_warned_no_save;
 static struct goodput_model shim_model;      /* from the latest decision */
 static bool shim_model_valid;
 static bool shim_first_decision_made;        /* on trusted statistics, or a moved batch measured */
+static double shim_noise_scale_decided = NAN; /* the trusted noise scale at the latest decision */
 
 /* This run's batch is one a decision moved the job to, and its steps were
  * measured (step_policy.h). */
@@ -42,14 +44,23 @@ static bool shim_moved_batch_measured(void)
 /* Decisions: unless ADAPTDL_DECIDE_SECONDS is set (then a fixed period),
  * the first as soon as the statistics can be trusted (no waiting 30 s: the
  * earlier a better batch is known, the less the job trains at the initial
- * one), later ones every 30 s. */
+ * one), later ones every 30 s or as soon as the noise scale has moved
+ * materially (step_policy.h). */
 static bool shim_decision_due(double now)
 {
     const struct adaptdl_config *config = &shim_session.config;
-    return step_policy_decision_due(config->decide_seconds_given, shim_first_decision_made,
-                                    grad_noise_trustworthy(&shim_monitor.noise),
-                                    shim_moved_batch_measured(), now, shim_last_decision,
-                                    config->decide_seconds);
+    struct step_policy_decision_clock clock = {
+        .period_given = config->decide_seconds_given,
+        .first_decision_made = shim_first_decision_made,
+        .statistics_trusted = grad_noise_trustworthy(&shim_monitor.noise),
+        .moved_batch_measured = shim_moved_batch_measured(),
+        .now = now,
+        .last_decision = shim_last_decision,
+        .period = config->decide_seconds,
+        .noise_scale = grad_noise_scale_simple(&shim_monitor.noise),
+        .noise_scale_decided = shim_noise_scale_decided,
+    };
+    return step_policy_decision_due(&clock);
 }
 
 static void shim_decide_batch_size(double now, uint64_t declared_local_batch)
@@ -72,6 +83,9 @@ static void shim_decide_batch_size(double now, uint64_t declared_local_batch)
     batch_decision_inputs_add_statistics(&inputs, &shim_monitor.noise);
     if (inputs.statistics_trusted || shim_moved_batch_measured())
         shim_first_decision_made = true;
+    shim_noise_scale_decided = inputs.statistics_trusted
+                                   ? grad_noise_scale_simple(&shim_monitor.noise)
+                                   : NAN;
     struct batch_decision decision;
     char error[512];
     if (batch_decide(&inputs, &decision, error, sizeof error) != 0) {
