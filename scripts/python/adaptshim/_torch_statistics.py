@@ -32,6 +32,7 @@ library's (adaptdl_steps.h); this module tells it what only Python sees.
 """
 import ctypes
 import sys
+import threading
 import time
 
 from . import _library
@@ -41,6 +42,9 @@ _POST = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_
 _COMPLETE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
 
 _state = None
+# How long the process lets go of the GIL before its process groups go away
+# (see _Statistics.finish).
+_GIL_RELEASE_SECONDS = 0.02
 # The gradient pieces of one step the library pairs with the previous
 # step's (PREVIOUS_GRADIENTS_PIECES in runtime/previous_gradients.h).
 _LIBRARY_PIECES = 64
@@ -99,10 +103,17 @@ class _CallbackToken:
 
     def __init__(self, statistics):
         self.statistics = statistics
-        statistics.callbacks_alive += 1
+        with statistics.callbacks_lock:
+            if statistics.callbacks_alive == 0:
+                statistics.callbacks_released.clear()
+            statistics.callbacks_alive += 1
 
     def __del__(self):
-        self.statistics.callbacks_alive -= 1
+        statistics = self.statistics
+        with statistics.callbacks_lock:
+            statistics.callbacks_alive -= 1
+            if statistics.callbacks_alive == 0:
+                statistics.callbacks_released.set()
 
 
 class _GlooTransport:
@@ -169,6 +180,10 @@ class _Statistics:
         self.batch = None             # this step's local batch, from a forward pre-hook
         self.sync_until = 0.0         # the latest bucket reduction finished this step
         self.callbacks_alive = 0      # bucket callbacks gloo's threads still hold
+        self.callbacks_lock = threading.Lock()
+        self.callbacks_released = threading.Event()   # set while callbacks_alive == 0
+        self.callbacks_released.set()
+        self.step_measuring = None    # this step measures norms (asked at its first bucket)
         self.hooked_models = 0        # DDP models with the statistics hook
         self.own_hook_models = 0      # DDP models with the trainer's own hook
         self.notices = set()
@@ -237,6 +252,15 @@ class _Statistics:
         self.lib.adaptdl_steps_finish()
         if closing and self.transport is not None:
             self.transport.closed = True
+            self.wait_for_callbacks()
+            # A gloo thread finishing a work whose future had Python
+            # callbacks (ours, or a trainer's own hook's) still needs the
+            # GIL for a moment after the future completed.  The groups
+            # about to go away join those threads while holding the GIL:
+            # both would wait forever (seen 1 run in 5 with a trainer's own
+            # allreduce_hook, torch 1.13).  Letting go of the GIL briefly
+            # here lets any such thread finish first; it costs once per job.
+            time.sleep(_GIL_RELEASE_SECONDS)
 
     # --- DistributedDataParallel -----------------------------------------------------
 
@@ -250,7 +274,9 @@ class _Statistics:
         def adaptshim_statistics_hook(process_group, bucket):
             buffer = bucket.buffer()
             token = _CallbackToken(self)
-            measuring = (lib.adaptdl_steps_measuring() == 1 and buffer.dtype in measurable
+            if self.step_measuring is None:   # once per step: the library's choice
+                self.step_measuring = lib.adaptdl_steps_measuring() == 1
+            measuring = (self.step_measuring and buffer.dtype in measurable
                          and buffer.device.type == "cpu" and buffer.is_contiguous())
             started = time.perf_counter()
             local_sqr = self.squared_norm(buffer) if measuring else 0.0
@@ -287,10 +313,11 @@ class _Statistics:
         bucket callback of the step.  A thread drops its callback only after
         completing the future DDP waits for, and needs the GIL to do so: if
         the trainer then tore its process group down (the group's destructor
-        waits for those threads, holding the GIL), both would wait forever."""
-        deadline = time.monotonic() + seconds
-        while self.callbacks_alive > 0 and time.monotonic() < deadline:
-            time.sleep(0.0002)
+        waits for those threads, holding the GIL), both would wait forever.
+        The last callback to go sets an event, so the wait ends as soon as
+        it does (a polling sleep cost a step a quarter of a millisecond)."""
+        if self.callbacks_alive > 0:
+            self.callbacks_released.wait(seconds)
 
     def watch_ddp(self, model, register_comm_hook):
         """Called at the end of DistributedDataParallel.__init__."""
@@ -410,6 +437,7 @@ class _Statistics:
         self.wait_for_callbacks()
         batch, self.batch = self.batch, None
         self.sync_until = 0.0
+        self.step_measuring = None
         if self.world() == 1 and not self.ddp_in_use:
             self.settle_batch_hook()
         if self.lib.adaptdl_steps_boundary(batch or 0) == 1:
