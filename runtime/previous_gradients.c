@@ -1,6 +1,7 @@
 /* previous_gradients.c - the previous step's gradient pieces (see
  * previous_gradients.h). */
 #include "previous_gradients.h"
+#include "vector_norm.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -8,15 +9,9 @@
 static double previous_gradients_mean_sqr(const void *previous, const void *gradient,
                                           size_t count, size_t element)
 {
-    double sum = 0;
-    for (size_t i = 0; i < count; i++) {
-        double a = element == sizeof(float) ? ((const float *)previous)[i]
-                                            : ((const double *)previous)[i];
-        double b = element == sizeof(float) ? ((const float *)gradient)[i]
-                                            : ((const double *)gradient)[i];
-        sum += (a + b) * (a + b) * 0.25;
-    }
-    return sum;
+    if (element == sizeof(float))
+        return mean_pair_squared_norm_float(previous, gradient, count);
+    return mean_pair_squared_norm_double(previous, gradient, count);
 }
 
 bool previous_gradients_pair(struct previous_gradients *gradients, size_t index,

@@ -34,3 +34,27 @@
 
 DEFINE_SQUARED_NORM(float, squared_norm_float)
 DEFINE_SQUARED_NORM(double, squared_norm_double)
+
+/* The mean's norm the same way: (a + b)^2 summed per block, the total / 4. */
+#define DEFINE_MEAN_PAIR_SQUARED_NORM(type, name)                                \
+    static type name##_block(const type *a, const type *b, size_t count)        \
+    {                                                                            \
+        type sum = 0;                                                            \
+        _Pragma("omp simd reduction(+ : sum)")                                   \
+        for (size_t i = 0; i < count; i++)                                       \
+            sum += (a[i] + b[i]) * (a[i] + b[i]);                                \
+        return sum;                                                              \
+    }                                                                            \
+                                                                                 \
+    double name(const type *a, const type *b, size_t count)                     \
+    {                                                                            \
+        double total = 0.0;                                                      \
+        for (size_t start = 0; start < count; start += NORM_BLOCK) {             \
+            size_t length = count - start < NORM_BLOCK ? count - start : NORM_BLOCK; \
+            total += (double)name##_block(a + start, b + start, length);         \
+        }                                                                        \
+        return total * 0.25;                                                     \
+    }
+
+DEFINE_MEAN_PAIR_SQUARED_NORM(float, mean_pair_squared_norm_float)
+DEFINE_MEAN_PAIR_SQUARED_NORM(double, mean_pair_squared_norm_double)

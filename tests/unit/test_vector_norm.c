@@ -38,3 +38,31 @@ Test(vector_norm, double_norms_match_a_plain_loop)
     cr_assert(fabs(squared_norm_double(values, 1000) - expected) <= 1e-12 * expected);
     cr_assert_eq(squared_norm_double(values, 0), 0.0);
 }
+
+/* The mean of two gradients, against a plain double loop, for tails of
+ * every length around the block size. */
+Test(vector_norm, mean_pair_norms_match_a_double_loop)
+{
+    enum { LENGTH = 1200 };
+    float *a = malloc(LENGTH * sizeof *a), *b = malloc(LENGTH * sizeof *b);
+    double a_double[LENGTH], b_double[LENGTH];
+    for (size_t i = 0; i < LENGTH; i++) {
+        a[i] = (float)sin((double)i * 0.37) * (float)(1 + i % 5);
+        b[i] = (float)cos((double)i * 0.11) - 0.5f;
+        a_double[i] = a[i];
+        b_double[i] = b[i];
+    }
+    for (size_t count = 0; count <= LENGTH; count += (count < 600 ? 1 : 61)) {
+        double expected = 0;
+        for (size_t i = 0; i < count; i++)
+            expected += (a_double[i] + b_double[i]) * (a_double[i] + b_double[i]) / 4;
+        double from_floats = mean_pair_squared_norm_float(a, b, count);
+        double from_doubles = mean_pair_squared_norm_double(a_double, b_double, count);
+        cr_assert(fabs(from_floats - expected) <= 1e-5 * (expected + 1e-30) + 1e-30,
+                  "floats, count %zu: %.10g vs %.10g", count, from_floats, expected);
+        cr_assert(fabs(from_doubles - expected) <= 1e-12 * (expected + 1e-30) + 1e-30,
+                  "doubles, count %zu: %.10g vs %.10g", count, from_doubles, expected);
+    }
+    free(a);
+    free(b);
+}
