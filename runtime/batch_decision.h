@@ -3,7 +3,7 @@
  * with the best goodput, and say whether a restart pays for itself.
  *
  * The choice is AdaptDL's.  Whether to restart for it adds three rules of
- * ours (README, "Batch-size control"), because every change of an
+ * ours (adaptshim(7) "Decisions"), because every change of an
  * unmodified trainer's batch costs a restart:
  *   1. no restart on statistics that cannot support a decision
  *      (grad_noise_trustworthy: too few observations, a relative standard

@@ -3,7 +3,7 @@
  * so that every line of a type has the same members).  Each function builds
  * the whole line, json_line_end included, for the shim's metrics writer
  * (shim/events.c) to write; `time_seconds` is the wall-clock time of the
- * event.  README "Metrics file" lists the members. */
+ * event.  adaptshim(7) "Metrics file" lists the members. */
 #ifndef ADAPTSHIM_EVENT_LINES_H
 #define ADAPTSHIM_EVENT_LINES_H
 

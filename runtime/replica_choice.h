@@ -1,6 +1,6 @@
 /* replica_choice.h - which replica count a job runs with next, from the
  * predicted goodput of each count (AdaptDL's scheduler role for one job;
- * README "Launcher").
+ * adaptdl-wrap(1) "The replica count").
  *
  * One rule, used on both sides so that they agree:
  *

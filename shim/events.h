@@ -30,7 +30,7 @@ void shim_events_decision(const struct batch_decision_inputs *inputs,
                           const struct batch_decision *decision, bool restart);
 struct replica_choice;
 /* Whether another replica count in ADAPTDL_REPLICAS_RANGE pays a restart
- * (README "Launcher"): a "replica_decision" event with the goodputs it
+ * (adaptdl-wrap(1) "The replica count"): a "replica_decision" event with the goodputs it
  * compared, the speedup and the payback time. */
 void shim_events_replica_decision(const struct replica_choice *choice, uint32_t replicas,
                                   double restart_cost, bool restart);

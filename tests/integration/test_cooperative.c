@@ -412,7 +412,7 @@ Test(cooperative, a_declared_batch_counts_for_steps_without_reads, .timeout = 30
     char *out = harness_path_in(directory, "run.out");
     /* its loss all-reduce ends each step: with the gradient all-reduce
      * alone and no read through the shim, nothing would tell one step
-     * from the next (README "Steps") */
+     * from the next (adaptshim(7) "Steps") */
     char *argv[] = {program, "--data", data, "--epochs", "2", "--batch-size", "16", "--lr",
                     "0.05", "--checkpoint", checkpoint, "--loss-allreduce", NULL};
     extra_settings[0] = metrics;

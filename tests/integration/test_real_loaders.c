@@ -48,7 +48,7 @@ struct loader_case {
      * unread, a different one in every pass */
     unsigned unread_per_pass;
     /* positions its first read after a restore by its own count of records
-     * done: exact while the replica count stays (README, "Own
+     * done: exact while the replica count stays (adaptshim(7) "Own
      * positioning"), so its kill sequence keeps one replica */
     bool own_position;
     const char *keys;           /* more keys of its ADAPTDL_DATA entry, or NULL */
@@ -195,7 +195,7 @@ static void loader_job_finish(struct loader_job *job)
     free((char *)job->directory);
 }
 
-/* The ADAPTDL_DATA line each loader style needs (README, "Loader styles"),
+/* The ADAPTDL_DATA line each loader style needs (adaptshim(7) "LOADER STYLES"),
  * plus `extra_keys`. */
 static char *data_setting(const struct loader_job *job, const char *extra_keys)
 {
@@ -899,7 +899,7 @@ LOADER_TESTS(python_binary_80, binary80_case, 104)
 LOADER_TESTS(python_binary_64, binary64_case, 105)
 LOADER_TESTS(python_binary_kept_open, binary_kept_open_case, 106)
 /* count_rewind_mpi reads each epoch twice (count, rewind, read) and then
- * trains from memory: both readings are the same pass (README, "Reading
+ * trains from memory: both readings are the same pass (adaptshim(7) "Reading
  * twice before training"), and a kill inside an epoch repeats what was
  * trained of it (loads_epoch_whole). */
 LOADER_TESTS(count_rewind_mpi, count_rewind_mpi_case, 116)

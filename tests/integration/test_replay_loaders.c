@@ -326,7 +326,7 @@ struct torch_case {
      * (--dataset-first): its count is the one of the view before the restore */
     bool dataset_first;
     /* the resumed pass is lengthened back to that count: no record is lost,
-     * and one epoch may see records again (README "Loaders that take the
+     * and one epoch may see records again (adaptshim(7) "Loaders that take the
      * size once") */
     bool lengthened;
     int resumed_status;     /* of the resumed run */
@@ -588,7 +588,7 @@ Test(replay_loaders, torch_dataloader_with_two_workers_stopped_by_sigterm, .time
  * Under replay that is a skipped pass, an empty file: the trainer reads
  * nothing and ends as if done, and the shim says which pass it never read.
  * Under continue it is the resumed pass: the next epoch is read with its
- * shorter count, and the shim says so as that epoch begins (README
+ * shorter count, and the shim says so as that epoch begins (adaptshim(7)
  * "Loaders that take the size once"). */
 Test(replay_loaders, a_dataset_built_once_replayed_is_named, .timeout = 400)
 {

@@ -1,5 +1,5 @@
-/* test_torch_hosts.c - PyTorch jobs over several hosts (SPEC §8.1, README
- * "Clusters"): `adaptdl-wrap --launcher torch --hostfile FILE --agent
+/* test_torch_hosts.c - PyTorch jobs over several hosts (adaptdl-wrap(1)
+ * "CLUSTERS"): `adaptdl-wrap --launcher torch --hostfile FILE --agent
  * tests/hosts/netns-rsh` starts the replicas of the DDP-over-gloo trainer
  * (trainers/torch_ddp.py) on hosts made of network namespaces
  * (harness_hosts.h), each with its own address and host name; gloo meets
