@@ -1,5 +1,5 @@
 /* test_batch_size.c - the batch size and learning rate injected into an
- * unmodified trainer before its main (SPEC §7): the initial global batch
+ * unmodified trainer before its main (adaptshim(7) "BATCH-SIZE CONTROL"): the initial global batch
  * split over the replicas, every form of flag, the environment, and the
  * one-line errors with status 2. */
 #include <criterion/criterion.h>
@@ -370,7 +370,7 @@ static double json_number(const char *line, const char *key)
     return strtod(found + strlen(pattern), NULL);
 }
 
-/* SPEC §7: a decision recomputed from the inputs it logged gives the same
+/* adaptshim(7) "BATCH-SIZE CONTROL": a decision recomputed from the inputs it logged gives the same
  * answer (its perf_params are written with 17 significant digits).  The
  * model's choice is `best_*`, within `local_bsz_limit` (rule 5: 4 times the
  * largest measured local batch); the chosen batch is that one, or, when rule 4

@@ -1,4 +1,4 @@
-/* test_cooperative.c - the cooperative API (SPEC §11) through real MPI jobs.
+/* test_cooperative.c - the cooperative API (adaptdl(3)) through real MPI jobs.
  *
  * - AdaptDL's accumulator and data loader restart scenarios, with their
  *   exact values, across 1 -> 4 -> 2 replicas (tests/tools/coop_scenario.c

@@ -10,7 +10,8 @@
  * FIFOs and helper programs behave exactly as without the library.
  *
  * The expected view is what cat(1) prints under the same settings (cat's
- * output is checked against the SPEC layout by test_sharding.c). */
+ * output is checked against the layout of adaptshim(7) "What the trainer
+ * sees" by test_sharding.c). */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>

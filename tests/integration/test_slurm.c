@@ -1,5 +1,5 @@
-/* test_slurm.c - jobs under a real Slurm (SPEC §8.1 "Slurm", §2): each test
- * starts a private slurmctld, slurmd and munged (slurm_cluster.c) and
+/* test_slurm.c - jobs under a real Slurm (adaptdl-wrap(1) "Slurm", adaptshim(7) "ENVIRONMENT"):
+ * each test starts a private slurmctld, slurmd and munged (slurm_cluster.c) and
  * submits what a user would.
  *
  * - srun --mpi=pmix ranks under the preload take their layout from Slurm's
