@@ -2,9 +2,10 @@
  * "CHECKPOINT BINDING"): a record size that does not divide the payload
  * (EINVAL, one error line, tail=drop), a missing data file (the trainer's
  * own ENOENT), a data file opened for writing (not virtualized, a
- * warning), corrupt, truncated and missing snapshots (an error or warning and a fresh start), a dataset whose record count changed
- * since the snapshot (exit status 2, nothing overwritten), and ADAPTDL_SAVE
- * without ADAPTDL_CHECKPOINT_PATH (a warning, the trainer runs as without the
+ * warning), corrupt, truncated and missing snapshots (an error or warning
+ * and a fresh start), a dataset whose record count changed since the
+ * snapshot (exit status 2, nothing overwritten), and ADAPTDL_SAVE without
+ * ADAPTDL_CHECKPOINT_PATH (a warning, the trainer runs as without the
  * library).  The trainer's checkpoint stays intact in every case.  Then the
  * state directory's own hazards: a full disk fails the trainer's commit
  * (rename, close, fclose) with ENOSPC; FIFOs, leftovers of killed writers,
