@@ -1,4 +1,4 @@
-/* batch_decision.h - one batch-size decision (SPEC §7 "Decisions"): fit the
+/* batch_decision.h - one batch-size decision (adaptshim(7) "Decisions"): fit the
  * throughput model to the job record's step profiles, pick the batch size
  * with the best goodput, and say whether a restart pays for itself.
  *

@@ -1,7 +1,7 @@
 /* step_monitor.c - steps, the piggy-backed reduction and agreed stops (see
  * step_monitor.h).
  *
- * Gradient convention (SPEC §6): `local` is the squared norm of this
+ * Gradient convention (adaptshim(7) "Piggy-backing"): `local` is the squared norm of this
  * replica's own input to the all-reduce and `total` the squared norm of the
  * result divided by K, i.e. of the mean over replicas.  A trainer that
  * divides by K before the all-reduce makes both K^2 times smaller, one that

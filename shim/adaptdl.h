@@ -1,4 +1,4 @@
-/* adaptdl.h - the cooperative API of adaptshim (SPEC §11): AdaptDL's epochs,
+/* adaptdl.h - the cooperative API of adaptshim (adaptdl(3)): AdaptDL's epochs,
  * data loops, accumulators, registered state and gradient statistics, for
  * C and C++ trainers that opt in.
  *

@@ -1,5 +1,5 @@
-/* events.h - the machine-readable metrics file (ADAPTDL_METRICS_FILE, SPEC
- * §9): one JSON line per optimizer step (rate-limited, the latest always
+/* events.h - the machine-readable metrics file (ADAPTDL_METRICS_FILE,
+ * adaptshim(7) "Metrics file"): one JSON line per optimizer step (rate-limited, the latest always
  * written before exit) and one per event (start, pass begin/end, snapshot,
  * restore, decision, exit). */
 #ifndef ADAPTSHIM_EVENTS_H
@@ -25,7 +25,7 @@ void shim_events_exit(int status, const char *why);
 
 struct batch_decision_inputs;
 struct batch_decision;
-/* A batch-size decision with its inputs and outputs (SPEC §7 "Events"). */
+/* A batch-size decision with its inputs and outputs (adaptshim(7) "Decisions"). */
 void shim_events_decision(const struct batch_decision_inputs *inputs,
                           const struct batch_decision *decision, bool restart);
 struct replica_choice;
