@@ -368,6 +368,11 @@ bench: deps
 # adaptdl-wrap puts it on PYTHONPATH (PREFIX/share/adaptshim/python);
 # uninstall removes the directory whole, with the bytecode Python wrote.
 PYTHON_DIR := $(PREFIX)/share/adaptshim/python
+# The manual pages, each beside what it describes.
+MAN1 := scripts/adaptdl-wrap.1 scripts/adaptdl-verify.1 scripts/adaptdl-plot.1 hooks/adaptdl-inspect.1
+MAN3 := shim/adaptdl.3
+MAN7 := shim/adaptshim.7
+MAN_DIR := $(PREFIX)/share/man
 
 install: $(LIB) $(STANDALONE) $(INSPECT) $(REPLICAS_TOOL) $(VERIFY_TOOL) $(TORCH_LAUNCH) $(WRAP) $(PLOT)
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig \
@@ -386,6 +391,10 @@ install: $(LIB) $(STANDALONE) $(INSPECT) $(REPLICAS_TOOL) $(VERIFY_TOOL) $(TORCH
 	    install -D -m 0644 scripts/python/$$file $(DESTDIR)$(PYTHON_DIR)/$$file; \
 	done
 	sed -e 's|@PREFIX@|$(PREFIX)|g' scripts/adaptshim.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/adaptshim.pc
+	install -d $(DESTDIR)$(MAN_DIR)/man1 $(DESTDIR)$(MAN_DIR)/man3 $(DESTDIR)$(MAN_DIR)/man7
+	install -m 0644 $(MAN1) $(DESTDIR)$(MAN_DIR)/man1/
+	install -m 0644 $(MAN3) $(DESTDIR)$(MAN_DIR)/man3/
+	install -m 0644 $(MAN7) $(DESTDIR)$(MAN_DIR)/man7/
 
 # Removes exactly what `make install` put in place (same PREFIX, DESTDIR).
 uninstall:
@@ -396,6 +405,9 @@ uninstall:
 	    $(DESTDIR)$(PREFIX)/include/adaptdl.h \
 	    $(DESTDIR)$(PREFIX)/lib/pkgconfig/adaptshim.pc
 	rm -rf $(DESTDIR)$(PREFIX)/share/adaptshim
+	rm -f $(addprefix $(DESTDIR)$(MAN_DIR)/man1/,$(notdir $(MAN1))) \
+	    $(addprefix $(DESTDIR)$(MAN_DIR)/man3/,$(notdir $(MAN3))) \
+	    $(addprefix $(DESTDIR)$(MAN_DIR)/man7/,$(notdir $(MAN7)))
 
 clean:
 	rm -rf $(BUILD)

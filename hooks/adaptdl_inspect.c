@@ -1,5 +1,5 @@
 /* adaptdl_inspect.c - `adaptdl-inspect [--lib PATH] TRAINER`, the ELF
- * preflight behind `adaptdl-wrap --inspect` (SPEC §8).
+ * preflight behind `adaptdl-wrap --inspect` (adaptdl-wrap(1)).
  *
  * It finds the preload library, resolves TRAINER through PATH as execvp
  * would, prints the report of elf_inspect.c on standard output and turns

@@ -1,4 +1,4 @@
-/* elf_inspect.h - the ELF preflight of a trainer (SPEC §1, §8): can
+/* elf_inspect.h - the ELF preflight of a trainer (adaptdl-inspect(1), adaptdl-wrap(1)): can
  * LD_PRELOAD reach the program at all, what does it import, and which of
  * those imports libadaptshim.so intercepts.
  *

@@ -1,4 +1,4 @@
-/* accumulator.h - AdaptDL's Accumulator (SPEC §11): a named dictionary of
+/* accumulator.h - AdaptDL's Accumulator (adaptdl(3)): a named dictionary of
  * numbers whose updates are summed over every replica and whose
  * synchronized results are replayed after a restart.
  *

@@ -1,9 +1,9 @@
-/* batch_decision.h - one batch-size decision (SPEC §7 "Decisions"): fit the
+/* batch_decision.h - one batch-size decision (adaptshim(7) "Decisions"): fit the
  * throughput model to the job record's step profiles, pick the batch size
  * with the best goodput, and say whether a restart pays for itself.
  *
  * The choice is AdaptDL's.  Whether to restart for it adds three rules of
- * ours (README, "Batch-size control"), because every change of an
+ * ours (adaptshim(7) "Decisions"), because every change of an
  * unmodified trainer's batch costs a restart:
  *   1. no restart on statistics that cannot support a decision
  *      (grad_noise_trustworthy: too few observations, a relative standard

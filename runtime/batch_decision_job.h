@@ -1,8 +1,8 @@
 /* batch_decision_job.h - a batch-size decision as the job takes it: whether
  * this process decides at all, the inputs it gathers from the
  * configuration, the job record and the gradient statistics, and what an
- * outcome leaves in the job record for the next run (SPEC §7 "Decisions";
- * README "Batch-size control").
+ * outcome leaves in the job record for the next run (adaptshim(7)
+ * "Decisions").
  *
  * batch_decision.h holds the rules; this file holds the policy around
  * them that used to live in the shim, so that it is tested here without

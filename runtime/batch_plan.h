@@ -1,5 +1,5 @@
 /* batch_plan.h - which batch size (and learning-rate factor) a run injects
- * into the trainer before its main (SPEC §7).
+ * into the trainer before its main (adaptshim(7) "BATCH-SIZE CONTROL").
  *
  * Every rank computes the same plan from the configuration, the job record
  * and the replica count; nothing is communicated (MPI is not up yet). */

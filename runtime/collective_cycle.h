@@ -1,5 +1,5 @@
 /* collective_cycle.h - steps and gradient pieces from the repeating
- * sequence of a trainer's collectives (SPEC §6 "Steps").
+ * sequence of a trainer's collectives (adaptshim(7) "Steps").
  *
  * A data-parallel trainer makes the same collectives in the same order at
  * every step: llm_parallelisms' train_dp.c all-reduces its loss (1 float)

@@ -1,5 +1,6 @@
-/* content_hash.h - the identity of a trainer checkpoint's content (SPEC
- * §5): size plus a fast hash, which binds a snapshot to one checkpoint. */
+/* content_hash.h - the identity of a trainer checkpoint's content
+ * (adaptshim(7) "Checkpoint binding"): size plus a fast hash, which binds a snapshot to one
+ * checkpoint. */
 #ifndef ADAPTSHIM_CONTENT_HASH_H
 #define ADAPTSHIM_CONTENT_HASH_H
 

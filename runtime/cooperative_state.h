@@ -1,4 +1,4 @@
-/* cooperative_state.h - everything the cooperative API (SPEC §11) keeps
+/* cooperative_state.h - everything the cooperative API (adaptdl(3)) keeps
  * across a restart, and its place in a bound snapshot.
  *
  * The trainer's epoch loop, its data loops and accumulators, and the state

@@ -1,4 +1,4 @@
-/* data_entry.c - the ADAPTDL_DATA grammar (SPEC §3): `;`-separated
+/* data_entry.c - the ADAPTDL_DATA grammar (adaptshim(7) "ADAPTDL_DATA"): `;`-separated
  * GLOB[:key=value...] entries, each key with its own small parser in
  * data_keys[], every malformed entry one line naming the entry, the key and
  * what is accepted (config.h, config_parse_data).  A glob must be one that
@@ -33,7 +33,7 @@ static const struct word_choice tail_choices[] = {{"error", TAIL_ERROR}, {"drop"
 static const struct word_choice resume_choices[] = {{"exact", 0}, {"whole-pass", 1}};
 
 /* ------------------------------------------------------------------------
- * ADAPTDL_DATA (SPEC §3)
+ * ADAPTDL_DATA (adaptshim(7) "ADAPTDL_DATA")
  * ---------------------------------------------------------------------- */
 
 /* Where in ADAPTDL_DATA we are, so that every message can name the entry. */
@@ -203,7 +203,7 @@ struct data_key {
     const char *accepted;
 };
 
-/* Several entries may say role=train: SPEC §3 lets a dataset be split into
+/* Several entries may say role=train: adaptshim(7) "ADAPTDL_DATA" lets a dataset be split into
  * shard files, all of them train files.  What is an error is one key given
  * twice inside one entry (`role=train:role=eval`): which one was meant? */
 static const struct data_key data_keys[] = {
@@ -256,7 +256,7 @@ report_data_entry_error(const struct data_parse *parse, const char *format, ...)
 
 /* Length of the prefix of text[0..length) before the first `stop` that is
  * not escaped.  A backslash always pairs with the byte after it: `\:` and
- * `\;` are the escapes of SPEC §3, and any other pair (`\*`, `\\`) is an
+ * `\;` are the escapes of adaptshim(7) "ADAPTDL_DATA", and any other pair (`\*`, `\\`) is an
  * fnmatch escape that must stay whole, so `\\;` still ends an entry. */
 static size_t find_unescaped(const char *text, size_t length, char stop)
 {

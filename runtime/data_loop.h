@@ -1,5 +1,5 @@
 /* data_loop.h - loops over a dataset with AdaptDL's AdaptiveDataLoaderHelper
- * semantics (SPEC §11 "Loops").
+ * semantics (adaptdl(3)).
  *
  * A loop is created outside any other loop's iteration and named per epoch
  * and creation count (adaptdl-dataloader-epoch{e}-{k}).  Each iteration has

@@ -155,8 +155,8 @@ static struct pending_position *dataset_registry_match_pending(struct dataset_re
 /* A file the restored snapshot does not name, registered while a position of
  * the same role is still waiting for its file: most likely the dataset was
  * renamed since the checkpoint.  Positions are keyed by basename, and so is
- * the shuffle order, so taking the waiting position would be a guess (SPEC
- * §5): the file starts fresh, loudly. */
+ * the shuffle order, so taking the waiting position would be a guess
+ * (adaptshim(7) "Checkpoint binding"): the file starts fresh, loudly. */
 static void dataset_registry_warn_not_in_snapshot(struct dataset_registry *registry,
                                                   const struct dataset_file *file)
 {

@@ -1,5 +1,5 @@
 /* dataset_registry.h - every data file the trainer has touched, and the
- * translation between their pass states and a bound snapshot (SPEC §4, §5).
+ * translation between their pass states and a bound snapshot (adaptshim(7) "CHECKPOINT BINDING").
  *
  * Files are registered when first opened or stat'ed and live until exit, so
  * that pass state survives closes and reopens.  A restored snapshot may name

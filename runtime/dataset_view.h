@@ -1,4 +1,5 @@
-/* dataset_view.h - one data file and the view of its current pass (SPEC §3).
+/* dataset_view.h - one data file and the view of its current pass
+ * (adaptshim(7) "WHAT THE TRAINER SEES").
  *
  * A dataset_file is shared by every descriptor and stream the trainer opens
  * on the same physical file: it maps the file once, knows its records (fixed
@@ -8,7 +9,7 @@
  *
  * View layout: the header (verbatim, except a rewritten count field), then
  * the L records perm[s + r + j*K] (with AdaptDL's padding).  A pass of
- * length M > N (a statistical epoch, SPEC §7) reads logical index v as
+ * length M > N (a statistical epoch, adaptshim(7) "Statistical epochs") reads logical index v as
  * record perm_w[v mod N] of sweep w = v / N, each sweep with its own
  * permutation keyed by (pass, w), as AdaptDL seeds by epoch and wrap count.  All functions
  * here are pure memory operations on the mapping; callers hold the
@@ -32,12 +33,12 @@
 #include "record_selection.h"
 
 /* Physical indices of the view computed ahead, so that small records cost an
- * array lookup rather than a Feistel evaluation each (SPEC §10). */
+ * array lookup rather than a Feistel evaluation each (adaptshim(7) "Benchmarks"). */
 #define VIEW_INDEX_BLOCK 1024
 
 /* Pieces at least this large are copied with pread(2) from source_fd rather
  * than from the mapping: the kernel copies page-cached data faster than a
- * first touch of mapped pages faults it in (SPEC §10, records of 4 KiB and
+ * first touch of mapped pages faults it in (adaptshim(7) "Benchmarks", records of 4 KiB and
  * more).  Smaller pieces come from the mapping: no syscall per record. */
 #define VIEW_PREAD_MIN_CHUNK 4096
 
@@ -64,7 +65,7 @@ struct size_answer {
  * which records of the pass's view were delivered, and the lock over them.
  * It lives in anonymous shared memory made when the file is first
  * registered, so processes forked after that (a PyTorch DataLoader's
- * workers) deliver into the same pass (SPEC §3); the lock is process-shared
+ * workers) deliver into the same pass (adaptshim(7) "After fork"); the lock is process-shared
  * and robust, so a worker killed while holding it does not stop the others.
  * The storage of `delivery` and `selection` follows this struct in the
  * same mapping. */
@@ -132,7 +133,7 @@ struct dataset_file {
     struct record_permutation permutation;      /* of its first sweep (wrap 0) */
     struct record_permutation wrap_permutation; /* of sweep `wrap_cached` > 0 */
     uint64_t wrap_cached;                       /* 0: none */
-    uint64_t view_pass_length;    /* M: logical records of the pass (SPEC §7) */
+    uint64_t view_pass_length;    /* M: logical records of the pass (statistical epochs) */
     uint64_t view_pass;
     uint64_t view_start_index;
     uint64_t view_length;         /* L */
@@ -204,7 +205,7 @@ uint64_t dataset_view_line_at(const struct dataset_file *file, uint64_t payload_
 size_t dataset_view_copy(struct dataset_file *file, uint64_t offset, void *buffer,
                          size_t size);
 
-/* --- copies made without the lock (SPEC §10) ----------------------------------
+/* --- copies made without the lock (adaptshim(7) "Benchmarks") ----------------------------------
  *
  * Threads reading one file must copy in parallel, so no lock is held across
  * a copy.  The bytes of a view are bytes of the file, at places that depend
@@ -290,7 +291,7 @@ void dataset_view_set_source_fd(struct dataset_file *file, int fd);
 uint64_t dataset_view_records_before(const struct dataset_file *file, uint64_t offset);
 
 /* A read handed view bytes [offset, offset + count) to the trainer: every
- * record whose last byte lies there is delivered (SPEC §3).  Header bytes
+ * record whose last byte lies there is delivered (adaptshim(7) "Delivery").  Header bytes
  * deliver nothing. */
 void dataset_view_note_read(struct dataset_file *file, uint64_t offset, uint64_t count);
 
@@ -344,8 +345,8 @@ bool dataset_view_readers_finished_pass(const struct dataset_file *file);
 uint64_t dataset_view_records_in_flight(const struct dataset_file *file);
 
 /* Ends the pass when its readers finished it, so that a snapshot taken
- * between the trainer's loops binds the next pass at index 0 (SPEC §4's
- * "once the read returning 0 had happened") rather than a complete pass,
+ * between the trainer's loops binds the next pass at index 0 (adaptshim(7) "Passes",
+ * rule 4: as once a read had returned 0) rather than a complete pass,
  * which a trainer that restores "epoch e+1" would see as an empty epoch.
  * Returns whether it ended the pass. */
 bool dataset_view_end_pass_finished_by_readers(struct dataset_file *file);
@@ -364,7 +365,7 @@ bool dataset_view_covered(const struct dataset_file *file);
  * that a loader that does several in each epoch (a stat then an open, an
  * open then an fstat) ends one pass per epoch. */
 
-/* Whether opening the file now ends the current pass (SPEC §3 rule 2): the
+/* Whether opening the file now ends the current pass (adaptshim(7) "Passes", rule 2): the
  * view is covered, or it is header-only and its first sign was an open. */
 bool dataset_view_reopen_ends_pass(const struct dataset_file *file);
 /* A descriptor or stream was opened on the current view. */
@@ -403,7 +404,7 @@ void dataset_view_note_mapped(struct dataset_file *file);
 
 /* How many of `size` bytes a read(2) at `offset` hands out, so that a
  * reader's own buffer never holds records its trainer has not consumed
- * (SPEC §3 "Read-ahead outside the shim"): a read stops at the end of the
+ * (adaptshim(7) "Read-ahead outside the shim"): a read stops at the end of the
  * header, and at the end of the current record unless it starts at a record
  * boundary and asks for whole records; in lines mode at the end of the
  * current line.  A read of exactly what is left is whole. */
@@ -444,8 +445,8 @@ bool dataset_view_select_undelivered(struct dataset_file *file, uint64_t pass_le
  * cannot be told.  Set by the shim; NULL: it cannot be told. */
 extern uint64_t (*dataset_view_training_events)(void);
 
-/* Reading twice before training (SPEC §4.1): a loader that counts the
- * records, rewinds (or reopens) and reads them again into memory (the MPI
+/* Reading twice before training (adaptshim(7) "Reading twice before training"): a loader that
+ * counts the records, rewinds (or reopens) and reads them again into memory (the MPI
  * data-parallel trainer of llm_parallelisms.c, at its start or each epoch)
  * must see the same records both times, or its second reading overflows
  * the buffer it sized by the first.  When the trainer starts reading the
@@ -477,7 +478,7 @@ bool dataset_view_lengthen(struct dataset_file *file, uint64_t view_records);
 
 /* True when a restore under replay will show passes of a file whose entry
  * has `count=` as skipped, header-only views: their count field then reads
- * 0, which loaders that insist on a positive count reject (SPEC §4). */
+ * 0, which loaders that insist on a positive count reject (adaptshim(7) "CHECKPOINT BINDING"). */
 bool dataset_view_replay_empties_count_field(const struct dataset_file *file);
 
 /* True when the current pass has begun: a record was delivered (or a

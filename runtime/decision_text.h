@@ -1,5 +1,5 @@
 /* decision_text.h - one batch-size decision as one line a person can read
- * (what ADAPTDL_LOG=info prints for each decision, SPEC §9): the current
+ * (what ADAPTDL_LOG=info prints for each decision, adaptshim(7) "Logging"): the current
  * and the chosen batch, the predicted speedup, the payback time, and why
  * the job restarts or keeps its batch.
  *

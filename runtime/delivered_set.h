@@ -1,5 +1,5 @@
 /* delivered_set.h - what a snapshot binds of a pass read out of order
- * (SPEC §4.1, loaders that visit their own order; §5).
+ * (adaptshim(7) "Readers in their own order"; "CHECKPOINT BINDING").
  *
  * A reader in its own order (llm.c's shuffle, a shuffling DataLoader) has
  * been handed records all over its view when its trainer checkpoints; the
@@ -12,8 +12,8 @@
  * Only what this replica saw is known, so the bitmap is made for a file
  * read by one replica; a pass that was itself resumed from a bitmap keeps
  * that bitmap under any replica count, with the in-order prefix of each
- * replica (the same on every replica in lock-step training, as SPEC §3's
- * progress assumes). */
+ * replica (the same on every replica in lock-step training, as the progress of
+ * adaptshim(7) "Progress" assumes). */
 #ifndef ADAPTSHIM_DELIVERED_SET_H
 #define ADAPTSHIM_DELIVERED_SET_H
 

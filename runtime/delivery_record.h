@@ -1,5 +1,5 @@
 /* delivery_record.h - which records of one pass's view have been delivered
- * (SPEC §3 "Progress").
+ * (adaptshim(7) "Progress").
  *
  * A record is delivered when a read hands its last byte to the trainer.
  * Progress is the longest delivered prefix of the view; the pass is covered

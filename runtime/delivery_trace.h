@@ -1,7 +1,7 @@
 /* delivery_trace.h - the delivery trace (ADAPTDL_TRACE_FILE): every record
  * the shim hands the trainer, what each checkpoint commit bound, and which
  * checkpoint the trainer loaded, as text lines that adaptdl-verify compares
- * between an uninterrupted run and runs killed and restarted (SPEC §4.1).
+ * between an uninterrupted run and runs killed and restarted (adaptdl-verify(1)).
  *
  * One line per event, written with one write(2) on a descriptor opened with
  * O_APPEND, so that the lines of the trainer's threads and of its forked
@@ -35,7 +35,7 @@
  *
  * SIZE and PASS-like fields are decimal, HASH 16 hexadecimal digits (XXH64,
  * content_hash.h).  NAME is the data file's basename (positions match files
- * by basename, SPEC §5) and PATH an absolute path, both with every byte
+ * by basename, adaptshim(7) "CHECKPOINT BINDING") and PATH an absolute path, both with every byte
  * below '!', above '~' and '%' itself written as %XX.
  *
  * Off (no ADAPTDL_TRACE_FILE), a delivery costs one predictable branch. */

@@ -1,5 +1,5 @@
 /* epoch_loop.h - the trainer's loop over epochs, as AdaptDL's
- * remaining_epochs_until (SPEC §11 "Epochs").
+ * remaining_epochs_until (adaptdl(3)).
  *
  *     for (int64_t e = epoch_loop_begin(&loop, 30); e >= 0; e = epoch_loop_next(&loop))
  *         ...

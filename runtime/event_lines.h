@@ -1,9 +1,9 @@
-/* event_lines.h - the lines of the metrics file (ADAPTDL_METRICS_FILE, SPEC
- * §9), one per event: what each carries, and which values are absent (null,
- * so that every line of a type has the same members).  Each function builds
+/* event_lines.h - the lines of the metrics file (ADAPTDL_METRICS_FILE,
+ * adaptshim(7) "Metrics file"), one per event: what each carries, and which values are absent
+ * (null, so that every line of a type has the same members).  Each function builds
  * the whole line, json_line_end included, for the shim's metrics writer
  * (shim/events.c) to write; `time_seconds` is the wall-clock time of the
- * event.  README "Metrics file" lists the members. */
+ * event.  adaptshim(7) "Metrics file" lists the members. */
 #ifndef ADAPTSHIM_EVENT_LINES_H
 #define ADAPTSHIM_EVENT_LINES_H
 
@@ -72,8 +72,8 @@ void event_line_restore(struct json_line *line, double time_seconds,
                         const char *checkpoint_path, int status);
 void event_line_exit(struct json_line *line, double time_seconds, int status,
                      const char *why);
-/* "decision": a batch-size decision with its inputs and outputs (SPEC §7
- * "Events"). */
+/* "decision": a batch-size decision with its inputs and outputs (adaptshim(7)
+ * "Metrics file"). */
 void event_line_decision(struct json_line *line, double time_seconds,
                          const struct batch_decision_inputs *inputs,
                          const struct batch_decision *decision, bool restart);

@@ -7,7 +7,7 @@
  * closes as a literal '[', and a pattern ending in a lone backslash or
  * naming an unknown character class matches nothing at all.  Either way
  * the setting quietly matches nothing, so the configuration refuses such
- * patterns at start-up (SPEC §2: never a silent default). */
+ * patterns at start-up (adaptshim(7) "ENVIRONMENT": never a silent default). */
 #ifndef ADAPTSHIM_GLOB_PATTERN_H
 #define ADAPTSHIM_GLOB_PATTERN_H
 

@@ -1,7 +1,7 @@
 /* goodput.h - the Pollux/AdaptDL goodput model: step-time prediction,
  * statistical efficiency, the batch-size optimizer and the fit of the
- * throughput model to step-time profiles (SPEC §7 "Model", "Decisions";
- * §10 budgets: one decision under 10 us, a fit of 100 points under 5 ms).
+ * throughput model to step-time profiles (adaptshim(7) "Decisions";
+ * the targets: one decision under 10 us, a fit of 100 points under 5 ms).
  *
  * Throughput model (AdaptDL's PerfParams, Pollux §3).  For a configuration of
  * `nodes` nodes, K `replicas`, a local (atomic) batch of b samples per
@@ -177,7 +177,7 @@ struct goodput_choice {
  * lower end is tried: the initial batch is kept, split over the replicas.
  * Unlike AdaptDL, which pins one replica without accumulation to B0 always,
  * one replica with statistics may grow: the shim's difference estimator
- * (grad_noise.h) supplies statistics from a single replica (SPEC §7).
+ * (grad_noise.h) supplies statistics from a single replica (adaptshim(7) "Decisions").
  *
  * Allocates nothing.  Returns 0, or -1 (out untouched) when an argument is
  * invalid: nodes == 0, replicas < nodes, B0 == 0, local_bsz_min >

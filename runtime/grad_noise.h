@@ -1,5 +1,5 @@
-/* grad_noise.h - gradient noise scale estimator (SPEC §6 "Gradients",
- * "Piggy-backing"; §9 step-line fields grad_sqr, grad_var, noise_scale).
+/* grad_noise.h - gradient noise scale estimator (adaptshim(7) "Piggy-backing";
+ * the step-line fields grad_sqr, grad_var, noise_scale: "Metrics file").
  *
  * The counterpart of AdaptDL's GradientNoiseScale, reduced to arithmetic on
  * squared norms: the shim measures the norms around the trainer's gradient
@@ -94,7 +94,7 @@ struct grad_noise_state {
     uint64_t steps_per_observation;
 };
 
-/* Estimates a decision may trust (SPEC §7 says when to decide; this says
+/* Estimates a decision may trust (adaptshim(7) "Decisions" says when to decide; this says
  * whether the statistics can support one): at least this many effective
  * observations, grad_sqr positive, and both estimates known to within this
  * relative standard error. */

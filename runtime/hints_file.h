@@ -1,4 +1,4 @@
-/* hints_file.h - reading ADAPTDL_HINTS_FILE (SPEC §7 "Events"): the goodput
+/* hints_file.h - reading ADAPTDL_HINTS_FILE (adaptshim(7) "Decisions"): the goodput
  * table a launcher or scheduler chooses the replica count from.
  *
  * Rank 0 writes the file at each batch-size decision (hints_write.c) as one

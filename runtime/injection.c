@@ -1,5 +1,5 @@
 /* injection.c - reads and rewrites the trainer's batch-size and learning-rate
- * arguments (SPEC §7); the rules are in injection.h.
+ * arguments (adaptshim(7) "BATCH-SIZE CONTROL"); the rules are in injection.h.
  *
  * Two pieces do the work.  find_next_flag_occurrence() walks argv exactly
  * once per caller, yielding each occurrence of the flag with where its value

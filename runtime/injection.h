@@ -1,5 +1,5 @@
 /* injection.h - putting the chosen batch size and learning rate into an
- * unmodified trainer's command line or environment (SPEC §7,
+ * unmodified trainer's command line or environment (adaptshim(7) "BATCH-SIZE CONTROL",
  * ADAPTDL_BSZ_ARG, ADAPTDL_LR_ARG); the factor ADAPTDL_LR_RULE applies
  * to the learning rate is learning_rate.h's.
  *

@@ -1,6 +1,6 @@
 /* learning_rate.h - how the trainer's learning rate follows the batch size
- * adaptshim injects (SPEC §7, ADAPTDL_LR_RULE): the linear and square-root
- * rules, and AdaScale's gain from the gradient statistics. */
+ * adaptshim injects (adaptshim(7) "BATCH-SIZE CONTROL", ADAPTDL_LR_RULE): the linear and
+ * square-root rules, and AdaScale's gain from the gradient statistics. */
 #ifndef ADAPTSHIM_LEARNING_RATE_H
 #define ADAPTSHIM_LEARNING_RATE_H
 
@@ -27,8 +27,9 @@ double learning_rate_factor(enum lr_rule rule, double scale, double gain_from_ad
  *
  * with sqr = grad_sqr = |G|^2 and var_b = grad_var_per_sample /
  * initial_global_bsz, the variance of a gradient averaged over the initial
- * batch.  r = scale * efficiency (SPEC §7): between 1 (no noise, a bigger
- * batch gains nothing) and scale (pure noise, the linear rule).  As in
+ * batch.  r = scale * efficiency (adaptshim(7) "BATCH-SIZE CONTROL"):
+ * between 1 (no noise, a bigger batch gains nothing) and scale (pure noise,
+ * the linear rule).  As in
  * AdaptDL, sqr is clamped at 0 and var_b at 1e-6 from below, since early
  * unbiased estimates can be negative.  Returns 1 when a statistic is missing
  * or not finite (NAN before the first observation), initial_global_bsz is 0,

@@ -1,4 +1,4 @@
-/* log.h - leveled, per-rank logging (SPEC §9).
+/* log.h - leveled, per-rank logging (adaptshim(7) "Logging").
  *
  * A disabled level costs one predictable branch: the macros compare against
  * a global threshold before evaluating any argument.  Lines carry the rank,

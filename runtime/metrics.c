@@ -16,7 +16,7 @@
  * the trainer is about to look at.
  *
  * Rate limiting.  Step lines come once per optimizer step, possibly
- * thousands per second; the SPEC wants at most a few per second but the
+ * thousands per second; adaptshim(7) "Metrics file" promises at most four a second, the
  * latest one always written before exit.  A step line that is not due is
  * copied into a pending slot; the next due step supersedes it, and
  * metrics_flush_latest_step (exit path, MPI_Finalize, preemption signal)

@@ -1,5 +1,5 @@
-/* metrics.h - machine-readable JSON lines for ADAPTDL_METRICS_FILE (SPEC §9,
- * §7 "Events").
+/* metrics.h - machine-readable JSON lines for ADAPTDL_METRICS_FILE (adaptshim(7)
+ * "Metrics file").
  *
  * Two small pieces:
  *
@@ -17,8 +17,8 @@
  * Line format: `{"type": "step", "time": 12.5, "step": 3, ...}\n`, i.e. the
  * separators of Python's json.dumps.  Doubles use %.17g, enough digits for
  * strtod to give back the very same double; NaN and infinities, which JSON
- * cannot express, become null (SPEC §7: "a value that is not finite is
- * written as null").
+ * cannot express, become null (adaptshim(7) "Metrics file": numbers that are not finite
+ * are written as null).
  *
  * All file I/O goes through runtime_sysio (see sysio.h): inside the preloaded
  * library open() and write() are the shim's own wrappers. */
@@ -38,8 +38,8 @@
 /* Nested objects a line may open ("perf_params": {...} needs one). */
 #define JSON_LINE_MAX_DEPTH 8
 
-/* Step lines are written at most this often by default (SPEC §9: "at most a
- * few per second"). */
+/* Step lines are written at most this often by default (adaptshim(7) "Metrics file": at most four
+ * times a second). */
 #define METRICS_DEFAULT_STEP_INTERVAL_SECONDS 0.25
 
 struct json_line {

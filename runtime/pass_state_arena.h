@@ -1,5 +1,5 @@
 /* pass_state_arena.h - one region of memory shared by every process of a
- * job, holding the pass state of each data file (SPEC §3).
+ * job, holding the pass state of each data file (adaptshim(7) "After fork").
  *
  * A PyTorch Dataset often opens its file lazily in __getitem__, so the first
  * process to touch a data file may be a DataLoader worker, and with

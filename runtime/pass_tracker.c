@@ -1,6 +1,6 @@
 /* pass_tracker.c - pass and epoch model of one data file (see pass_tracker.h).
  *
- * The rules, from SPEC §4:
+ * The rules (adaptshim(7) "CHECKPOINT BINDING"):
  *   replay:   pass p <  bound pass -> header-only (skipped)
  *             pass p == bound pass -> starts at the bound index
  *             pass p >  bound pass -> starts at 0

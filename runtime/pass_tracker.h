@@ -1,4 +1,5 @@
-/* pass_tracker.h - pass and epoch model of one data file (SPEC §3, §4).
+/* pass_tracker.h - pass and epoch model of one data file (adaptshim(7)
+ * "Passes", "CHECKPOINT BINDING").
  *
  * The counterpart of AdaptDL's _AdaptiveDataLoaderState: which pass a file
  * is in, where that pass's view starts (s), how many records this replica has
@@ -7,8 +8,8 @@
  * delivered and pass ends, and asks which view the current pass has.
  *
  * A pass has a length M in logical records: N for a plain pass; for a train
- * file under statistical epochs (SPEC §7) the length a planner chose, which
- * may exceed N (the pass then wraps around the records with a fresh
+ * file under statistical epochs (adaptshim(7) "Statistical epochs") the length a planner chose,
+ * which may exceed N (the pass then wraps around the records with a fresh
  * permutation per wrap) or fall short of it.  Start and current indices
  * count in [0, M]. */
 #ifndef ADAPTSHIM_PASS_TRACKER_H
@@ -19,9 +20,9 @@
 
 #include "config.h"
 
-/* The longest pass, in sweeps over the records: a statistical epoch (SPEC
- * §7) runs for about N / efficiency records, and efficiency falls to 1/2048
- * only at a batch thousands of times the initial one.  The cap keeps every
+/* The longest pass, in sweeps over the records: a statistical epoch
+ * (adaptshim(7) "Statistical epochs") runs for about N / efficiency records, and efficiency
+ * falls to 1/2048 only at a batch thousands of times the initial one.  The cap keeps every
  * view's per-record state (line offsets, delivery bits) within reach of its
  * file's size, and lets a restore refuse any longer pass as one no run
  * could have planned. */
@@ -91,7 +92,7 @@ static inline bool pass_tracker_started(const struct pass_tracker *tracker)
 }
 
 /* Chooses the length M of a fresh pass of a file with `statistical` set
- * (statistical epochs, SPEC §7); NULL, or a return of 0, means N.  Called
+ * (adaptshim(7) "Statistical epochs"); NULL, or a return of 0, means N.  Called
  * with the file's lock held: it must not take the registry lock. */
 extern uint64_t (*pass_tracker_length_planner)(uint64_t record_count, uint64_t pass);
 /* Chooses the length of a restored pass of such a file, from the global
@@ -151,7 +152,7 @@ bool pass_tracker_restore(struct pass_tracker *tracker, enum resume_mode resume,
 
 /* The bound pass of the restore just applied serves only `remaining` of
  * its indices from the bound index on: those its snapshot did not name
- * delivered (SPEC §4.1, loaders that visit their own order).  Returns
+ * delivered (adaptshim(7) "Readers in their own order").  Returns
  * false, changing nothing, when nothing was restored, the bound pass has
  * begun, or `remaining` is 0. */
 bool pass_tracker_select_undelivered(struct pass_tracker *tracker, uint64_t remaining);
@@ -177,7 +178,7 @@ bool pass_tracker_advance_start(struct pass_tracker *tracker);
 
 /* The trainer of a pass restored under continue at index s (0 < s < M,
  * nothing of it read yet) places its first read at record `position` of
- * the view (SPEC §4.1, own positioning): it seeks to where its interrupted
+ * the view (adaptshim(7) "Own positioning"): it seeks to where its interrupted
  * epoch stopped, counted in its own records.  When that is exactly where
  * the pass's own coordinates (from index 0) put this replica's first record
  * not consumed, the pass takes those coordinates back, the positions before

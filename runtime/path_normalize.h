@@ -1,4 +1,4 @@
-/* path_normalize.h - absolute paths built lexically, as SPEC §3 matches
+/* path_normalize.h - absolute paths built lexically, as adaptshim(7) "ENVIRONMENT" matches
  * them: the ADAPTDL_DATA and ADAPTDL_SAVE globs are matched against the
  * path the trainer passed and against its absolute form.  "." and ".."
  * are resolved by text, not by following symbolic links (the trainer named

@@ -1,5 +1,5 @@
 /* permutation.c - keyed bijections over [0, N) and the sharded view index
- * map of SPEC §3.
+ * map of adaptshim(7) "What the trainer sees".
  *
  * A shuffled pass must present the N records of a file in a pseudo-random
  * order that every replica computes identically, that changes with the pass
@@ -107,8 +107,8 @@ static uint64_t permutation_absorb(uint64_t state, uint64_t word)
  * of perm(i+1) - perm(i) for small files (clear below a few hundred
  * records, marginal at 1000, undetectable from about 4096 on, by a
  * chi-square test over 400 keys), but cost 1.5 times as much: the worst case
- * (N = 2^k + 1) goes from about 40 to about 56 ns per index, over the 50 ns
- * budget of SPEC §3. */
+ * (N = 2^k + 1) goes from about 40 to about 56 ns per index, over the budget of
+ * well under 50 ns per index. */
 _Static_assert(PERMUTATION_ROUNDS >= 2 && PERMUTATION_ROUNDS % 2 == 0,
                "rounds come in (high, low) pairs");
 
@@ -295,8 +295,8 @@ uint64_t view_length(uint64_t record_count, uint64_t replicas, uint64_t start_in
  *   overflow unless N + K exceeds 2^64.
  *
  * When offset < R the record is s + offset < N.  Otherwise it is one of the
- * K*L - R < K padding records, and SPEC §3 (AdaptDL's padding) takes it from
- * the start of the permutation: (s + offset) - N = offset - R.
+ * K*L - R < K padding records, and adaptshim(7) "What the trainer sees" (AdaptDL's padding)
+ * takes it from the start of the permutation: (s + offset) - N = offset - R.
  *
  * Degenerate case: with more replicas than remaining records (K > R), the
  * padding count K - R can exceed N, so offset - R may still be >= N.  The

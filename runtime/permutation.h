@@ -1,5 +1,5 @@
 /* permutation.h - keyed bijections over [0, N) and the sharded view index
- * map of SPEC §3.
+ * map of adaptshim(7) "What the trainer sees".
  *
  * A record permutation is an unbalanced (alternating) Feistel network over
  * the smallest power-of-two domain [0, 2^b) covering N, whose two parts have

@@ -6,7 +6,7 @@
  * joins them only when its iterator is exhausted (every batch consumed) or
  * dropped.  Without that signal a checkpoint taken between two epochs would
  * bind a complete pass, which a trainer restoring "epoch e+1" sees as an
- * empty epoch, and with `lookahead=N` (SPEC §3) it would bind N records
+ * empty epoch, and with `lookahead=N` (adaptshim(7) "ADAPTDL_DATA") it would bind N records
  * short, so the resumed epoch would begin with the old epoch's last records.  The set lives in the pass state shared
  * across fork; it names at most READER_PROCESSES_MAX processes, and beyond
  * that counts every reader as possibly alive.  Reads of the process that

@@ -1,5 +1,5 @@
-/* record_selection.h - the records a resumed pass still owes (SPEC §4.1,
- * loaders that visit their own order).
+/* record_selection.h - the records a resumed pass still owes (adaptshim(7) "Readers in their
+ * own order", loaders that visit their own order).
  *
  * A snapshot of a pass whose reader went out of order keeps, beside the
  * first index not delivered (current_index c), which later indices of the

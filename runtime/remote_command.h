@@ -1,6 +1,6 @@
 /* remote_command.h - the shell command line that starts one replica on
  * another host through an rsh-like agent (adaptdl-torch-launch,
- * README "PyTorch jobs"):
+ * adaptdl-wrap(1) "PYTORCH JOBS"):
  *
  *   cd 'DIR' && exec env 'NAME=VALUE'... sh -c 'CONTROL' adaptdl-replica 'COMMAND'...
  *

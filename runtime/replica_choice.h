@@ -1,6 +1,6 @@
 /* replica_choice.h - which replica count a job runs with next, from the
  * predicted goodput of each count (AdaptDL's scheduler role for one job;
- * README "Launcher").
+ * adaptdl-wrap(1) "The replica count").
  *
  * One rule, used on both sides so that they agree:
  *
@@ -10,7 +10,7 @@
  *   - the shim's rank 0 applies it to the same table computed from the
  *     model it just fitted, and requests a restart when the count it picks
  *     differs from the current one and the restart pays back in time (the
- *     rule of SPEC §7 "Decisions" for batch sizes).
+ *     rule of adaptshim(7) "Decisions" for batch sizes).
  *
  * The rule: among the counts in [MIN, MAX] that have a prediction, take the
  * one with the highest goodput (the smallest of equal ones); move to it only
@@ -34,7 +34,8 @@
  * twice the most replicas profiled; beyond that the model is a guess). */
 #define REPLICA_CHOICE_MAX_REPLICAS 64
 
-/* The speedup a move must beat when ADAPTDL_SPEEDUP is not set (SPEC §7). */
+/* The speedup a move must beat when ADAPTDL_SPEEDUP is not set (adaptshim(7) "BATCH-SIZE
+ * CONTROL"). */
 #define REPLICA_CHOICE_DEFAULT_SPEEDUP 1.05
 
 /* Predicted goodput by replica count: goodput[k] for k replicas, NAN where
@@ -88,7 +89,7 @@ int replica_choice_pick(const struct replica_goodputs *table, uint32_t minimum,
 
 /* True when a choice that moves is worth a restart: the restart of
  * `restart_cost` seconds pays back within `payback_seconds`,
- * C * S / (S - 1) <= payback (SPEC §7 "Decisions").  Also false for a
+ * C * S / (S - 1) <= payback (adaptshim(7) "Decisions").  Also false for a
  * choice that keeps the count. */
 bool replica_choice_restart_pays(const struct replica_choice *choice, double restart_cost,
                                  double payback_seconds);

@@ -1,5 +1,5 @@
 /* replica_outcome.h - how the ends of a job's replicas make the status of
- * the job, for adaptdl-torch-launch (README "PyTorch jobs").  It answers
+ * the job, for adaptdl-torch-launch (adaptdl-wrap(1) "PYTORCH JOBS").  It answers
  * adaptdl-wrap's supervision loop as mpirun does: 0 done, 143 restart me,
  * anything else a crash.
  *

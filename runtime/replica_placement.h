@@ -1,5 +1,5 @@
 /* replica_placement.h - where the replicas of a job started by
- * adaptdl-torch-launch run (SPEC §8.1, README "PyTorch jobs"): the hosts of an
+ * adaptdl-torch-launch run (adaptdl-wrap(1) "PYTORCH JOBS"): the hosts of an
  * Open MPI-style hostfile, and the replicas spread over their slots, with
  * the numbers torchrun gives each process (RANK, LOCAL_RANK,
  * LOCAL_WORLD_SIZE, GROUP_RANK).

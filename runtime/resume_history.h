@@ -1,6 +1,6 @@
 /* resume_history.h - what a trainer's model was trained on, from the
  * delivery traces (trace_log.h) of a job's runs, and how that differs, pass
- * by pass, from an uninterrupted run's (adaptdl-verify, SPEC §4.1).
+ * by pass, from an uninterrupted run's (adaptdl-verify(1)).
  *
  * The history is, per data file, the list of records delivered for the
  * first time in their pass, in order.  A run that loads a checkpoint takes

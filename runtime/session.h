@@ -1,5 +1,6 @@
 /* session.h - the runtime's state for one process: configuration, data
- * files, and the binding of snapshots to the trainer's checkpoints (SPEC §5).
+ * files, and the binding of snapshots to the trainer's checkpoints (adaptshim(7) "CHECKPOINT
+ * BINDING").
  *
  * The shim owns one session and calls into it from its wrappers; tests build
  * sessions of their own. */
@@ -63,7 +64,7 @@ void session_init(struct runtime_session *session);
  * as written). */
 int session_prepare_globs(struct runtime_session *session, const char *cwd);
 
-/* SPEC §2 intent, a setting never silently matches nothing: one line naming
+/* As adaptshim(7) "ENVIRONMENT" says, a setting never silently matches nothing: one line naming
  * the train entries of ADAPTDL_DATA that no path has matched (at the first
  * checkpoint commit: the trainer checkpoints without having read that data
  * through the shim; `with_data`), and ADAPTDL_SAVE when no path matched
@@ -91,7 +92,7 @@ struct file_identity {
 };
 
 /* Whether the last close of a descriptor remembered as a checkpoint opened
- * for writing is the commit of that checkpoint (SPEC §5): only while the
+ * for writing is the commit of that checkpoint (adaptshim(7) "CHECKPOINT BINDING"): only while the
  * descriptor still refers to the file it was opened on (`now`; NULL when it
  * cannot be told, e.g. fstat failed).  A number that was closed where no
  * wrapper saw it (glibc's fclose of a stream, a raw system call) and was
@@ -120,7 +121,7 @@ int session_commit_checkpoint(struct runtime_session *session, const char *check
  * directory, or content_path is gone or not a regular file); -1 with errno
  * when the content cannot be read or the snapshot cannot be written: the
  * trainer's commit (its rename, close or fclose) must then fail with that
- * errno (SPEC §5), so that its previous checkpoint stays the one that
+ * errno (adaptshim(7) "CHECKPOINT BINDING"), so that its previous checkpoint stays the one that
  * resumes.  Failures are logged. */
 int session_commit_checkpoint_file(struct runtime_session *session, const char *content_path,
                                    const char *checkpoint_path,

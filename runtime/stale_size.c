@@ -7,8 +7,8 @@
 /* What the trainer can do about either sign. */
 static const char stale_size_remedy[] =
     "ask the size in each epoch (build the PyTorch Dataset inside the epoch loop), or add "
-    "resume=whole-pass to the file's ADAPTDL_DATA entry: README \"Loaders that take the size "
-    "once\"";
+    "resume=whole-pass to the file's ADAPTDL_DATA entry: adaptshim(7) \"Loaders that take "
+    "the size once\"";
 
 static void stale_size_record_answer(struct size_answer *answer, const struct dataset_file *file)
 {

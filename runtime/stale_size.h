@@ -1,7 +1,7 @@
 /* stale_size.h - a loader that takes a data file's size once.
  *
- * Every pass of a data file is a view with a size of its own (SPEC §3): a
- * pass resumed after a restore holds the records left, a pass that replay
+ * Every pass of a data file is a view with a size of its own (adaptshim(7) "Loaders that take
+ * the size once"): a pass resumed after a restore holds the records left, a pass that replay
  * skips holds none, and statistical epochs plan each pass's length.  A
  * loader that asks the size in each epoch (llm.c's fseek(SEEK_END), a
  * PyTorch Dataset built inside the epoch loop) reads every view whole.  One

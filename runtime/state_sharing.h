@@ -1,5 +1,5 @@
 /* state_sharing.h - the start-up check that every replica sees the same
- * state directory (SPEC §8.1 "Several hosts"): the job record and the
+ * state directory (adaptdl-wrap(1) "Several hosts (hostfile)"): the job record and the
  * snapshots that resume a job live there, so on several hosts it must be
  * on a file system every host sees.  A directory that is only local on
  * some host would make that host's replicas resume from nothing.

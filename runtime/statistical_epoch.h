@@ -1,5 +1,5 @@
 /* statistical_epoch.h - AdaptDL's statistical epochs for a trainer that sees
- * each pass as a file of fixed size (SPEC §7).
+ * each pass as a file of fixed size (adaptshim(7) "Statistical epochs").
  *
  * With adaptation on, AdaptDL counts training in "progress": every step adds
  * its gain, the number of initial-batch steps it is worth

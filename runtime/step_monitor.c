@@ -1,7 +1,7 @@
 /* step_monitor.c - steps, the piggy-backed reduction and agreed stops (see
  * step_monitor.h).
  *
- * Gradient convention (SPEC §6): `local` is the squared norm of this
+ * Gradient convention (adaptshim(7) "Piggy-backing"): `local` is the squared norm of this
  * replica's own input to the all-reduce and `total` the squared norm of the
  * result divided by K, i.e. of the mean over replicas.  A trainer that
  * divides by K before the all-reduce makes both K^2 times smaller, one that
@@ -285,7 +285,9 @@ enum step_action step_monitor_boundary(struct step_monitor *monitor, double now,
     monitor->norm_time = 0;
     /* The step starting now is number boundaries + 1.  One replica measures
      * every step: its difference estimator, fed pairs of sampled steps only,
-     * came out biased high in tests (to be understood; see README). */
+     * came out biased high in tests (to be understood; adaptshim(7)
+     * "Gradient statistics (transparent)" says one process measures every
+     * step). */
     uint64_t next = monitor->boundaries + 1;
     monitor->measuring = monitor->replicas == 1 || next % monitor->measure_period == 0;
     if (monitor->measuring)

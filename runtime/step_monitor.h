@@ -1,5 +1,5 @@
 /* step_monitor.h - steps, the piggy-backed reduction and agreed stops
- * (SPEC §6).
+ * (adaptshim(7) "Steps", "Piggy-backing").
  *
  * Every replica must count the same steps, so a step boundary is taken from
  * the sequence of collectives, which all replicas share: a step is a run of

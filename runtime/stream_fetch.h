@@ -1,5 +1,5 @@
 /* stream_fetch.h - the last fetch of a buffered stream over a view, and how
- * much of it its trainer has consumed (SPEC §3: bytes that sit unread in a
+ * much of it its trainer has consumed (adaptshim(7) "Delivery": bytes that sit unread in a
  * stdio buffer are not delivered).
  *
  * A fetch is the view bytes [start, end) of one pass that a read of the

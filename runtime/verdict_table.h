@@ -1,4 +1,4 @@
-/* verdict_table.h - adaptdl-verify's report (SPEC §4.1): one row per case
+/* verdict_table.h - adaptdl-verify's report (adaptdl-verify(1)): one row per case
  * (and per setting tried to fix it), then, for every case that is not
  * exact, the records lost or repeated in each pass, against the
  * uninterrupted run.

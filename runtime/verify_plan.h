@@ -1,4 +1,4 @@
-/* verify_plan.h - adaptdl-verify's choices (SPEC §4.1): where in an
+/* verify_plan.h - adaptdl-verify's choices (adaptdl-verify(1)): where in an
  * uninterrupted run a case is killed (the reference run's commits, told
  * apart by what they bound), how a commit is named in the verdict, and the
  * ADAPTDL_DATA a fix trial runs with.

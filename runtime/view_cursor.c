@@ -215,9 +215,9 @@ static void view_cursor_serve_told_length_locked(struct view_cursor *cursor, uin
         log_warn("%s", message);
 }
 
-/* A read at the end of the view ends the pass (SPEC §3 rule 1): records of
+/* A read at the end of the view ends the pass (adaptshim(7) "Passes", rule 1): records of
  * the view that were never delivered are lost to this epoch, and the
- * accounting can see it (SPEC §4.1: one warn line per pass).  A pass whose
+ * accounting can see it (one warn line per pass).  A pass whose
  * rest is out of the loader's reach (llm.c's last record) is no loss the
  * trainer could have read.  Lock held. */
 static void view_cursor_end_pass_at_end_locked(struct dataset_file *file)

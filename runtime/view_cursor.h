@@ -1,5 +1,5 @@
 /* view_cursor.h - an open file description on a data view, and the pass rules
- * that descriptor operations trigger (SPEC §3 "Passes").
+ * that descriptor operations trigger (adaptshim(7) "Passes").
  *
  * dup'd descriptors share one cursor (as they share one kernel file offset);
  * every cursor of a file shares the file's pass state.  A cursor remembers

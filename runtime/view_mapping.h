@@ -1,4 +1,4 @@
-/* view_mapping.h - what an mmap(2) of a data file gets (SPEC §3, "mmap").
+/* view_mapping.h - what an mmap(2) of a data file gets (adaptshim(7) "Mappings").
  *
  * A mapping must show the same view as read(2).  The policy, decided here
  * and applied by the thin wrapper in shim/io_mmap.c:
@@ -100,7 +100,7 @@ uint64_t view_mapping_fill(struct dataset_file *file, uint64_t offset, void *des
  * for every batch): its windows are no records the shim can shard or
  * shuffle, and each mapping copies the whole view; at the
  * VIEW_MAPPING_WINDOW_SIGN-th mapping one warn line says so and names
- * shard=0:shuffle=0 (SPEC §4.1).  A trainer that maps once per epoch says
+ * shard=0:shuffle=0 (adaptshim(7) "Mappings", limits).  A trainer that maps once per epoch says
  * it only after that many epochs in one process, and the line says "if". */
 #define VIEW_MAPPING_WINDOW_SIGN 16
 void view_mapping_note_mapped(struct dataset_file *file);

@@ -1,6 +1,6 @@
 /* adaptdl_replicas.c - adaptdl-replicas, the launcher's helper that picks
- * the replica count of the next launch from ADAPTDL_HINTS_FILE (README
- * "Launcher"; the rule is runtime/replica_choice.h, the reader
+ * the replica count of the next launch from ADAPTDL_HINTS_FILE (adaptdl-wrap(1)
+ * "The replica count"; the rule is runtime/replica_choice.h, the reader
  * runtime/hints_file.h).
  *
  *   adaptdl-replicas choose HINTS MIN MAX CURRENT [--speedup S]

@@ -1,5 +1,5 @@
 /* adaptdl_verify.c - adaptdl-verify: does a trainer resume exactly under the
- * shim?  (SPEC §4.1, README "Adapt your trainer")
+ * shim?  (adaptdl-verify(1))
  *
  *   adaptdl-verify [options] -- TRAINER [ARGS...]
  *
@@ -446,7 +446,7 @@ static void check_environment(struct verify_context *context)
     context->data_value = getenv("ADAPTDL_DATA");
     if (config->data_count == 0 || context->data_value == NULL)
         verify_refuse("ADAPTDL_DATA is not set; accepted: the dataset entries the trainer runs "
-                      "with (README \"What the trainer sees\")");
+                      "with (adaptshim(7) \"ADAPTDL_DATA\")");
     if (config->checkpoint_path == NULL)
         verify_refuse("ADAPTDL_CHECKPOINT_PATH is not set; accepted: a relative directory "
                       "path such as \"state\" (it is made in each run's scratch directory)");

@@ -1,4 +1,4 @@
-/* adaptdl.h - the cooperative API of adaptshim (SPEC §11): AdaptDL's epochs,
+/* adaptdl.h - the cooperative API of adaptshim (adaptdl(3)): AdaptDL's epochs,
  * data loops, accumulators, registered state and gradient statistics, for
  * C and C++ trainers that opt in.
  *
@@ -13,7 +13,7 @@
  * Errors: functions returning int return 0 (or a count) on success and -1
  * on misuse or failure; epoch functions return ADAPTDL_ERROR; creators
  * return NULL.  adaptdl_last_error() then says what was wrong, in one line.
- * The AdaptDL call each function mirrors is named in the README.  The API
+ * The AdaptDL call each function mirrors is named in adaptdl(3).  The API
  * is for one thread: a collective (accumulator synchronization, loops with
  * adaptation, adaptdl_synchronize_states) must be entered by every replica
  * at the same point. */

@@ -1,14 +1,14 @@
 /* adaptdl_steps.h - steps and gradient statistics reported by a trainer's
  * process that reduces its gradients without MPI: the exported API behind
- * the Python package's transparent statistics for PyTorch (SPEC §8.2).
+ * the Python package's transparent statistics for PyTorch (adaptshim(7) "PYTORCH").
  *
  * An MPI trainer gets its steps, statistics and agreed stops from the
  * interposed collectives (shim/mpi.c).  A PyTorch trainer's gradients
  * never pass through MPI, so the Python glue tells the same things
  * through these functions, and the logic stays here:
  *
- *   - once, adaptdl_steps_install_transport: the piggy-backed reduction of
- *     SPEC §6 over the job's replicas, carried by the caller's post and
+ *   - once, adaptdl_steps_install_transport: the piggy-backed reduction
+ *     (adaptshim(7) "Piggy-backing") over the job's replicas, carried by the caller's post and
  *     complete (an asynchronous all_reduce of doubles on a gloo group of
  *     its own, posted at one boundary and completed at the next); one
  *     replica with no callbacks gets a loopback;

@@ -1,6 +1,6 @@
 /* batch_injection.c - puts the planned batch size and learning rate into the
- * trainer's argv or environment before its main runs (SPEC §7), and writes
- * the run's "start" metrics event with what was injected.  The plan is
+ * trainer's argv or environment before its main runs (adaptshim(7) "BATCH-SIZE CONTROL"), and
+ * writes the run's "start" metrics event with what was injected.  The plan is
  * runtime/batch_plan; the rewriting is runtime/injection. */
 #include <math.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
-/* events.h - the machine-readable metrics file (ADAPTDL_METRICS_FILE, SPEC
- * §9): one JSON line per optimizer step (rate-limited, the latest always
+/* events.h - the machine-readable metrics file (ADAPTDL_METRICS_FILE,
+ * adaptshim(7) "Metrics file"): one JSON line per optimizer step (rate-limited, the latest always
  * written before exit) and one per event (start, pass begin/end, snapshot,
  * restore, decision, exit). */
 #ifndef ADAPTSHIM_EVENTS_H
@@ -25,12 +25,12 @@ void shim_events_exit(int status, const char *why);
 
 struct batch_decision_inputs;
 struct batch_decision;
-/* A batch-size decision with its inputs and outputs (SPEC §7 "Events"). */
+/* A batch-size decision with its inputs and outputs (adaptshim(7) "Decisions"). */
 void shim_events_decision(const struct batch_decision_inputs *inputs,
                           const struct batch_decision *decision, bool restart);
 struct replica_choice;
 /* Whether another replica count in ADAPTDL_REPLICAS_RANGE pays a restart
- * (README "Launcher"): a "replica_decision" event with the goodputs it
+ * (adaptdl-wrap(1) "The replica count"): a "replica_decision" event with the goodputs it
  * compared, the speedup and the payback time. */
 void shim_events_replica_decision(const struct replica_choice *choice, uint32_t replicas,
                                   double restart_cost, bool restart);

@@ -34,7 +34,7 @@
  * it once the registry's is held here; a process-shared lock held by
  * another process of the job is that process's to give back.
  *
- * Files' pass-state locks are process-shared and robust (SPEC §3: the
+ * Files' pass-state locks are process-shared and robust (adaptshim(7) "After fork": the
  * pass lives in memory shared with DataLoader workers).  They are taken
  * too, because they also guard this process's own copy of the view (its
  * permutation, its line offsets), which the child must not copy half

@@ -1,6 +1,6 @@
 /* io_stat.c - wrappers of the stat family: a data file reports the size of
- * its view (SPEC §3), by descriptor or by path; a stat of the path once the
- * trainer is done with a pass reports the view of the next one
+ * its view (adaptshim(7) "WHAT THE TRAINER SEES"), by descriptor or by path; a stat of the path
+ * once the trainer is done with a pass reports the view of the next one
  * (view_cursor_path_stat).  Everything else is untouched. */
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -9,7 +9,8 @@
 #include "shim.h"
 
 /* The view's size, and its block size: buffered readers that size their
- * buffer from st_blksize then read one record at a time (SPEC §3). */
+ * buffer from st_blksize then read one record at a time (adaptshim(7) "Read-ahead outside the
+ * shim"). */
 /* The block size a view reports in st_blksize and stx_blksize; 0: keep
  * the file's own. */
 static uint32_t shim_view_block_size(const struct dataset_file *file)

@@ -1,5 +1,5 @@
 /* mpi.c - the MPI entry points that start and end MPI and the blocking
- * collectives (SPEC §6): MPI_Init(_thread), MPI_Finalize, MPI_Allreduce
+ * collectives (adaptshim(7) "MPI"): MPI_Init(_thread), MPI_Finalize, MPI_Allreduce
  * (a gradient, or a step-ending collective), MPI_Barrier and MPI_Bcast (as
  * step-ending collectives), each calling its PMPI_ twin and defined under
  * both names.  MPI_Iallreduce and the calls that complete or free its

@@ -1,5 +1,5 @@
 /* mpi_requests.c - MPI_Iallreduce and the calls that complete or free its
- * requests (SPEC §6): MPI_Wait, MPI_Waitall, MPI_Waitany, MPI_Waitsome,
+ * requests (adaptshim(7) "MPI"): MPI_Wait, MPI_Waitall, MPI_Waitany, MPI_Waitsome,
  * MPI_Test, MPI_Testall, MPI_Testany, MPI_Testsome and MPI_Request_free,
  * each calling its PMPI_ twin and defined under both names.
  *

@@ -86,7 +86,7 @@ bool shim_in_vfork_child(void);
 void shim_note_process_after_fork(void);
 /* True in a process forked from the one that started the trainer (a
  * DataLoader worker): it writes no job record, metrics exit event or
- * summary of its own (SPEC §3).  A process that execs starts afresh. */
+ * summary of its own (adaptshim(7) "After fork").  A process that execs starts afresh. */
 bool shim_in_forked_child(void);
 
 /* --- descriptors ------------------------------------------------------------ */
@@ -219,7 +219,8 @@ int shim_track_opened(int fd, int dirfd, const char *path, int flags);
 /* A checkpoint file was committed (closed after writing, or is the source of
  * a rename onto a checkpoint name): write the bound snapshot.  0, or -1 with
  * errno when the snapshot could not be written: the wrapper then fails the
- * trainer's rename, close or fclose with that errno (SPEC §5). */
+ * trainer's rename, close or fclose with that errno (adaptshim(7) "Full disks and hostile state
+ * files"). */
 int shim_commit_checkpoint_path(const char *content_path, const char *checkpoint_path);
 
 #endif

@@ -8,8 +8,8 @@
  * shim_view_stream_seek, with the trainer's own target, and the cookie's
  * seek only moves.
  *
- * Bytes the cookie hands to the stream's buffer are not delivered yet (SPEC
- * §3): each stream remembers its last fetch, and delivers the part its
+ * Bytes the cookie hands to the stream's buffer are not delivered yet
+ * (adaptshim(7) "Delivery"): each stream remembers its last fetch, and delivers the part its
  * trainer consumed when that is known -- at the next fetch (glibc refills
  * only an empty buffer), at a reposition, at fclose and when a snapshot is
  * taken. */
@@ -231,7 +231,7 @@ void shim_stream_entry_release(struct shim_stream *entry)
 }
 
 /* Before a snapshot is taken: streams deliver what their trainer has
- * consumed, so that unread buffer bytes never count (SPEC §3).  Each under
+ * consumed, so that unread buffer bytes never count (adaptshim(7) "Delivery").  Each under
  * its stream's lock, which glibc holds while a read on another thread runs
  * the cookie: the fetch and the buffer pointers are then its own.  This
  * runs before the registry's lock is taken (a reader holding its stream's

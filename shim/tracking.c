@@ -23,7 +23,7 @@
 #include "rejected_files.h"
 #include "sysio.h"
 
-/* The absolute form of path as the trainer named it (SPEC §3): the base is
+/* The absolute form of path as the trainer named it (adaptshim(7) "ENVIRONMENT"): the base is
  * the working directory or the directory dirfd refers to; the joining is
  * runtime/path_normalize.c's. */
 int shim_absolute_path(int dirfd, const char *path, char *out, size_t out_size)

@@ -1,5 +1,5 @@
 /* bench_goodput.c - cost of a batch-size decision and of a throughput fit
- * (SPEC §10: one decision under 10 us, AdaptDL's numpy version about 200;
+ * (targets: one decision under 10 us, AdaptDL's numpy version about 200;
  * a fit of 100 profile points under 5 ms, AdaptDL's scipy fit about 80).
  *
  * Decision: goodput_optimize() with fitted-looking parameters, gradient

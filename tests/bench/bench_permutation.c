@@ -6,7 +6,8 @@
  * (record_permutation_apply).  For small N the same walk is then timed
  * against a materialized permutation (a uint64_t array holding the same
  * order), which is what the Feistel network saves memory over: 8 bytes per
- * record.  SPEC §3 asks for well under 50 ns per index.
+ * record.  The target is well under 50 ns per index (adaptshim(7) "What the
+ * trainer sees" has the permutation).
  *
  * Each measurement covers at least MEASURE_MIN_INDICES indices (the view is
  * walked again if it is shorter) and at most MEASURE_MAX_INDICES (a prefix of

@@ -1,5 +1,6 @@
-/* bench_snapshot.c - cost of writing a bound snapshot (SPEC §10: "snapshot
- * write, excluding the trainer's own file: under 1 ms plus one fsync").
+/* bench_snapshot.c - cost of writing a bound snapshot (the target: a
+ * snapshot write, excluding the trainer's own file, under 1 ms plus one
+ * fsync; adaptshim(7) "Benchmarks").
  *
  * A typical snapshot (3 data files, 2 accumulators, a realistic checkpoint
  * path) is encoded, and saved with snapshot_save (encode, temp file, write,

@@ -1,6 +1,7 @@
 /* bench_threads.c - throughput of THREADS threads reading one replica's
- * shuffled shard of one file at once (SPEC §10: "Threaded readers of one
- * file: throughput grows with the thread count up to the cores").  The view
+ * shuffled shard of one file at once (the target: the
+ * throughput of threaded readers of one file grows with the thread count up
+ * to the cores; adaptshim(7) "Benchmarks").  The view
  * is cut into batches of about 64 KiB of whole records; thread t reads
  * batches t, t + THREADS, t + 2 THREADS, ..., so together the threads read
  * the view once.  Two ways:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench_torch_epoch.py - times the epochs of a PyTorch trainer, for SPEC §10
+"""bench_torch_epoch.py - times the epochs of a PyTorch trainer, for adaptshim(7) "Benchmarks"
 ("a PyTorch trainer's epoch, map-style Dataset, 0 and 2 workers").
 
     bench_torch_epoch.py --data PATH --workers W [--epochs E=1] [--batch B=64]

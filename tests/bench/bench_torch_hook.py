@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench_torch_hook.py - the step time of a small PyTorch model, for the
-cost of the transparent gradient statistics (SPEC §8.2, §10: a trainer's
-step time under the shim within 1% of without it).
+cost of the transparent gradient statistics (adaptshim(7) "PYTORCH"; the target: a
+trainer's step time under the shim within 1% of without it).
 
     bench_torch_hook.py [--steps S=400] [--batch B=32] [--warmup W=50]
 

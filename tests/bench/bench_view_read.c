@@ -1,5 +1,5 @@
 /* bench_view_read.c - throughput of reading one replica's shuffled shard of a
- * dataset, for SPEC §10.  Three ways that deliver the same bytes:
+ * dataset, for adaptshim(7) "Benchmarks".  Three ways that deliver the same bytes:
  *   view  - the trainer-like way under the shim: read(2) of batches of whole
  *           records from the view, in order (run with LD_PRELOAD and
  *           ADAPTDL_DATA set);

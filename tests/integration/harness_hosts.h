@@ -1,6 +1,6 @@
 /* harness_hosts.h - several hosts on this machine for the multi-host tests
- * (SPEC §8.1): network namespaces joined by a bridge, made and removed by
- * tests/hosts/netns-hosts of the source tree, with Open MPI reaching them
+ * (adaptdl-wrap(1) "Several hosts (hostfile)"): network namespaces joined by a bridge, made and
+ * removed by tests/hosts/netns-hosts of the source tree, with Open MPI reaching them
  * through its rsh agent (tests/hosts/netns-rsh).  The file system is the one
  * they share, as a cluster's network file system would be. */
 #ifndef ADAPTSHIM_TEST_HARNESS_HOSTS_H

@@ -1,10 +1,11 @@
-/* test_bad_input.c - SPEC §3 and §5 on bad input: a record size that does
- * not divide the payload (EINVAL, one error line, tail=drop), a missing data
- * file (the trainer's own ENOENT), a data file opened for writing (not
- * virtualized, a warning), corrupt, truncated and missing snapshots (an
- * error or warning and a fresh start), a dataset whose record count changed
- * since the snapshot (exit status 2, nothing overwritten), and ADAPTDL_SAVE
- * without ADAPTDL_CHECKPOINT_PATH (a warning, the trainer runs as without the
+/* test_bad_input.c - bad input (adaptshim(7) "WHAT THE TRAINER SEES" and
+ * "CHECKPOINT BINDING"): a record size that does not divide the payload
+ * (EINVAL, one error line, tail=drop), a missing data file (the trainer's
+ * own ENOENT), a data file opened for writing (not virtualized, a
+ * warning), corrupt, truncated and missing snapshots (an error or warning
+ * and a fresh start), a dataset whose record count changed since the
+ * snapshot (exit status 2, nothing overwritten), and ADAPTDL_SAVE without
+ * ADAPTDL_CHECKPOINT_PATH (a warning, the trainer runs as without the
  * library).  The trainer's checkpoint stays intact in every case.  Then the
  * state directory's own hazards: a full disk fails the trainer's commit
  * (rename, close, fclose) with ENOSPC; FIFOs, leftovers of killed writers,
@@ -507,7 +508,8 @@ Test(bad_input, save_without_checkpoint_path_warns_and_runs_normally)
     }
 }
 
-/* --- the state directory: full disks and hostile files (SPEC §5) --------------------- */
+/* --- the state directory: full disks and hostile files (adaptshim(7)
+ * "Full disks and hostile state files") -------------------------------------- */
 
 /* sgd_read on the training's data with its own environment additions;
  * `full_disk` runs it over the full-disk preload library (tests/faults),
@@ -603,7 +605,7 @@ static void expect_exact_resume_at_step_40(const struct training *t, const char 
     run_result_free(&result);
 }
 
-/* SPEC §5: the snapshot of a rename-commit cannot be written, so the
+/* adaptshim(7) "CHECKPOINT BINDING": the snapshot of a rename-commit cannot be written, so the
  * trainer's rename fails with ENOSPC and ck keeps the step-40 checkpoint,
  * whose snapshot resumes it exactly.  (Before: the rename went through and
  * the newest checkpoint had no snapshot.) */
@@ -871,7 +873,7 @@ Test(bad_input, renamed_dataset_warns_and_starts_fresh)
     free(renamed);
 }
 
-/* SPEC §2: errors about ADAPTDL_CHECKPOINT_PATH name it and say what is
+/* adaptshim(7) "ENVIRONMENT": errors about ADAPTDL_CHECKPOINT_PATH name it and say what is
  * accepted (exit 2 before main); a mistyped name warns with the closest. */
 Test(bad_input, checkpoint_path_errors_name_the_variable_and_typos_warn)
 {
@@ -921,7 +923,7 @@ static void expect_refused_before_main(const struct training *t, char *const env
     run_result_free(&result);
 }
 
-/* SPEC §2: a data glob fnmatch cannot match as written (an unclosed '[',
+/* adaptshim(7) "ENVIRONMENT": a data glob fnmatch cannot match as written (an unclosed '[',
  * which glibc takes as a literal '[': no file matched, silently) stops the
  * trainer before main. */
 Test(bad_input, a_malformed_data_glob_stops_the_trainer_before_main)

@@ -1,5 +1,5 @@
 /* test_batch_size.c - the batch size and learning rate injected into an
- * unmodified trainer before its main (SPEC §7): the initial global batch
+ * unmodified trainer before its main (adaptshim(7) "BATCH-SIZE CONTROL"): the initial global batch
  * split over the replicas, every form of flag, the environment, and the
  * one-line errors with status 2. */
 #include <criterion/criterion.h>
@@ -370,11 +370,11 @@ static double json_number(const char *line, const char *key)
     return strtod(found + strlen(pattern), NULL);
 }
 
-/* SPEC §7: a decision recomputed from the inputs it logged gives the same
+/* adaptshim(7) "BATCH-SIZE CONTROL": a decision recomputed from the inputs it logged gives the same
  * answer (its perf_params are written with 17 significant digits).  The
  * model's choice is `best_*`, within `local_bsz_limit` (rule 5: 4 times the
  * largest measured local batch); the chosen batch is that one, or, when rule 4
- * explores (README), twice the current local batch or the model's larger
+ * explores (adaptshim(7) "Decisions"), twice the current local batch or the model's larger
  * choice, within the maximum.  Which of the two a run takes depends on its
  * timing, so both are recomputed. */
 Test(batch_size, a_logged_decision_recomputes_to_the_same_answer, .timeout = 240)
@@ -432,7 +432,7 @@ Test(batch_size, a_logged_decision_recomputes_to_the_same_answer, .timeout = 240
 
 /* The length rank 0 last announced for each train pass (0: never) in the
  * run `name` of a job, overriding what earlier runs announced: a pass
- * resumed at another batch size is re-planned (SPEC §7, README).  Both ends
+ * resumed at another batch size is re-planned (adaptshim(7) "Statistical epochs").  Both ends
  * of a pass count: one re-planned to end where it resumed begins nothing.
  * Passes skipped on replay say nothing of their epoch.  Within one run
  * every announcement of a pass agrees. */
@@ -483,7 +483,7 @@ static bool first_resumed_pass(const char *directory, const char *name, uint64_t
 }
 
 /* A run that resumed inside a pass at another batch size than the run
- * before re-plans that pass (README, statistical epochs): rank 0 logs
+ * before re-plans that pass (adaptshim(7) "Statistical epochs"): rank 0 logs
  * "pass P resumes at record X of Y planned at the previous batch size; at
  * this one it holds Z", and the pass's events in this run say X and Z.
  * Without a batch change the pass keeps its length and nothing is logged. */
@@ -618,7 +618,7 @@ Test(batch_size, data_continues_exactly_through_statistical_epochs_and_restarts,
      * least its epochs' worth, N * EPOCHS / B0 initial-batch steps.  (Not
      * at most: a pass's length is fixed when it begins, and here the noise
      * scale grows many-fold within one pass at a large batch, so the last
-     * epochs may overshoot, as the README says.) */
+     * epochs may overshoot, as adaptshim(7) "Statistical epochs" says.) */
     double target = (double)RECORDS * EPOCHS / 8.0;
     double progress = json_number(last_step, "progress");
     cr_expect_gt(progress, 0.9 * target, "progress %g at the end, target %g", progress,

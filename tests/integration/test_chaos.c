@@ -28,7 +28,7 @@ struct chaos_trainer {
     const char *mode_flag;        /* an extra option, or NULL */
     const char *resume_setting;   /* ADAPTDL_RESUME=..., or NULL */
     const char *batch;
-    /* A checkpoint rewritten in place has a window no tool closes (README,
+    /* A checkpoint rewritten in place has a window no tool closes (adaptshim(7)
      * "Crash safety"): between its last write and its snapshot.  Such a
      * trainer is killed only just after a checkpoint, and inside the
      * commit only where the snapshot is already durable. */

@@ -1,7 +1,8 @@
 /* test_checkpoint_descriptors.c - checkpoint commits through the paths that
- * bypass the close wrapper (SPEC §5: "a checkpoint written through open +
+ * bypass the close wrapper (a checkpoint written through open +
  * fdopen + fclose, or any other path a trainer may take to its file,
- * commits exactly once, at the moment the file is complete"): glibc's
+ * commits exactly once, at the moment the file is complete: adaptshim(7)
+ * "Descriptors closed inside libc"): glibc's
  * fclose of an fdopen'd stream and freopen close the descriptor inside
  * libc, and a raw close system call is seen by nobody.  What the shim
  * remembers of such a descriptor must never commit later, when the kernel

@@ -1,4 +1,4 @@
-/* test_cooperative.c - the cooperative API (SPEC §11) through real MPI jobs.
+/* test_cooperative.c - the cooperative API (adaptdl(3)) through real MPI jobs.
  *
  * - AdaptDL's accumulator and data loader restart scenarios, with their
  *   exact values, across 1 -> 4 -> 2 replicas (tests/tools/coop_scenario.c
@@ -412,7 +412,7 @@ Test(cooperative, a_declared_batch_counts_for_steps_without_reads, .timeout = 30
     char *out = harness_path_in(directory, "run.out");
     /* its loss all-reduce ends each step: with the gradient all-reduce
      * alone and no read through the shim, nothing would tell one step
-     * from the next (README "Steps") */
+     * from the next (adaptshim(7) "Steps") */
     char *argv[] = {program, "--data", data, "--epochs", "2", "--batch-size", "16", "--lr",
                     "0.05", "--checkpoint", checkpoint, "--loss-allreduce", NULL};
     extra_settings[0] = metrics;
@@ -437,8 +437,8 @@ Test(cooperative, a_declared_batch_counts_for_steps_without_reads, .timeout = 30
 /* `make install` puts the header, the stand-in and adaptshim.pc in place:
  * a cooperative program builds with `pkg-config --cflags --libs adaptshim`,
  * runs against the stand-in, and runs under the library that
- * `pkg-config --variable=preload adaptshim` names; `make uninstall` then
- * leaves no file behind. */
+ * `pkg-config --variable=preload adaptshim` names; the manual pages are in
+ * share/man; `make uninstall` then leaves no file behind. */
 Test(cooperative, installed_pkg_config_builds_a_cooperative_program, .timeout = 300)
 {
     const char *source = harness_source_tree();
@@ -465,14 +465,26 @@ Test(cooperative, installed_pkg_config_builds_a_cooperative_program, .timeout = 
                  "'%s/program'\n"
                  "LD_PRELOAD=$(pkg-config --variable=preload adaptshim) ADAPTDL_SEED=1 "
                  "'%s/program'\n"
+                 "for page in man1/adaptdl-wrap.1 man3/adaptdl.3 man7/adaptshim.7; do\n"
+                 "    if test -s '%s/prefix/share/man/'$page; then echo \"installed $page\"; fi\n"
+                 "done\n"
                  "make -s -C '%s' BUILD='%s' PREFIX='%s/prefix' uninstall >/dev/null\n"
+                 "test -e '%s/prefix/share/man/man7/adaptshim.7' || echo 'manual pages removed'\n"
                  "test -z \"$(find '%s/prefix' -type f)\" && echo uninstalled\n",
-                 directory, directory, program, directory, directory, directory, source,
-                 harness_build_path("."), directory, directory) < 0)
+                 directory, directory, program, directory, directory, directory, directory,
+                 source, harness_build_path("."), directory, directory, directory) < 0)
         abort();
     struct run_result result;
     harness_run_after_install(&result, directory, commands);
     cr_expect_eq(harness_count_occurrences(result.out, "replicas 1 x 3\n"), 2, "%s", result.out);
+    cr_expect_eq(harness_count_occurrences(result.out, "installed man1/adaptdl-wrap.1\n"), 1,
+                 "make install puts adaptdl-wrap(1) in share/man/man1: %s", result.out);
+    cr_expect_eq(harness_count_occurrences(result.out, "installed man3/adaptdl.3\n"), 1,
+                 "make install puts adaptdl(3) in share/man/man3: %s", result.out);
+    cr_expect_eq(harness_count_occurrences(result.out, "installed man7/adaptshim.7\n"), 1,
+                 "make install puts adaptshim(7) in share/man/man7: %s", result.out);
+    cr_expect_eq(harness_count_occurrences(result.out, "manual pages removed\n"), 1,
+                 "make uninstall removes the manual pages: %s", result.out);
     cr_expect_eq(harness_count_occurrences(result.out, "uninstalled\n"), 1,
                  "make uninstall removes every file make install put there: %s", result.out);
     run_result_free(&result);

@@ -10,7 +10,8 @@
  * FIFOs and helper programs behave exactly as without the library.
  *
  * The expected view is what cat(1) prints under the same settings (cat's
- * output is checked against the SPEC layout by test_sharding.c). */
+ * output is checked against the layout of adaptshim(7) "What the trainer
+ * sees" by test_sharding.c). */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -185,7 +186,7 @@ static void expect_positioned_reads_keep_the_offset(void)
     expect_view_read(&s, r.out, "g", 400, 25);   /* preadv2 at an offset */
     cr_expect_eq(value_of(r.out, "offset_after_preadv2"), 55);
     /* preadv2 at -1 is a readv at the current offset: served short at the
-     * end of the record it starts in (README "Read-ahead outside the shim") */
+     * end of the record it starts in (adaptshim(7) "Read-ahead outside the shim") */
     expect_view_read(&s, r.out, "h", 55, HEADER_SIZE + 2 * RECORD_SIZE - 55);
     cr_expect_eq(value_of(r.out, "offset_after_preadv2_current"), HEADER_SIZE + 2 * RECORD_SIZE);
     run_result_free(&r);
@@ -377,7 +378,7 @@ Test(descriptors, fcntl64_dupfd_shares_the_view)
 }
 
 /* A fork child reads the inherited descriptor and sees the view from the
- * parent's position.  Documented difference from the kernel (README "After
+ * parent's position.  Documented difference from the kernel (adaptshim(7) "After
  * fork"): the child continues with its own copy of the view position, so
  * the parent's offset does not move when the child reads. */
 Test(descriptors, fork_child_reads_the_inherited_view)

@@ -1,4 +1,4 @@
-/* test_forks.c - SPEC §3's forked processes, through real processes (the
+/* test_forks.c - forked processes (adaptshim(7) "After fork"), through real processes (the
  * probe is tests/tools/fork_probe.c):
  *
  * - workers that open the data file themselves, forked every epoch from a

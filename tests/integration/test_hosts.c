@@ -1,4 +1,4 @@
-/* test_hosts.c - jobs across several hosts (SPEC §8.1 "Several hosts"),
+/* test_hosts.c - jobs across several hosts (adaptdl-wrap(1) "Several hosts (hostfile)"),
  * made on this machine from network namespaces (harness_hosts.h): each
  * host has its own address and host name, the state directory is on the
  * file system they share, and adaptdl-wrap --hostfile launches the ranks

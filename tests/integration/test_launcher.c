@@ -1,4 +1,4 @@
-/* test_launcher.c - adaptdl-wrap (SPEC §8): it restarts a job that exits
+/* test_launcher.c - adaptdl-wrap (adaptdl-wrap(1)): it restarts a job that exits
  * with 143 until it ends, with ADAPTDL_NUM_RESTARTS raised and the replica
  * count re-read; turns SIGTERM/SIGINT into a graceful stop of every rank
  * (143), a second signal into an immediate one (130, SIGKILL after

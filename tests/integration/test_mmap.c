@@ -1,4 +1,4 @@
-/* test_mmap.c - SPEC §3's mmap rule, through real processes: a mapping of a
+/* test_mmap.c - the mmap rule (adaptshim(7) "Mappings"), through real processes: a mapping of a
  * data file shows the same view as read(2).
  *
  * With the C probe (tests/tools/mmap_probe.c) and plain_reader: two
@@ -498,7 +498,7 @@ Test(mmap, numpy_load_with_mmap_mode_sees_the_records_shuffled)
     mmap_dataset_remove(&data);
 }
 
-/* SPEC §4.1: a loader that samples random windows of a memmap made for
+/* adaptshim(7) "Mappings", limits: a loader that samples random windows of a memmap made for
  * every batch (nanoGPT's get_batch) under a sharded, shuffled view is told
  * in one warn line that windows cannot be sharded, with the setting to use;
  * with that setting (shard=0:shuffle=0) it maps the file itself and hears

@@ -1,4 +1,4 @@
-/* test_mpi.c - the MPI runtime under mpirun (SPEC §6): sharding by the real
+/* test_mpi.c - the MPI runtime under mpirun (adaptshim(7) "MPI"): sharding by the real
  * MPI rank, a stop signal on one rank stopping every rank at the same step
  * with status 143, a restart with another -np continuing exactly, the
  * gradient-noise estimate against its analytic value, and no deadlock with
@@ -507,7 +507,7 @@ Test(mpi, a_single_process_with_its_own_handler_exits_143)
     run_result_free(&result);
 }
 
-/* The metrics file (SPEC §9): JSON lines with a "type", step lines with the
+/* The metrics file (adaptshim(7) "Metrics file"): JSON lines with a "type", step lines with the
  * required fields, the latest step line written before the stop, an exit
  * event with the status. */
 static void expect_metrics_file(const char *path, int exit_status, uint64_t last_step)
@@ -726,7 +726,7 @@ Test(mpi, more_outstanding_gradients_than_the_table_holds_warn_once, .timeout = 
     run_result_free(&result);
 }
 
-/* SPEC §4.1, reading twice before training: count_rewind_mpi reads its
+/* adaptshim(7) "Reading twice before training": count_rewind_mpi reads its
  * text file as train_dp.c does (count the lines with fgets, rewind, read
  * them again into a buffer of that size) under mpirun -np 2 with only
  * ADAPTDL_DATA set (shard and shuffle by default).  Both readings of a rank

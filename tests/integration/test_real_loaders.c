@@ -39,7 +39,7 @@ struct loader_case {
     unsigned lookahead;         /* records a prefetching loader holds beyond its checkpoint */
     bool own_order;             /* visits the view in its own order: may repeat after resume */
     const char *sleep_us;       /* simulated compute per step */
-    /* no read of its returns 0 (SPEC §4): a checkpoint written after its
+    /* no read of its returns 0 (adaptshim(7) "Passes"): a checkpoint written after its
      * epoch's loop binds the complete pass, so a continued run's first
      * epoch reads that pass, header-only, and its next epoch a whole one */
     bool binds_complete_pass;
@@ -48,7 +48,7 @@ struct loader_case {
      * unread, a different one in every pass */
     unsigned unread_per_pass;
     /* positions its first read after a restore by its own count of records
-     * done: exact while the replica count stays (README, "Own
+     * done: exact while the replica count stays (adaptshim(7) "Own
      * positioning"), so its kill sequence keeps one replica */
     bool own_position;
     const char *keys;           /* more keys of its ADAPTDL_DATA entry, or NULL */
@@ -195,7 +195,7 @@ static void loader_job_finish(struct loader_job *job)
     free((char *)job->directory);
 }
 
-/* The ADAPTDL_DATA line each loader style needs (README, "Loader styles"),
+/* The ADAPTDL_DATA line each loader style needs (adaptshim(7) "LOADER STYLES"),
  * plus `extra_keys`. */
 static char *data_setting(const struct loader_job *job, const char *extra_keys)
 {
@@ -723,8 +723,8 @@ static void check_kill_and_resume(const struct loader_case *trainer, uint64_t se
 }
 
 /* A loader in its own order resumed by one replica each time: its
- * snapshots keep the set of records it consumed (SPEC §4.1), so the resumed
- * passes repeat at most the lookahead, as an in-order loader's do. */
+ * snapshots keep the set of records it consumed (adaptshim(7) "Readers in their own order"), so
+ * the resumed passes repeat at most the lookahead, as an in-order loader's do. */
 static void check_own_order_resumes_repeat_at_most_the_lookahead(
     const struct loader_case *trainer, uint64_t seed)
 {
@@ -899,7 +899,7 @@ LOADER_TESTS(python_binary_80, binary80_case, 104)
 LOADER_TESTS(python_binary_64, binary64_case, 105)
 LOADER_TESTS(python_binary_kept_open, binary_kept_open_case, 106)
 /* count_rewind_mpi reads each epoch twice (count, rewind, read) and then
- * trains from memory: both readings are the same pass (README, "Reading
+ * trains from memory: both readings are the same pass (adaptshim(7) "Reading
  * twice before training"), and a kill inside an epoch repeats what was
  * trained of it (loads_epoch_whole). */
 LOADER_TESTS(count_rewind_mpi, count_rewind_mpi_case, 116)
@@ -972,7 +972,7 @@ Test(real_loaders, torch_w2_shuffled_finished_run_continued, .timeout = 60)
 }
 
 /* The Dataset that takes its length from the header's count, built before
- * its checkpoint is loaded, under every check (SPEC §4.1, loaders that take
+ * its checkpoint is loaded, under every check (adaptshim(7) "LOADER STYLES", loaders that take
  * the size once). */
 LOADER_TESTS(torch_header_count, torch_header_count_case, 112)
 
@@ -986,7 +986,7 @@ Test(real_loaders, torch_header_count_whole_pass_finished_run_continued, .timeou
     check_finished_run_continued(&torch_header_count_whole_pass_case);
 }
 
-/* SPEC §4.1, trainers that shard themselves: the standard DDP recipe's
+/* adaptshim(7) "LOADER STYLES", trainers that shard themselves: the standard DDP recipe's
  * DistributedSampler over WORLD_SIZE and RANK, on top of the shim's own
  * sharding (taken from the same variables), reads half of each replica's
  * view per epoch.  Each replica says so in one warn line naming shard=0;
@@ -1029,7 +1029,7 @@ Test(real_loaders, torch_without_its_own_sampler_is_not_named, .timeout = 90)
     run_two_torchrun_ranks(&torch_w0_shuffled_case, 0);
 }
 
-/* SPEC §4.1, no silent loss: the own-seek trainer killed with one replica
+/* adaptshim(7) "Own positioning", no silent loss: the own-seek trainer killed with one replica
  * and resumed with two seeks by its count of records done, past records
  * of its new view that nothing delivered; reading to the end then ends the
  * pass with them unread, and each replica says so in one warn line. */
@@ -1100,8 +1100,8 @@ Test(real_loaders, a_preadv_reader_stops_at_its_next_read_with_its_exit_handlers
     loader_job_finish(&job);
 }
 
-/* SPEC §4.1, loaders that visit their own order: resumed by one replica,
- * such a loader repeats at most its lookahead (before the delivered set,
+/* adaptshim(7) "Readers in their own order", loaders that visit their own order: resumed by one
+ * replica, such a loader repeats at most its lookahead (before the delivered set,
  * llm.c repeated every batch its interrupted epoch had read beyond the
  * first one not read, a shuffled DataLoader most of its epoch). */
 Test(real_loaders, llmc_own_order_resumes_repeat_at_most_the_lookahead, .timeout = 120)

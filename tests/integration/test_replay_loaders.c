@@ -1,5 +1,5 @@
-/* test_replay_loaders.c - replay after a kill (SPEC §4) with the loaders of
- * third-party C trainers (trainers/replay_loader): one that asks stdio for
+/* test_replay_loaders.c - replay after a kill (adaptshim(7) "CHECKPOINT BINDING") with the
+ * loaders of third-party C trainers (trainers/replay_loader): one that asks stdio for
  * the size and rewinds; two that take the record count from the size and
  * visit records in their own order (fseek + fread, pread); two that ask a
  * stat of the path for the size, before or after they open the file; and
@@ -34,7 +34,8 @@ struct replay_case {
     bool lengthens;             /* the shim lengthens a pass to the loader's count */
     bool resumed_epoch_empty;   /* continued at an epoch's end: the first epoch of
                                  * the resumed run reads the complete bound pass,
-                                 * header-only (SPEC §4), and the next one whole */
+                                 * header-only (adaptshim(7) "CHECKPOINT BINDING"), and the next
+                                 * one whole */
 };
 
 /* What the shim says when it lengthens a pass to a count taken once. */
@@ -241,7 +242,7 @@ Test(replay_loaders, pread_from_one_descriptor_resumed, .timeout = 240)
 }
 
 /* Restored at the end of epoch 0, the loader's epoch 1 reads the complete
- * bound pass, header-only (SPEC §4: the shim cannot tell "epoch 0 done"
+ * bound pass, header-only (adaptshim(7) "CHECKPOINT BINDING": the shim cannot tell "epoch 0 done"
  * from "epoch 1 next"); its epoch 2 must not be empty too. */
 Test(replay_loaders, pread_from_one_descriptor_resumed_at_an_epoch_end, .timeout = 240)
 {
@@ -326,7 +327,7 @@ struct torch_case {
      * (--dataset-first): its count is the one of the view before the restore */
     bool dataset_first;
     /* the resumed pass is lengthened back to that count: no record is lost,
-     * and one epoch may see records again (README "Loaders that take the
+     * and one epoch may see records again (adaptshim(7) "Loaders that take the
      * size once") */
     bool lengthened;
     int resumed_status;     /* of the resumed run */
@@ -588,7 +589,7 @@ Test(replay_loaders, torch_dataloader_with_two_workers_stopped_by_sigterm, .time
  * Under replay that is a skipped pass, an empty file: the trainer reads
  * nothing and ends as if done, and the shim says which pass it never read.
  * Under continue it is the resumed pass: the next epoch is read with its
- * shorter count, and the shim says so as that epoch begins (README
+ * shorter count, and the shim says so as that epoch begins (adaptshim(7)
  * "Loaders that take the size once"). */
 Test(replay_loaders, a_dataset_built_once_replayed_is_named, .timeout = 400)
 {
@@ -659,7 +660,8 @@ Test(replay_loaders, a_dataset_built_once_after_a_restore_reads_each_pass_on, .t
  * workers, signalled too, leave the stop to the trainer, which stops at its
  * next read of the file (the next epoch's Dataset reads the header).  (Not
  * SIGINT: Python's own handler turns it into
- * KeyboardInterrupt, which the deadline then runs, as SPEC §6 says.) */
+ * KeyboardInterrupt, which the deadline then runs, as adaptshim(7) "What a stop guarantees"
+ * says.) */
 Test(replay_loaders, torch_dataloader_with_two_workers_stopped_by_a_group_sigterm,
      .timeout = 400)
 {

@@ -1,5 +1,5 @@
-/* test_replicas.c - the replica count adaptdl-wrap launches with (README
- * "Launcher"): with -n MIN:MAX it starts at MIN and relaunches with the
+/* test_replicas.c - the replica count adaptdl-wrap launches with (adaptdl-wrap(1)
+ * "The replica count"): with -n MIN:MAX it starts at MIN and relaunches with the
  * count the hints file predicts the best goodput for, when that beats the
  * current count by more than the speedup threshold, within the hostfile's
  * slots; the shim asks for that restart itself when a count pays; a resize

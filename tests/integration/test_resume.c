@@ -393,7 +393,7 @@ Test(resume, killed_text_trainer_sees_every_line_once_and_same_counts, .timeout 
                  reference_checksum);
 }
 
-/* ---- replay over a count= file (SPEC §4) ------------------------------ */
+/* ---- replay over a count= file (adaptshim(7) "CHECKPOINT BINDING") --------------------------- */
 
 /* A skipped pass is an empty file whose count= field reads 0; loaders that
  * insist on a positive count cannot replay it, so a replay restore that will
@@ -520,7 +520,7 @@ Test(resume, replay_within_pass_zero_of_a_count_file_does_not_warn, .timeout = 1
     dataset_job_remove(&job);
 }
 
-/* ---- pruning and copies of a checkpoint (SPEC §5) ------------------------ */
+/* ---- pruning and copies of a checkpoint (adaptshim(7) "CHECKPOINT BINDING") ------------------ */
 
 /* Makes a snapshot older than the pruning grace period, as in a job that
  * has run for a while. */

@@ -1,5 +1,5 @@
-/* test_slurm.c - jobs under a real Slurm (SPEC §8.1 "Slurm", §2): each test
- * starts a private slurmctld, slurmd and munged (slurm_cluster.c) and
+/* test_slurm.c - jobs under a real Slurm (adaptdl-wrap(1) "Slurm", adaptshim(7) "ENVIRONMENT"):
+ * each test starts a private slurmctld, slurmd and munged (slurm_cluster.c) and
  * submits what a user would.
  *
  * - srun --mpi=pmix ranks under the preload take their layout from Slurm's
@@ -68,7 +68,8 @@ static void write_sleep(const struct wrapped_batch_job *job, const char *sleep_u
     cr_assert_eq(harness_write_file(job->sleep_file, sleep_us, strlen(sleep_us)), 0);
 }
 
-/* The batch script a user would write (the README's), with `wrapper_options`
+/* The batch script a user would write (the README's, explained in
+ * adaptdl-wrap(1) "Slurm"), with `wrapper_options`
  * before the `--` (e.g. "-n 4") and the trainer running `epochs` epochs. */
 static void wrapped_batch_job_init(struct wrapped_batch_job *job, const char *wrapper_options,
                                    unsigned epochs, const char *sleep_us)

@@ -1,5 +1,5 @@
 /* test_stops.c - stop signals that find the trainer away from any agreement
- * point (SPEC §6 "Stops that cannot wait"), with tests/tools/stop_probe
+ * point (adaptshim(7) "What a stop guarantees"), with tests/tools/stop_probe
  * standing for a trainer in an evaluation, a long save or the end of its
  * run:
  *   - a process with nothing to synchronize keeps each signal's ordinary
@@ -333,7 +333,7 @@ static bool thread_descriptors(pid_t pid, const char *name, char *out, size_t ou
 
 /* The thread that ends a stop at its deadline keeps a descriptor table of
  * its own with the log and metrics files only: sharing the trainer's would
- * make every descriptor call of the trainer dearer (SPEC §10), and a copy
+ * make every descriptor call of the trainer dearer (adaptshim(7) "Benchmarks"), and a copy
  * of all of it would keep the trainer's files open after it closed them.
  * It starts once the library serves the process: here, at the first read
  * of the data file. */

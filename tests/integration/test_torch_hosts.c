@@ -1,5 +1,5 @@
-/* test_torch_hosts.c - PyTorch jobs over several hosts (SPEC §8.1, README
- * "Clusters"): `adaptdl-wrap --launcher torch --hostfile FILE --agent
+/* test_torch_hosts.c - PyTorch jobs over several hosts (adaptdl-wrap(1)
+ * "CLUSTERS"): `adaptdl-wrap --launcher torch --hostfile FILE --agent
  * tests/hosts/netns-rsh` starts the replicas of the DDP-over-gloo trainer
  * (trainers/torch_ddp.py) on hosts made of network namespaces
  * (harness_hosts.h), each with its own address and host name; gloo meets
@@ -49,7 +49,7 @@ static void hosts_down(void)
  * (NETNS_RSH_CLEAN_ENVIRONMENT=1): what a replica gets, the launcher put on
  * its command line, GLOO_SOCKET_IFNAME (the hosts' interface) too.  --shuffle 0 always: with several
  * replicas a snapshot binds their in-order prefix, so a shuffled loader
- * would train again, never lose, what followed it (SPEC §4.1), and the
+ * would train again, never lose, what followed it (adaptshim(7) "LOADER STYLES"), and the
  * exactly-once count would not hold. */
 static pid_t start_torch_hosts_job(const struct torch_job *torch,
                                    char *const trainer_options[])

@@ -1,4 +1,4 @@
-/* test_torch_launcher.c - `adaptdl-wrap --launcher torch` (SPEC §8.1):
+/* test_torch_launcher.c - `adaptdl-wrap --launcher torch` (adaptdl-wrap(1)):
  * the replicas of an ordinary DDP-over-gloo PyTorch trainer
  * (trainers/torch_ddp.py) started by adaptdl-torch-launch with torchrun's
  * variables and supervised like an mpirun job: disjoint views that cover
@@ -107,7 +107,8 @@ static pid_t number_after(const char *text, const char *line_start, const char *
 /* Every record of every epoch was trained exactly once per the checkpoint
  * contract (the trainer reads in order, --shuffle 0: with several replicas
  * a snapshot binds their in-order prefix, so a shuffled loader would train
- * again, never lose, what followed it; SPEC §4.1): of each run, what its ranks logged before the checkpoint the
+ * again, never lose, what followed it; adaptshim(7) "Readers in their own
+ * order"): of each run, what its ranks logged before the checkpoint the
  * next run resumed from; of the last run, everything.  `replicas[run]` is
  * the replica count of each run. */
 static void expect_each_record_trained_once(const struct torch_job *torch,

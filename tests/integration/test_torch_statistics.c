@@ -1,5 +1,5 @@
 /* test_torch_statistics.c - transparent gradient statistics for unmodified
- * PyTorch trainers (SPEC §8.2): trainers/torch_linear_ddp.py run by
+ * PyTorch trainers (adaptshim(7) "PYTORCH"): trainers/torch_linear_ddp.py run by
  * /usr/bin/python3 with the library preloaded and the project's Python
  * directory on PYTHONPATH, two replicas over gloo started here with the
  * variables a launcher sets, or one process.

@@ -1,4 +1,4 @@
-/* test_transparency.c - SPEC §3 "Transparency": with shard=0 and shuffle=0 a
+/* test_transparency.c - adaptshim(7) "What the trainer sees": with shard=0 and shuffle=0 a
  * view is the file byte for byte, so every reading style of plain_reader
  * (plain, _FORTIFY_SOURCE=2 and _FILE_OFFSET_BITS=64 builds) and the example
  * trainers print exactly what they print without the library, even with

@@ -1,4 +1,4 @@
-/* test_verify.c - adaptdl-verify (SPEC §4.1) on the project's example
+/* test_verify.c - adaptdl-verify (adaptdl-verify(1)) on the project's example
  * trainers: "exact" for a loader that resumes exactly (replay_loader's
  * stdio-size-rewind under replay, ifstream_reader under continue); for a
  * trainer that restores its own epoch counter run under replay, the

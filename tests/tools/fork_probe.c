@@ -128,7 +128,7 @@ static void probe_exit_in_child(const char *path, size_t record_size, size_t hea
         fprintf(stderr, "error: the child ended with status %d\n", status);
         exit(1);
     }
-    /* the child moved its own copy of the view position (README, "After fork") */
+    /* the child moved its own copy of the view position (adaptshim(7) "After fork") */
     for (; read_record(fd, record, record_size); position++)
         report_record("epoch", 0, position, record);
     close(fd);

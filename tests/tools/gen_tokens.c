@@ -14,7 +14,7 @@
  *
  * llm.c's own shards hold one token more than a whole number of batches
  * (it reads B*T+1 tokens per batch); this file holds exactly N whole
- * records, because a view's payload must be whole records (see the README,
+ * records, because a view's payload must be whole records (see adaptshim(7),
  * "Loader styles").  Written to PATH.tmp.PID, then renamed onto PATH. */
 #define _GNU_SOURCE
 #include <errno.h>

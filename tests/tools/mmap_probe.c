@@ -1,5 +1,5 @@
 /* mmap_probe.c - maps a fixed-record data file and prints what the mapping
- * holds: the probe of SPEC §3's mmap rule.
+ * holds: the probe of the mmap rule (adaptshim(7) "Mappings").
  *
  *   mmap_probe MODE PATH HEADER RECORD [PASSES=1]
  *

@@ -15,7 +15,7 @@ until f.read returns b''.  With --keep-open the file is opened once, with
 os.open, before the checkpoint is loaded, and every epoch asks os.fstat
 first, then reads the header and record 0 .. count-1 with os.pread at their
 offsets: a loader that never rewinds nor reopens, whose size question is
-what ends an epoch (a pread of the header never does: README "Passes").  Every B records make one SGD step, after which
+what ends an epoch (a pread of the header never does: adaptshim(7) "Passes").  Every B records make one SGD step, after which
 "epoch E record ID" is printed for each of them; "epoch E loss L" ends an
 epoch.  Checkpoint (JSON: epoch in progress, step, records done in the epoch,
 weights) written to PATH.tmp and os.replace'd onto PATH every STEPS steps

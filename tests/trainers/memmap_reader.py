@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """memmap_reader.py - the data side of an unmodified numpy trainer that maps
-its dataset instead of reading it (SPEC section 3, mmap).
+its dataset instead of reading it (adaptshim(7) "Mappings").
 
     memmap_reader.py PATH DIM [EPOCHS=1]
     memmap_reader.py --npy PATH [EPOCHS=1]

@@ -1,4 +1,4 @@
-/* test_batch_plan.c - the batch size a run injects, per SPEC §7. */
+/* test_batch_plan.c - the batch size a run injects, per adaptshim(7) "BATCH-SIZE CONTROL". */
 #include <criterion/criterion.h>
 #include <math.h>
 

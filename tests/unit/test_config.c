@@ -1,8 +1,9 @@
-/* test_config.c - the ADAPTDL_* environment contract (SPEC §2, §3, §7).
+/* test_config.c - the ADAPTDL_* environment contract (adaptshim(7)
+ * "ENVIRONMENT", "ADAPTDL_DATA", "BATCH-SIZE CONTROL").
  *
  * Every test builds its own envp array, so nothing depends on the
  * environment the test runner itself was started with.  Malformed values
- * are checked for the promise of SPEC §2: one line, naming the variable,
+ * are checked for the promise of adaptshim(7) "ENVIRONMENT": one line, naming the variable,
  * quoting the value and saying what is accepted, and a config left zeroed
  * rather than half filled. */
 #include <criterion/criterion.h>
@@ -397,7 +398,7 @@ Test(config, replica_count_from_wrapper_rank_from_mpirun)
     cr_assert(config.layout_from_mpi);
 }
 
-/* What `srun --mpi=pmix -n 4` gives each task (SPEC §2): the task's rank
+/* What `srun --mpi=pmix -n 4` gives each task (adaptshim(7) "ENVIRONMENT"): the task's rank
  * and the step's task and node counts; before, every task took itself for
  * rank 0 of 1. */
 Test(config, layout_from_srun_with_pmix)
@@ -717,7 +718,8 @@ Test(config, max_batch_below_initial)
 
 Test(config, max_batch_without_initial)
 {
-    /* The initial batch may come from the trainer's own argument (§7). */
+    /* The initial batch may come from the trainer's own argument
+     * (adaptshim(7) "Batch-size control"). */
     expect_ok(ENV("ADAPTDL_MAX_BATCH_SIZE=64"));
     cr_assert_eq(config.max_batch_size, 64);
 }
@@ -863,7 +865,7 @@ Test(config, malformed_data_glob_names_the_entry)
     cr_expect_not_null(strstr(error, "accepted: a well-formed fnmatch(3) glob"), "%s", error);
     expect_error(ENV("ADAPTDL_DATA=[unclosed:record=4"), "ADAPTDL_DATA entry 1",
                  "glob \"[unclosed\"");
-    /* the SPEC's \: escape is undone first: "a\:[" is the glob "a:[" */
+    /* the \: escape of adaptshim(7) "ADAPTDL_DATA" is undone first: "a\:[" is the glob "a:[" */
     expect_error(ENV("ADAPTDL_DATA=a\\:[:record=4"), "ADAPTDL_DATA entry 1", "glob \"a:[\"");
     expect_error(ENV("ADAPTDL_DATA=x\\"), "ADAPTDL_DATA entry 1", "ends in a lone backslash");
     /* an escaped '[' is a literal one, as fnmatch reads it */
@@ -1211,7 +1213,7 @@ Test(config, first_error_wins_and_config_is_zeroed)
 }
 
 /* Every malformed variable yields a message naming it and saying what is
- * accepted (SPEC §2), whatever the variable. */
+ * accepted (adaptshim(7) "ENVIRONMENT"), whatever the variable. */
 Test(config, every_error_names_variable_and_accepted_forms)
 {
     static const struct {
@@ -1262,10 +1264,10 @@ Test(config, every_error_names_variable_and_accepted_forms)
     }
 }
 
-/* --- unknown ADAPTDL_* names (SPEC §2: a typo is a warning naming the
+/* --- unknown ADAPTDL_* names (adaptshim(7) "ENVIRONMENT": a typo is a warning naming the
  * closest known variable) ------------------------------------------------- */
 
-/* Every variable of SPEC §2's table, and the launcher's ADAPTDL_LIB. */
+/* Every variable of the table in adaptshim(7) "ENVIRONMENT", and the launcher's ADAPTDL_LIB. */
 static const char *const contract_variables[] = {
     "ADAPTDL_DATA", "ADAPTDL_CHECKPOINT_PATH", "ADAPTDL_SAVE", "ADAPTDL_RESUME",
     "ADAPTDL_SEED", "ADAPTDL_NUM_REPLICAS", "ADAPTDL_REPLICA_RANK", "ADAPTDL_NUM_NODES",

@@ -1,5 +1,5 @@
 /* test_dataset_registry.c - registered data files, snapshot capture and
- * restore (SPEC §4, §5 "Which position a snapshot binds").
+ * restore (adaptshim(7) "CHECKPOINT BINDING").
  *
  * Capture reports (pass, current_index) per file and the epoch; restore
  * re-fixes registered files that have not delivered a record, keeps the
@@ -681,7 +681,8 @@ Test(dataset_registry_runs, a_complete_pass_restores_header_only_then_moves_on)
  * Dataset that opens lazily in __getitem__): with the registry's arena, the
  * parent that registers the file later adopts the pass the worker began,
  * restored position and deliveries included, and does not apply the
- * restored position a second time (SPEC §3, §4). */
+ * restored position a second time (adaptshim(7) "WHAT THE TRAINER SEES", adaptshim(7)
+ * "CHECKPOINT BINDING"). */
 Test(dataset_registry, a_file_a_forked_child_registers_first_is_the_parent_s_pass)
 {
     struct dataset_registry registry;
@@ -731,7 +732,7 @@ Test(dataset_registry, a_file_a_forked_child_registers_first_is_the_parent_s_pas
 
 /* A dataset renamed since the checkpoint: its position is keyed by the old
  * name, which no file of this run has.  Taking it anyway would be a guess
- * (SPEC §5), so the file starts fresh, with a warning naming both names;
+ * (adaptshim(7) "CHECKPOINT BINDING"), so the file starts fresh, with a warning naming both names;
  * files the snapshot names, or new files while nothing is waiting, say
  * nothing. */
 static char *dr_warnings_of_registering(const char *restored_name, const char *path,
@@ -792,7 +793,7 @@ Test(dataset_registry, a_renamed_dataset_starts_fresh_with_a_warning_naming_both
     }
 }
 
-/* --- readers in their own order (SPEC §4.1) --------------------------------- */
+/* --- readers in their own order (adaptshim(7) "Readers in their own order") ------------------- */
 
 /* The snapshot as a restart reads it: through the file format. */
 static void dr_through_the_file_format(struct adaptdl_snapshot *snapshot)

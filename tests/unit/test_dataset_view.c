@@ -1,5 +1,5 @@
 /* test_dataset_view.c - one data file and the view of its current pass
- * (SPEC §3 "What the trainer sees", transparency, tail policy, count=).
+ * (adaptshim(7) "What the trainer sees", transparency, tail policy, count=).
  *
  * Datasets are built in memory and handed to dataset_file_init as the
  * "mapping".  Every expected view is computed here independently of
@@ -953,7 +953,7 @@ Test(dataset_view, transparency_with_a_matching_count_field)
     free(bytes);
 }
 
-/* --- statistical epochs: passes longer than one sweep (SPEC §7) ------------- */
+/* --- statistical epochs: passes longer than one sweep (adaptshim(7) "Statistical epochs") ----- */
 
 static uint64_t dv_planned_length;
 static uint64_t dv_planner(uint64_t record_count, uint64_t pass)
@@ -1044,7 +1044,7 @@ Test(dataset_view, a_pass_shorter_than_the_file_is_a_prefix_of_its_order)
 }
 
 /* A forked child (a DataLoader worker) delivers into its parent's pass, and
- * a pass it ends is the parent's next view (SPEC §3). */
+ * a pass it ends is the parent's next view (adaptshim(7) "After fork"). */
 Test(dataset_view, forked_children_deliver_into_the_parent_s_pass)
 {
     uint64_t size;
@@ -1675,8 +1675,8 @@ Test(dataset_view, the_rest_shorter_than_a_placed_read_ends_the_pass)
     free(bytes);
 }
 
-/* resume=whole-pass (SPEC §4.1): a pass interrupted at index 10 of 30 is
- * restored whole, from index 0 and in its own order; a complete pass stays
+/* resume=whole-pass (adaptshim(7) "Loaders that take the size once"): a pass interrupted at
+ * index 10 of 30 is restored whole, from index 0 and in its own order; a complete pass stays
  * complete (header-only), and without the key the view is what is left. */
 Test(dataset_view, resume_whole_pass_serves_an_interrupted_pass_whole)
 {

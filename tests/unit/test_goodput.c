@@ -1,5 +1,5 @@
 /* test_goodput.c - the goodput model, its optimizer and the throughput fit
- * (SPEC §7 "Model", "Decisions").
+ * (adaptshim(7) "Decisions").
  *
  * Model: step times against hand-computed values of AdaptDL's formulas, and
  * the invariants AdaptDL's own tests check over a grid of configurations:

@@ -1,5 +1,6 @@
-/* test_grad_noise.c - the gradient noise scale estimator (SPEC §6
- * "Piggy-backing", §9 grad_sqr / grad_var / noise_scale).
+/* test_grad_noise.c - the gradient noise scale estimator (adaptshim(7)
+ * "Piggy-backing"; grad_sqr, grad_var and noise_scale as the step lines of
+ * adaptshim(7) "Metrics file" carry them).
  *
  * Statistical checks on synthetic gradients with a known answer: each sample's
  * gradient is g_i = G + e_i in DIMENSION dimensions, with e_i Gaussian, zero

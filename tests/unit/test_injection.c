@@ -1,5 +1,5 @@
 /* test_injection.c - reading and rewriting the trainer's batch-size and
- * learning-rate arguments (SPEC §7, ADAPTDL_BSZ_ARG, ADAPTDL_LR_ARG,
+ * learning-rate arguments (adaptshim(7) "BATCH-SIZE CONTROL", ADAPTDL_BSZ_ARG, ADAPTDL_LR_ARG,
  * ADAPTDL_LR_RULE).
  *
  * Every argv form (`--batch-size 32`, `--batch-size=32`, `-b 32`, `-b32`,

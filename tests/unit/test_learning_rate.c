@@ -1,5 +1,5 @@
 /* test_learning_rate.c - the learning-rate rules and AdaScale's gain
- * (runtime/learning_rate.c, SPEC §7). */
+ * (runtime/learning_rate.c, adaptshim(7) "BATCH-SIZE CONTROL"). */
 #include <criterion/criterion.h>
 
 #include <float.h>
@@ -52,7 +52,7 @@ Test(learning_rate_factor, unusable_inputs_give_one)
 Test(adascale_gain, known_value_matches_spec_efficiency)
 {
     /* grad_var per sample 64 over B0 = 64: var_b = 1; sqr = 1; scale 4:
-     * r = (1 + 1) / (1/4 + 1) = 1.6, and SPEC §7's efficiency is r / 4 */
+     * r = (1 + 1) / (1/4 + 1) = 1.6, and the statistical efficiency is r / 4 */
     double gain = adascale_gain(1.0, 64.0, 64, 4.0);
     double efficiency = (1.0 + 1.0) / (1.0 / 4.0 + 1.0) / 4.0;
     cr_assert_float_eq(gain, 1.6, 1e-12);

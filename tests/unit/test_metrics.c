@@ -1,5 +1,5 @@
-/* test_metrics.c - JSON lines for ADAPTDL_METRICS_FILE (SPEC §9, §7
- * "Events").
+/* test_metrics.c - JSON lines for ADAPTDL_METRICS_FILE (adaptshim(7) "Metrics
+ * file"; the decision events: "Decisions").
  *
  * Lines are built, written into a file of a fresh mkdtemp directory, read
  * back and checked two ways: exact strings where the format matters, and a
@@ -364,7 +364,7 @@ Test(metrics, non_finite_doubles_become_null)
 }
 
 /* Doubles must come back bit for bit: these are the numbers anyone will use
- * to recompute a decision (SPEC §7). */
+ * to recompute a decision (adaptshim(7) "BATCH-SIZE CONTROL"). */
 Test(metrics, doubles_round_trip_exactly)
 {
     double values[64 + 16] = {

@@ -1,5 +1,6 @@
-/* test_pass_tracker.c - the pass and epoch model of one data file (SPEC §3
- * "Progress", §4 replay and continue).
+/* test_pass_tracker.c - the pass and epoch model of one data file
+ * (adaptshim(7) "Passes", "Progress"; replay and continue: "CHECKPOINT
+ * BINDING").
  *
  * Modelled on AdaptDL's _AdaptiveDataLoaderState and ElasticSampler tests:
  * the position arithmetic (current_index = s + K * delivered, capped at N),
@@ -558,7 +559,7 @@ Test(pass_tracker_simulation, replay_skips_finished_passes_and_runs_later_ones_f
     free(counts);
 }
 
-/* --- statistical epochs: planned pass lengths (SPEC §7) --------------------- */
+/* --- statistical epochs: planned pass lengths (adaptshim(7) "Statistical epochs") ------------- */
 
 static uint64_t planner_calls;
 /* pass p of N records holds N + 5p records (pass 0: N) */
@@ -802,7 +803,7 @@ Test(pass_tracker, an_advanced_bound_pass_keeps_its_new_start_when_it_is_fixed_a
     expect_plan(&tracker, 1, 5, 5, false);
 }
 
-/* SPEC §4.1, own positioning: a trainer restored at index 6 of 10 places
+/* adaptshim(7) "Own positioning": a trainer restored at index 6 of 10 places
  * its first read at its own record 6 (one replica, as before the kill): the
  * pass starts again at 0 with its 6 records delivered, so that record 6 of
  * the view is index 6.  With two replicas, rank 0's record 3 and rank 1's
@@ -877,7 +878,7 @@ Test(pass_tracker, a_pass_read_whole_can_be_served_once_more)
     cr_expect_not(pass_tracker_repeat_previous_pass(&tracker), "the next pass has begun");
 }
 
-/* SPEC §4.1, readers in their own order: a bound pass that serves only the
+/* adaptshim(7) "Readers in their own order": a bound pass that serves only the
  * records its snapshot did not name delivered. */
 Test(pass_tracker, a_selected_bound_pass_serves_its_remaining_records_once)
 {

@@ -499,7 +499,7 @@ Test(view, complete_pass_is_empty)
 
 /* ---- view indices ------------------------------------------------------ */
 
-/* Worked examples of SPEC §3 with N = 10, K = 4. */
+/* Worked examples of adaptshim(7) "WHAT THE TRAINER SEES" with N = 10, K = 4. */
 Test(view, logical_index_matches_spec_examples)
 {
     static const uint64_t fresh_pass[4][3] = {{0, 4, 8}, {1, 5, 9}, {2, 6, 0}, {3, 7, 1}};

@@ -1,5 +1,5 @@
-/* test_record_selection.c - the records a resumed pass still owes (SPEC
- * §4.1): the k-th free index of a bitmap, across blocks, against a plain
+/* test_record_selection.c - the records a resumed pass still owes (adaptshim(7)
+ * "Readers in their own order"): the k-th free index of a bitmap, across blocks, against a plain
  * count; the padding of shorter replicas; bitmaps that do not fit or leave
  * nothing. */
 #include <criterion/criterion.h>

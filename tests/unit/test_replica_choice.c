@@ -1,5 +1,5 @@
 /* test_replica_choice.c - the replica count a job runs with next
- * (runtime/replica_choice.h, README "Launcher"): the best predicted count in
+ * (runtime/replica_choice.h, adaptdl-wrap(1) "The replica count"): the best predicted count in
  * MIN..MAX, taken only when it beats the current one by more than the
  * speedup threshold; the current count without a prediction for it; the
  * ends of the range; whether a move pays a restart; and the goodput table

@@ -1,5 +1,6 @@
-/* test_snapshot_check.c - range checks of decoded snapshots (SPEC §5: a
- * state file is used whole or reported and not used).
+/* test_snapshot_check.c - range checks of decoded snapshots (a state
+ * file is used whole or reported and not used: adaptshim(7) "Full disks and
+ * hostile state files").
  *
  * A baseline that a run could have captured is accepted; each mutation of
  * it that no capture writes (an index past its pass, a pass no planner

@@ -1,5 +1,5 @@
 /* test_state_store.c - snapshots, the job record, atomic files, content
- * identities and pruning (SPEC §5).
+ * identities and pruning (adaptshim(7) "CHECKPOINT BINDING").
  *
  * The decoding tests are adversarial: every truncation of a valid file, many
  * thousands of random byte flips (with the checksum left as is, and resealed

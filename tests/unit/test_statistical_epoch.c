@@ -1,4 +1,4 @@
-/* test_statistical_epoch.c - statistical epochs (SPEC §7): the efficiency
+/* test_statistical_epoch.c - statistical epochs (adaptshim(7) "Statistical epochs"): the efficiency
  * used for progress, the planned pass length and its correction, and the
  * progress and step counter as data positions.
  *

@@ -1,5 +1,5 @@
 /* test_view_cursor.c - descriptor operations on a data view and the pass
- * rules they trigger (SPEC §3 "Passes").
+ * rules they trigger (adaptshim(7) "Passes").
  *
  * A pass ends when a read returns 0, when the position moves from past the
  * header back to at most the header after every record was delivered, when

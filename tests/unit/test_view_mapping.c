@@ -1,4 +1,4 @@
-/* test_view_mapping.c - the mmap policy for data files (SPEC §3 "mmap"):
+/* test_view_mapping.c - the mmap policy for data files (adaptshim(7) "Mappings"):
  * which mapping a request gets, its page arithmetic, when a view is the
  * file, filling a mapping from a view at an offset with a length that is
  * not a page multiple, the pass a mapping begins (and tells the pass
