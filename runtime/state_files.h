@@ -16,8 +16,6 @@
 
 /* Joins directory and name; -1 with ENAMETOOLONG when it does not fit. */
 int state_file_join_path(char *path, size_t path_size, const char *directory, const char *name);
-/* Seconds since the epoch, as snapshots record them. */
-double state_file_unix_time(void);
 /* True for name[0, length) of the form snapshot-*.msgpack. */
 bool state_file_is_snapshot_name(const char *name, size_t length);
 

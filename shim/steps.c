@@ -29,10 +29,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "clock_time.h"
 #include "dataset_view.h"
 #include "previous_gradients.h"
 #include "vector_norm.h"
@@ -107,13 +107,6 @@ static double shim_now(void)
     return log_monotonic_seconds();
 }
 
-static double shim_unix_time(void)
-{
-    struct timeval now;
-    gettimeofday(&now, NULL);
-    return (double)now.tv_sec + (double)now.tv_usec * 1e-6;
-}
-
 bool shim_steps_something_to_synchronize(void)
 {
     const struct adaptdl_config *config = &shim_session.config;
@@ -153,7 +146,7 @@ void shim_steps_initialize(void)
         if (shim_job_record.last_exit_unix_time > 0)
             log_debug("job record: %zu step profiles, %u restarts, last exit %.0f s ago",
                       shim_job_record.profile_count, shim_job_record.restarts,
-                      shim_unix_time() - shim_job_record.last_exit_unix_time);
+                      clock_unix_seconds() - shim_job_record.last_exit_unix_time);
     }
     /* 0: the monitor takes the first step's global batch */
     uint64_t initial = shim_session.config.batch_size;
@@ -225,7 +218,7 @@ static void shim_write_job_record(const char *why)
     }
     step_monitor_record_profile(&shim_monitor, shim_session.config.num_nodes,
                                 &shim_job_record);
-    shim_job_record.last_exit_unix_time = shim_unix_time();
+    shim_job_record.last_exit_unix_time = clock_unix_seconds();
     shim_job_record.restarts = shim_session.config.num_restarts;
     char error[512];
     if (job_record_save(directory, &shim_job_record, error, sizeof error) != 0)
@@ -302,7 +295,7 @@ static void shim_measure_restart_cost(void)
         return;
     measured = true;
     double cost = step_policy_restart_cost(shim_job_record.last_exit_unix_time,
-                                           shim_unix_time(), shim_session.config.num_restarts);
+                                           clock_unix_seconds(), shim_session.config.num_restarts);
     if (cost > 0) {
         shim_job_record.restart_cost_seconds = cost;
         log_debug("restart cost measured: %.1f s", cost);
