@@ -6,7 +6,7 @@
 #ifndef ADAPTSHIM_ENDING_H
 #define ADAPTSHIM_ENDING_H
 
-#include "stop_policy.h"
+#include "run_policy.h"
 
 /* How far the process has ended (safe in a signal handler). */
 enum stop_ending shim_ending_state(void);
@@ -34,7 +34,7 @@ void shim_ending_at_deadline_at_once(void);
 /* The process ends normally (MPI_Finalize, exit): job record and metrics. */
 void shim_ending_finish(const char *why);
 /* The atexit hook: finishes, and turns a trainer's own exit into status
- * 143 when its own handler for a stop signal ran (stop_policy.h). */
+ * 143 when its own handler for a stop signal ran (run_policy.h). */
 void shim_ending_at_exit(void);
 
 /* Set by the MPI layer: finalizes MPI before an agreed stop's exit (NULL:

@@ -1,7 +1,7 @@
 /* signals.c - the stop signals (SIGTERM, SIGINT, SIGUSR1) and the trainer's
  * own dispositions for them.
  *
- * What a stop signal does is decided by runtime/stop_policy.c; this file
+ * What a stop signal does is decided by runtime/run_policy.c; this file
  * gathers the facts and carries the decision out:
  *   - with nothing to synchronize (no data view, no checkpoint glob, no MPI)
  *     the signal keeps its ordinary behaviour: the trainer's handler runs,
@@ -42,12 +42,12 @@
 #include "ending.h"
 #include "log.h"
 #include "real_functions.h"
+#include "run_policy.h"
 #include "shared_stop_flag.h"
 #include "signal_action_cell.h"
 #include "shim.h"
 #include "steps.h"
 #include "stop_deadline.h"
-#include "stop_policy.h"
 
 /* glibc's own names for the functions wrapped here, bound at link time: a
  * tool preloaded before this library (ThreadSanitizer, for one) calls

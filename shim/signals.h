@@ -6,7 +6,7 @@
 #include <signal.h>
 #include <stdbool.h>
 
-#include "stop_policy.h"
+#include "run_policy.h"
 
 /* The stop signal deferred last (0: none). */
 extern volatile sig_atomic_t shim_stop_signal;

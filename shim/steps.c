@@ -38,16 +38,15 @@
 #include "vector_norm.h"
 #include "log.h"
 #include "real_functions.h"
+#include "run_policy.h"
 #include "shim.h"
 #include "signals.h"
 #include "decisions.h"
 #include "ending.h"
 #include "events.h"
 #include "pass_planning.h"
-#include "step_policy.h"
 #include "stale_size.h"
 #include "stop_deadline.h"
-#include "stop_policy.h"
 
 bool shim_steps_synchronized;
 struct step_monitor shim_monitor;

@@ -7,8 +7,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "run_policy.h"
 #include "step_monitor.h"
-#include "stop_policy.h"
 
 /* Set once MPI is up and the piggy-backed reduction can run (read it with
  * shim_steps_are_synchronized: any thread may ask). */
