@@ -17,7 +17,6 @@
 #include "clock_time.h"
 #include "error_message.h"
 #include "fault_injection.h"
-#include "state_store.h"
 #include "sysio.h"
 
 /* Joins directory and name; ENAMETOOLONG when it does not fit. */
