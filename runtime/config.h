@@ -154,11 +154,4 @@ bool config_next_unknown_variable(char *const *envp, size_t *cursor, char *messa
 
 const char *log_level_name(enum log_level level);
 
-/* Copies `length` bytes of text into out for use between double quotes in a
- * one-line message: control bytes become \xNN (a newline inside a value must
- * not break the line), a double quote becomes \", and long values end in
- * "...".  Returns out. */
-const char *config_quote_for_message(char *out, size_t out_size, const char *text,
-                                     size_t length);
-
 #endif

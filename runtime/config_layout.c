@@ -3,6 +3,7 @@
  * (Open MPI, PMI, Slurm's srun, torchrun), the node count srun or torchrun
  * implies, and that there are no more nodes than replicas.  Read after config.c's table,
  * with its readers and messages. */
+#include "config.h"
 #include "config_parse.h"
 #include "config_text.h"
 #include "error_message.h"
