@@ -21,7 +21,7 @@
 #include "run_policy.h"
 #include "shim.h"
 #include "statistical_epoch.h"
-#include "steps.h"
+#include "step_state.h"
 
 static bool shim_restart_requested;
 static double shim_last_decision;

@@ -1,7 +1,7 @@
 /* ending.h - how a configured process ends, once and by one path: an
  * agreed stop, the trainer's own exit, MPI_Finalize or the stop deadline
  * (SPEC §6 and the exit codes).  Whichever comes first writes the job
- * record, the summary line and the exit event (shim_steps_write_ending);
+ * record, the summary line and the exit event (in ending.c);
  * the others find that done. */
 #ifndef ADAPTSHIM_ENDING_H
 #define ADAPTSHIM_ENDING_H

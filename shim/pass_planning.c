@@ -21,7 +21,7 @@
 
 #include "log.h"
 #include "shim.h"
-#include "steps.h"
+#include "step_state.h"
 
 /* under shim_steps_lock (a step is published there) */
 static uint64_t shim_epochs_last_counted_step;

@@ -42,7 +42,6 @@
 #include "events.h"
 #include "log.h"
 #include "shim.h"
-#include "steps.h"
 
 /* Its address is the timer's signal value. */
 static const char shim_deadline_marker = 0;
