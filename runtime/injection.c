@@ -1,5 +1,6 @@
 /* injection.c - reads and rewrites the trainer's batch-size and learning-rate
- * arguments (SPEC §7); the rules are in injection.h.
+ * arguments (the batch size a decision chose, the learning rate its rule
+ * scales); the rules are in injection.h.
  *
  * Two pieces do the work.  find_next_flag_occurrence() walks argv exactly
  * once per caller, yielding each occurrence of the flag with where its value

@@ -323,7 +323,8 @@ int session_commit_checkpoint_file(struct runtime_session *session, const char *
     if (status >= 0)
         return status;
     int saved_errno = errno;
-    /* SPEC §5: the trainer learns it as a failed write of its own. */
+    /* A snapshot that cannot be written fails the trainer's commit: the
+     * trainer learns it as a failed write of its own. */
     log_error("checkpoint %s: snapshot not written: %s; the trainer's commit (its rename, "
               "close or fclose) fails with \"%s\"", checkpoint_path, error,
               strerror(saved_errno));

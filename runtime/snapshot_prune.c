@@ -1,6 +1,6 @@
 /* snapshot_prune.c - the snapshots of the state directory as a set: the
  * newest of them (snapshot_load_latest), and deleting those no checkpoint
- * needs any more (SPEC §5 "Naming and pruning"): only after a newer commit,
+ * needs any more: only after a newer commit,
  * and never while a file matching ADAPTDL_SAVE (a copy such as ck.bak,
  * another replica's checkpoint) still holds the content a snapshot is
  * bound to. */

@@ -1,4 +1,4 @@
-/* state_files.c - the state directory and its files (SPEC §5): preparing
+/* state_files.c - the state directory and its files: preparing
  * ADAPTDL_CHECKPOINT_PATH, atomic writes (temp file, fsync, rename, fsync of
  * the directory), bounded reads that never block on a FIFO, and removing
  * what killed writers left behind (see state_files.h and state_store.h). */

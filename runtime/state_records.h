@@ -37,7 +37,8 @@ struct snapshot_file_position {
     uint64_t current_index;  /* 0..pass_length within that pass */
     uint64_t pass_length;    /* M of that pass: N, or a statistical epoch's length */
     uint32_t role;           /* enum data_role */
-    /* A reader in its own order (SPEC §4.1): bit i of byte b says index
+    /* A reader in its own order (one that consumes a pass's
+     * records out of sequence): bit i of byte b says index
      * current_index + 8b + i of the pass was consumed too (bit 0 never);
      * empty for readers in order.  Optional in the file: snapshots of
      * earlier builds have none. */
@@ -45,7 +46,7 @@ struct snapshot_file_position {
     size_t delivered_after_size;
 };
 
-/* The cooperative API's state (SPEC §11), part of a bound snapshot. */
+/* The cooperative API's state (shim/adaptdl.h), part of a bound snapshot. */
 struct snapshot_value {
     char *key;
     double value;
@@ -97,7 +98,7 @@ struct adaptdl_snapshot {
     struct content_identity binding;
     size_t file_count;
     struct snapshot_file_position *files;
-    /* the cooperative API (SPEC §11); empty for a transparent trainer */
+    /* the cooperative API (shim/adaptdl.h); empty for a transparent trainer */
     bool cooperative;                /* the trainer used it: finished_epochs is meaningful */
     uint64_t finished_epochs;
     double cooperative_progress;     /* statistical progress of adaptive loops */
@@ -107,7 +108,8 @@ struct adaptdl_snapshot {
     struct snapshot_accumulator *accumulators;
     size_t registered_count;
     struct snapshot_named_bytes *registered;
-    /* statistical-epoch state (SPEC §7), zero when adaptation is off */
+    /* statistical-epoch state (the steps and the progress counted so
+     * far), zero when adaptation is off */
     uint64_t step;
     double progress;
     uint64_t global_bsz;             /* the global batch of the committing run */

@@ -1,5 +1,5 @@
 /* adaptdl_torch_launch.c - adaptdl-torch-launch, the launcher of a PyTorch
- * job's replicas for `adaptdl-wrap --launcher torch` (SPEC §8.1, README
+ * job's replicas for `adaptdl-wrap --launcher torch` (README
  * "PyTorch jobs").  Debian's torchrun does not run, so the replicas are started
  * here, with the variables torchrun gives them, and supervised the way
  * adaptdl-wrap expects of mpirun:

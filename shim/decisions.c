@@ -1,5 +1,5 @@
 /* decisions.c - rank 0's batch-size and replica-count decisions at
- * synchronized step boundaries (SPEC §7; README "Batch-size control" and
+ * synchronized step boundaries (README "Batch-size control" and
  * "Launcher"), and the cooperative API's in-place batch proposals.  The
  * rules are the runtime's (batch_decision.c, replica_choice.c,
  * run_policy.c), and so are who decides, their inputs

@@ -52,7 +52,9 @@ static void shim_write_job_record(const char *why)
                   shim_steps_job_record()->grad_var);
 }
 
-/* The one summary line per rank that `info` prints at exit (SPEC §9). */
+/* The one summary line per rank that `info` prints at exit: records
+ * served, passes, restarts, steps, the median step time, the noise scale,
+ * snapshots written and the time the shim spent in step boundaries. */
 static void shim_log_summary(const char *why)
 {
     if (!log_enabled(LOG_LEVEL_INFO))

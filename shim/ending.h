@@ -1,8 +1,13 @@
 /* ending.h - how a configured process ends, once and by one path: an
  * agreed stop, the trainer's own exit, MPI_Finalize or the stop deadline
- * (SPEC §6 and the exit codes).  Whichever comes first writes the job
- * record, the summary line and the exit event (in ending.c);
- * the others find that done. */
+ * (143 asks for a restart, 130 follows a second SIGINT, otherwise the
+ * trainer's own status stands).  Whichever comes first writes the job
+ * record, the summary line and the exit event (ending.c); the others find
+ * that done.
+ *
+ * Who includes it: steps.c, signals.c, stop_deadline.c and the MPI layer.
+ * ending.c includes step_state.h and stop_signal_state.h, never steps.h or
+ * signals.h, whose code calls into it. */
 #ifndef ADAPTSHIM_ENDING_H
 #define ADAPTSHIM_ENDING_H
 

@@ -1,4 +1,4 @@
-/* pass_planning.c - the shim's side of statistical epochs (SPEC §7):
+/* pass_planning.c - the shim's side of statistical epochs:
  * turns planning on when adaptation is, counts every agreed step's
  * progress, and plans the length of each fresh train pass
  * (runtime/statistical_epoch holds the rules; this file plans the passes).

@@ -1,4 +1,4 @@
-/* test_session.c - checkpoint commits of a session (SPEC §5): a snapshot
+/* test_session.c - checkpoint commits of a session: a snapshot
  * that cannot be written fails the commit with the write's errno and
  * leaves the previous snapshots as they were; a commit prunes with the
  * save glob, so a copy of a checkpoint keeps its snapshot; what cannot be

@@ -1,6 +1,6 @@
 /* test_view_copy.c - copies of view bytes made without the file's lock
- * (SPEC §10: "Threaded readers of one file: throughput grows with the
- * thread count up to the cores (no lock held across a copy)").
+ * (threaded readers of one file gain throughput up to the core count,
+ * so no lock is held across a copy).
  *
  * A read whose copy is stuck -- its destination page is registered with
  * userfaultfd, so the first byte written there waits until the test lets it
