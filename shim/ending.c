@@ -30,6 +30,8 @@ void (*shim_ending_finalize_mpi)(void);
 
 /* --- what the process leaves behind ------------------------------------------------ */
 
+/* The job record with this run's profiles, exit time and restart count:
+ * written by rank 0 of the trainer once it made a step (run_policy.h). */
 static void shim_write_job_record(const char *why)
 {
     const char *directory = shim_session.config.checkpoint_path;
@@ -39,17 +41,16 @@ static void shim_write_job_record(const char *why)
             log_debug("job record left as it is (%s): this process made no step", why);
         return;
     }
-    step_monitor_record_profile(&shim_monitor, shim_session.config.num_nodes,
-                                shim_steps_job_record());
-    shim_steps_job_record()->last_exit_unix_time = clock_unix_seconds();
-    shim_steps_job_record()->restarts = shim_session.config.num_restarts;
+    struct adaptdl_job_record *record = shim_steps_job_record();
+    step_monitor_record_profile(&shim_monitor, shim_session.config.num_nodes, record);
+    record->last_exit_unix_time = clock_unix_seconds();
+    record->restarts = shim_session.config.num_restarts;
     char error[512];
-    if (job_record_save(directory, shim_steps_job_record(), error, sizeof error) != 0)
+    if (job_record_save(directory, record, error, sizeof error) != 0)
         log_error("job record not written (%s): %s", why, error);
     else
         log_debug("job record written (%s): %zu profiles, grad_sqr %g, grad_var %g", why,
-                  shim_steps_job_record()->profile_count, shim_steps_job_record()->grad_sqr,
-                  shim_steps_job_record()->grad_var);
+                  record->profile_count, record->grad_sqr, record->grad_var);
 }
 
 /* The one summary line per rank that `info` prints at exit: records
@@ -108,7 +109,6 @@ static void shim_ending_leave_behind(const char *why, int status)
     shim_events_exit(status, why);
     shim_steps_unlock();
 }
-
 
 /* --- one ending ------------------------------------------------------------------- */
 

@@ -55,6 +55,7 @@ void shim_steps_fork_child(void)
     pthread_mutexattr_destroy(&attributes);
 }
 
+/* Loaded at start-up (steps.c), written when the process ends (ending.c). */
 static struct adaptdl_job_record shim_job_record;
 double shim_overhead_seconds;
 

@@ -76,18 +76,19 @@ void shim_steps_initialize(void)
 {
     shim_signals_install();
     shim_events_open();
-    job_record_init(shim_steps_job_record());
+    struct adaptdl_job_record *record = shim_steps_job_record();
+    job_record_init(record);
     const char *directory = shim_session.config.checkpoint_path;
     if (directory != NULL) {
         char error[512];
-        int status = job_record_load(directory, shim_steps_job_record(), error, sizeof error);
+        int status = job_record_load(directory, record, error, sizeof error);
         if (status < 0)
             log_warn("job record: %s; profiles and statistics start afresh", error);
         shim_job_record_loaded = status == 0;
-        if (shim_steps_job_record()->last_exit_unix_time > 0)
+        if (record->last_exit_unix_time > 0)
             log_debug("job record: %zu step profiles, %u restarts, last exit %.0f s ago",
-                      shim_steps_job_record()->profile_count, shim_steps_job_record()->restarts,
-                      clock_unix_seconds() - shim_steps_job_record()->last_exit_unix_time);
+                      record->profile_count, record->restarts,
+                      clock_unix_seconds() - record->last_exit_unix_time);
     }
     /* 0: the monitor takes the first step's global batch */
     uint64_t initial = shim_session.config.batch_size;
@@ -97,7 +98,7 @@ void shim_steps_initialize(void)
                       shim_session.config.drain_seconds, shim_now());
     /* gradient statistics survive restarts through the job record */
     if (shim_job_record_loaded)
-        step_monitor_restore_statistics(&shim_monitor, shim_steps_job_record());
+        step_monitor_restore_statistics(&shim_monitor, record);
 }
 
 void shim_steps_start_synchronized(struct piggyback_transport transport, uint32_t replicas)
@@ -158,10 +159,11 @@ static void shim_measure_restart_cost(void)
     if (measured)
         return;
     measured = true;
-    double cost = step_policy_restart_cost(shim_steps_job_record()->last_exit_unix_time,
-                                           clock_unix_seconds(), shim_session.config.num_restarts);
+    struct adaptdl_job_record *record = shim_steps_job_record();
+    double cost = step_policy_restart_cost(record->last_exit_unix_time, clock_unix_seconds(),
+                                           shim_session.config.num_restarts);
     if (cost > 0) {
-        shim_steps_job_record()->restart_cost_seconds = cost;
+        record->restart_cost_seconds = cost;
         log_debug("restart cost measured: %.1f s", cost);
     }
 }
@@ -170,7 +172,8 @@ static void shim_measure_restart_cost(void)
  * the log and the metrics. */
 static void shim_steps_publish_agreed_step(void)
 {
-    step_monitor_record_profile(&shim_monitor, shim_session.config.num_nodes, shim_steps_job_record());
+    step_monitor_record_profile(&shim_monitor, shim_session.config.num_nodes,
+                                shim_steps_job_record());
     shim_epochs_note_agreed_step(&shim_monitor.last, &shim_monitor.noise);
     shim_log_agreed_step();
     struct job_position position;
