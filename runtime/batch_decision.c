@@ -1,7 +1,7 @@
 /* batch_decision.c - one batch-size decision (see batch_decision.h). */
 #include "batch_decision.h"
 #include "error_message.h"
-#include "restart_payback.h"
+#include "run_policy.h"
 
 #include <math.h>
 #include <stdio.h>

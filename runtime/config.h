@@ -1,4 +1,5 @@
-/* config.h - the ADAPTDL_* environment contract (SPEC §2, §3) as one struct.
+/* config.h - the ADAPTDL_* environment contract (every variable the shim
+ * reads, with its accepted values and defaults) as one struct.
  *
  * Parsing is pure: it reads variables through a lookup over an envp-style
  * array, so tests can feed any environment without touching the process's
@@ -43,7 +44,7 @@ struct data_entry {
     enum tail_policy tail;
     uint64_t lookahead;
     /* resume=whole-pass: a pass interrupted by a restart is served whole
-     * again after the restore (SPEC §4.1, loaders that take the size once) */
+     * again after the restore (for loaders that take a file's size once) */
     bool resume_whole_pass;
     bool has_count_field;
     uint64_t count_offset;
@@ -139,26 +140,19 @@ const char *config_lookup(char *const *envp, const char *name);
 bool config_any_adaptdl_variable(char *const *envp);
 
 /* Unknown variables (config_typos.c).  Whether `name` (name_length bytes,
- * no "=value") is an ADAPTDL_* variable of the contract (SPEC §2) or of the
- * launcher. */
+ * no "=value") is an ADAPTDL_* variable the shim reads or one its
+ * launcher sets. */
 bool config_is_known_variable(const char *name, size_t name_length);
 /* The known variable nearest to `name` by edit distance (a transposition
  * counts as one edit); ties go to the one listed first. */
 const char *config_closest_variable(const char *name, size_t name_length);
 /* Walks envp from *cursor (start at 0) to the next ADAPTDL_* variable that
- * is not known (a typo, SPEC §2): true with a one-line warning in message
+ * is not known (a typo: warned about, never refused): true with a one-line warning in message
  * naming it and the closest known variable, *cursor moved past it; false
  * when there is none left. */
 bool config_next_unknown_variable(char *const *envp, size_t *cursor, char *message,
                                   size_t message_size);
 
 const char *log_level_name(enum log_level level);
-
-/* Copies `length` bytes of text into out for use between double quotes in a
- * one-line message: control bytes become \xNN (a newline inside a value must
- * not break the line), a double quote becomes \", and long values end in
- * "...".  Returns out. */
-const char *config_quote_for_message(char *out, size_t out_size, const char *text,
-                                     size_t length);
 
 #endif

@@ -1,8 +1,9 @@
-/* config_layout.c - where this process stands in the job (SPEC §2): the
+/* config_layout.c - where this process stands in the job: the
  * replica count and rank, from adaptshim's variables or the launcher's
  * (Open MPI, PMI, Slurm's srun, torchrun), the node count srun or torchrun
  * implies, and that there are no more nodes than replicas.  Read after config.c's table,
  * with its readers and messages. */
+#include "config.h"
 #include "config_parse.h"
 #include "config_text.h"
 #include "error_message.h"

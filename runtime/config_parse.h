@@ -1,13 +1,18 @@
 /* config_parse.h - what the readers of the ADAPTDL_* environment share
  * (config.c, config_layout.c): the state of one parse, and the integer
- * readers whose one-line messages every variable uses. */
+ * readers whose one-line messages every variable uses.
+ *
+ * Who includes it: config.c, config_layout.c and their tests.  It does
+ * not include config.h (config.c includes this header): the configuration
+ * is only pointed to here, and its users include config.h themselves. */
 #ifndef ADAPTSHIM_CONFIG_PARSE_H
 #define ADAPTSHIM_CONFIG_PARSE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
+/* The configuration being filled (config.h); only pointed to here. */
+struct adaptdl_config;
 
 /* The most replicas (and nodes) a job may have. */
 #define REPLICA_LIMIT ((uint64_t)1 << 20)

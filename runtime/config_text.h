@@ -1,6 +1,11 @@
 /* config_text.h - the words and numbers of the ADAPTDL_* contract, shared
  * by the variables' parsers (config.c), the ADAPTDL_DATA grammar
- * (data_entry.c) and the typo warnings (config_typos.c). */
+ * (data_entry.c), the typo warnings (config_typos.c) and whatever quotes a
+ * value into a one-line message (glob_pattern.c, the session...).
+ *
+ * Who includes it: any module that reads or quotes the contract's text.
+ * It is below config.h and includes nothing of the project's: config.c
+ * includes it, so it must not include config.h. */
 #ifndef ADAPTSHIM_CONFIG_TEXT_H
 #define ADAPTSHIM_CONFIG_TEXT_H
 
@@ -8,14 +13,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
-
 #define CONFIG_COUNT_OF(array) (sizeof(array) / sizeof((array)[0]))
 
 /* Room for one quoted value inside a message; longer values are cut. */
 #define QUOTED_SIZE 128
 /* Room for an "accepted: ..." list built from a table. */
 #define LIST_SIZE 256
+
+/* Copies `length` bytes of text into out for use between double quotes in a
+ * one-line message: control bytes become \xNN (a newline inside a value must
+ * not break the line), a double quote becomes \", and long values end in
+ * "...".  Returns out. */
+const char *config_quote_for_message(char *out, size_t out_size, const char *text,
+                                     size_t length);
 
 /* Appends ", item" (or just "item" to an empty list), cutting at out_size. */
 void config_append_to_list(char *out, size_t out_size, const char *item);

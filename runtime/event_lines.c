@@ -8,7 +8,7 @@
 #include "goodput.h"
 #include "hints_file.h"
 #include "replica_choice.h"
-#include "restart_payback.h"
+#include "run_policy.h"
 
 void event_line_pass(struct json_line *line, double time_seconds,
                      const struct dataset_file *file, bool begins, uint64_t pass,

@@ -2,7 +2,7 @@
  * flags 0, to tell a pattern that cannot match as written from one that
  * can, and to find the directory it is fixed to (see glob_pattern.h). */
 #include "glob_pattern.h"
-#include "config.h"
+#include "config_text.h"
 
 #include <stdarg.h>
 #include <stdio.h>

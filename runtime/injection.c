@@ -12,6 +12,7 @@
  * Messages follow config.c's shape, on one line:
  *
  *     VARIABLE (argv:FLAG): what is wrong with "value"; accepted: ... */
+#include "config_text.h"
 #include "error_message.h"
 #include "injection.h"
 

@@ -7,9 +7,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock_time.h"
 #include "sysio.h"
 
 int log_threshold = LOG_LEVEL_WARN;
@@ -17,16 +17,15 @@ int log_threshold = LOG_LEVEL_WARN;
 static int log_fd = STDERR_FILENO;
 static int log_fd_owned;
 static uint32_t log_rank;
-static struct timespec log_epoch;
+/* The monotonic reading of the first call: log times count from it. */
+static double log_epoch_seconds;
 
 double log_monotonic_seconds(void)
 {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    if (log_epoch.tv_sec == 0 && log_epoch.tv_nsec == 0)
-        log_epoch = now;
-    return (double)(now.tv_sec - log_epoch.tv_sec) +
-           (double)(now.tv_nsec - log_epoch.tv_nsec) * 1e-9;
+    double now = clock_monotonic_seconds();
+    if (log_epoch_seconds == 0)
+        log_epoch_seconds = now;
+    return now - log_epoch_seconds;
 }
 
 int log_expand_pattern(const char *pattern, uint32_t rank, long pid, char *out,

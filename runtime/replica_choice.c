@@ -1,7 +1,7 @@
 /* replica_choice.c - the replica count a job runs with next (see
  * replica_choice.h). */
 #include "replica_choice.h"
-#include "restart_payback.h"
+#include "run_policy.h"
 
 #include <math.h>
 #include <stdio.h>

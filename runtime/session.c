@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 
+#include "clock_time.h"
 #include "config_text.h"
 #include "log.h"
 #include "path_normalize.h"
@@ -196,13 +196,6 @@ bool session_close_commits(const struct file_identity *opened, const struct file
            opened->inode == now->inode;
 }
 
-static double session_unix_time(void)
-{
-    struct timeval now;
-    gettimeofday(&now, NULL);
-    return (double)now.tv_sec + (double)now.tv_usec * 1e-6;
-}
-
 int session_commit_checkpoint(struct runtime_session *session, const char *checkpoint_path,
                               const struct content_identity *identity,
                               unconsumed_records_fn unconsumed, void *context,
@@ -221,7 +214,7 @@ int session_commit_checkpoint(struct runtime_session *session, const char *check
     snapshot.seed = __atomic_load_n(&session->config.seed, __ATOMIC_RELAXED);
     snapshot.replicas = session->config.num_replicas;
     snapshot.binding = *identity;
-    snapshot.created_unix_time = session_unix_time();
+    snapshot.created_unix_time = clock_unix_seconds();
     pthread_mutex_lock(&session->registry.lock);
     if (session->commit_sequence < session->registry.restored_sequence)
         session->commit_sequence = session->registry.restored_sequence;

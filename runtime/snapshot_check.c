@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "config_text.h"
 #include "pass_tracker.h"
 
 /* As ADAPTDL_NUM_REPLICAS and ADAPTDL_BATCH_SIZE accept (config.c). */

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock_time.h"
 #include "error_message.h"
 #include "growable_array.h"
 #include "state_files.h"
@@ -309,7 +310,7 @@ int snapshot_prune(const char *directory, const struct content_identity *keep,
         }
     }
 
-    double now = state_file_unix_time();
+    double now = clock_unix_seconds();
     /* A long job commits often but starts rarely: leftovers of a writer
      * killed in this run's lifetime go here too. */
     state_directory_remove_leftovers(directory, now, NULL, 0);

@@ -1,4 +1,4 @@
-/* state_files.c - the state directory and its files (SPEC §5): preparing
+/* state_files.c - the state directory and its files: preparing
  * ADAPTDL_CHECKPOINT_PATH, atomic writes (temp file, fsync, rename, fsync of
  * the directory), bounded reads that never block on a FIFO, and removing
  * what killed writers left behind (see state_files.h and state_store.h). */
@@ -12,12 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/time.h>
 #include <unistd.h>
 
+#include "clock_time.h"
 #include "error_message.h"
 #include "fault_injection.h"
-#include "state_store.h"
 #include "sysio.h"
 
 /* Joins directory and name; ENAMETOOLONG when it does not fit. */
@@ -29,13 +28,6 @@ int state_file_join_path(char *path, size_t path_size, const char *directory, co
         return -1;
     }
     return 0;
-}
-
-double state_file_unix_time(void)
-{
-    struct timeval now;
-    gettimeofday(&now, NULL);
-    return (double)now.tv_sec + (double)now.tv_usec * 1e-6;
 }
 
 bool state_file_is_snapshot_name(const char *name, size_t length)
@@ -129,7 +121,7 @@ int state_directory_prepare(const char *directory, char *error, size_t error_siz
     if (probe_directory_writable(directory, error, error_size) != 0)
         return -1;
     /* Best effort: a leftover costs only disk space. */
-    state_directory_remove_leftovers(directory, state_file_unix_time(), NULL, 0);
+    state_directory_remove_leftovers(directory, clock_unix_seconds(), NULL, 0);
     return 0;
 }
 

@@ -2,14 +2,16 @@
  * decoder (state_decode.c) share: the schema tables that define both formats
  * (state_schema.c), the helpers that walk them, and the two entry points the
  * save and load of state_store.c call.  Internal to the runtime; the public
- * interface is state_store.h. */
+ * interface is state_records.h (the structures, their encoding) and
+ * state_store.h (their files).  Only the codec and state_store.c include
+ * it; it includes state_records.h, never state_store.h. */
 #ifndef ADAPTSHIM_STATE_SCHEMA_H
 #define ADAPTSHIM_STATE_SCHEMA_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "state_store.h"
+#include "state_records.h"
 
 /* Table-driven handlers share one signature; not every one needs every argument. */
 #define MAYBE_UNUSED __attribute__((unused))

@@ -55,6 +55,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock_time.h"
 #include "replica_outcome.h"
 #include "remote_command.h"
 #include "replica_placement.h"
@@ -509,13 +510,6 @@ static void signal_replicas(int signal_number)
 
 /* --- supervision ------------------------------------------------------------------- */
 
-static double monotonic_seconds(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
-}
-
 /* The harder signals still to send, and when. */
 struct escalation {
     int signals[2];
@@ -529,7 +523,7 @@ static void escalate_from(struct escalation *escalation, int first, int second)
     escalation->signals[0] = first;
     escalation->signals[1] = second;
     escalation->count = second != 0 ? 2 : 1;
-    escalation->next_time = monotonic_seconds() + escalation->grace;
+    escalation->next_time = clock_monotonic_seconds() + escalation->grace;
 }
 
 static void describe_end(char *out, size_t size, int wait_status)
@@ -591,12 +585,12 @@ static int supervise(struct escalation *escalation)
     while (!replica_outcome_all_ended(&outcome)) {
         struct timespec timeout = {.tv_sec = 3600};
         if (escalation->count > 0) {
-            double left = escalation->next_time - monotonic_seconds();
+            double left = escalation->next_time - clock_monotonic_seconds();
             if (left <= 0) {
                 int next = escalation->signals[0];
                 escalation->signals[0] = escalation->signals[1];
                 escalation->count--;
-                escalation->next_time = monotonic_seconds() + escalation->grace;
+                escalation->next_time = clock_monotonic_seconds() + escalation->grace;
                 fprintf(stderr, PROGRAM ": replicas still running %.3g s later: SIG%s\n",
                         escalation->grace, signal_name(next));
                 signal_replicas(next);

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock_time.h"
 #include "error_message.h"
 
 /* How often a wait looks at its processes and at the trace. */
@@ -40,13 +41,6 @@ int verify_processes_setup(void)
     signal(SIGPIPE, SIG_IGN);
     /* workers orphaned by a killed trainer come to us to be reaped */
     return prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-}
-
-static double verify_now(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
 }
 
 static void verify_pause(void)
@@ -138,7 +132,7 @@ static void verify_kill_groups(const struct verify_process *processes, size_t co
  * exists, reaping meanwhile. */
 static void verify_clear_groups(struct verify_process *processes, size_t count)
 {
-    double started = verify_now();
+    double started = clock_monotonic_seconds();
     bool warned = false;
     for (;;) {
         verify_kill_groups(processes, count);
@@ -149,7 +143,7 @@ static void verify_clear_groups(struct verify_process *processes, size_t count)
                 any = true;
         if (!any)
             return;
-        if (!warned && verify_now() - started > VERIFY_REAP_WARN_SECONDS) {
+        if (!warned && clock_monotonic_seconds() - started > VERIFY_REAP_WARN_SECONDS) {
             fprintf(stderr, "adaptdl-verify: processes of a killed trainer are still there "
                             "after %.0f s; waiting for them\n", VERIFY_REAP_WARN_SECONDS);
             warned = true;
@@ -195,7 +189,7 @@ enum verify_wait_outcome verify_wait(struct verify_process *processes, size_t co
                                      const char *stop_trace, double timeout_seconds)
 {
     struct stop_watch watch = {.path = stop_trace, .fd = -1};
-    double deadline = verify_now() + timeout_seconds;
+    double deadline = clock_monotonic_seconds() + timeout_seconds;
     enum verify_wait_outcome outcome = VERIFY_WAIT_EXITED;
     for (;;) {
         verify_reap(processes, count);
@@ -220,7 +214,7 @@ enum verify_wait_outcome verify_wait(struct verify_process *processes, size_t co
             verify_pause();
             continue;
         }
-        if (verify_now() > deadline) {
+        if (clock_monotonic_seconds() > deadline) {
             outcome = VERIFY_WAIT_TIMED_OUT;
             break;
         }

@@ -1,9 +1,9 @@
 /* decisions.c - rank 0's batch-size and replica-count decisions at
- * synchronized step boundaries (SPEC §7; README "Batch-size control" and
+ * synchronized step boundaries (README "Batch-size control" and
  * "Launcher"), and the cooperative API's in-place batch proposals.  The
  * rules are the runtime's (batch_decision.c, replica_choice.c,
- * step_policy.c, restart_payback.c), and so are who decides, their inputs
- * and what an outcome leaves in the job record (batch_decision_job.c);
+ * run_policy.c), and so are who decides, their inputs and what an outcome
+ * leaves in the job record (batch_decision_job.c);
  * this file hands them the step monitor, the session and the job record,
  * logs the outcome and its events, and asks for the restart that every
  * rank then agrees on in the piggy-backed reduction. */
@@ -18,11 +18,10 @@
 #include "events.h"
 #include "log.h"
 #include "replica_choice.h"
-#include "restart_payback.h"
+#include "run_policy.h"
 #include "shim.h"
 #include "statistical_epoch.h"
-#include "step_policy.h"
-#include "steps.h"
+#include "step_state.h"
 
 static bool shim_restart_requested;
 static double shim_last_decision;
@@ -33,7 +32,7 @@ static bool shim_first_decision_made;        /* on trusted statistics, or a move
 static double shim_noise_scale_decided = NAN; /* the trusted noise scale at the latest decision */
 
 /* This run's batch is one a decision moved the job to, and its steps were
- * measured (step_policy.h). */
+ * measured (run_policy.h). */
 static bool shim_moved_batch_measured(void)
 {
     const struct adaptdl_job_record *record = shim_steps_job_record();
@@ -45,7 +44,7 @@ static bool shim_moved_batch_measured(void)
  * the first as soon as the statistics can be trusted (no waiting 30 s: the
  * earlier a better batch is known, the less the job trains at the initial
  * one), later ones every 30 s or as soon as the noise scale has moved
- * materially (step_policy.h). */
+ * materially (run_policy.h). */
 static bool shim_decision_due(double now)
 {
     const struct adaptdl_config *config = &shim_session.config;

@@ -7,21 +7,110 @@
  * agreement point in time.  They may race: the worker runs beside the
  * trainer's thread, and a trainer may exit while a reader thread stops.
  * An atomic ending state that only moves forward settles it: the first path
- * to move it writes what the process leaves behind (shim_steps_write_ending),
+ * to move it writes what the process leaves behind (shim_ending_leave_behind),
  * and a path that finds the deadline's worker ending the process waits for
  * it instead of racing it to the exit. */
 #include "ending.h"
 
+#include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "clock_time.h"
+#include "events.h"
 #include "log.h"
 #include "shim.h"
-#include "signals.h"
-#include "steps.h"
+#include "stale_size.h"
+#include "step_state.h"
+#include "stop_signal_state.h"
 
 void (*shim_ending_finalize_mpi)(void);
+
+/* --- what the process leaves behind ------------------------------------------------ */
+
+/* The job record with this run's profiles, exit time and restart count:
+ * written by rank 0 of the trainer once it made a step (run_policy.h). */
+static void shim_write_job_record(const char *why)
+{
+    const char *directory = shim_session.config.checkpoint_path;
+    if (!step_policy_writes_job_record(directory != NULL, shim_session.config.replica_rank,
+                                       shim_in_forked_child(), shim_monitor.boundaries)) {
+        if (directory != NULL && shim_session.config.replica_rank == 0)
+            log_debug("job record left as it is (%s): this process made no step", why);
+        return;
+    }
+    struct adaptdl_job_record *record = shim_steps_job_record();
+    step_monitor_record_profile(&shim_monitor, shim_session.config.num_nodes, record);
+    record->last_exit_unix_time = clock_unix_seconds();
+    record->restarts = shim_session.config.num_restarts;
+    char error[512];
+    if (job_record_save(directory, record, error, sizeof error) != 0)
+        log_error("job record not written (%s): %s", why, error);
+    else
+        log_debug("job record written (%s): %zu profiles, grad_sqr %g, grad_var %g", why,
+                  record->profile_count, record->grad_sqr, record->grad_var);
+}
+
+/* The one summary line per rank that `info` prints at exit: records
+ * served, passes, restarts, steps, the median step time, the noise scale,
+ * snapshots written and the time the shim spent in step boundaries. */
+static void shim_log_summary(const char *why)
+{
+    if (!log_enabled(LOG_LEVEL_INFO))
+        return;
+    uint64_t records = 0, passes = 0;
+    pthread_mutex_lock(&shim_session.registry.lock);
+    for (struct dataset_file *file = shim_session.registry.files; file; file = file->next) {
+        records += pass_tracker_records_served(&file->shared->tracker);
+        passes += pass_tracker_passes_completed(&file->shared->tracker);
+    }
+    pthread_mutex_unlock(&shim_session.registry.lock);
+    log_info("summary (%s): %" PRIu64 " records served, %" PRIu64 " passes, %u restarts, "
+             "%" PRIu64 " steps, median step time %.6f s, gradient noise scale %g, "
+             "%" PRIu64 " snapshots, shim overhead %.6f s",
+             why, records, passes, shim_session.config.num_restarts, shim_monitor.boundaries,
+             step_monitor_median_step_time(&shim_monitor),
+             grad_noise_scale_simple(&shim_monitor.noise),
+             __atomic_load_n(&shim_session.snapshots_written, __ATOMIC_RELAXED),
+             shim_overhead_seconds);
+}
+
+/* A trainer that ends as if done while replay never reached a bound pass
+ * may have left its records unread (stale_size.h): one warn line per file. */
+static void shim_report_unread_bound_passes(void)
+{
+    pthread_mutex_lock(&shim_session.registry.lock);
+    for (struct dataset_file *file = shim_session.registry.files; file; file = file->next) {
+        char message[1024];
+        if (stale_size_replay_unfinished(file, message, sizeof message))
+            log_warn("%s", message);
+    }
+    pthread_mutex_unlock(&shim_session.registry.lock);
+}
+
+/* What a process leaves behind when it ends, once: the job record, the
+ * summary line and the metrics exit event.  A forked child (a DataLoader
+ * worker that exits through exit(3)) leaves none of them: they are its
+ * parent's, and a second exit event would end the job twice in the
+ * metrics. */
+static void shim_ending_leave_behind(const char *why, int status)
+{
+    if (shim_in_forked_child()) {
+        log_debug("exit of a forked child (%s): no job record, summary or exit event", why);
+        return;
+    }
+    shim_steps_lock();
+    if (status == 0)
+        shim_report_unread_bound_passes();
+    shim_write_job_record(why);
+    shim_log_summary(why);
+    shim_events_exit(status, why);
+    shim_steps_unlock();
+}
+
+/* --- one ending ------------------------------------------------------------------- */
 
 /* How far the process has ended; moves forward only, by compare-and-swap. */
 enum shim_ending {
@@ -97,7 +186,7 @@ static bool shim_ending_begin_stop(const char *why, const char *how)
     if (first) {
         log_info("stopping: %s; exit status 143%s", why, how);
         if (shim_ending_claim(SHIM_ENDING_EXITING))
-            shim_steps_write_ending(why, STOP_STATUS_RESTART);
+            shim_ending_leave_behind(why, STOP_STATUS_RESTART);
     }
     shim_steps_unlock();
     return first;
@@ -132,7 +221,7 @@ void shim_ending_at_deadline(void)
     const char *why = "no agreement point within ADAPTDL_STOP_SECONDS of the stop signal";
     log_warn("stopping: %s (%g s); exit status 143", why, shim_session.config.stop_seconds);
     if (shim_steps_lock_within(SHIM_DEADLINE_LOCK_SECONDS)) {
-        shim_steps_write_ending(why, STOP_STATUS_RESTART);
+        shim_ending_leave_behind(why, STOP_STATUS_RESTART);
         shim_steps_unlock();
     } else {
         log_warn("job record not written: the trainer's thread is held inside the shim's "
@@ -158,14 +247,14 @@ void shim_ending_at_deadline_at_once(void)
  * "done": the trainer's own status is not known here). */
 static int shim_expected_exit_status(void)
 {
-    struct stop_exit_facts facts = shim_signals_exit_facts();
+    struct stop_exit_facts facts = shim_stop_exit_facts();
     return stop_policy_exit_means_restart(&facts) ? STOP_STATUS_RESTART : 0;
 }
 
 void shim_ending_finish(const char *why)
 {
     if (shim_ending_claim(SHIM_ENDING_RECORDED))
-        shim_steps_write_ending(why, shim_expected_exit_status());
+        shim_ending_leave_behind(why, shim_expected_exit_status());
 }
 
 /* A trainer that read train records and ends: the settings that matched
@@ -189,7 +278,7 @@ void shim_ending_at_exit(void)
 {
     shim_ending_name_unmatched_globs();
     if (shim_ending_claim(SHIM_ENDING_EXITING))
-        shim_steps_write_ending("exit", shim_expected_exit_status());
+        shim_ending_leave_behind("exit", shim_expected_exit_status());
     shim_steps_lock();
     bool stopping = shim_stopping;
     shim_steps_unlock();
@@ -198,7 +287,7 @@ void shim_ending_at_exit(void)
      * shim_ending_stop_now still hold (fflush(NULL) would wait for them). */
     if (stopping)
         return;
-    struct stop_exit_facts facts = shim_signals_exit_facts();
+    struct stop_exit_facts facts = shim_stop_exit_facts();
     if (!stop_policy_exit_means_restart(&facts)) {
         if (facts.stop_deferred)
             log_info("the trainer ended by itself before the stop signal found an agreement "

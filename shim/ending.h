@@ -1,12 +1,17 @@
 /* ending.h - how a configured process ends, once and by one path: an
  * agreed stop, the trainer's own exit, MPI_Finalize or the stop deadline
- * (SPEC §6 and the exit codes).  Whichever comes first writes the job
- * record, the summary line and the exit event (shim_steps_write_ending);
- * the others find that done. */
+ * (143 asks for a restart, 130 follows a second SIGINT, otherwise the
+ * trainer's own status stands).  Whichever comes first writes the job
+ * record, the summary line and the exit event (ending.c); the others find
+ * that done.
+ *
+ * Who includes it: steps.c, signals.c, stop_deadline.c and the MPI layer.
+ * ending.c includes step_state.h and stop_signal_state.h, never steps.h or
+ * signals.h, whose code calls into it. */
 #ifndef ADAPTSHIM_ENDING_H
 #define ADAPTSHIM_ENDING_H
 
-#include "stop_policy.h"
+#include "run_policy.h"
 
 /* How far the process has ended (safe in a signal handler). */
 enum stop_ending shim_ending_state(void);
@@ -34,7 +39,7 @@ void shim_ending_at_deadline_at_once(void);
 /* The process ends normally (MPI_Finalize, exit): job record and metrics. */
 void shim_ending_finish(const char *why);
 /* The atexit hook: finishes, and turns a trainer's own exit into status
- * 143 when its own handler for a stop signal ran (stop_policy.h). */
+ * 143 when its own handler for a stop signal ran (run_policy.h). */
 void shim_ending_at_exit(void);
 
 /* Set by the MPI layer: finalizes MPI before an agreed stop's exit (NULL:

@@ -5,8 +5,7 @@
  * writer. */
 #include "events.h"
 
-#include <sys/time.h>
-
+#include "clock_time.h"
 #include "hints_file.h"
 #include "log.h"
 #include "metrics.h"
@@ -14,19 +13,12 @@
 
 static struct metrics_writer shim_metrics;
 
-static double shim_events_time(void)
-{
-    struct timeval now;
-    gettimeofday(&now, NULL);
-    return (double)now.tv_sec + (double)now.tv_usec * 1e-6;
-}
-
 static void shim_events_pass_observer(const struct dataset_file *file, bool begins,
                                       uint64_t pass, uint64_t records_consumed,
                                       const char *why)
 {
     struct json_line line;
-    event_line_pass(&line, shim_events_time(), file, begins, pass, records_consumed, why);
+    event_line_pass(&line, clock_unix_seconds(), file, begins, pass, records_consumed, why);
     metrics_write_event(&shim_metrics, &line);
 }
 
@@ -54,7 +46,7 @@ void shim_events_start(const struct run_start *start)
     if (!metrics_writer_enabled(&shim_metrics))
         return;
     struct json_line line;
-    event_line_start(&line, shim_events_time(), start);
+    event_line_start(&line, clock_unix_seconds(), start);
     metrics_write_event(&shim_metrics, &line);
 }
 
@@ -65,7 +57,7 @@ void shim_events_step(const struct agreed_step *step, const struct grad_noise_st
     if (!metrics_writer_enabled(&shim_metrics))
         return;
     struct json_line line;
-    event_line_step(&line, shim_events_time(), step, noise, position, local_bsz_known, model,
+    event_line_step(&line, clock_unix_seconds(), step, noise, position, local_bsz_known, model,
                     nodes);
     metrics_offer_step(&shim_metrics, &line, log_monotonic_seconds());
 }
@@ -76,7 +68,7 @@ void shim_events_snapshot(const char *checkpoint_path, const struct content_iden
     if (!metrics_writer_enabled(&shim_metrics))
         return;
     struct json_line line;
-    event_line_snapshot(&line, shim_events_time(), checkpoint_path, identity, written);
+    event_line_snapshot(&line, clock_unix_seconds(), checkpoint_path, identity, written);
     metrics_write_event(&shim_metrics, &line);
 }
 
@@ -85,7 +77,7 @@ void shim_events_restore(const char *checkpoint_path, int status)
     if (!metrics_writer_enabled(&shim_metrics))
         return;
     struct json_line line;
-    event_line_restore(&line, shim_events_time(), checkpoint_path, status);
+    event_line_restore(&line, clock_unix_seconds(), checkpoint_path, status);
     metrics_write_event(&shim_metrics, &line);
 }
 
@@ -95,7 +87,7 @@ void shim_events_exit(int status, const char *why)
         return;
     metrics_flush_latest_step(&shim_metrics);
     struct json_line line;
-    event_line_exit(&line, shim_events_time(), status, why);
+    event_line_exit(&line, clock_unix_seconds(), status, why);
     metrics_write_event(&shim_metrics, &line);
 }
 
@@ -105,7 +97,7 @@ void shim_events_decision(const struct batch_decision_inputs *inputs,
     if (!metrics_writer_enabled(&shim_metrics))
         return;
     struct json_line line;
-    event_line_decision(&line, shim_events_time(), inputs, decision, restart);
+    event_line_decision(&line, clock_unix_seconds(), inputs, decision, restart);
     metrics_write_event(&shim_metrics, &line);
 }
 
@@ -115,7 +107,7 @@ void shim_events_replica_decision(const struct replica_choice *choice, uint32_t 
     if (!metrics_writer_enabled(&shim_metrics))
         return;
     struct json_line line;
-    event_line_replica_decision(&line, shim_events_time(), choice, replicas, restart_cost,
+    event_line_replica_decision(&line, clock_unix_seconds(), choice, replicas, restart_cost,
                                 restart);
     metrics_write_event(&shim_metrics, &line);
 }
@@ -127,7 +119,7 @@ void shim_events_write_hints(const char *path, const struct batch_decision_input
     if (path == NULL || !decision->valid)
         return;
     struct json_line line;
-    hints_format(&line, shim_events_time(), inputs, decision, max_replicas_profiled);
+    hints_format(&line, clock_unix_seconds(), inputs, decision, max_replicas_profiled);
     char error[512];
     if (hints_write(path, &line, error, sizeof error) != 0)
         log_warn("%s", error);

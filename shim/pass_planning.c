@@ -1,4 +1,4 @@
-/* pass_planning.c - the shim's side of statistical epochs (SPEC §7):
+/* pass_planning.c - the shim's side of statistical epochs:
  * turns planning on when adaptation is, counts every agreed step's
  * progress, and plans the length of each fresh train pass
  * (runtime/statistical_epoch holds the rules; this file plans the passes).
@@ -21,7 +21,7 @@
 
 #include "log.h"
 #include "shim.h"
-#include "steps.h"
+#include "step_state.h"
 
 /* under shim_steps_lock (a step is published there) */
 static uint64_t shim_epochs_last_counted_step;

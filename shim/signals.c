@@ -1,7 +1,7 @@
 /* signals.c - the stop signals (SIGTERM, SIGINT, SIGUSR1) and the trainer's
  * own dispositions for them.
  *
- * What a stop signal does is decided by runtime/stop_policy.c; this file
+ * What a stop signal does is decided by runtime/run_policy.c; this file
  * gathers the facts and carries the decision out:
  *   - with nothing to synchronize (no data view, no checkpoint glob, no MPI)
  *     the signal keeps its ordinary behaviour: the trainer's handler runs,
@@ -42,12 +42,13 @@
 #include "ending.h"
 #include "log.h"
 #include "real_functions.h"
+#include "run_policy.h"
 #include "shared_stop_flag.h"
 #include "signal_action_cell.h"
 #include "shim.h"
-#include "steps.h"
+#include "step_state.h"
 #include "stop_deadline.h"
-#include "stop_policy.h"
+#include "stop_signal_state.h"
 
 /* glibc's own names for the functions wrapped here, bound at link time: a
  * tool preloaded before this library (ThreadSanitizer, for one) calls
@@ -57,10 +58,8 @@ extern int __sigaction(int signal_number, const struct sigaction *action,
                        struct sigaction *old_action);
 extern sighandler_t bsd_signal(int signal_number, sighandler_t handler);
 
-volatile sig_atomic_t shim_stop_signal;
 static volatile sig_atomic_t shim_deferred_interrupts;
 static volatile sig_atomic_t shim_default_action_deferred;
-static volatile sig_atomic_t shim_handler_ran_before_exit;
 static volatile sig_atomic_t shim_main_returned;
 /* when the first stop was deferred, in log_monotonic_seconds() */
 static volatile double shim_stop_requested_at;
@@ -312,14 +311,6 @@ void shim_signals_after_fork_in_child(void)
 void shim_signals_note_main_returned(void)
 {
     shim_main_returned = 1;
-}
-
-struct stop_exit_facts shim_signals_exit_facts(void)
-{
-    return (struct stop_exit_facts){
-        .stop_deferred = shim_stop_signal != 0,
-        .trainer_handler_ran_before_exit = shim_handler_ran_before_exit != 0,
-    };
 }
 
 void shim_signals_stop_agreed(double agreed_at, double drain_seconds)

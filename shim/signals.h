@@ -6,10 +6,8 @@
 #include <signal.h>
 #include <stdbool.h>
 
-#include "stop_policy.h"
-
-/* The stop signal deferred last (0: none). */
-extern volatile sig_atomic_t shim_stop_signal;
+#include "run_policy.h"
+#include "stop_signal_state.h"
 
 /* Installs the shim's handlers (once, for a configured process). */
 void shim_signals_install(void);
@@ -22,8 +20,6 @@ bool shim_signals_start_process_stopping(void);
 /* The trainer's main returned: a stop signal from now on finds its work
  * done. */
 void shim_signals_note_main_returned(void);
-/* What decides whether the trainer's own exit becomes status 143. */
-struct stop_exit_facts shim_signals_exit_facts(void);
 /* Every replica agreed to stop at `agreed_at` (log_monotonic_seconds) and
  * drains for `drain_seconds`: the deadline moves past the drain. */
 void shim_signals_stop_agreed(double agreed_at, double drain_seconds);

@@ -24,100 +24,34 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock_time.h"
 #include "dataset_view.h"
 #include "previous_gradients.h"
 #include "vector_norm.h"
 #include "log.h"
 #include "real_functions.h"
+#include "run_policy.h"
 #include "shim.h"
 #include "signals.h"
 #include "decisions.h"
 #include "ending.h"
 #include "events.h"
 #include "pass_planning.h"
-#include "step_policy.h"
-#include "stale_size.h"
 #include "stop_deadline.h"
-#include "stop_policy.h"
 
-bool shim_steps_synchronized;
-struct step_monitor shim_monitor;
-
-/* The step code and the deadline's worker never read or change the
- * statistics at the same time.  Recursive: a stop may be taken from inside
- * step code. */
-static pthread_mutex_t shim_steps_mutex = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
-
-void shim_steps_lock(void)
-{
-    pthread_mutex_lock(&shim_steps_mutex);
-}
-
-void shim_steps_unlock(void)
-{
-    pthread_mutex_unlock(&shim_steps_mutex);
-}
-
-bool shim_steps_lock_within(int seconds)
-{
-    struct timespec give_up;
-    clock_gettime(CLOCK_REALTIME, &give_up);
-    give_up.tv_sec += seconds;
-    return pthread_mutex_timedlock(&shim_steps_mutex, &give_up) == 0;
-}
-
-void shim_steps_fork_prepare(void)
-{
-    pthread_mutex_lock(&shim_steps_mutex);
-}
-
-void shim_steps_fork_parent(void)
-{
-    pthread_mutex_unlock(&shim_steps_mutex);
-}
-
-/* Made anew, recursive as it was: the child's thread id is not the one
- * that took it, and a recursive mutex refuses an unlock by anyone else. */
-void shim_steps_fork_child(void)
-{
-    pthread_mutexattr_t attributes;
-    pthread_mutexattr_init(&attributes);
-    pthread_mutexattr_settype(&attributes, PTHREAD_MUTEX_RECURSIVE);
-    pthread_mutex_init(&shim_steps_mutex, &attributes);
-    pthread_mutexattr_destroy(&attributes);
-}
-
-static struct adaptdl_job_record shim_job_record;
 static bool shim_job_record_loaded;
 static bool shim_warned_unsynchronized;
 static double shim_last_step_log;
-static double shim_overhead_seconds;  /* time spent in step boundaries */
 
 static double shim_now(void)
 {
     return log_monotonic_seconds();
-}
-
-static double shim_unix_time(void)
-{
-    struct timeval now;
-    gettimeofday(&now, NULL);
-    return (double)now.tv_sec + (double)now.tv_usec * 1e-6;
-}
-
-bool shim_steps_something_to_synchronize(void)
-{
-    const struct adaptdl_config *config = &shim_session.config;
-    return config->data_count > 0 || config->save_glob != NULL || shim_steps_synchronized;
 }
 
 /* Gradients and checkpoint commits seen; read by any reader thread
@@ -142,18 +76,19 @@ void shim_steps_initialize(void)
 {
     shim_signals_install();
     shim_events_open();
-    job_record_init(&shim_job_record);
+    struct adaptdl_job_record *record = shim_steps_job_record();
+    job_record_init(record);
     const char *directory = shim_session.config.checkpoint_path;
     if (directory != NULL) {
         char error[512];
-        int status = job_record_load(directory, &shim_job_record, error, sizeof error);
+        int status = job_record_load(directory, record, error, sizeof error);
         if (status < 0)
             log_warn("job record: %s; profiles and statistics start afresh", error);
         shim_job_record_loaded = status == 0;
-        if (shim_job_record.last_exit_unix_time > 0)
+        if (record->last_exit_unix_time > 0)
             log_debug("job record: %zu step profiles, %u restarts, last exit %.0f s ago",
-                      shim_job_record.profile_count, shim_job_record.restarts,
-                      shim_unix_time() - shim_job_record.last_exit_unix_time);
+                      record->profile_count, record->restarts,
+                      clock_unix_seconds() - record->last_exit_unix_time);
     }
     /* 0: the monitor takes the first step's global batch */
     uint64_t initial = shim_session.config.batch_size;
@@ -163,7 +98,7 @@ void shim_steps_initialize(void)
                       shim_session.config.drain_seconds, shim_now());
     /* gradient statistics survive restarts through the job record */
     if (shim_job_record_loaded)
-        step_monitor_restore_statistics(&shim_monitor, &shim_job_record);
+        step_monitor_restore_statistics(&shim_monitor, record);
 }
 
 void shim_steps_start_synchronized(struct piggyback_transport transport, uint32_t replicas)
@@ -178,10 +113,6 @@ void shim_steps_start_synchronized(struct piggyback_transport transport, uint32_
     shim_steps_unlock();
 }
 
-/* Records consumed without a read the shim sees: batches of the cooperative
- * API's training loops, batch sizes reported with gradients, and the
- * declared batch of steps that read no train record (data in memory). */
-static uint64_t shim_records_without_reads;
 static uint64_t shim_declared_local_batch;   /* injected, or ADAPTDL_BATCH_SIZE / K */
 
 void shim_steps_declare_local_batch(uint64_t local_batch)
@@ -189,51 +120,13 @@ void shim_steps_declare_local_batch(uint64_t local_batch)
     shim_declared_local_batch = local_batch;
 }
 
-uint64_t shim_steps_train_records_consumed(void)
-{
-    uint64_t total = __atomic_load_n(&shim_records_without_reads, __ATOMIC_RELAXED);
-    pthread_mutex_lock(&shim_session.registry.lock);
-    for (struct dataset_file *file = shim_session.registry.files; file; file = file->next)
-        if (file->entry->role == DATA_ROLE_TRAIN)
-            total += pass_tracker_records_served(&file->shared->tracker);
-    pthread_mutex_unlock(&shim_session.registry.lock);
-    return total;
-}
-
-struct adaptdl_job_record *shim_steps_job_record(void)
-{
-    return &shim_job_record;
-}
-
 void shim_steps_save_job_record(const char *why)
 {
     const char *directory = shim_session.config.checkpoint_path;
     char error[512];
     if (directory != NULL && shim_session.config.replica_rank == 0 && !shim_in_forked_child() &&
-        job_record_save(directory, &shim_job_record, error, sizeof error) != 0)
+        job_record_save(directory, shim_steps_job_record(), error, sizeof error) != 0)
         log_error("job record not written (%s): %s", why, error);
-}
-
-static void shim_write_job_record(const char *why)
-{
-    const char *directory = shim_session.config.checkpoint_path;
-    if (!step_policy_writes_job_record(directory != NULL, shim_session.config.replica_rank,
-                                       shim_in_forked_child(), shim_monitor.boundaries)) {
-        if (directory != NULL && shim_session.config.replica_rank == 0)
-            log_debug("job record left as it is (%s): this process made no step", why);
-        return;
-    }
-    step_monitor_record_profile(&shim_monitor, shim_session.config.num_nodes,
-                                &shim_job_record);
-    shim_job_record.last_exit_unix_time = shim_unix_time();
-    shim_job_record.restarts = shim_session.config.num_restarts;
-    char error[512];
-    if (job_record_save(directory, &shim_job_record, error, sizeof error) != 0)
-        log_error("job record not written (%s): %s", why, error);
-    else
-        log_debug("job record written (%s): %zu profiles, grad_sqr %g, grad_var %g", why,
-                  shim_job_record.profile_count, shim_job_record.grad_sqr,
-                  shim_job_record.grad_var);
 }
 
 static void shim_steps_job_position(struct job_position *position)
@@ -258,41 +151,6 @@ static void shim_log_agreed_step(void)
               grad_noise_scale_simple(&shim_monitor.noise));
 }
 
-static void shim_log_summary(const char *why);
-
-/* What a process leaves behind when it ends, once: the job record, the
- * summary line and the metrics exit event.  A forked child (a DataLoader
- * worker that exits through exit(3)) leaves none of them: they are its
- * parent's, and a second exit event would end the job twice in the
- * metrics. */
-/* A trainer that ends as if done while replay never reached a bound pass
- * may have left its records unread (stale_size.h): one warn line per file. */
-static void shim_report_unread_bound_passes(void)
-{
-    pthread_mutex_lock(&shim_session.registry.lock);
-    for (struct dataset_file *file = shim_session.registry.files; file; file = file->next) {
-        char message[1024];
-        if (stale_size_replay_unfinished(file, message, sizeof message))
-            log_warn("%s", message);
-    }
-    pthread_mutex_unlock(&shim_session.registry.lock);
-}
-
-void shim_steps_write_ending(const char *why, int status)
-{
-    if (shim_in_forked_child()) {
-        log_debug("exit of a forked child (%s): no job record, summary or exit event", why);
-        return;
-    }
-    shim_steps_lock();
-    if (status == 0)
-        shim_report_unread_bound_passes();
-    shim_write_job_record(why);
-    shim_log_summary(why);
-    shim_events_exit(status, why);
-    shim_steps_unlock();
-}
-
 /* The restart cost: from the previous run's exit to this run's first step. */
 
 static void shim_measure_restart_cost(void)
@@ -301,10 +159,11 @@ static void shim_measure_restart_cost(void)
     if (measured)
         return;
     measured = true;
-    double cost = step_policy_restart_cost(shim_job_record.last_exit_unix_time,
-                                           shim_unix_time(), shim_session.config.num_restarts);
+    struct adaptdl_job_record *record = shim_steps_job_record();
+    double cost = step_policy_restart_cost(record->last_exit_unix_time, clock_unix_seconds(),
+                                           shim_session.config.num_restarts);
     if (cost > 0) {
-        shim_job_record.restart_cost_seconds = cost;
+        record->restart_cost_seconds = cost;
         log_debug("restart cost measured: %.1f s", cost);
     }
 }
@@ -313,7 +172,8 @@ static void shim_measure_restart_cost(void)
  * the log and the metrics. */
 static void shim_steps_publish_agreed_step(void)
 {
-    step_monitor_record_profile(&shim_monitor, shim_session.config.num_nodes, &shim_job_record);
+    step_monitor_record_profile(&shim_monitor, shim_session.config.num_nodes,
+                                shim_steps_job_record());
     shim_epochs_note_agreed_step(&shim_monitor.last, &shim_monitor.noise);
     shim_log_agreed_step();
     struct job_position position;
@@ -362,8 +222,7 @@ static enum step_action shim_steps_take_boundary(uint64_t reported_local_batch,
      * holds its data in memory) used the batch size it was given */
     else if (shim_monitor.in_step && shim_declared_local_batch > 0 &&
              consumed == shim_monitor.records_at_step_start) {
-        __atomic_add_fetch(&shim_records_without_reads, shim_declared_local_batch,
-                           __ATOMIC_RELAXED);
+        shim_steps_note_records_without_reads(shim_declared_local_batch);
         consumed += shim_declared_local_batch;
     }
     enum step_action action = step_monitor_boundary(&shim_monitor, started, consumed,
@@ -471,7 +330,7 @@ static const char shim_cooperative_communicator[] = "cooperative API";
 
 void shim_steps_cooperative_batch(uint64_t records)
 {
-    __atomic_add_fetch(&shim_records_without_reads, records, __ATOMIC_RELAXED);
+    shim_steps_note_records_without_reads(records);
     shim_steps_before_train_read();
 }
 
@@ -480,7 +339,7 @@ void shim_steps_cooperative_gradient(double local_sqr, double mean_sqr, uint64_t
 {
     if (ends_previous_step) {
         shim_steps_before_train_read();
-        __atomic_add_fetch(&shim_records_without_reads, local_batch, __ATOMIC_RELAXED);
+        shim_steps_note_records_without_reads(local_batch);
     }
     shim_guard_enter();
     step_monitor_gradient(&shim_monitor, shim_cooperative_communicator, local_sqr, mean_sqr,
@@ -529,26 +388,3 @@ void shim_steps_note_commit(void)
     step_monitor_note_commit(&shim_monitor);
     shim_steps_unlock();
 }
-
-/* The one summary line per rank that `info` prints at exit (SPEC §9). */
-static void shim_log_summary(const char *why)
-{
-    if (!log_enabled(LOG_LEVEL_INFO))
-        return;
-    uint64_t records = 0, passes = 0;
-    pthread_mutex_lock(&shim_session.registry.lock);
-    for (struct dataset_file *file = shim_session.registry.files; file; file = file->next) {
-        records += pass_tracker_records_served(&file->shared->tracker);
-        passes += pass_tracker_passes_completed(&file->shared->tracker);
-    }
-    pthread_mutex_unlock(&shim_session.registry.lock);
-    log_info("summary (%s): %" PRIu64 " records served, %" PRIu64 " passes, %u restarts, "
-             "%" PRIu64 " steps, median step time %.6f s, gradient noise scale %g, "
-             "%" PRIu64 " snapshots, shim overhead %.6f s",
-             why, records, passes, shim_session.config.num_restarts, shim_monitor.boundaries,
-             step_monitor_median_step_time(&shim_monitor),
-             grad_noise_scale_simple(&shim_monitor.noise),
-             __atomic_load_n(&shim_session.snapshots_written, __ATOMIC_RELAXED),
-             shim_overhead_seconds);
-}
-

@@ -1,5 +1,5 @@
-/* stop_deadline.c - the clock of a deferred stop (SPEC §6 "Stops that cannot
- * wait").
+/* stop_deadline.c - the clock of a deferred stop: a stop that finds no
+ * agreement point within ADAPTDL_STOP_SECONDS does not wait longer.
  *
  * The deadline must pass while the trainer is somewhere the shim never sees
  * (an evaluation, a long save, a sleep), so no interposed call can carry it.
@@ -23,7 +23,7 @@
  * sharing the process's table would make the kernel count references on
  * every descriptor call of the trainer (the file-table fast path holds
  * only for a table with one user): about 15% more per 4 KiB read of a
- * file the shim never touches, where SPEC §10 allows 2%.  A whole copy
+ * file the shim never touches, where the shim may add at most 2%.  A whole copy
  * would keep the trainer's files open after it closed them (a pipe would
  * never see its end), hence the closes. */
 #include "stop_deadline.h"
@@ -42,7 +42,6 @@
 #include "events.h"
 #include "log.h"
 #include "shim.h"
-#include "steps.h"
 
 /* Its address is the timer's signal value. */
 static const char shim_deadline_marker = 0;

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "config.h"
 #include "config_parse.h"
 
 #define ENV(...) ((char *const[]){__VA_ARGS__, NULL})

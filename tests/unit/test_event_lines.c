@@ -11,7 +11,7 @@
 #include "event_lines.h"
 #include "grad_noise.h"
 #include "replica_choice.h"
-#include "restart_payback.h"
+#include "run_policy.h"
 
 /* The line is complete and holds `member` ("\"key\": value") as written. */
 static void expect_member(const struct json_line *line, const char *member)

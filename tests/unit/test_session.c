@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock_time.h"
 #include "log.h"
 #include "session.h"
 #include "state_files.h"
@@ -624,7 +625,7 @@ Test(session, a_commit_writes_a_snapshot_bound_to_the_checkpoints_content)
     fixture.session.uncounted_steps = two_steps_in_flight;
 
     struct content_identity identity = {.size = 4096, .hash = UINT64_C(0x0123456789abcdef)};
-    double before = state_file_unix_time();
+    double before = clock_unix_seconds();
     char error[512] = "";
     cr_assert_eq(session_commit_checkpoint(&fixture.session, "/job/model.pt", &identity, NULL,
                                            NULL, error, sizeof error), 0, "%s", error);
@@ -642,7 +643,7 @@ Test(session, a_commit_writes_a_snapshot_bound_to_the_checkpoints_content)
     cr_expect_eq(snapshot.replicas, 3);
     cr_expect_eq(snapshot.sequence, 1);
     cr_expect_geq(snapshot.created_unix_time, before - 1e-3);
-    cr_expect_leq(snapshot.created_unix_time, state_file_unix_time() + 1e-3);
+    cr_expect_leq(snapshot.created_unix_time, clock_unix_seconds() + 1e-3);
     cr_expect_eq(snapshot.step, 3, "one counted step and two in flight");
     cr_assert_eq(snapshot.file_count, 1);
     cr_expect_str_eq(snapshot.files[0].name, "train.bin");

@@ -9,7 +9,6 @@
 
 #include <errno.h>
 #include <string.h>
-#include <sys/time.h>
 
 #include "state_files.h"
 
@@ -36,19 +35,6 @@ Test(state_files, a_path_that_does_not_fit_is_enametoolong_never_cut)
     errno = 0;
     cr_expect_eq(state_file_join_path(path, 1, "/d", "x"), -1);
     cr_expect_eq(errno, ENAMETOOLONG);
-}
-
-Test(state_files, the_unix_time_is_the_wall_clock_in_seconds)
-{
-    struct timeval before, after;
-    gettimeofday(&before, NULL);
-    double now = state_file_unix_time();
-    gettimeofday(&after, NULL);
-    double low = (double)before.tv_sec + (double)before.tv_usec * 1e-6;
-    double high = (double)after.tv_sec + (double)after.tv_usec * 1e-6;
-    cr_expect_geq(now, low - 1e-6, "%f before %f", now, low);
-    cr_expect_leq(now, high + 1e-6, "%f after %f", now, high);
-    cr_expect_gt(now, 1.5e9, "seconds since 1970, not a monotonic clock: %f", now);
 }
 
 static bool is_snapshot_name(const char *name)

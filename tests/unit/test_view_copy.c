@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock_time.h"
 #include "view_cursor.h"
 
 #define VY_HEADER 16
@@ -87,13 +88,6 @@ static unsigned char *vy_whole_view(struct vy_data *data, uint64_t *size)
     cr_assert_eq(dataset_view_copy(&data->file, 0, view, *size), *size);
     dataset_file_unlock(&data->file);
     return view;
-}
-
-static double vy_now(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
 }
 
 /* --- a page whose first write waits -------------------------------------------- */
@@ -192,9 +186,9 @@ static void *vy_reader_run(void *argument)
 
 static bool vy_wait_done(struct vy_reader *reader, double seconds)
 {
-    double deadline = vy_now() + seconds;
+    double deadline = clock_monotonic_seconds() + seconds;
     while (!__atomic_load_n(&reader->done, __ATOMIC_ACQUIRE)) {
-        if (vy_now() > deadline)
+        if (clock_monotonic_seconds() > deadline)
             return false;
         sched_yield();
     }

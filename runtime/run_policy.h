@@ -1,15 +1,100 @@
-/* stop_policy.h - what a stop signal (SIGTERM, SIGINT, SIGUSR1) does when it
- * arrives, when no agreement point comes in time, and which status a
- * process that ends by itself while a stop is pending exits with (SPEC §6
- * "Stops that cannot wait", "Preemption").
+/* run_policy.h - the decisions of a run, apart from the calls that carry
+ * them out: when a batch-size decision is due, what a restart costs and how
+ * soon a faster configuration earns it back, which process writes the job
+ * record, and what a stop signal (SIGTERM, SIGINT, SIGUSR1) does when it
+ * arrives, at a train read, at its deadline and when the trainer exits by
+ * itself.
  *
- * The shim gathers the facts, some of them inside a signal handler, so every
- * function here is pure: no allocation, no lock, no libc call.  Each one is
- * safe to call from a signal handler. */
-#ifndef ADAPTSHIM_STOP_POLICY_H
-#define ADAPTSHIM_STOP_POLICY_H
+ * The shim and the runtime gather the facts, some of them inside a signal
+ * handler; every function here is pure (no allocation, no lock, no libc
+ * call: the math.h classifications are compiler built-ins), so each is safe
+ * to call from a signal handler and the unit tests can feed it any facts.
+ * Anything may include this header; it includes nothing of the project's. */
+#ifndef ADAPTSHIM_RUN_POLICY_H
+#define ADAPTSHIM_RUN_POLICY_H
 
 #include <stdbool.h>
+#include <stdint.h>
+
+/* The job record (state_store.h); only pointed to here. */
+struct adaptdl_job_record;
+
+/* ============================================================================
+ * The restart cost and its payback
+ *
+ * A restart for a batch size or a replica count stops the job for C
+ * seconds; afterwards it runs S times faster.  The time lost is made up
+ * after C * S / (S - 1) seconds of the new configuration: the payback.
+ * The batch-size decision and the replica-count choice both weigh a
+ * restart this way, with the same cost, so the arithmetic lives here once.
+ * ========================================================================= */
+
+/* Pollux's restart cost until one has been measured. */
+#define RESTART_DEFAULT_COST_SECONDS 30.0
+
+/* The job record's measured restart cost, or the default while none has
+ * been measured (a cost of 0 or less is "not measured"). */
+double restart_cost_seconds(const struct adaptdl_job_record *record);
+
+/* C * S / (S - 1) for a speedup S above 1; C itself for an infinite
+ * speedup (the limit); INFINITY for a speedup of 1 or less or NAN: a
+ * configuration that is not faster never pays a restart back. */
+double restart_payback_seconds(double restart_cost, double speedup);
+
+/* ============================================================================
+ * The step code: when to decide, the measured restart cost, who writes the
+ * job record
+ * ========================================================================= */
+
+/* When a batch-size decision is due.  Unless ADAPTDL_DECIDE_SECONDS was
+ * given (a fixed period from the start):
+ *   - the first decision of a run comes as soon as the gradient statistics
+ *     can be trusted, or, in a run a decision moved to another batch, once
+ *     that batch has STEP_POLICY_MOVED_STEPS measured steps (a move that
+ *     went wrong is undone then, from the measured throughputs, trusted
+ *     statistics or not);
+ *   - a later one comes `period` seconds after the previous, or sooner when
+ *     the trusted noise scale has changed by STEP_POLICY_NOISE_CHANGE or more
+ *     since the previous decision (at most one per
+ *     STEP_POLICY_NOISE_MIN_SECONDS): the noise scale grows as training
+ *     converges, and a job that waits out the period at a batch the grown
+ *     noise makes too small trains that long at the wrong size. */
+#define STEP_POLICY_MOVED_STEPS 5
+#define STEP_POLICY_NOISE_CHANGE 1.5
+#define STEP_POLICY_NOISE_MIN_SECONDS 1.0
+
+struct step_policy_decision_clock {
+    bool period_given;              /* ADAPTDL_DECIDE_SECONDS was set */
+    bool first_decision_made;       /* on trusted statistics, or a moved batch measured */
+    bool statistics_trusted;
+    bool moved_batch_measured;
+    double now;                     /* seconds, any origin shared with last_decision */
+    double last_decision;
+    double period;                  /* ADAPTDL_DECIDE_SECONDS */
+    double noise_scale;             /* now; NAN when unknown */
+    double noise_scale_decided;     /* at the previous decision; NAN when none */
+};
+bool step_policy_decision_due(const struct step_policy_decision_clock *clock);
+
+/* The restart cost measured at this run's first step: from the previous
+ * run's exit to now.  -1 when there is nothing to measure (no restart, no
+ * exit recorded) or the clock says something absurd (negative, a day or
+ * more: the job record is older than this job). */
+double step_policy_restart_cost(double last_exit_unix_time, double now_unix_time,
+                                uint32_t restarts);
+
+/* One job record per job: rank 0 writes it (the others would race it, and
+ * only rank 0 knows the batch-size decision), not a forked child (its
+ * parent's), and not a process that made no step (a helper program the
+ * trainer runs holds nothing newer than what it loaded: writing it back
+ * could only undo a decision the trainer wrote meanwhile). */
+bool step_policy_writes_job_record(bool has_directory, uint32_t rank, bool forked_child,
+                                   uint64_t steps);
+
+/* ============================================================================
+ * A stop signal: on arrival, at a train read, at the deadline, and the
+ * status of a process that ends by itself while a stop is pending
+ * ========================================================================= */
 
 /* The statuses of the stops the shim makes. */
 #define STOP_STATUS_RESTART 143      /* "restart me" */
