@@ -1,4 +1,4 @@
-/* config.c - parses the ADAPTDL_* environment contract (SPEC §2, §3, §7).
+/* config.c - parses the ADAPTDL_* environment variables (adaptshim(7) ENVIRONMENT).
  *
  * Everything here is pure: values come from the envp-style array handed in
  * by the caller (never getenv, so tests can feed any environment), nothing

@@ -111,7 +111,7 @@ struct adaptdl_config {
 
     /* ADAPTDL_REPLICAS_RANGE (set by adaptdl-wrap -n MIN:MAX): the replica
      * counts the launcher may relaunch with; rank 0 requests a restart when
-     * another of them pays (README "Launcher").  0/0: unset. */
+     * another of them pays (adaptdl-wrap(1) "The replica count").  0/0: unset. */
     uint32_t replicas_min;
     uint32_t replicas_max;
 };

@@ -1,4 +1,4 @@
-/* config_typos.c - ADAPTDL_* variables adaptshim does not know (SPEC §2):
+/* config_typos.c - ADAPTDL_* variables adaptshim does not know (adaptshim(7) ENVIRONMENT):
  * a typo is not an error but a one-line warning that names the closest
  * known variable, by edit distance.  The known names are config.c's table
  * and the few variables read outside it. */
@@ -12,8 +12,8 @@
 #define COUNT_OF CONFIG_COUNT_OF
 
 /* ADAPTDL_* names that are known but not in config.c's table: read by
- * parse_disable_variable and the replica layout, named by the contract
- * (SPEC §2) for the stop deadline, or the launcher's own (ADAPTDL_LIB,
+ * parse_disable_variable and the replica layout, documented in adaptshim(7)
+ * for the stop deadline, or the launcher's own (ADAPTDL_LIB,
  * which reaches the trainer's environment with the rest). */
 static const char *const other_known_variables[] = {
     "ADAPTDL_DISABLE",      "ADAPTDL_NUM_REPLICAS", "ADAPTDL_REPLICA_RANK",

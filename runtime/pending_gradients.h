@@ -1,7 +1,7 @@
 /* pending_gradients.h - the gradient all-reduces a trainer has posted
  * without waiting (MPI_Iallreduce), each kept until a call completes or
- * frees its request (SPEC §6: a non-blocking gradient is measured when it
- * completes).
+ * frees its request (a non-blocking gradient is measured when its
+ * request completes, not when it is posted).
  *
  * A request is known by its handle, an opaque pointer that MPI hands out
  * again once it is done with one: adding a handle the table already holds

@@ -1,5 +1,5 @@
 /* previous_gradients.h - the previous step's gradient pieces, for AdaptDL's
- * single-replica noise estimator (SPEC §6: with K = 1 the difference
+ * single-replica noise estimator (with one replica the difference
  * estimator pairs each step's gradient with the previous step's).
  *
  * One copy per gradient piece of a step is kept, by the piece's position in

@@ -1,4 +1,4 @@
-/* state_schema.c - the two state formats (SPEC §5), bound snapshot and job
+/* state_schema.c - the two state formats (adaptshim(7) "CHECKPOINT BINDING"), bound snapshot and job
  * record, as tables, and freeing and initializing the structures they
  * describe.
  *

@@ -1,4 +1,4 @@
-/* state_store.c - saving and loading the shim's persistent state (SPEC §5):
+/* state_store.c - saving and loading the shim's persistent state:
  * bound snapshots, named after the checkpoint content they are bound to,
  * and the job record.  The formats are state_schema.c's tables, written by
  * state_encode.c and read back by state_decode.c; the files are written

@@ -1,7 +1,7 @@
 /* decisions.c - rank 0's batch-size and replica-count decisions at
- * synchronized step boundaries (README "Batch-size control" and
- * "Launcher"), and the cooperative API's in-place batch proposals.  The
- * rules are the runtime's (batch_decision.c, replica_choice.c,
+ * synchronized step boundaries (adaptshim(7) "BATCH-SIZE CONTROL",
+ * adaptdl-wrap(1) "The replica count"), and the cooperative API's in-place
+ * batch proposals.  The rules are the runtime's (batch_decision.c, replica_choice.c,
  * run_policy.c), and so are who decides, their inputs and what an outcome
  * leaves in the job record (batch_decision_job.c);
  * this file hands them the step monitor, the session and the job record,
@@ -120,7 +120,7 @@ static void shim_decide_batch_size(double now, uint64_t declared_local_batch)
         shim_restart_requested = true;
 }
 
-/* --- the replica count (README "Launcher") ----------------------------------------
+/* --- the replica count (adaptdl-wrap(1) "The replica count") ---------------
  * Kept apart from the batch-size decision above: after each decision that
  * fitted a model, rank 0 asks whether another replica count within
  * ADAPTDL_REPLICAS_RANGE (set by adaptdl-wrap -n MIN:MAX) would pay a

@@ -13,7 +13,8 @@
  * pending progress meanwhile (in lock-step every replica consumed the same
  * number).  A pass fixed on another thread (a prefetching loader) plans
  * without pending records: replicas agree as long as their prefetch
- * threads end the pass at the same step, which the README says. */
+ * threads end the pass at the same step (adaptshim(7) "Statistical
+ * epochs" says so). */
 #include "pass_planning.h"
 
 #include <inttypes.h>

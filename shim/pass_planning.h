@@ -1,5 +1,6 @@
 /* pass_planning.h - statistical epochs in the preloaded layer: progress
- * of agreed steps and the planned length of train passes (SPEC §7). */
+ * of agreed steps and the planned length of train passes (an epoch ends when the
+ * progress, the sum of the steps' gains, reaches its target). */
 #ifndef ADAPTSHIM_SHIM_PASS_PLANNING_H
 #define ADAPTSHIM_SHIM_PASS_PLANNING_H
 

@@ -1,5 +1,5 @@
-/* stop_deadline.h - the clock of a deferred stop (SPEC §6 "Stops that cannot
- * wait"): a kernel timer armed from the signal handler, and the thread that
+/* stop_deadline.h - the clock of a deferred stop (a stop signal never waits
+ * longer than ADAPTDL_STOP_SECONDS for an agreement point): a kernel timer armed from the signal handler, and the thread that
  * does the stop when it passes (see stop_deadline.c). */
 #ifndef ADAPTSHIM_STOP_DEADLINE_H
 #define ADAPTSHIM_STOP_DEADLINE_H

@@ -1,4 +1,5 @@
-"""Transparent gradient statistics for unmodified PyTorch trainers (SPEC §8.2).
+"""Transparent gradient statistics for unmodified PyTorch trainers
+(adaptshim(7), the PyTorch statistics).
 
 Installed by the project's sitecustomize once the trainer imported torch,
 in a process into which libadaptshim.so is preloaded.  It is glue only:
@@ -16,7 +17,7 @@ library's (adaptdl_steps.h); this module tells it what only Python sees.
   of each bucket before its all-reduce and |g_mean|^2 after it.  It reduces
   exactly as DDP does without a hook (the bucket multiplied by 1/K, then
   summed), so the averaged gradients are bit-identical.  The piggy-backed
-  reduction of SPEC §6 (exit and restart requests, norms, records, times)
+  reduction of the MPI steps (exit and restart requests, norms, records, times)
   travels as an asynchronous all_reduce on a gloo group of its own, posted
   at one boundary and completed at the next.  A model whose trainer
   registers its own hook keeps it; the library's log then says in one line
