@@ -10,10 +10,15 @@ DESTDIR ?=
 BUILD   ?= build
 
 CC      ?= gcc
-# One job per processor: Criterion's --jobs (TEST_JOBS), and make's -j in
-# `make check` and `make check-fast` unless the command line gives one.
+# One job per processor: Criterion's --jobs of the unit tests (TEST_JOBS),
+# and make's -j in `make check` and `make check-fast` unless the command
+# line gives one.
 NPROC     := $(shell nproc 2>/dev/null || echo 1)
 TEST_JOBS ?= $(NPROC)
+# The integration tests mostly wait for the programs they start (at one
+# test per processor they keep less than half of the processors busy):
+# two per processor.
+INTEGRATION_JOBS ?= $(shell echo $$(( 2 * $(NPROC) )))
 CHECK_JOBS = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(NPROC))
 PKGS    := msgpack nlopt libxxhash
 # Without these development packages nothing builds: say so in one line
@@ -354,26 +359,29 @@ $(INTEGRATION): $(INTEGRATION_SRC) $(wildcard tests/integration/*.h) $(ARCHIVE)
 	    $(PKG_LIBS) -ldl -lpthread -lm
 
 integration: all $(INTEGRATION)
-	ADAPTSHIM_BUILD=$(abspath $(BUILD)) ADAPTSHIM_SOURCE=$(abspath .) $(INTEGRATION) --jobs $(TEST_JOBS)
+	ADAPTSHIM_BUILD=$(abspath $(BUILD)) ADAPTSHIM_SOURCE=$(abspath .) $(INTEGRATION) \
+	    --jobs $(INTEGRATION_JOBS)
 
-# `make check`: first every program the tests run, the sanitizer and fuzzing
-# builds and the benchmarks (built, not run, so that a change cannot break
-# them unnoticed) in one parallel make; then the tests, in a second one, so
-# that nothing is rebuilt while tests run from $(BUILD).  Both take -j from
-# the command line, else one job per processor (CHECK_JOBS).
+# `make check`: one make with the jobserver (-j from the command line, else
+# one job per processor: CHECK_JOBS) builds the programs of each group of
+# tests and runs the group as soon as they are built, while the next groups
+# build; the benchmarks are built (not run) too, so that a change cannot
+# break them unnoticed.  Make builds each file once, before any test that
+# runs it starts.  The integration tests come first: they take longest,
+# and mostly wait for the processes they start, so that the other groups'
+# builds and runs fill the processors meanwhile.
 check: deps
-	+$(MAKE) $(CHECK_JOBS) check-programs
-	+$(MAKE) $(CHECK_JOBS) check-tests
+	+$(MAKE) $(CHECK_JOBS) check-tests $(BENCHES)
 
+check-tests: integration unit unit-asan tsan asan-shim fuzz-short
+
+# Every program of `make check`, without running anything.
 check-programs: all $(UNIT) $(UNIT_ASAN) $(INTEGRATION) $(BENCHES) $(TSAN_PROGRAMS) \
                 $(ASAN_SHIM_LIB) $(FUZZ_TARGETS)
 
-check-tests: unit unit-asan integration tsan asan-shim fuzz-short
-
 # The development loop: the unit and integration tests only.
 check-fast:
-	+$(MAKE) $(CHECK_JOBS) all $(UNIT) $(INTEGRATION)
-	+$(MAKE) $(CHECK_JOBS) unit integration
+	+$(MAKE) $(CHECK_JOBS) integration unit
 
 demo: deps
 	$(MAKE) all
