@@ -362,15 +362,16 @@ integration: all $(INTEGRATION)
 	ADAPTSHIM_BUILD=$(abspath $(BUILD)) ADAPTSHIM_SOURCE=$(abspath .) $(INTEGRATION) \
 	    --jobs $(INTEGRATION_JOBS)
 
-# `make check`: one make with the jobserver (-j from the command line, else
-# one job per processor: CHECK_JOBS) builds the programs of each group of
-# tests and runs the group as soon as they are built, while the next groups
-# build; the benchmarks are built (not run) too, so that a change cannot
-# break them unnoticed.  Make builds each file once, before any test that
-# runs it starts.  The integration tests come first: they take longest,
-# and mostly wait for the processes they start, so that the other groups'
-# builds and runs fill the processors meanwhile.
+# `make check`: make with the jobserver (-j from the command line, else one
+# job per processor: CHECK_JOBS) builds the integration tests' programs,
+# then in one more make starts them (they take longest, and mostly wait for
+# the processes they start) while it builds and runs the other groups of
+# tests, each as soon as its programs are built, and builds the benchmarks
+# (not run, so that a change cannot break them unnoticed).  Make builds
+# each file once, before any test that runs it starts.  (In one make alone
+# the integration tests would wait for compiles that make picked first.)
 check: deps
+	+$(MAKE) $(CHECK_JOBS) all $(INTEGRATION)
 	+$(MAKE) $(CHECK_JOBS) check-tests $(BENCHES)
 
 check-tests: integration unit unit-asan tsan asan-shim fuzz-short
@@ -381,6 +382,7 @@ check-programs: all $(UNIT) $(UNIT_ASAN) $(INTEGRATION) $(BENCHES) $(TSAN_PROGRA
 
 # The development loop: the unit and integration tests only.
 check-fast:
+	+$(MAKE) $(CHECK_JOBS) all $(INTEGRATION)
 	+$(MAKE) $(CHECK_JOBS) integration unit
 
 demo: deps
