@@ -1,6 +1,7 @@
 # adaptshim build.  `make` builds the preload library, the runtime archive, the ELF
 # inspector and the test programs;
 # `make check` installs missing packages (as root), builds and runs every test;
+# `make check-fast` only the unit and integration tests (the development loop);
 # `make demo` runs the kill-and-resume demonstration; `make bench` the benchmarks;
 # `make fuzz` the libFuzzer targets (FUZZ_SECONDS each).
 
@@ -9,6 +10,16 @@ DESTDIR ?=
 BUILD   ?= build
 
 CC      ?= gcc
+# One job per processor: Criterion's --jobs of the unit tests (TEST_JOBS),
+# and make's -j in `make check` and `make check-fast` unless the command
+# line gives one.
+NPROC     := $(shell nproc 2>/dev/null || echo 1)
+TEST_JOBS ?= $(NPROC)
+# The integration tests mostly wait for the programs they start (at one
+# test per processor they keep less than half of the processors busy):
+# two per processor.
+INTEGRATION_JOBS ?= $(shell echo $$(( 2 * $(NPROC) )))
+CHECK_JOBS = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(NPROC))
 PKGS    := msgpack nlopt libxxhash
 # Without these development packages nothing builds: say so in one line
 # rather than with compile errors (`make deps` installs them; check, demo
@@ -93,7 +104,8 @@ ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize
 .DEFAULT_GOAL := all
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
-.PHONY: all deps check unit unit-asan integration tsan asan-shim fuzz fuzz-short demo bench install uninstall clean
+.PHONY: all deps check check-fast check-programs check-tests unit unit-asan integration tsan asan-shim \
+        fuzz fuzz-short demo bench install uninstall clean
 all: $(LIB) $(STANDALONE) $(ARCHIVE) $(INSPECT) $(REPLICAS_TOOL) $(VERIFY_TOOL) $(TORCH_LAUNCH) $(WRAP) $(PLOT) $(TRAINERS) $(TOOLS) $(FAULTS)
 
 # The launcher beside the library and the inspector, where it finds them, as
@@ -258,6 +270,10 @@ FUZZ_CFLAGS := -std=gnu11 -O1 -g -D_GNU_SOURCE -fopenmp-simd -Wall -Wextra -Wno-
                -Iruntime $(PKG_CFLAGS)
 FUZZ_RUNTIME_OBJ := $(RUNTIME_SRC:%.c=$(BUILD)/fuzz/obj/%.o)
 FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(sort $(wildcard tests/fuzz/fuzz_*.c)))
+# Named only by the pattern rule of the targets, the objects would be
+# intermediate files that make deletes after each link, and compiles anew
+# for the next one.
+.SECONDARY: $(FUZZ_RUNTIME_OBJ)
 
 $(BUILD)/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -298,7 +314,8 @@ $(BUILD)/tsan/fd_probe: tests/tools/fd_probe.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(TSAN_FLAGS) -Wall -Wextra -Werror -o $@ $< -lm
 
-tsan: $(BUILD)/tsan/libadaptshim.so $(BUILD)/tsan/fd_probe
+TSAN_PROGRAMS := $(BUILD)/tsan/libadaptshim.so $(BUILD)/tsan/fd_probe
+tsan: $(TSAN_PROGRAMS)
 	@tests/integration/run-thread-sanitizer $(BUILD)
 
 # AddressSanitizer and UBSan: the preload library itself built with them and
@@ -313,18 +330,19 @@ $(BUILD)/asan-shim/libadaptshim.so: $(ASAN_SHIM_OBJ) shim/exports.map
 	$(CC) $(LDFLAGS) -shared $(ASAN_FLAGS) -o $@ $(ASAN_SHIM_OBJ) \
 	    -Wl,--version-script=shim/exports.map $(PKG_LIBS) -ldl -lpthread -lm
 
-asan-shim: $(BUILD)/asan-shim/libadaptshim.so all
+ASAN_SHIM_LIB := $(BUILD)/asan-shim/libadaptshim.so
+asan-shim: $(ASAN_SHIM_LIB) all
 	@tests/integration/run-address-sanitizer $(BUILD)
 
 # The ELF inspector's tests inspect the built library, trainers and tools.
 unit: $(UNIT) $(LIB) $(TRAINERS) $(TOOLS)
-	ADAPTSHIM_BUILD=$(abspath $(BUILD)) $(UNIT) --jobs 2
+	ADAPTSHIM_BUILD=$(abspath $(BUILD)) $(UNIT) --jobs $(TEST_JOBS)
 
 # Each test runs in a process of its own, whose leak report Criterion does
 # not count as a failure: the report itself fails the target.
 unit-asan: $(UNIT_ASAN) $(LIB) $(TRAINERS) $(TOOLS)
 	@status=0; ADAPTSHIM_BUILD=$(abspath $(BUILD)) ASAN_OPTIONS=detect_leaks=1 \
-	    UBSAN_OPTIONS=print_stacktrace=1 $(UNIT_ASAN) --jobs 2 > $(BUILD)/unit-asan.log 2>&1 \
+	    UBSAN_OPTIONS=print_stacktrace=1 $(UNIT_ASAN) --jobs $(TEST_JOBS) > $(BUILD)/unit-asan.log 2>&1 \
 	    || status=$$?; cat $(BUILD)/unit-asan.log; \
 	if grep -q LeakSanitizer $(BUILD)/unit-asan.log; then \
 	    echo "unit-asan: a unit test leaked memory (the report is above)" >&2; exit 1; fi; \
@@ -341,18 +359,31 @@ $(INTEGRATION): $(INTEGRATION_SRC) $(wildcard tests/integration/*.h) $(ARCHIVE)
 	    $(PKG_LIBS) -ldl -lpthread -lm
 
 integration: all $(INTEGRATION)
-	ADAPTSHIM_BUILD=$(abspath $(BUILD)) ADAPTSHIM_SOURCE=$(abspath .) $(INTEGRATION) --jobs 2
+	ADAPTSHIM_BUILD=$(abspath $(BUILD)) ADAPTSHIM_SOURCE=$(abspath .) $(INTEGRATION) \
+	    --jobs $(INTEGRATION_JOBS)
 
-# The benchmarks are built (not run) too, so that a change cannot break them
-# unnoticed.
+# `make check`: make with the jobserver (-j from the command line, else one
+# job per processor: CHECK_JOBS) builds the integration tests' programs,
+# then in one more make starts them (they take longest, and mostly wait for
+# the processes they start) while it builds and runs the other groups of
+# tests, each as soon as its programs are built, and builds the benchmarks
+# (not run, so that a change cannot break them unnoticed).  Make builds
+# each file once, before any test that runs it starts.  (In one make alone
+# the integration tests would wait for compiles that make picked first.)
 check: deps
-	$(MAKE) all $(UNIT) $(UNIT_ASAN) $(INTEGRATION) $(BENCHES)
-	$(MAKE) unit
-	$(MAKE) unit-asan
-	$(MAKE) integration
-	$(MAKE) tsan
-	$(MAKE) asan-shim
-	$(MAKE) fuzz-short
+	+$(MAKE) $(CHECK_JOBS) all $(INTEGRATION)
+	+$(MAKE) $(CHECK_JOBS) check-tests $(BENCHES)
+
+check-tests: integration unit unit-asan tsan asan-shim fuzz-short
+
+# Every program of `make check`, without running anything.
+check-programs: all $(UNIT) $(UNIT_ASAN) $(INTEGRATION) $(BENCHES) $(TSAN_PROGRAMS) \
+                $(ASAN_SHIM_LIB) $(FUZZ_TARGETS)
+
+# The development loop: the unit and integration tests only.
+check-fast:
+	+$(MAKE) $(CHECK_JOBS) all $(INTEGRATION)
+	+$(MAKE) $(CHECK_JOBS) integration unit
 
 demo: deps
 	$(MAKE) all

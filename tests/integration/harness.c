@@ -44,9 +44,7 @@ const char *harness_build_path(const char *relative)
  * before the first test and removed after the last one when none failed, so
  * that a green run leaves nothing in /tmp and a red one keeps everything for
  * inspection.  Tests run in forked workers: they find the root in the
- * environment the runner set. */
-#define HARNESS_ROOT_VARIABLE "ADAPTSHIM_TEST_ROOT"
-
+ * environment the runner set (HARNESS_ROOT_VARIABLE). */
 ReportHook(PRE_ALL)(struct criterion_test_set *tests)
 {
     (void)tests;

@@ -25,6 +25,10 @@ struct run_result {
     char *err;         /* captured stderr */
 };
 
+/* The environment variable that names the run's root directory, under
+ * which every test's directories live (harness.c). */
+#define HARNESS_ROOT_VARIABLE "ADAPTSHIM_TEST_ROOT"
+
 /* Absolute path of a build product, e.g. "libadaptshim.so", "trainers/sgd_read". */
 const char *harness_build_path(const char *relative);
 /* A fresh temporary directory (a new string each call), under the run's
