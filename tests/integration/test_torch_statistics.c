@@ -290,6 +290,46 @@ Test(torch_statistics, a_trainer_with_its_own_comm_hook_keeps_it_and_is_told_onc
     harness_remove_temp_dir(shim.directory);
 }
 
+/* A trainer that restores its optimizer's state from its checkpoint puts
+ * the saved learning rate back over the one the command line gave, which
+ * the shim injects for the batch size (ADAPTDL_LR_ARG): one line says so,
+ * with both rates; a trainer that loads the same rate is not told. */
+Test(torch_statistics, a_checkpoint_that_restores_another_learning_rate_is_told_in_one_line,
+     .timeout = 300)
+{
+    skip_without_torch();
+    struct torch_job job;
+    torch_job_init(&job, 1, true);
+    char checkpoint[512];
+    snprintf(checkpoint, sizeof checkpoint, "%s/model.pt", job.directory);
+    job.extra[0] = "ADAPTDL_LR_ARG=argv:--lr";
+    char *first[] = {"--batch-size", "4", "--lr", "0.05", "--steps", "10", "--checkpoint",
+                     checkpoint, "--checkpoint-every", "5", "--restore-optimizer", NULL};
+    run_job(&job, "first", first);
+    char *same[] = {"--batch-size", "4", "--lr", "0.05", "--steps", "15", "--checkpoint",
+                    checkpoint, "--checkpoint-every", "5", "--restore-optimizer", NULL};
+    run_job(&job, "same", same);
+    char *other[] = {"--batch-size", "4", "--lr", "0.2", "--steps", "20", "--checkpoint",
+                     checkpoint, "--checkpoint-every", "5", "--restore-optimizer", NULL};
+    run_job(&job, "other", other);
+
+    char *same_err = replica_output(&job, "same", "err", 0);
+    cr_expect(strstr(same_err, "load_state_dict") == NULL,
+              "the same rate restored is nothing to tell:\n%s", same_err);
+    char *other_out = replica_output(&job, "other", "out", 0);
+    cr_expect(strstr(other_out, "resumed at step 15") != NULL, "it resumed:\n%s", other_out);
+    char *other_err = replica_output(&job, "other", "err", 0);
+    cr_expect_eq(harness_count_occurrences(other_err, "load_state_dict"), 1,
+                 "one line about the restored rate:\n%s", other_err);
+    cr_expect(strstr(other_err, "learning rate 0.05 over the 0.2") != NULL &&
+                  strstr(other_err, "ADAPTDL_LR_ARG") != NULL,
+              "the line gives both rates and the variable:\n%s", other_err);
+    free(same_err);
+    free(other_out);
+    free(other_err);
+    harness_remove_temp_dir(job.directory);
+}
+
 /* Last "step S" of a replica's step log (0 before any). */
 static uint64_t last_logged_step(const struct torch_job *job, unsigned rank)
 {

@@ -8,7 +8,7 @@ trace of its covariance is 4 NOISE^2 DIM / 3.
     torch_linear_ddp.py --batch-size B --lr LR --steps S
                         [--dim 8] [--seed 1] [--start-at-optimum]
                         [--own-hook] [--sleep SECONDS] [--step-log PATH]
-                        [--checkpoint PATH --checkpoint-every N]
+                        [--checkpoint PATH --checkpoint-every N [--restore-optimizer]]
 
 With WORLD_SIZE > 1 (and MASTER_ADDR, MASTER_PORT, RANK set, as a launcher
 sets them) it trains a DistributedDataParallel model over gloo, each
@@ -20,7 +20,9 @@ atexit handler prints "atexit handler ran" without flushing.  Output:
 --checkpoint, "params HASH" (a SHA-256 of the parameters' bytes), "max_abs_weight W" and
 "final step S" at the end; --step-log gets "step S" after every optimizer
 step (flushed), so that a test can follow the steps.  A checkpoint is
-torch.save'd to PATH.tmp and renamed onto PATH every N steps.
+torch.save'd to PATH.tmp and renamed onto PATH every N steps, with the
+optimizer's state; --restore-optimizer loads that too (its learning rate
+with it), as many training scripts do.
 """
 import argparse
 import atexit
@@ -50,6 +52,7 @@ def parse_arguments():
     parser.add_argument("--step-log")
     parser.add_argument("--checkpoint")
     parser.add_argument("--checkpoint-every", type=int, default=10)
+    parser.add_argument("--restore-optimizer", action="store_true")
     return parser.parse_args()
 
 
@@ -92,6 +95,8 @@ def main():
     if arguments.checkpoint and os.path.exists(arguments.checkpoint):
         state = torch.load(arguments.checkpoint)
         model.load_state_dict(state["model"])
+        if arguments.restore_optimizer:
+            optimizer.load_state_dict(state["optimizer"])
         step = state["step"]
         print(f"resumed at step {step}", flush=True)
     samples = torch.Generator().manual_seed(arguments.seed * 1000 + rank * 7919 + step)
@@ -110,7 +115,8 @@ def main():
             step_log.flush()
         if arguments.checkpoint and rank == 0 and step % arguments.checkpoint_every == 0:
             temp = arguments.checkpoint + ".tmp"
-            torch.save({"model": model.state_dict(), "step": step}, temp)
+            torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                        "step": step}, temp)
             replace_checkpoint(temp, arguments.checkpoint, step)
         if arguments.sleep > 0:
             time.sleep(arguments.sleep)

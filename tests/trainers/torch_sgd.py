@@ -32,7 +32,9 @@ every process ends with status 0.
 Checkpoints (rank 0): torch.save of the model, the optimizer, the epoch, the
 step and the records, to PATH.tmp, os.replace'd onto PATH every STEPS steps
 and after every epoch.  A checkpoint at PATH is loaded at the start by every
-process, and training continues with its epoch.
+process, and training continues with its epoch, at the command line's
+learning rate (a restart for another batch size comes with its own rate;
+the one saved with the optimizer belonged to the previous batch).
 """
 import argparse
 import os
@@ -134,6 +136,10 @@ def main():
         saved = torch.load(arguments.checkpoint)
         model.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
+        # the rate is the command line's (a restart for another batch size
+        # comes with the rate for it), not the one saved with the optimizer
+        for group in optimizer.param_groups:
+            group["lr"] = arguments.lr
         state = {key: saved[key] for key in state}
         print(f"rank {rank} resumed at step {state['step']} epoch {state['epoch']}", flush=True)
     next_validation = (state["records"] // arguments.valid_every + 1) * arguments.valid_every

@@ -26,12 +26,16 @@ library's (adaptdl_steps.h); this module tells it what only Python sees.
   handed to the library (as it is, or flattened per dtype when the model
   has more parameters than the library keeps pieces), whose single-replica
   difference estimator pairs it with the previous step's.
+- A trainer whose checkpoint restores the optimizer's learning rate over
+  the one ADAPTDL_LR_ARG injected is told so in one line.
 - The local batch of a step is the first dimension of the model's input:
   a DDP model's, or, with one process, the first module called with
   gradients enabled after a boundary (found by a global forward pre-hook
   for the first steps, then by a hook on that module only).
 """
 import ctypes
+import numbers
+import os
 import sys
 import threading
 import time
@@ -496,6 +500,46 @@ def _patch_optimizers(statistics, torch):
         Optimizer.__init__ = __init__
 
 
+def _learning_rates(optimizer):
+    """Each param group's learning rate when it is a plain number, else None."""
+    rates = []
+    for group in optimizer.param_groups:
+        rate = group.get("lr")
+        plain = isinstance(rate, numbers.Real) and not isinstance(rate, bool)
+        rates.append(float(rate) if plain else None)
+    return rates
+
+
+def _patch_optimizer_state_loading(statistics, torch):
+    """When the shim injects the learning rate (ADAPTDL_LR_ARG), says in one
+    line that a trainer's checkpoint put another one back: a restart for a
+    new batch size then trains at the old batch's rate, and the adaptation
+    quietly loses what it was for (optimizer.load_state_dict restores each
+    param group's lr with the rest of the optimizer's state)."""
+    if not os.environ.get("ADAPTDL_LR_ARG"):
+        return
+    Optimizer = torch.optim.Optimizer
+    load_state_dict = Optimizer.load_state_dict
+
+    def adaptshim_load_state_dict(self, state_dict):
+        built = _learning_rates(self)
+        result = load_state_dict(self, state_dict)
+        for before, after in zip(built, _learning_rates(self)):
+            if before is not None and after is not None and before != after:
+                statistics.notice_once(
+                    "the trainer's optimizer.load_state_dict put back learning rate %g over "
+                    "the %g it was built with from the command line, which ADAPTDL_LR_ARG "
+                    "sets for this run's batch size: this run trains at %g; set each param "
+                    "group's lr again after loading to keep the injected rate"
+                    % (after, before, after))
+                break
+        return result
+
+    adaptshim_load_state_dict.__doc__ = load_state_dict.__doc__
+    adaptshim_load_state_dict.__wrapped__ = load_state_dict
+    Optimizer.load_state_dict = adaptshim_load_state_dict
+
+
 def _patch_ddp(statistics, torch):
     """Watches every DistributedDataParallel model and the trainer's own
     communication hooks."""
@@ -548,6 +592,7 @@ def install(torch):
         return
     statistics = _Statistics(lib, torch)
     _patch_optimizers(statistics, torch)
+    _patch_optimizer_state_loading(statistics, torch)
     _patch_ddp(statistics, torch)
     from torch.nn.modules.module import register_module_forward_pre_hook
     statistics.global_pre_hook = register_module_forward_pre_hook(
