@@ -243,7 +243,7 @@ $(BUILD)/tools/static_pie_probe: tests/tools/static_probe.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -static-pie -o $@ $<
 
-$(BUILD)/bench/%: tests/bench/%.c $(ARCHIVE)
+$(BUILD)/bench/%: tests/bench/%.c tests/bench/bench_common.h $(ARCHIVE)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Wno-missing-prototypes -Iruntime -o $@ $< $(ARCHIVE) $(PKG_LIBS) -ldl -lpthread -lm
 

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bench_common.h"
 #include "permutation.h"
 
 #define BENCH_REPLICAS 4
@@ -34,13 +35,6 @@
 /* Results are summed into a volatile so that the compiler cannot drop the
  * work being measured. */
 static volatile uint64_t bench_sink;
-
-static double monotonic_seconds(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
-}
 
 /* How many times to walk a view of `length` indices, and how much of it, so
  * that a measurement covers MEASURE_MIN..MAX_INDICES indices. */
@@ -57,14 +51,14 @@ static double bench_feistel(const struct record_permutation *permutation, uint64
     bench_plan(view_length(record_count, BENCH_REPLICAS, 0), &repeats, &walked);
 
     uint64_t sum = 0;
-    double start = monotonic_seconds();
+    double start = bench_monotonic_seconds();
     for (uint64_t repeat = 0; repeat < repeats; repeat++)
         for (uint64_t position = 0; position < walked; position++) {
             uint64_t logical =
                 view_logical_index(record_count, BENCH_REPLICAS, BENCH_RANK, 0, position);
             sum += record_permutation_apply(permutation, logical);
         }
-    double elapsed = monotonic_seconds() - start;
+    double elapsed = bench_monotonic_seconds() - start;
     bench_sink += sum;
     return elapsed * 1e9 / (double)(repeats * walked);
 }
@@ -77,14 +71,14 @@ static double bench_array(const uint64_t *materialized, uint64_t record_count)
     bench_plan(view_length(record_count, BENCH_REPLICAS, 0), &repeats, &walked);
 
     uint64_t sum = 0;
-    double start = monotonic_seconds();
+    double start = bench_monotonic_seconds();
     for (uint64_t repeat = 0; repeat < repeats; repeat++)
         for (uint64_t position = 0; position < walked; position++) {
             uint64_t logical =
                 view_logical_index(record_count, BENCH_REPLICAS, BENCH_RANK, 0, position);
             sum += materialized[logical];
         }
-    double elapsed = monotonic_seconds() - start;
+    double elapsed = bench_monotonic_seconds() - start;
     bench_sink += sum;
     return elapsed * 1e9 / (double)(repeats * walked);
 }
@@ -125,10 +119,10 @@ static void bench_record_count(uint64_t record_count, int materialize, const cha
                record_count, feistel_ns, note);
         return;
     }
-    double build_start = monotonic_seconds();
+    double build_start = bench_monotonic_seconds();
     for (uint64_t index = 0; index < record_count; index++)
         materialized[index] = record_permutation_apply(&permutation, index);
-    double build_seconds = monotonic_seconds() - build_start;
+    double build_seconds = bench_monotonic_seconds() - build_start;
     double array_ns = bench_array(materialized, record_count);
     free(materialized);
 

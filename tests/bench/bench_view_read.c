@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_common.h"
 #include "permutation.h"
 
 struct bench_setup {
@@ -51,24 +52,6 @@ struct bench_result {
     uint64_t records;
     uint64_t calls;
 };
-
-static double bench_now(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
-}
-
-static uint64_t bench_checksum(uint64_t sum, const unsigned char *data, uint64_t size)
-{
-    /* touch one word per 64 bytes so the copy cannot be optimized away */
-    for (uint64_t i = 0; i + 8 <= size; i += 64) {
-        uint64_t word;
-        memcpy(&word, data + i, sizeof word);
-        sum = sum * 31 + word;
-    }
-    return sum;
-}
 
 static uint64_t bench_view(const struct bench_setup *setup, bool plain,
                            struct bench_result *result)
@@ -338,9 +321,9 @@ int main(int argc, char **argv)
      * plain modes are the ones that need it */
     setup.record_count = ((uint64_t)status.st_size - setup.header_size) / setup.record_size;
     struct bench_result result = {0, 0};
-    double start = bench_now();
+    double start = bench_monotonic_seconds();
     uint64_t sum = mode->run(&setup, mode->plain, &result);
-    double elapsed = bench_now() - start;
+    double elapsed = bench_monotonic_seconds() - start;
     char per_call[32] = "-";
     if (result.calls != 0)
         snprintf(per_call, sizeof per_call, "%.1f", (double)result.records / (double)result.calls);
