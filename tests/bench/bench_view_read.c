@@ -204,15 +204,24 @@ static uint64_t bench_physical_record(const struct bench_setup *setup,
     return record_permutation_apply(permutation, logical);
 }
 
+/* The permutation the shim would use for this file (named by its base name),
+ * and the length of this rank's view of it: what the readers that go
+ * through the file in the view's order themselves need. */
+static uint64_t bench_permutation_init(const struct bench_setup *setup,
+                                       struct record_permutation *permutation)
+{
+    const char *slash = strrchr(setup->path, '/');
+    record_permutation_init(permutation, setup->record_count, true, setup->seed,
+                            slash ? slash + 1 : setup->path, 0, 0);
+    return view_length(setup->record_count, setup->replicas, 0);
+}
+
 static uint64_t bench_pread(const struct bench_setup *setup, bool plain,
                             struct bench_result *result)
 {
     int fd = open(setup->path, O_RDONLY);
     struct record_permutation permutation;
-    const char *slash = strrchr(setup->path, '/');
-    record_permutation_init(&permutation, setup->record_count, true, setup->seed,
-                            slash ? slash + 1 : setup->path, 0, 0);
-    uint64_t length = view_length(setup->record_count, setup->replicas, 0);
+    uint64_t length = bench_permutation_init(setup, &permutation);
     unsigned char *buffer = malloc(setup->record_size);
     uint64_t sum = 0;
     for (uint64_t j = 0; j < length; j++) {
@@ -238,10 +247,7 @@ static uint64_t bench_mmap(const struct bench_setup *setup, bool plain,
     const unsigned char *map = mmap(NULL, (size_t)status.st_size, PROT_READ, MAP_SHARED, fd, 0);
     close(fd);
     struct record_permutation permutation;
-    const char *slash = strrchr(setup->path, '/');
-    record_permutation_init(&permutation, setup->record_count, true, setup->seed,
-                            slash ? slash + 1 : setup->path, 0, 0);
-    uint64_t length = view_length(setup->record_count, setup->replicas, 0);
+    uint64_t length = bench_permutation_init(setup, &permutation);
     unsigned char *buffer = malloc(setup->record_size);
     uint64_t sum = 0;
     for (uint64_t j = 0; j < length; j++) {
