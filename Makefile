@@ -215,7 +215,7 @@ $(BUILD)/trainers/%: tests/trainers/%.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++17 -O2 -g -Wall -Wextra -Werror -o $@ $<
 
-$(BUILD)/tools/%: tests/tools/%.c
+$(BUILD)/tools/%: tests/tools/%.c tests/tools/probe_common.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror $(if $(findstring mpi,$*),$(MPI_CFLAGS)) \
 	    -o $@ $< $(if $(findstring mpi,$*),$(MPI_LIBS)) -lm
