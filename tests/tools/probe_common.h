@@ -34,13 +34,12 @@ static inline ssize_t probe_read_up_to(int fd, void *buffer, size_t size)
     size_t got = 0;
     while (got < size) {
         ssize_t n = read(fd, (char *)buffer + got, size - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
+        if (n > 0)
+            got += (size_t)n;
+        else if (n == 0)
+            break;              /* the end of the file */
+        else if (errno != EINTR)
             return -1;
-        if (n == 0)
-            break;
-        got += (size_t)n;
     }
     return (ssize_t)got;
 }
