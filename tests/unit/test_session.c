@@ -29,33 +29,12 @@
 #include "session.h"
 #include "state_files.h"
 #include "sysio.h"
+#include "unit_helpers.h"
 #include "view_cursor.h"
-
-static int remove_entry(const char *path, const struct stat *status, int type,
-                        struct FTW *walk)
-{
-    (void)status, (void)type, (void)walk;
-    return remove(path);
-}
 
 static char *make_directory(void)
 {
-    char *directory = strdup("/tmp/adaptshim-test-session-XXXXXX");
-    cr_assert_not_null(mkdtemp(directory));
-    return directory;
-}
-
-static void remove_directory(char *directory)
-{
-    nftw(directory, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-    free(directory);
-}
-
-static char *path_in(const char *directory, const char *name)
-{
-    char *path = NULL;
-    cr_assert_gt(asprintf(&path, "%s/%s", directory, name), 0);
-    return path;
+    return unit_make_temp_directory("/tmp/adaptshim-test-session-XXXXXX");
 }
 
 static void write_text(const char *path, const char *text)
@@ -102,10 +81,10 @@ static void fixture_init(struct session_fixture *fixture)
 {
     session_init(&fixture->session);
     fixture->work = make_directory();
-    fixture->state = path_in(fixture->work, "state");
+    fixture->state = unit_path_join(fixture->work, "state");
     cr_assert_eq(mkdir(fixture->state, 0755), 0);
     fixture->session.config.checkpoint_path = strdup(fixture->state);
-    char *glob = path_in(fixture->work, "ck*");
+    char *glob = unit_path_join(fixture->work, "ck*");
     fixture->session.config.save_glob = glob;
     fixture->session.config.num_replicas = 1;
     log_threshold = -1; /* the expected error lines are checked where they matter */
@@ -115,13 +94,13 @@ static void fixture_free(struct session_fixture *fixture)
 {
     config_free(&fixture->session.config);
     free(fixture->state);
-    remove_directory(fixture->work);
+    unit_remove_temp_directory(fixture->work);
 }
 
 /* The trainer writes `content` at `name` and commits it. */
 static int commit(struct session_fixture *fixture, const char *name, const char *content)
 {
-    char *path = path_in(fixture->work, name);
+    char *path = unit_path_join(fixture->work, name);
     write_text(path, content);
     struct content_identity identity;
     int status = session_commit_checkpoint_file(&fixture->session, path, path, NULL, NULL,
@@ -160,7 +139,7 @@ Test(session, a_snapshot_that_cannot_be_written_fails_the_commit_with_its_errno)
     cr_assert_eq(commit(&fixture, "ck", "first"), 0);
     cr_assert_eq(count_snapshots(fixture.state), 1);
 
-    char *log_path = path_in(fixture.work, "log");
+    char *log_path = unit_path_join(fixture.work, "log");
     char error[256] = "";
     cr_assert_eq(log_configure(LOG_LEVEL_WARN, log_path, 0, error, sizeof error), 0, "%s",
                  error);
@@ -202,10 +181,10 @@ Test(session, content_that_cannot_be_bound_is_no_failure)
     struct session_fixture fixture;
     fixture_init(&fixture);
     struct content_identity identity;
-    char *missing = path_in(fixture.work, "ck.gone");
+    char *missing = unit_path_join(fixture.work, "ck.gone");
     cr_expect_eq(session_commit_checkpoint_file(&fixture.session, missing, missing, NULL, NULL,
                                                 &identity), 1);
-    char *directory = path_in(fixture.work, "ck.dir");
+    char *directory = unit_path_join(fixture.work, "ck.dir");
     cr_assert_eq(mkdir(directory, 0755), 0);
     cr_expect_eq(session_commit_checkpoint_file(&fixture.session, directory, directory, NULL,
                                                 NULL, &identity), 1);
@@ -218,11 +197,11 @@ Test(session, content_that_cannot_be_bound_is_no_failure)
     struct runtime_session bare;
     session_init(&bare);
     char *work = make_directory();
-    char *path = path_in(work, "ck");
+    char *path = unit_path_join(work, "ck");
     write_text(path, "x");
     cr_expect_eq(session_commit_checkpoint_file(&bare, path, path, NULL, NULL, &identity), 1);
     free(path);
-    remove_directory(work);
+    unit_remove_temp_directory(work);
 }
 
 static int unreadable_open(const char *path, int flags, ...)
@@ -236,7 +215,7 @@ Test(session, content_that_cannot_be_read_fails_the_commit)
 {
     struct session_fixture fixture;
     fixture_init(&fixture);
-    char *path = path_in(fixture.work, "ck");
+    char *path = unit_path_join(fixture.work, "ck");
     write_text(path, "content");
     const struct runtime_sysio original = runtime_sysio;
     runtime_sysio.open = unreadable_open;
@@ -280,7 +259,7 @@ Test(session, a_commit_prunes_with_the_save_glob)
     struct session_fixture fixture;
     fixture_init(&fixture);
     cr_assert_eq(commit(&fixture, "ck", "first"), 0);
-    char *backup = path_in(fixture.work, "ck.bak");
+    char *backup = unit_path_join(fixture.work, "ck.bak");
     write_text(backup, "first");              /* the user keeps a copy */
     cr_assert_eq(commit(&fixture, "ck", "second"), 0);
     age_snapshots(fixture.state);
@@ -302,14 +281,14 @@ Test(session, an_unusable_state_directory_names_the_variable)
     cr_expect_eq(session_prepare_state_directory(&session, error, sizeof error), 0,
                  "unset: nothing to prepare");
     char *work = make_directory();
-    char *state = path_in(work, "missing/state");
+    char *state = unit_path_join(work, "missing/state");
     session.config.checkpoint_path = state;
     cr_expect_eq(session_prepare_state_directory(&session, error, sizeof error), -1);
     cr_expect_eq(errno, ENOENT);
     cr_expect_eq(strncmp(error, "ADAPTDL_CHECKPOINT_PATH: ", 25), 0, "%s", error);
     cr_expect_not_null(strstr(error, state), "%s", error);
     cr_expect_not_null(strstr(error, "accepted:"), "%s", error);
-    char *plain = path_in(work, "plain");
+    char *plain = unit_path_join(work, "plain");
     write_text(plain, "x");
     session.config.checkpoint_path = plain;
     cr_expect_eq(session_prepare_state_directory(&session, error, sizeof error), -1);
@@ -318,7 +297,7 @@ Test(session, an_unusable_state_directory_names_the_variable)
     session.config.checkpoint_path = NULL;
     free(state);
     free(plain);
-    remove_directory(work);
+    unit_remove_temp_directory(work);
 }
 
 Test(session, a_close_on_the_file_opened_commits)
@@ -431,7 +410,7 @@ Test(session, a_file_two_entries_match_is_named_once_with_both_entries)
     cr_assert_eq(config_parse(&session.config, environment, error, sizeof error), 0, "%s",
                  error);
     cr_assert_eq(session_prepare_globs(&session, "/work/run"), 0);
-    char *log_path = path_in(work, "log");
+    char *log_path = unit_path_join(work, "log");
     cr_assert_eq(log_configure(LOG_LEVEL_WARN, log_path, 0, error, sizeof error), 0, "%s",
                  error);
 
@@ -459,7 +438,7 @@ Test(session, a_file_two_entries_match_is_named_once_with_both_entries)
 
     unlink(log_path);
     free(log_path);
-    remove_directory(work);
+    unit_remove_temp_directory(work);
     for (size_t i = 0; i < session.config.data_count; i++)
         free(session.data_anchored_globs[i]);
     free(session.data_anchored_globs);
@@ -476,7 +455,7 @@ Test(session, a_restart_restores_the_snapshot_bound_to_the_checkpoint_it_loads)
     struct session_fixture fixture;
     fixture_init(&fixture);
     cr_assert_eq(commit(&fixture, "ck1", "weights of step 10"), 0);
-    char *path = path_in(fixture.work, "ck1");
+    char *path = unit_path_join(fixture.work, "ck1");
     struct content_identity identity;
     cr_assert_eq(content_identity_of_path(path, &identity), 0);
 
@@ -527,7 +506,7 @@ Test(session, snapshots_never_loaded_are_described)
     restarted.config.checkpoint_path = strdup(fixture.state);
     restarted.config.num_replicas = 1;
     cr_assert(session_describe_unloaded_snapshots(&restarted, message, sizeof message));
-    char *checkpoint = path_in(fixture.work, "ck1");
+    char *checkpoint = unit_path_join(fixture.work, "ck1");
     cr_expect_not_null(strstr(message, fixture.state), "%s", message);
     cr_expect_not_null(strstr(message, checkpoint), "names the newest: %s", message);
     cr_expect_not_null(strstr(message, "no checkpoint matching ADAPTDL_SAVE was loaded"),
@@ -677,7 +656,7 @@ Test(session, a_commit_without_a_state_directory_writes_nothing_and_warns_once)
     struct runtime_session session;
     session_init(&session);
     char *work = make_directory();
-    char *log_path = path_in(work, "log");
+    char *log_path = unit_path_join(work, "log");
     char error[512] = "";
     cr_assert_eq(log_configure(LOG_LEVEL_WARN, log_path, 0, error, sizeof error), 0, "%s",
                  error);
@@ -699,7 +678,7 @@ Test(session, a_commit_without_a_state_directory_writes_nothing_and_warns_once)
     cr_expect_eq(strchr(text, '\n'), text + strlen(text) - 1, "one warning: %s", text);
     unlink(log_path);
     free(log_path);
-    remove_directory(work);
+    unit_remove_temp_directory(work);
 }
 
 Test(session, a_commit_whose_snapshot_cannot_be_written_fails_with_the_writes_errno)
@@ -820,7 +799,7 @@ Test(session, two_threads_loading_checkpoints_at_once_restore_once)
     struct session_fixture fixture;
     fixture_init(&fixture);
     cr_assert_eq(commit(&fixture, "ck1", "weights of step 10"), 0);
-    char *path = path_in(fixture.work, "ck1");
+    char *path = unit_path_join(fixture.work, "ck1");
     struct content_identity identity;
     cr_assert_eq(content_identity_of_path(path, &identity), 0);
     struct runtime_session restarted;

@@ -1,0 +1,23 @@
+/* unit_helpers.h - set-up that several unit test files share: a fresh
+ * temporary directory, paths in it, a count of its entries, and its
+ * removal.  The helpers assert with Criterion, so a failure stops the test
+ * that called them. */
+#ifndef ADAPTSHIM_UNIT_HELPERS_H
+#define ADAPTSHIM_UNIT_HELPERS_H
+
+#include <stddef.h>
+
+/* A fresh directory made by mkdtemp from template (which ends in XXXXXX),
+ * as a malloc'ed path. */
+char *unit_make_temp_directory(const char *template);
+
+/* Removes directory and all below it, and frees the path. */
+void unit_remove_temp_directory(char *directory);
+
+/* "directory/name", malloc'ed. */
+char *unit_path_join(const char *directory, const char *name);
+
+/* How many entries the directory holds, "." and ".." left out. */
+size_t unit_directory_entry_count(const char *directory);
+
+#endif
