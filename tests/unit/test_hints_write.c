@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "hints_file.h"
+#include "unit_helpers.h"
 
 static const struct perf_params hints_perf = {
     .alpha_c = 0.01, .beta_c = 0.001, .alpha_n = 0.02, .beta_n = 0.01,
@@ -39,18 +40,6 @@ static size_t hints_read_file(const char *path, char *text, size_t size)
     fclose(file);
     text[length] = '\0';
     return length;
-}
-
-static size_t hints_directory_entries(const char *directory)
-{
-    DIR *listing = opendir(directory);
-    cr_assert_not_null(listing);
-    size_t count = 0;
-    for (struct dirent *entry; (entry = readdir(listing)) != NULL;)
-        if (strcmp(entry->d_name, ".") != 0 && strcmp(entry->d_name, "..") != 0)
-            count++;
-    closedir(listing);
-    return count;
 }
 
 Test(hints_write, the_reader_reads_the_goodput_table_the_writer_predicts)
@@ -109,7 +98,7 @@ Test(hints_write, the_file_is_replaced_whole_and_no_temporary_stays)
     size_t length = hints_read_file(path, text, sizeof text);
     cr_expect_eq(length, second.length);
     cr_expect_eq(memcmp(text, second.text, second.length), 0, "the second write, whole");
-    cr_expect_eq(hints_directory_entries(directory), 1, "no temporary file left beside it");
+    cr_expect_eq(unit_directory_entry_count(directory), 1, "no temporary file left beside it");
     unlink(path);
     rmdir(directory);
 }
@@ -129,7 +118,7 @@ Test(hints_write, a_path_that_cannot_be_written_gets_one_line)
     cr_expect_not_null(strstr(error, "ADAPTDL_HINTS_FILE: cannot write"), "%s", error);
     cr_expect_not_null(strstr(error, "missing/hints.json"), "%s", error);
     cr_expect_null(strchr(error, '\n'), "one line");
-    cr_expect_eq(hints_directory_entries(directory), 0);
+    cr_expect_eq(unit_directory_entry_count(directory), 0);
     rmdir(directory);
 }
 

@@ -15,6 +15,7 @@
 #include "replica_collective.h"
 #include "state_sharing.h"
 #include "thread_replicas.h"
+#include "unit_helpers.h"
 
 #define SS_REPLICAS 4
 
@@ -44,18 +45,6 @@ static char *make_directory(const char *name)
     return path;
 }
 
-static unsigned entries_in(const char *directory)
-{
-    DIR *dir = opendir(directory);
-    cr_assert_not_null(dir);
-    unsigned count = 0;
-    for (struct dirent *entry; (entry = readdir(dir)) != NULL;)
-        if (strcmp(entry->d_name, ".") != 0 && strcmp(entry->d_name, "..") != 0)
-            count++;
-    closedir(dir);
-    return count;
-}
-
 Test(state_sharing, every_replica_sees_a_shared_directory_and_the_marker_is_removed)
 {
     char *shared = make_directory("shared");
@@ -69,7 +58,7 @@ Test(state_sharing, every_replica_sees_a_shared_directory_and_the_marker_is_remo
                      sharing.messages[rank], sharing.errors[rank]);
         cr_expect_str_empty(sharing.messages[rank]);
     }
-    cr_expect_eq(entries_in(shared), 0, "rank 0 removed its marker");
+    cr_expect_eq(unit_directory_entry_count(shared), 0, "rank 0 removed its marker");
     rmdir(shared);
     free(shared);
 }
@@ -97,8 +86,8 @@ Test(state_sharing, the_ranks_of_a_host_that_does_not_see_it_are_named_in_one_li
               "says what is needed: %s", message);
     cr_expect(strstr(sharing.messages[3], "2 of 4 ranks (the first: rank 2; host hostB)") != NULL,
               "every rank reaches the same verdict: %s", sharing.messages[3]);
-    cr_expect_eq(entries_in(shared), 0, "rank 0 removed its marker");
-    cr_expect_eq(entries_in(local), 0);
+    cr_expect_eq(unit_directory_entry_count(shared), 0, "rank 0 removed its marker");
+    cr_expect_eq(unit_directory_entry_count(local), 0);
     rmdir(shared);
     rmdir(local);
     free(shared);
