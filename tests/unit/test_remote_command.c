@@ -66,6 +66,16 @@ static int wait_for(pid_t pid)
     return status;
 }
 
+/* Lets the replica run to its end: all it printed (malloc'ed) into
+ * *output, and its wait status. */
+static int finish_remote_shell(struct remote_shell shell, char **output)
+{
+    *output = read_all(shell.output);
+    int status = wait_for(shell.pid);
+    close(shell.control);
+    return status;
+}
+
 Test(remote_command, words_variables_and_directory_arrive_as_they_were)
 {
     char *variables[] = {"PLAIN=1", "ODD=it's \"quoted\" $HOME `x` \\ ; &", NULL};
@@ -74,9 +84,8 @@ Test(remote_command, words_variables_and_directory_arrive_as_they_were)
     char *line = remote_command_line("/", variables, command);
     cr_assert_not_null(line);
     struct remote_shell shell = start_remote_shell(line);
-    char *output = read_all(shell.output);
-    int status = wait_for(shell.pid);
-    close(shell.control);
+    char *output;
+    int status = finish_remote_shell(shell, &output);
     cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d", status);
     cr_expect_str_eq(output, "1|it's \"quoted\" $HOME `x` \\ ; &|one two 'three'|/|");
     free(output);
@@ -92,9 +101,8 @@ Test(remote_command, a_line_on_the_channel_signals_the_replica)
     char ready[6] = "";
     cr_assert_eq(read(shell.output, ready, 6), 6);
     cr_assert_eq(write(shell.control, "USR1\n", 5), 5);
-    char *output = read_all(shell.output);
-    int status = wait_for(shell.pid);
-    close(shell.control);
+    char *output;
+    int status = finish_remote_shell(shell, &output);
     cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 143, "status %d", status);
     cr_expect_str_eq(output, "usr1\n");
     free(output);
