@@ -66,6 +66,17 @@ static int wait_for(pid_t pid)
     return status;
 }
 
+/* Starts command (which prints "ready\n" first) through its remote command
+ * line, kept in *line, and waits until it is ready. */
+static struct remote_shell start_when_ready(char *const command[], char **line)
+{
+    *line = remote_command_line(NULL, NULL, command);
+    struct remote_shell shell = start_remote_shell(*line);
+    char ready[6] = "";
+    cr_assert_eq(read(shell.output, ready, 6), 6);
+    return shell;
+}
+
 /* Lets the replica run to its end: all it printed (malloc'ed) into
  * *output, and its wait status. */
 static int finish_remote_shell(struct remote_shell shell, char **output)
@@ -96,10 +107,8 @@ Test(remote_command, a_line_on_the_channel_signals_the_replica)
 {
     char *command[] = {"/bin/sh", "-c", "trap 'echo usr1; exit 143' USR1; echo ready; "
                        "while :; do sleep 0.01; done", NULL};
-    char *line = remote_command_line(NULL, NULL, command);
-    struct remote_shell shell = start_remote_shell(line);
-    char ready[6] = "";
-    cr_assert_eq(read(shell.output, ready, 6), 6);
+    char *line;
+    struct remote_shell shell = start_when_ready(command, &line);
     cr_assert_eq(write(shell.control, "USR1\n", 5), 5);
     char *output;
     int status = finish_remote_shell(shell, &output);
@@ -113,10 +122,8 @@ Test(remote_command, the_end_of_the_channel_kills_the_replica)
 {
     char *command[] = {"/bin/sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.01; done",
                        NULL};
-    char *line = remote_command_line(NULL, NULL, command);
-    struct remote_shell shell = start_remote_shell(line);
-    char ready[6] = "";
-    cr_assert_eq(read(shell.output, ready, 6), 6);
+    char *line;
+    struct remote_shell shell = start_when_ready(command, &line);
     close(shell.control);
     int status = wait_for(shell.pid);
     close(shell.output);
