@@ -77,14 +77,17 @@ static struct remote_shell start_when_ready(char *const command[], char **line)
     return shell;
 }
 
-/* Lets the replica run to its end: all it printed (malloc'ed) into
- * *output, and its wait status. */
-static int finish_remote_shell(struct remote_shell shell, char **output)
+/* Lets the replica run to its end and checks that it exited with
+ * exit_code after printing exactly expected_output. */
+static void expect_exit_and_output(struct remote_shell shell, int exit_code,
+                                   const char *expected_output)
 {
-    *output = read_all(shell.output);
+    char *output = read_all(shell.output);
     int status = wait_for(shell.pid);
     close(shell.control);
-    return status;
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == exit_code, "status %d", status);
+    cr_expect_str_eq(output, expected_output);
+    free(output);
 }
 
 Test(remote_command, words_variables_and_directory_arrive_as_they_were)
@@ -95,11 +98,7 @@ Test(remote_command, words_variables_and_directory_arrive_as_they_were)
     char *line = remote_command_line("/", variables, command);
     cr_assert_not_null(line);
     struct remote_shell shell = start_remote_shell(line);
-    char *output;
-    int status = finish_remote_shell(shell, &output);
-    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d", status);
-    cr_expect_str_eq(output, "1|it's \"quoted\" $HOME `x` \\ ; &|one two 'three'|/|");
-    free(output);
+    expect_exit_and_output(shell, 0, "1|it's \"quoted\" $HOME `x` \\ ; &|one two 'three'|/|");
     free(line);
 }
 
@@ -110,11 +109,7 @@ Test(remote_command, a_line_on_the_channel_signals_the_replica)
     char *line;
     struct remote_shell shell = start_when_ready(command, &line);
     cr_assert_eq(write(shell.control, "USR1\n", 5), 5);
-    char *output;
-    int status = finish_remote_shell(shell, &output);
-    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 143, "status %d", status);
-    cr_expect_str_eq(output, "usr1\n");
-    free(output);
+    expect_exit_and_output(shell, 143, "usr1\n");
     free(line);
 }
 
