@@ -254,6 +254,15 @@ static void metrics_build_step(struct json_line *line, uint64_t step, double tim
  * Building lines
  * ------------------------------------------------------------------------ */
 
+/* The line was finished within its buffer and is exactly `expected`. */
+static void assert_line_is(const struct json_line *line, const char *expected)
+{
+    cr_assert(json_line_is_writable(line));
+    cr_assert_eq(line->length, strlen(expected), "got %.*s", (int)line->length, line->text);
+    cr_assert_arr_eq(line->text, expected, line->length, "got %.*s", (int)line->length,
+                     line->text);
+}
+
 Test(metrics, exact_line_with_every_kind_of_member)
 {
     struct json_line line;
@@ -273,14 +282,11 @@ Test(metrics, exact_line_with_every_kind_of_member)
     json_line_add_string(&line, "absent", NULL);
     json_line_end(&line);
 
-    cr_assert(json_line_is_writable(&line));
-    const char *expected =
-        "{\"type\": \"decision\", \"time\": 12.5, \"restart\": true, "
-        "\"perf_params\": {\"alpha_c\": 0.5, \"beta_c\": 0.25}, \"replicas\": 4, "
-        "\"delta\": -3, \"nothing\": null, \"efficiency\": null, \"goodput\": 2, "
-        "\"final\": false, \"reason\": \"speedup\", \"absent\": null}\n";
-    cr_assert_eq(line.length, strlen(expected));
-    cr_assert_arr_eq(line.text, expected, line.length, "got %.*s", (int)line.length, line.text);
+    assert_line_is(&line,
+                   "{\"type\": \"decision\", \"time\": 12.5, \"restart\": true, "
+                   "\"perf_params\": {\"alpha_c\": 0.5, \"beta_c\": 0.25}, \"replicas\": 4, "
+                   "\"delta\": -3, \"nothing\": null, \"efficiency\": null, \"goodput\": 2, "
+                   "\"final\": false, \"reason\": \"speedup\", \"absent\": null}\n");
 }
 
 Test(metrics, empty_nested_object_and_integer_extremes)
@@ -299,9 +305,7 @@ Test(metrics, empty_nested_object_and_integer_extremes)
     const char *expected = "{\"type\": \"t\", \"time\": 0, \"empty\": {}, \"outer\": "
                            "{\"inner\": {\"max\": 18446744073709551615}, "
                            "\"min\": -9223372036854775808}}\n";
-    cr_assert(json_line_is_writable(&line));
-    cr_assert_arr_eq(line.text, expected, strlen(expected), "got %.*s", (int)line.length,
-                     line.text);
+    assert_line_is(&line, expected);
     cr_assert(json_is_one_object(line.text, line.length - 1));
 }
 
@@ -317,9 +321,7 @@ Test(metrics, strings_are_escaped)
         "{\"type\": \"quote\\\"type\", \"time\": 1, "
         "\"text\": \"a\\\"b\\\\c\\nd\\te\\rf\\bg\\fh\\u0001i\\u001fj/k\x7f \xc3\xa9\xe2\x82\xac\", "
         "\"key\\nwith\\\\\": \"\"}\n";
-    cr_assert(json_line_is_writable(&line));
-    cr_assert_eq(line.length, strlen(expected), "got %.*s", (int)line.length, line.text);
-    cr_assert_arr_eq(line.text, expected, line.length);
+    assert_line_is(&line, expected);
     /* Only the final newline is a raw control character. */
     for (size_t index = 0; index + 1 < line.length; index++)
         cr_assert((unsigned char)line.text[index] >= 0x20, "raw control at %zu", index);
@@ -358,9 +360,7 @@ Test(metrics, non_finite_doubles_become_null)
     const char *expected = "{\"type\": \"t\", \"time\": null, \"nan\": null, "
                            "\"minus_nan\": null, \"inf\": null, \"minus_inf\": null, "
                            "\"present_inf\": null, \"perf_params\": {\"gamma\": null}}\n";
-    cr_assert(json_line_is_writable(&line));
-    cr_assert_arr_eq(line.text, expected, strlen(expected), "got %.*s", (int)line.length,
-                     line.text);
+    assert_line_is(&line, expected);
 }
 
 /* Doubles must come back bit for bit: these are the numbers anyone will use
