@@ -226,6 +226,15 @@ static size_t metrics_assert_complete_lines(const char *text, size_t size)
     return count;
 }
 
+/* The file at path holds exactly `expected` whole JSON lines. */
+static void assert_file_has_complete_lines(const char *path, size_t expected)
+{
+    size_t size;
+    char *text = metrics_read_file(path, &size);
+    cr_assert_eq(metrics_assert_complete_lines(text, size), expected, "%s: %s", path, text);
+    free(text);
+}
+
 /* Start of the value of "key" in a line (keys are unique in these tests). */
 static const char *json_value_of(const char *text, const char *key)
 {
@@ -485,10 +494,7 @@ Test(metrics, lines_near_the_capacity_are_whole_or_absent)
     cr_assert(seen_invalid);
     cr_assert_gt(written, 0);
     metrics_writer_close(&writer);
-    size_t size;
-    char *text = metrics_read_file(path, &size);
-    cr_assert_eq(metrics_assert_complete_lines(text, size), written);
-    free(text);
+    assert_file_has_complete_lines(path, written);
 }
 
 Test(metrics, misuse_invalidates_the_line)
@@ -575,10 +581,7 @@ Test(metrics, reopening_appends)
     metrics_open_named(&writer, "append.jsonl", path, sizeof path);
     metrics_write_event(&writer, &line);
     metrics_writer_close(&writer);
-    size_t size;
-    char *text = metrics_read_file(path, &size);
-    cr_assert_eq(metrics_assert_complete_lines(text, size), 2);
-    free(text);
+    assert_file_has_complete_lines(path, 2);
 }
 
 Test(metrics, pattern_expands_rank_and_pid)
@@ -599,10 +602,7 @@ Test(metrics, pattern_expands_rank_and_pid)
     metrics_writer_close(&writer);
 
     cr_assert_eq(access(expected, F_OK), 0, "%s does not exist", expected);
-    size_t size;
-    char *text = metrics_read_file(expected, &size);
-    cr_assert_eq(metrics_assert_complete_lines(text, size), 1);
-    free(text);
+    assert_file_has_complete_lines(expected, 1);
 }
 
 Test(metrics, open_error_names_variable_path_and_reason)
@@ -739,10 +739,7 @@ Test(metrics, interval_is_configurable)
         metrics_offer_step(&writer, &line, 0);
     }
     metrics_writer_close(&writer);
-    size_t size;
-    char *text = metrics_read_file(path, &size);
-    cr_assert_eq(metrics_assert_complete_lines(text, size), 10);
-    free(text);
+    assert_file_has_complete_lines(path, 10);
 }
 
 Test(metrics, close_writes_the_pending_step)
