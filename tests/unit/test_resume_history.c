@@ -44,17 +44,26 @@ static void rh_add_one(struct resume_history *history, const char *text)
     rh_add(history, &text, 1);
 }
 
-/* The uninterrupted run, and the killed run followed by `restart`. */
-static void rh_compare(const char *restart, struct resume_history *reference,
-                       struct resume_history *run, struct resume_comparison *comparison)
+/* The uninterrupted run, and a job of first_run followed by a restart whose
+ * ranks wrote the traces restart_ranks[0..rank_count). */
+static void rh_compare_runs(const char *first_run, const char *const *restart_ranks,
+                            size_t rank_count, struct resume_history *reference,
+                            struct resume_history *run, struct resume_comparison *comparison)
 {
     resume_history_init(reference);
     resume_history_init(run);
     rh_add_one(reference, RH_REFERENCE);
-    rh_add_one(run, RH_KILLED);
-    rh_add_one(run, restart);
+    rh_add_one(run, first_run);
+    rh_add(run, restart_ranks, rank_count);
     char error[512] = "";
     cr_assert_eq(resume_compare(reference, run, comparison, error, sizeof error), 0, "%s", error);
+}
+
+/* The uninterrupted run, and the killed run followed by `restart`. */
+static void rh_compare(const char *restart, struct resume_history *reference,
+                       struct resume_history *run, struct resume_comparison *comparison)
+{
+    rh_compare_runs(RH_KILLED, &restart, 1, reference, run, comparison);
 }
 
 static const struct pass_difference *rh_pass(const struct resume_comparison *comparison,
@@ -135,15 +144,11 @@ Test(resume_history, passes_only_one_side_has_are_lost_or_repeated_whole)
 Test(resume_history, records_counted_in_flight_are_not_trained)
 {
     struct resume_history reference, run;
-    resume_history_init(&reference);
-    resume_history_init(&run);
-    rh_add_one(&reference, RH_REFERENCE);
-    rh_add_one(&run, RH_START "D f.bin 0 2 0 3 1\nD f.bin 1 1 3\n"
-                     "B 8 000000000000000a f.bin train 1 1 4 1\nC 8 000000000000000a /s/ck\n");
-    rh_add_one(&run, RH_START RH_LOAD_A "D f.bin 1 3 0 2\n");
     struct resume_comparison comparison;
-    char error[256];
-    cr_assert_eq(resume_compare(&reference, &run, &comparison, error, sizeof error), 0);
+    const char *restart = RH_START RH_LOAD_A "D f.bin 1 3 0 2\n";
+    rh_compare_runs(RH_START "D f.bin 0 2 0 3 1\nD f.bin 1 1 3\n"
+                    "B 8 000000000000000a f.bin train 1 1 4 1\nC 8 000000000000000a /s/ck\n",
+                    &restart, 1, &reference, &run, &comparison);
     cr_expect(resume_comparison_exact(&comparison), "lost %llu, repeated %llu",
               (unsigned long long)comparison.lost, (unsigned long long)comparison.repeated);
     rh_free(&reference, &run, &comparison);
@@ -153,15 +158,11 @@ Test(resume_history, records_counted_in_flight_are_not_trained)
 Test(resume_history, records_handed_out_before_the_commit_are_trained)
 {
     struct resume_history reference, run;
-    resume_history_init(&reference);
-    resume_history_init(&run);
-    rh_add_one(&reference, RH_REFERENCE);
-    rh_add_one(&run, RH_START "D f.bin 0 2 0 3 1\nD f.bin 1 1 3\n"
-                     "B 8 000000000000000a f.bin train 1 1 4 0\nC 8 000000000000000a /s/ck\n");
-    rh_add_one(&run, RH_START RH_LOAD_A "D f.bin 1 3 0 2\n");
     struct resume_comparison comparison;
-    char error[256];
-    cr_assert_eq(resume_compare(&reference, &run, &comparison, error, sizeof error), 0);
+    const char *restart = RH_START RH_LOAD_A "D f.bin 1 3 0 2\n";
+    rh_compare_runs(RH_START "D f.bin 0 2 0 3 1\nD f.bin 1 1 3\n"
+                    "B 8 000000000000000a f.bin train 1 1 4 0\nC 8 000000000000000a /s/ck\n",
+                    &restart, 1, &reference, &run, &comparison);
     cr_expect_eq(comparison.repeated, 1);
     cr_expect_eq(comparison.lost, 0);
     rh_free(&reference, &run, &comparison);
@@ -196,16 +197,10 @@ Test(resume_history, a_checkpoint_no_commit_wrote_starts_the_history_over)
 Test(resume_history, replicas_of_a_run_add_up_and_padding_is_apart)
 {
     struct resume_history reference, run;
-    resume_history_init(&reference);
-    resume_history_init(&run);
-    rh_add_one(&reference, RH_REFERENCE);
-    rh_add_one(&run, RH_KILLED);
+    struct resume_comparison comparison;
     const char *ranks[] = {RH_START_RANK(0) RH_LOAD_A "D f.bin 1 3 2\n",
                            RH_START_RANK(1) RH_LOAD_A "D f.bin 1 0 3*\n"};
-    rh_add(&run, ranks, 2);
-    struct resume_comparison comparison;
-    char error[256];
-    cr_assert_eq(resume_compare(&reference, &run, &comparison, error, sizeof error), 0);
+    rh_compare_runs(RH_KILLED, ranks, 2, &reference, &run, &comparison);
     cr_expect(resume_comparison_exact(&comparison), "lost %llu, repeated %llu",
               (unsigned long long)comparison.lost, (unsigned long long)comparison.repeated);
     cr_expect_eq(comparison.padding, 1);
