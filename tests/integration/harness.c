@@ -541,6 +541,14 @@ uint64_t harness_last_logged_step(const char *log_path)
     return last;
 }
 
+uint64_t harness_splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
 void harness_kill_once_past_step(pid_t pid, const char *log_path, uint64_t step, int attempts)
 {
     for (int attempt = 0; attempt < attempts; attempt++) {

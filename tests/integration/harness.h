@@ -139,6 +139,9 @@ void harness_expect_intercepted_imports(const char *program, const char *const s
 double harness_monotonic_seconds(void);
 /* The last "step S" a trainer logged in its id log (0 when none). */
 uint64_t harness_last_logged_step(const char *log_path);
+/* splitmix64: the next number of a seeded sequence, so that a random
+ * schedule (kill points, delays) can be replayed from its seed. */
+uint64_t harness_splitmix64(uint64_t *state);
 /* Polls (every 0.5 ms, at most `attempts` times) until the process has
  * logged a step at least `step` in its id log or has ended, then kills it
  * with SIGKILL; the process is not reaped. */
