@@ -529,14 +529,20 @@ void id_log_free(struct id_log *log)
     memset(log, 0, sizeof *log);
 }
 
+uint64_t id_log_last_value(const struct id_log *log, enum id_event_kind kind)
+{
+    uint64_t last = 0;
+    for (size_t i = 0; i < log->count; i++)
+        if (log->events[i].kind == kind)
+            last = log->events[i].value;
+    return last;
+}
+
 uint64_t harness_last_logged_step(const char *log_path)
 {
     struct id_log log;
     harness_read_id_log(log_path, &log);
-    uint64_t last = 0;
-    for (size_t i = 0; i < log.count; i++)
-        if (log.events[i].kind == ID_EVENT_STEP)
-            last = log.events[i].value;
+    uint64_t last = id_log_last_value(&log, ID_EVENT_STEP);
     id_log_free(&log);
     return last;
 }

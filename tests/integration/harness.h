@@ -85,8 +85,9 @@ void dataset_job_init(struct dataset_job *job, uint64_t records, unsigned dim, u
 
 /* Parsed ids-log of an example trainer: "id ID epoch E" per record, "step S"
  * after each batch's records, "ckpt STEP", "epoch_end E" lines. */
+enum id_event_kind { ID_EVENT_RECORD, ID_EVENT_CHECKPOINT, ID_EVENT_EPOCH_END, ID_EVENT_STEP };
 struct id_event {
-    enum { ID_EVENT_RECORD, ID_EVENT_CHECKPOINT, ID_EVENT_EPOCH_END, ID_EVENT_STEP } kind;
+    enum id_event_kind kind;
     uint64_t value;    /* id, step or epoch */
     uint64_t epoch;
 };
@@ -137,6 +138,8 @@ size_t harness_count_occurrences(const char *text, const char *needle);
 void harness_expect_intercepted_imports(const char *program, const char *const symbols[]);
 /* Seconds on the monotonic clock, for deadlines. */
 double harness_monotonic_seconds(void);
+/* The value of the last event of `kind` in the log (0 when none). */
+uint64_t id_log_last_value(const struct id_log *log, enum id_event_kind kind);
 /* The last "step S" a trainer logged in its id log (0 when none). */
 uint64_t harness_last_logged_step(const char *log_path);
 /* splitmix64: the next number of a seeded sequence, so that a random

@@ -98,13 +98,7 @@ static char *mpi_ids_path(const struct mpi_job *job, const char *name, unsigned 
 static uint64_t mpi_last_step(const struct mpi_job *job, const char *name, unsigned rank)
 {
     char *path = mpi_ids_path(job, name, rank);
-    struct id_log log;
-    harness_read_id_log(path, &log);
-    uint64_t last = 0;
-    for (size_t i = 0; i < log.count; i++)
-        if (log.events[i].kind == ID_EVENT_STEP)
-            last = log.events[i].value;
-    id_log_free(&log);
+    uint64_t last = harness_last_logged_step(path);
     free(path);
     return last;
 }
@@ -589,13 +583,8 @@ Test(mpi, drain_runs_on_to_the_next_checkpoint_commit, .timeout = 180)
     char *path = mpi_ids_path(&job, "run", 0);
     struct id_log log;
     harness_read_id_log(path, &log);
-    uint64_t last_checkpoint = 0, last_step = 0;
-    for (size_t i = 0; i < log.count; i++) {
-        if (log.events[i].kind == ID_EVENT_CHECKPOINT)
-            last_checkpoint = log.events[i].value;
-        if (log.events[i].kind == ID_EVENT_STEP)
-            last_step = log.events[i].value;
-    }
+    uint64_t last_checkpoint = id_log_last_value(&log, ID_EVENT_CHECKPOINT);
+    uint64_t last_step = id_log_last_value(&log, ID_EVENT_STEP);
     cr_expect_gt(last_checkpoint, 0);
     cr_expect(last_step >= last_checkpoint && last_step - last_checkpoint <= 2,
               "stopped at step %llu, last commit at step %llu",

@@ -573,10 +573,7 @@ static uint64_t last_checkpoint_step(const char *out_path)
 {
     struct id_log log;
     harness_read_record_stream(out_path, &log);
-    uint64_t step = 0;
-    for (size_t i = 0; i < log.count; i++)
-        if (log.events[i].kind == ID_EVENT_CHECKPOINT)
-            step = log.events[i].value;
+    uint64_t step = id_log_last_value(&log, ID_EVENT_CHECKPOINT);
     id_log_free(&log);
     return step;
 }
