@@ -236,15 +236,23 @@ static void job_record_with_two_sizes(struct adaptdl_job_record *record, double 
     record->restart_cost_seconds = 3.0;
 }
 
-Test(batch_decision, one_profiled_size_explores_twice_the_batch)
+/* The decision for a job measured at one size (local 8 on 2 replicas) whose
+ * gradient statistics (grad_sqr 1.59, grad_var) are known to within their
+ * errors. */
+static struct batch_decision decide_after_one_size(double grad_var)
 {
     struct adaptdl_job_record record;
     job_record_with_one_size(&record, 8);
-    /* noise scale 31 samples at a global batch of 16 */
-    struct batch_decision_inputs inputs = inputs_for(&record, 1.59, 50.0, 8);
+    struct batch_decision_inputs inputs = inputs_for(&record, 1.59, grad_var, 8);
     inputs.grad_sqr_error = 0.05;
     inputs.grad_var_error = 0.5;
-    struct batch_decision decision = decide(&inputs);
+    return decide(&inputs);
+}
+
+Test(batch_decision, one_profiled_size_explores_twice_the_batch)
+{
+    /* noise scale 31 samples at a global batch of 16 */
+    struct batch_decision decision = decide_after_one_size(50.0);
     cr_expect_eq(decision.reason, BATCH_DECISION_EXPLORE, "%s",
                  batch_decision_reason_text(decision.reason));
     cr_expect(decision.restart);
@@ -262,12 +270,7 @@ Test(batch_decision, one_profiled_size_explores_twice_the_batch)
  * measures it, however large the bound with an unchanged step time. */
 Test(batch_decision, a_batch_the_model_calls_right_is_not_explored)
 {
-    struct adaptdl_job_record record;
-    job_record_with_one_size(&record, 8);
-    struct batch_decision_inputs inputs = inputs_for(&record, 1.59, 27.0, 8);
-    inputs.grad_sqr_error = 0.05;
-    inputs.grad_var_error = 0.5;
-    struct batch_decision decision = decide(&inputs);
+    struct batch_decision decision = decide_after_one_size(27.0);
     cr_expect_not(decision.restart, "%s", batch_decision_reason_text(decision.reason));
     cr_expect_neq(decision.reason, BATCH_DECISION_EXPLORE);
 }
@@ -277,12 +280,7 @@ Test(batch_decision, a_batch_the_model_calls_right_is_not_explored)
  * sizes. */
 Test(batch_decision, a_restart_from_one_measured_size_goes_at_least_twice_as_far)
 {
-    struct adaptdl_job_record record;
-    job_record_with_one_size(&record, 8);
-    struct batch_decision_inputs inputs = inputs_for(&record, 1.59, 70.0, 8);
-    inputs.grad_sqr_error = 0.05;
-    inputs.grad_var_error = 0.5;
-    struct batch_decision decision = decide(&inputs);
+    struct batch_decision decision = decide_after_one_size(70.0);
     cr_expect(decision.restart, "%s", batch_decision_reason_text(decision.reason));
     cr_expect_geq(decision.choice.local_bsz, 16);
 }
