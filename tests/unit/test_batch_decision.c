@@ -17,6 +17,7 @@
 
 #include "batch_decision.h"
 #include "grad_noise.h"
+#include "unit_helpers.h"
 
 static struct step_profile profiles[4];
 
@@ -154,13 +155,10 @@ Test(batch_decision, going_back_needs_the_threshold_squared)
                  batch_decision_reason_text(onward.reason));
 }
 
-/* splitmix64 */
+/* Uniform on [0, 1), from the seeded sequence. */
 static double uniform(uint64_t *state)
 {
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0;
+    return (double)(unit_splitmix64(state) >> 11) / 9007199254740992.0;
 }
 
 /* Statistics drawn around a fixed truth (noise scale 100) within their

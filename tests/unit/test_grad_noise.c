@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "grad_noise.h"
+#include "unit_helpers.h"
 
 #define DIMENSION 50
 #define MAX_REPLICAS 8
@@ -47,19 +48,10 @@ static void test_rng_seed(struct test_rng *rng, uint64_t seed)
     *rng = (struct test_rng){.state = seed};
 }
 
-/* splitmix64: tiny, well mixed, and reproducible everywhere. */
-static uint64_t test_rng_next(struct test_rng *rng)
-{
-    uint64_t z = (rng->state += UINT64_C(0x9e3779b97f4a7c15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
-
 /* Uniform on (0, 1]: never 0, so log() below is always finite. */
 static double test_rng_uniform(struct test_rng *rng)
 {
-    return ((double)(test_rng_next(rng) >> 11) + 1.0) * 0x1.0p-53;
+    return ((double)(unit_splitmix64(&rng->state) >> 11) + 1.0) * 0x1.0p-53;
 }
 
 /* Box-Muller: two independent standard normals per pair of uniforms. */

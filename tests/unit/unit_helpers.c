@@ -38,6 +38,14 @@ char *unit_path_join(const char *directory, const char *name)
     return path;
 }
 
+uint64_t unit_splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += UINT64_C(0x9e3779b97f4a7c15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
 size_t unit_directory_entry_count(const char *directory)
 {
     DIR *listing = opendir(directory);
