@@ -547,6 +547,23 @@ uint64_t harness_last_logged_step(const char *log_path)
     return last;
 }
 
+char harness_process_state(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    char *text = harness_read_file(path, NULL);
+    const char *end = text ? strrchr(text, ')') : NULL;
+    char state = end != NULL && end[1] == ' ' ? end[2] : 0;
+    free(text);
+    return state;
+}
+
+bool harness_process_running(pid_t pid)
+{
+    char state = harness_process_state(pid);
+    return state != 0 && state != 'Z' && state != 'X';
+}
+
 uint64_t harness_splitmix64(uint64_t *state)
 {
     uint64_t z = (*state += 0x9e3779b97f4a7c15ull);

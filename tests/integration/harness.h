@@ -142,6 +142,11 @@ double harness_monotonic_seconds(void);
 uint64_t id_log_last_value(const struct id_log *log, enum id_event_kind kind);
 /* The last "step S" a trainer logged in its id log (0 when none). */
 uint64_t harness_last_logged_step(const char *log_path);
+/* The state letter of /proc/PID/stat ('R', 'S', 'T', 'Z'...), 0 if gone. */
+char harness_process_state(pid_t pid);
+/* Running: it exists and is not a zombie (an orphan's zombie may wait for
+ * its reaper). */
+bool harness_process_running(pid_t pid);
 /* splitmix64: the next number of a seeded sequence, so that a random
  * schedule (kill points, delays) can be replayed from its seed. */
 uint64_t harness_splitmix64(uint64_t *state);

@@ -155,31 +155,11 @@ Test(launcher, one_replica_runs_directly_and_a_second_signal_stops_at_once, .tim
     free(log);
 }
 
-/* The state letter of /proc/PID/stat ('R', 'S', 'T', 'Z'...), 0 if gone. */
-static char process_state(pid_t pid)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    char *text = harness_read_file(path, NULL);
-    const char *end = text ? strrchr(text, ')') : NULL;
-    char state = end != NULL && end[1] == ' ' ? end[2] : 0;
-    free(text);
-    return state;
-}
-
-/* Running: it exists and is not a zombie (an orphan's zombie may wait for
- * its reaper). */
-static bool process_running(pid_t pid)
-{
-    char state = process_state(pid);
-    return state != 0 && state != 'Z' && state != 'X';
-}
-
 /* Polls until `pid` no longer runs; false after `seconds`. */
 static bool wait_until_gone(pid_t pid, double seconds)
 {
     double give_up = harness_monotonic_seconds() + seconds;
-    while (process_running(pid)) {
+    while (harness_process_running(pid)) {
         if (harness_monotonic_seconds() > give_up)
             return false;
         usleep(2000);
@@ -245,13 +225,13 @@ Test(launcher, a_second_signal_stops_a_trainer_slow_to_take_the_first, .timeout 
     }
     kill(trainer, SIGSTOP);
     double give_up = harness_monotonic_seconds() + 60;
-    while (process_state(trainer) != 'T' && harness_monotonic_seconds() < give_up)
+    while (harness_process_state(trainer) != 'T' && harness_monotonic_seconds() < give_up)
         usleep(1000);
     kill(pid, SIGTERM);
     /* the first SIGINT is pending, and the wrapper is blocked (in `wait`, or
      * waiting for the trainer to take it): whatever it sends back to back
      * has been sent */
-    while (!(signal_pending(trainer, SIGINT) && process_state(pid) == 'S') &&
+    while (!(signal_pending(trainer, SIGINT) && harness_process_state(pid) == 'S') &&
            harness_monotonic_seconds() < give_up)
         usleep(1000);
     kill(trainer, SIGCONT);
