@@ -564,6 +564,17 @@ bool harness_process_running(pid_t pid)
     return state != 0 && state != 'Z' && state != 'X';
 }
 
+size_t harness_append_list(char **list, size_t used, size_t capacity, char *const more[])
+{
+    for (size_t i = 0; more != NULL && more[i] != NULL; i++) {
+        cr_assert_lt(used + 1, capacity, "more than %zu entries", capacity - 1);
+        list[used++] = more[i];
+    }
+    cr_assert_lt(used, capacity);
+    list[used] = NULL;
+    return used;
+}
+
 uint64_t harness_splitmix64(uint64_t *state)
 {
     uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
@@ -644,18 +655,12 @@ pid_t harness_start_wrapped_sgd_mpi(const struct harness_wrapped_job *wrapped,
                       trainer, "--data", wrapped->job.data, "--epochs", (char *)epochs,
                       "--batch-size", "16", "--lr", "0.01", "--checkpoint",
                       wrapped->checkpoint, "--resume", "--sleep-us", (char *)sleep_us};
-    size_t used = 20;
-    for (size_t i = 0; trainer_options != NULL && trainer_options[i] != NULL; i++)
-        argv[used++] = trainer_options[i];
-    argv[used] = NULL;
+    harness_append_list(argv, 20, sizeof argv / sizeof argv[0], trainer_options);
     /* sgd_mpi --resume replays its epochs */
     char *settings[40] = {harness_mpirun_as_root[0], harness_mpirun_as_root[1],
                           (char *)wrapped->job.data_setting, (char *)wrapped->job.state_setting,
                           (char *)wrapped->job.save_setting, "ADAPTDL_RESUME=replay"};
-    used = 6;
-    for (size_t i = 0; environment != NULL && environment[i] != NULL; i++)
-        settings[used++] = environment[i];
-    settings[used] = NULL;
+    harness_append_list(settings, 6, sizeof settings / sizeof settings[0], environment);
     pid_t pid = harness_start(argv, settings, false, wrapped->out, wrapped->err);
     free(trainer);
     free(wrapper);

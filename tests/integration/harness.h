@@ -147,6 +147,10 @@ char harness_process_state(pid_t pid);
 /* Running: it exists and is not a zombie (an orphan's zombie may wait for
  * its reaper). */
 bool harness_process_running(pid_t pid);
+/* Appends the NULL-ended list `more` (NULL: nothing) to list[used...] and
+ * ends list with NULL; asserts that all of it fits in `capacity` entries.
+ * Returns the new count of entries before the NULL. */
+size_t harness_append_list(char **list, size_t used, size_t capacity, char *const more[]);
 /* splitmix64: the next number of a seeded sequence, so that a random
  * schedule (kill points, delays) can be replayed from its seed. */
 uint64_t harness_splitmix64(uint64_t *state);

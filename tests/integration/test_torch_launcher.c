@@ -38,8 +38,7 @@ static pid_t start_torch_job(const struct torch_job *torch, char *const options[
     argv[used++] = strdup(harness_build_path("adaptdl-wrap"));
     argv[used++] = "--launcher";
     argv[used++] = "torch";
-    for (size_t i = 0; options != NULL && options[i] != NULL; i++)
-        argv[used++] = options[i];
+    used = harness_append_list(argv, used, sizeof argv / sizeof argv[0], options);
     char epochs[16];
     snprintf(epochs, sizeof epochs, "%d", EPOCHS);
     char *fixed[] = {"--", "/usr/bin/python3", strdup(harness_build_path("trainers/torch_ddp.py")),
@@ -48,15 +47,10 @@ static pid_t start_torch_job(const struct torch_job *torch, char *const options[
                      torch->log_pattern};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         argv[used++] = fixed[i];
-    for (size_t i = 0; trainer_options != NULL && trainer_options[i] != NULL; i++)
-        argv[used++] = trainer_options[i];
-    argv[used] = NULL;
+    harness_append_list(argv, used, sizeof argv / sizeof argv[0], trainer_options);
     char *settings[32] = {(char *)torch->job.data_setting, (char *)torch->job.state_setting,
                           (char *)torch->job.save_setting, "ADAPTDL_LOG=info"};
-    used = 4;
-    for (size_t i = 0; environment != NULL && environment[i] != NULL; i++)
-        settings[used++] = environment[i];
-    settings[used] = NULL;
+    harness_append_list(settings, 4, sizeof settings / sizeof settings[0], environment);
     pid_t pid = harness_start(argv, settings, false, torch->out, torch->err);
     free(argv[0]);
     free(fixed[2]);
