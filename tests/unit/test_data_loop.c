@@ -140,6 +140,30 @@ Test(data_loop, adaptdl_names_and_misuse)
     data_loop_registry_free(&registry);
 }
 
+/* A restart of a job with a train loop (shuffled) and a validation loop (in
+ * order), batches of 10: saves both as a checkpoint does, frees them and
+ * their registry, and makes them again in a fresh registry, restored from
+ * what was saved.  Returns the validation loop's saved current index. */
+static uint64_t restart_train_and_valid(struct data_loop_registry *registry,
+                                        struct data_loop *train, uint64_t train_records,
+                                        struct data_loop *valid, uint64_t valid_records)
+{
+    struct saved_loop saved_train, saved_valid;
+    save(train, &saved_train);
+    save(valid, &saved_valid);
+    data_loop_free(train);
+    data_loop_free(valid);
+    data_loop_registry_free(registry);
+
+    char error[256];
+    data_loop_registry_init(registry);
+    data_loop_create(registry, train, -1, train_records, 10, true, 1, error, sizeof error);
+    data_loop_create(registry, valid, -1, valid_records, 10, false, 1, error, sizeof error);
+    restore(train, &saved_train);
+    restore(valid, &saved_valid);
+    return saved_valid.current_index;
+}
+
 /* A train and a validation loop per epoch; a restart in the middle of the
  * validation loop of epoch 0 skips the train loop's finished position and
  * continues the validation loop at its index. */
@@ -161,19 +185,8 @@ Test(data_loop, skipdone_after_a_restart_in_the_second_loop_of_an_epoch)
     cr_assert_eq(data_loop_begin(&registry, &valid, 0, 1, 0, &skipped, error, sizeof error), 0);
     data_loop_next_batch(&registry, &valid, indices, 10, error, sizeof error);
     data_loop_next_batch(&registry, &valid, indices, 10, error, sizeof error);
-    struct saved_loop saved_train, saved_valid;
-    save(&train, &saved_train);   /* checkpoint with the second batch in hand */
-    save(&valid, &saved_valid);
-    cr_expect_eq(saved_valid.current_index, 10);
-    data_loop_free(&train);
-    data_loop_free(&valid);
-    data_loop_registry_free(&registry);
-
-    data_loop_registry_init(&registry);
-    data_loop_create(&registry, &train, -1, 30, 10, true, 1, error, sizeof error);
-    data_loop_create(&registry, &valid, -1, 20, 10, false, 1, error, sizeof error);
-    restore(&train, &saved_train);
-    restore(&valid, &saved_valid);
+    /* checkpoint with the second batch in hand */
+    cr_expect_eq(restart_train_and_valid(&registry, &train, 30, &valid, 20), 10);
     cr_assert_eq(data_loop_begin(&registry, &train, 0, 1, 0, &skipped, error, sizeof error), 0);
     cr_expect(skipped, "the train loop finished position 0 of epoch 0");
     cr_expect_eq(data_loop_next_batch(&registry, &train, indices, 10, error, sizeof error), 0);
@@ -212,18 +225,7 @@ Test(data_loop, every_loop_finished_before_the_restart_is_skipped)
         while (data_loop_next_batch(&registry, loops[i], indices, 10, error, sizeof error) > 0)
             continue;
     }
-    struct saved_loop saved_train, saved_valid;
-    save(&train, &saved_train);
-    save(&valid, &saved_valid);
-    data_loop_free(&train);
-    data_loop_free(&valid);
-    data_loop_registry_free(&registry);
-
-    data_loop_registry_init(&registry);
-    data_loop_create(&registry, &train, -1, 20, 10, true, 1, error, sizeof error);
-    data_loop_create(&registry, &valid, -1, 20, 10, false, 1, error, sizeof error);
-    restore(&train, &saved_train);
-    restore(&valid, &saved_valid);
+    restart_train_and_valid(&registry, &train, 20, &valid, 20);
     cr_assert_eq(data_loop_begin(&registry, &train, 0, 1, 0, &skipped, error, sizeof error), 0,
                  "%s", error);
     cr_expect(skipped, "the train loop finished position 0 of epoch 0");
