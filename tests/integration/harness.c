@@ -239,15 +239,18 @@ static int harness_status_of(int status)
     return HARNESS_KILLED_BY(WTERMSIG(status));
 }
 
-int harness_wait(pid_t pid, double timeout_seconds)
+/* Reaps pid (polled every 2 ms); past timeout_seconds, first kills with
+ * SIGKILL the processes that would outlive it (when kill_first is not
+ * NULL), then pid itself.  Returns harness_status_of its wait status. */
+static int harness_wait_or_kill(pid_t pid, double timeout_seconds,
+                                void (*kill_first)(pid_t pid))
 {
     double deadline = harness_monotonic_seconds() + timeout_seconds;
     int status = 0;
-    for (;;) {
-        pid_t done = waitpid(pid, &status, WNOHANG);
-        if (done == pid)
-            break;
+    while (waitpid(pid, &status, WNOHANG) != pid) {
         if (harness_monotonic_seconds() > deadline) {
+            if (kill_first != NULL)
+                kill_first(pid);
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
             break;
@@ -255,6 +258,11 @@ int harness_wait(pid_t pid, double timeout_seconds)
         usleep(2000);
     }
     return harness_status_of(status);
+}
+
+int harness_wait(pid_t pid, double timeout_seconds)
+{
+    return harness_wait_or_kill(pid, timeout_seconds, NULL);
 }
 
 /* The children of a process, from /proc/PID/task/TID/children of each of
@@ -314,28 +322,19 @@ pid_t harness_mpirun_rank_pid(pid_t mpirun, unsigned rank)
     return 0;
 }
 
+/* Ranks outlive a killed mpirun, waiting in a collective for ever: they go
+ * first. */
+static void harness_kill_ranks(pid_t mpirun)
+{
+    pid_t ranks[64];
+    size_t count = harness_children(mpirun, ranks, sizeof ranks / sizeof ranks[0]);
+    for (size_t i = 0; i < count; i++)
+        kill(ranks[i], SIGKILL);
+}
+
 int harness_wait_mpirun(pid_t mpirun, double timeout_seconds)
 {
-    double deadline = harness_monotonic_seconds() + timeout_seconds;
-    int status = 0;
-    for (;;) {
-        pid_t done = waitpid(mpirun, &status, WNOHANG);
-        if (done == mpirun)
-            break;
-        if (harness_monotonic_seconds() > deadline) {
-            /* ranks outlive a killed mpirun, waiting in a collective for
-             * ever: they go first */
-            pid_t ranks[64];
-            size_t count = harness_children(mpirun, ranks, sizeof ranks / sizeof ranks[0]);
-            for (size_t i = 0; i < count; i++)
-                kill(ranks[i], SIGKILL);
-            kill(mpirun, SIGKILL);
-            waitpid(mpirun, &status, 0);
-            break;
-        }
-        usleep(2000);
-    }
-    return harness_status_of(status);
+    return harness_wait_or_kill(mpirun, timeout_seconds, harness_kill_ranks);
 }
 
 const char *harness_describe_status(int status)
