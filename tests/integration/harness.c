@@ -666,6 +666,18 @@ pid_t harness_start_wrapped_sgd_mpi(const struct harness_wrapped_job *wrapped,
     return pid;
 }
 
+char *harness_run_wrapped_sgd_mpi(const struct harness_wrapped_job *wrapped,
+                                  const char *replicas, const char *epochs,
+                                  const char *sleep_us, char *const environment[])
+{
+    pid_t pid = harness_start_wrapped_sgd_mpi(wrapped, replicas, epochs, sleep_us, NULL,
+                                              environment);
+    int status = harness_wait(pid, 280);
+    char *log = harness_read_output(wrapped->err);
+    cr_assert_eq(status, 0, "the job runs to its end: %s", log);
+    return log;
+}
+
 const char *harness_source_tree(void)
 {
     const char *source = getenv("ADAPTSHIM_SOURCE");

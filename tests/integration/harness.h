@@ -184,6 +184,11 @@ pid_t harness_start_wrapped_sgd_mpi(const struct harness_wrapped_job *wrapped,
                                     const char *replicas, const char *epochs,
                                     const char *sleep_us, char *const trainer_options[],
                                     char *const environment[]);
+/* Runs the same job to its end (at most 280 s), asserts that it exited 0,
+ * and returns its stderr (malloc'ed). */
+char *harness_run_wrapped_sgd_mpi(const struct harness_wrapped_job *wrapped,
+                                  const char *replicas, const char *epochs,
+                                  const char *sleep_us, char *const environment[]);
 /* The source tree the tests run for (ADAPTSHIM_SOURCE); asserts it is set. */
 const char *harness_source_tree(void);
 /* Runs `make install` of the source tree into DIRECTORY/prefix, then the
