@@ -5,15 +5,18 @@
 #include <criterion/criterion.h>
 #include <criterion/hooks.h>
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -561,6 +564,19 @@ bool harness_process_running(pid_t pid)
 {
     char state = harness_process_state(pid);
     return state != 0 && state != 'Z' && state != 'X';
+}
+
+unsigned harness_free_port(void)
+{
+    int socket_fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(socket_fd, 0);
+    struct sockaddr_in address = {.sin_family = AF_INET,
+                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t length = sizeof address;
+    cr_assert_eq(bind(socket_fd, (struct sockaddr *)&address, sizeof address), 0);
+    cr_assert_eq(getsockname(socket_fd, (struct sockaddr *)&address, &length), 0);
+    close(socket_fd);
+    return ntohs(address.sin_port);
 }
 
 size_t harness_append_list(char **list, size_t used, size_t capacity, char *const more[])

@@ -147,6 +147,9 @@ char harness_process_state(pid_t pid);
 /* Running: it exists and is not a zombie (an orphan's zombie may wait for
  * its reaper). */
 bool harness_process_running(pid_t pid);
+/* A TCP port on the loopback interface that nothing listens on now (the
+ * kernel's choice for port 0), for a rendezvous of the test's processes. */
+unsigned harness_free_port(void);
 /* Appends the NULL-ended list `more` (NULL: nothing) to list[used...] and
  * ends list with NULL; asserts that all of it fits in `capacity` entries.
  * Returns the new count of entries before the NULL. */
