@@ -334,7 +334,8 @@ INTEGRATION_SRC := $(sort $(wildcard tests/integration/*.c))
 INTEGRATION := $(BUILD)/tests/integration_tests
 # The integration tests link the runtime archive only to recompute logged
 # decisions from their inputs; everything else they do goes through processes.
-$(INTEGRATION): $(INTEGRATION_SRC) $(wildcard tests/integration/*.h) $(ARCHIVE)
+$(INTEGRATION): $(INTEGRATION_SRC) $(wildcard tests/integration/*.h) tests/tools/probe_common.h \
+                $(ARCHIVE)
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE $(CRITERION_CFLAGS) \
 	    -Itests/integration -Iruntime -o $@ $(INTEGRATION_SRC) $(ARCHIVE) $(CRITERION_LIBS) \
