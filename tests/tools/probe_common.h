@@ -1,6 +1,7 @@
-/* probe_common.h - what several probe programs do alike: hash the bytes
- * they read, so a test can compare them with the file's, and read(2) a
- * descriptor to its end.
+/* probe_common.h - what several probe and generator programs do alike:
+ * hash the bytes they read, so a test can compare them with the file's,
+ * read(2) a descriptor to its end, parse a count from the command line and
+ * draw from a seeded sequence.
  *
  * Each probe is one program built from its own source file, so what they
  * share is a header of static inline functions (a probe that does not use
@@ -11,6 +12,8 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -42,6 +45,30 @@ static inline ssize_t probe_read_up_to(int fd, void *buffer, size_t size)
             return -1;
     }
     return (ssize_t)got;
+}
+
+/* splitmix64: tiny, fast, and fully determined by its 64-bit state. */
+static inline uint64_t probe_splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* The non-negative decimal integer `text` given to `flag`; otherwise says
+ * so as `program` and exits with status 2 (a usage error). */
+static inline uint64_t probe_parse_u64(const char *program, const char *flag, const char *text)
+{
+    char *end;
+    errno = 0;
+    unsigned long long value = strtoull(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || text[0] == '-') {
+        fprintf(stderr, "%s: %s expects a non-negative integer, got '%s'\n", program, flag,
+                text);
+        exit(2);
+    }
+    return value;
 }
 
 #endif
