@@ -170,6 +170,17 @@ static void expect_same_final_weights(const struct resume_setup *reference,
     free(actual_bytes);
 }
 
+/* The reference a killed job is compared with: one run of `trainer` (in
+ * `mode`) to its end, never killed. */
+static void run_uninterrupted(struct resume_setup *reference, const char *mode,
+                              const char *trainer, char *const environment[])
+{
+    resume_setup_init(reference, mode);
+    unsigned one_run[] = {1};
+    struct harness_killed_run reference_records[1];
+    run_kill_sequence(reference, trainer, one_run, 1, 1, reference_records, environment);
+}
+
 /* sgd_read --resume loads its weights and step counter and runs its epoch
  * loop again from 0: a replay-style trainer. */
 static char *replay_setting[] = {"ADAPTDL_RESUME=replay", NULL};
@@ -177,11 +188,7 @@ static char *replay_setting[] = {"ADAPTDL_RESUME=replay", NULL};
 Test(resume, killed_k1_run_equals_uninterrupted_run_bit_for_bit, .timeout = 240)
 {
     struct resume_setup reference;
-    resume_setup_init(&reference, "read");
-    unsigned one_run[] = {1};
-    struct harness_killed_run reference_records[1];
-    run_kill_sequence(&reference, "trainers/sgd_read", one_run, 1, 1, reference_records,
-                      replay_setting);
+    run_uninterrupted(&reference, "read", "trainers/sgd_read", replay_setting);
 
     struct resume_setup setup;
     resume_setup_init(&setup, "read");
@@ -250,11 +257,7 @@ Test(resume, continue_mode_stdio_trainer_equals_uninterrupted_run, .timeout = 24
     char *continue_setting[] = {"ADAPTDL_RESUME=continue", NULL};
     trainer_batch = "7";
     struct resume_setup reference;
-    resume_setup_init(&reference, "stdio");
-    unsigned one_run[] = {1};
-    struct harness_killed_run reference_records[1];
-    run_kill_sequence(&reference, "trainers/sgd_stdio", one_run, 1, 1, reference_records,
-                      continue_setting);
+    run_uninterrupted(&reference, "stdio", "trainers/sgd_stdio", continue_setting);
 
     struct resume_setup setup;
     resume_setup_init(&setup, "stdio");
