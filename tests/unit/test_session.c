@@ -447,6 +447,27 @@ Test(session, a_file_two_entries_match_is_named_once_with_both_entries)
     config_free(&session.config);
 }
 
+/* Commits checkpoint "ck1" of the content "weights of step 10": its path
+ * (malloc'ed), and its content's identity in *identity. */
+static char *commit_checkpoint(struct session_fixture *fixture,
+                               struct content_identity *identity)
+{
+    cr_assert_eq(commit(fixture, "ck1", "weights of step 10"), 0);
+    char *path = unit_path_join(fixture->work, "ck1");
+    cr_assert_eq(content_identity_of_path(path, identity), 0);
+    return path;
+}
+
+/* A fresh session of one replica on the fixture's state directory: the
+ * job's next run. */
+static void start_restarted_session(struct runtime_session *restarted,
+                                    const struct session_fixture *fixture)
+{
+    session_init(restarted);
+    restarted->config.checkpoint_path = strdup(fixture->state);
+    restarted->config.num_replicas = 1;
+}
+
 /* A commit, then a fresh session (a restart) that loads that checkpoint:
  * the snapshot bound to its content is restored (0); a checkpoint of other
  * content finds none (1, a fresh start); a second load changes nothing. */
@@ -454,15 +475,10 @@ Test(session, a_restart_restores_the_snapshot_bound_to_the_checkpoint_it_loads)
 {
     struct session_fixture fixture;
     fixture_init(&fixture);
-    cr_assert_eq(commit(&fixture, "ck1", "weights of step 10"), 0);
-    char *path = unit_path_join(fixture.work, "ck1");
     struct content_identity identity;
-    cr_assert_eq(content_identity_of_path(path, &identity), 0);
-
+    char *path = commit_checkpoint(&fixture, &identity);
     struct runtime_session restarted;
-    session_init(&restarted);
-    restarted.config.checkpoint_path = strdup(fixture.state);
-    restarted.config.num_replicas = 1;
+    start_restarted_session(&restarted, &fixture);
     char error[512] = "";
     struct content_identity other = {.size = identity.size, .hash = identity.hash ^ 1};
     cr_expect_eq(session_restore_checkpoint(&restarted, path, &other, error, sizeof error), 1,
@@ -502,9 +518,7 @@ Test(session, snapshots_never_loaded_are_described)
     cr_assert_eq(commit(&fixture, "ck1", "weights of step 10"), 0);
 
     struct runtime_session restarted;
-    session_init(&restarted);
-    restarted.config.checkpoint_path = strdup(fixture.state);
-    restarted.config.num_replicas = 1;
+    start_restarted_session(&restarted, &fixture);
     cr_assert(session_describe_unloaded_snapshots(&restarted, message, sizeof message));
     char *checkpoint = unit_path_join(fixture.work, "ck1");
     cr_expect_not_null(strstr(message, fixture.state), "%s", message);
@@ -798,14 +812,10 @@ Test(session, two_threads_loading_checkpoints_at_once_restore_once)
 {
     struct session_fixture fixture;
     fixture_init(&fixture);
-    cr_assert_eq(commit(&fixture, "ck1", "weights of step 10"), 0);
-    char *path = unit_path_join(fixture.work, "ck1");
     struct content_identity identity;
-    cr_assert_eq(content_identity_of_path(path, &identity), 0);
+    char *path = commit_checkpoint(&fixture, &identity);
     struct runtime_session restarted;
-    session_init(&restarted);
-    restarted.config.checkpoint_path = strdup(fixture.state);
-    restarted.config.num_replicas = 1;
+    start_restarted_session(&restarted, &fixture);
     static unsigned char bytes[RESTORE_RACE_FILES][SESSION_RECORD * SESSION_RECORDS];
     static struct data_entry entries[RESTORE_RACE_FILES];
     for (unsigned i = 0; i < RESTORE_RACE_FILES; i++) {
