@@ -98,6 +98,28 @@ static void fixture_free(struct session_fixture *fixture)
 }
 
 /* The trainer writes `content` at `name` and commits it. */
+/* Sends the log's warnings and errors to DIRECTORY/log, whose path it
+ * returns (malloc'ed). */
+static char *capture_warnings(const char *directory)
+{
+    char *log_path = unit_path_join(directory, "log");
+    char error[512] = "";
+    cr_assert_eq(log_configure(LOG_LEVEL_WARN, log_path, 0, error, sizeof error), 0, "%s",
+                 error);
+    return log_path;
+}
+
+/* Closes the captured log and reads what it holds into text. */
+static void read_captured_log(const char *log_path, char *text, size_t size)
+{
+    log_close();
+    log_threshold = -1;
+    FILE *log = fopen(log_path, "r");
+    cr_assert_not_null(log);
+    text[fread(text, 1, size - 1, log)] = '\0';
+    fclose(log);
+}
+
 static int commit(struct session_fixture *fixture, const char *name, const char *content)
 {
     char *path = unit_path_join(fixture->work, name);
@@ -139,10 +161,7 @@ Test(session, a_snapshot_that_cannot_be_written_fails_the_commit_with_its_errno)
     cr_assert_eq(commit(&fixture, "ck", "first"), 0);
     cr_assert_eq(count_snapshots(fixture.state), 1);
 
-    char *log_path = unit_path_join(fixture.work, "log");
-    char error[256] = "";
-    cr_assert_eq(log_configure(LOG_LEVEL_WARN, log_path, 0, error, sizeof error), 0, "%s",
-                 error);
+    char *log_path = capture_warnings(fixture.work);
     const struct runtime_sysio original = runtime_sysio;
     full_directory = fixture.state;
     runtime_sysio.write = disk_full_write;
@@ -150,13 +169,8 @@ Test(session, a_snapshot_that_cannot_be_written_fails_the_commit_with_its_errno)
     cr_expect_eq(commit(&fixture, "ck.tmp", "second"), -1);
     cr_expect_eq(errno, ENOSPC, "errno %d", errno);
     runtime_sysio = original;
-    log_close();
-    log_threshold = -1;
-    FILE *log = fopen(log_path, "r");
-    cr_assert_not_null(log);
-    char text[2048] = "";
-    text[fread(text, 1, sizeof text - 1, log)] = '\0';
-    fclose(log);
+    char text[2048];
+    read_captured_log(log_path, text, sizeof text);
     cr_expect_not_null(strstr(text, "error: checkpoint "), "%s", text);
     cr_expect_not_null(strstr(text, "ck.tmp"), "names the checkpoint: %s", text);
     cr_expect_not_null(strstr(text, strerror(ENOSPC)), "names the errno: %s", text);
@@ -410,9 +424,7 @@ Test(session, a_file_two_entries_match_is_named_once_with_both_entries)
     cr_assert_eq(config_parse(&session.config, environment, error, sizeof error), 0, "%s",
                  error);
     cr_assert_eq(session_prepare_globs(&session, "/work/run"), 0);
-    char *log_path = unit_path_join(work, "log");
-    cr_assert_eq(log_configure(LOG_LEVEL_WARN, log_path, 0, error, sizeof error), 0, "%s",
-                 error);
+    char *log_path = capture_warnings(work);
 
     const struct data_entry *entry =
         session_match_data(&session, "/data/train.bin", "/data/train.bin");
@@ -421,14 +433,9 @@ Test(session, a_file_two_entries_match_is_named_once_with_both_entries)
     cr_expect_eq(session_match_data(&session, "/data/train2.bin", "/data/train2.bin"), entry);
     cr_expect_not_null(session_match_data(&session, "/data/eval.txt", "/data/eval.txt"));
     cr_expect_not_null(session_match_data(&session, "/data/other.bin", "/data/other.bin"));
-    log_close();
-    log_threshold = -1;
 
-    FILE *log = fopen(log_path, "r");
-    cr_assert_not_null(log);
-    char text[2048] = "";
-    text[fread(text, 1, sizeof text - 1, log)] = '\0';
-    fclose(log);
+    char text[2048];
+    read_captured_log(log_path, text, sizeof text);
     cr_expect_not_null(strstr(text, "warn: ADAPTDL_DATA entries 1 (\"/data/*.bin\") and 2 "
                                     "(\"/data/train*\") both match \"/data/train.bin\": entry "
                                     "1, the first, applies and entry 2's keys are ignored"),
@@ -670,23 +677,16 @@ Test(session, a_commit_without_a_state_directory_writes_nothing_and_warns_once)
     struct runtime_session session;
     session_init(&session);
     char *work = make_directory();
-    char *log_path = unit_path_join(work, "log");
     char error[512] = "";
-    cr_assert_eq(log_configure(LOG_LEVEL_WARN, log_path, 0, error, sizeof error), 0, "%s",
-                 error);
+    char *log_path = capture_warnings(work);
     struct content_identity identity = {.size = 1, .hash = 1};
     cr_expect_eq(session_commit_checkpoint(&session, "/job/first.pt", &identity, NULL, NULL,
                                            error, sizeof error), 1);
     cr_expect_eq(session_commit_checkpoint(&session, "/job/second.pt", &identity, NULL, NULL,
                                            error, sizeof error), 1);
     cr_expect_eq(session.snapshots_written, 0);
-    log_close();
-    log_threshold = -1;
-    FILE *log = fopen(log_path, "r");
-    cr_assert_not_null(log);
-    char text[2048] = "";
-    text[fread(text, 1, sizeof text - 1, log)] = '\0';
-    fclose(log);
+    char text[2048];
+    read_captured_log(log_path, text, sizeof text);
     cr_expect_not_null(strstr(text, "warn: checkpoint /job/first.pt committed, but "
                                     "ADAPTDL_CHECKPOINT_PATH is unset"), "%s", text);
     cr_expect_eq(strchr(text, '\n'), text + strlen(text) - 1, "one warning: %s", text);
