@@ -45,30 +45,26 @@ static void write_text(const char *path, const char *text)
     cr_assert_eq(fclose(file), 0);
 }
 
+static bool is_snapshot_name(const char *name)
+{
+    return strncmp(name, "snapshot-", 9) == 0;
+}
+
+static bool is_hidden_name(const char *name)
+{
+    return name[0] == '.';
+}
+
 /* Snapshot files (not temp files) in the state directory. */
 static size_t count_snapshots(const char *state)
 {
-    DIR *listing = opendir(state);
-    cr_assert_not_null(listing);
-    size_t count = 0;
-    struct dirent *entry;
-    while ((entry = readdir(listing)) != NULL)
-        count += strncmp(entry->d_name, "snapshot-", 9) == 0;
-    closedir(listing);
-    return count;
+    return unit_directory_count_matching(state, is_snapshot_name);
 }
 
+/* Temporary files (hidden) in the state directory. */
 static size_t count_hidden(const char *state)
 {
-    DIR *listing = opendir(state);
-    cr_assert_not_null(listing);
-    size_t count = 0;
-    struct dirent *entry;
-    while ((entry = readdir(listing)) != NULL)
-        count += entry->d_name[0] == '.' && strcmp(entry->d_name, ".") != 0 &&
-                 strcmp(entry->d_name, "..") != 0;
-    closedir(listing);
-    return count;
+    return unit_directory_count_matching(state, is_hidden_name);
 }
 
 struct session_fixture {

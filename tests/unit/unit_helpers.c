@@ -46,14 +46,20 @@ uint64_t unit_splitmix64(uint64_t *state)
     return z ^ (z >> 31);
 }
 
-size_t unit_directory_entry_count(const char *directory)
+size_t unit_directory_count_matching(const char *directory, bool (*matches)(const char *name))
 {
     DIR *listing = opendir(directory);
     cr_assert_not_null(listing, "%s", directory);
     size_t count = 0;
     for (struct dirent *entry; (entry = readdir(listing)) != NULL;)
-        if (strcmp(entry->d_name, ".") != 0 && strcmp(entry->d_name, "..") != 0)
+        if (strcmp(entry->d_name, ".") != 0 && strcmp(entry->d_name, "..") != 0 &&
+            (matches == NULL || matches(entry->d_name)))
             count++;
     closedir(listing);
     return count;
+}
+
+size_t unit_directory_entry_count(const char *directory)
+{
+    return unit_directory_count_matching(directory, NULL);
 }

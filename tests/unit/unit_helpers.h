@@ -5,6 +5,7 @@
 #ifndef ADAPTSHIM_UNIT_HELPERS_H
 #define ADAPTSHIM_UNIT_HELPERS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,6 +21,9 @@ char *unit_path_join(const char *directory, const char *name);
 
 /* How many entries the directory holds, "." and ".." left out. */
 size_t unit_directory_entry_count(const char *directory);
+
+/* How many of those entries have a name for which matches() is true. */
+size_t unit_directory_count_matching(const char *directory, bool (*matches)(const char *name));
 
 /* splitmix64: the next number of the sequence seeded by *state; tests that
  * draw random cases use it so that a failure can be replayed. */
