@@ -333,18 +333,38 @@ Test(session, an_unknown_file_never_commits)
     cr_expect_not(session_close_commits(NULL, &opened));
 }
 
+/* A session configured by environment (which must parse). */
+static void start_session(struct runtime_session *session, char *const environment[])
+{
+    session_init(session);
+    char error[512];
+    cr_assert_eq(config_parse(&session->config, environment, error, sizeof error), 0, "%s",
+                 error);
+}
+
+/* Frees what session_prepare_globs and the matches made, and the
+ * configuration. */
+static void free_prepared_session(struct runtime_session *session)
+{
+    for (size_t i = 0; session->data_anchored_globs != NULL && i < session->config.data_count;
+         i++)
+        free(session->data_anchored_globs[i]);
+    free(session->data_anchored_globs);
+    free(session->save_anchored_glob);
+    free(session->data_entry_matched);
+    free(session->data_entry_overlap_warned);
+    config_free(&session->config);
+}
+
 /* The globs of ADAPTDL_DATA and ADAPTDL_SAVE match the path as the trainer
  * passed it or its absolute form, with fnmatch flags 0 (`*` matches `/`);
  * the first data entry that matches wins. */
 Test(session, globs_match_the_path_as_passed_or_its_absolute_form)
 {
-    struct runtime_session session;
-    session_init(&session);
-    char error[512];
     char *environment[] = {"ADAPTDL_DATA=/data/*.bin:record=8;train.txt:lines;*.bin:record=4",
                            "ADAPTDL_SAVE=*/ck*", NULL};
-    cr_assert_eq(config_parse(&session.config, environment, error, sizeof error), 0, "%s",
-                 error);
+    struct runtime_session session;
+    start_session(&session, environment);
     const struct data_entry *entry = session_match_data(&session, "x/y.bin", "/data/x/y.bin");
     cr_assert_not_null(entry, "`*` matches `/` in the absolute form");
     cr_expect_eq(entry->record_size, 8, "the first entry that matches");
@@ -366,13 +386,10 @@ Test(session, globs_match_the_path_as_passed_or_its_absolute_form)
  * silently); an absolute glob is left as it is. */
 Test(session, relative_globs_are_anchored_at_the_start_up_directory)
 {
-    struct runtime_session session;
-    session_init(&session);
-    char error[512];
     char *environment[] = {"ADAPTDL_DATA=data.bin:record=8;/data/eval.bin:record=4",
                            "ADAPTDL_SAVE=ck0", NULL};
-    cr_assert_eq(config_parse(&session.config, environment, error, sizeof error), 0, "%s",
-                 error);
+    struct runtime_session session;
+    start_session(&session, environment);
     cr_expect_null(session_match_data(&session, "./data.bin", "/work/run/data.bin"),
                    "as written, the glob matches no form of ./data.bin");
     cr_expect_not(session_match_save(&session, "/work/run/ck0", "/work/run/ck0"));
@@ -396,12 +413,7 @@ Test(session, relative_globs_are_anchored_at_the_start_up_directory)
                                                    sizeof message),
                   "every one matched: %s", message);
     cr_expect_null(session_match_data(&session, "/other/data.bin", "/other/data.bin"));
-    free(session.data_anchored_globs[0]);
-    free(session.data_anchored_globs);
-    free(session.save_anchored_glob);
-    free(session.data_entry_matched);
-    free(session.data_entry_overlap_warned);
-    config_free(&session.config);
+    free_prepared_session(&session);
 }
 
 /* Two different globs that match one file: the first entry applies, and
@@ -410,15 +422,12 @@ Test(session, relative_globs_are_anchored_at_the_start_up_directory)
  * once per later entry. */
 Test(session, a_file_two_entries_match_is_named_once_with_both_entries)
 {
-    struct runtime_session session;
-    session_init(&session);
     char *work = make_directory();
-    char error[512];
     char *environment[] = {"ADAPTDL_DATA=/data/*.bin:record=8;/data/train*:record=4;"
                            "/data/eval.txt:lines",
                            NULL};
-    cr_assert_eq(config_parse(&session.config, environment, error, sizeof error), 0, "%s",
-                 error);
+    struct runtime_session session;
+    start_session(&session, environment);
     cr_assert_eq(session_prepare_globs(&session, "/work/run"), 0);
     char *log_path = capture_warnings(work);
 
@@ -442,12 +451,7 @@ Test(session, a_file_two_entries_match_is_named_once_with_both_entries)
     unlink(log_path);
     free(log_path);
     unit_remove_temp_directory(work);
-    for (size_t i = 0; i < session.config.data_count; i++)
-        free(session.data_anchored_globs[i]);
-    free(session.data_anchored_globs);
-    free(session.data_entry_matched);
-    free(session.data_entry_overlap_warned);
-    config_free(&session.config);
+    free_prepared_session(&session);
 }
 
 /* Commits checkpoint "ck1" of the content "weights of step 10": its path
