@@ -475,39 +475,53 @@ static void start_restarted_session(struct runtime_session *restarted,
     restarted->config.num_replicas = 1;
 }
 
+/* A job that committed checkpoint ck1 (its path and content identity),
+ * and the session of its next run. */
+struct restart {
+    struct session_fixture fixture;
+    struct content_identity identity;
+    char *path;
+    struct runtime_session restarted;
+};
+
+static void restart_after_a_commit(struct restart *restart)
+{
+    fixture_init(&restart->fixture);
+    restart->path = commit_checkpoint(&restart->fixture, &restart->identity);
+    start_restarted_session(&restart->restarted, &restart->fixture);
+}
+
 /* A commit, then a fresh session (a restart) that loads that checkpoint:
  * the snapshot bound to its content is restored (0); a checkpoint of other
  * content finds none (1, a fresh start); a second load changes nothing. */
 Test(session, a_restart_restores_the_snapshot_bound_to_the_checkpoint_it_loads)
 {
-    struct session_fixture fixture;
-    fixture_init(&fixture);
-    struct content_identity identity;
-    char *path = commit_checkpoint(&fixture, &identity);
-    struct runtime_session restarted;
-    start_restarted_session(&restarted, &fixture);
+    struct restart restart;
+    restart_after_a_commit(&restart);
     char error[512] = "";
-    struct content_identity other = {.size = identity.size, .hash = identity.hash ^ 1};
-    cr_expect_eq(session_restore_checkpoint(&restarted, path, &other, error, sizeof error), 1,
-                 "no snapshot is bound to other content");
+    struct content_identity other = {.size = restart.identity.size,
+                                     .hash = restart.identity.hash ^ 1};
+    cr_expect_eq(session_restore_checkpoint(&restart.restarted, restart.path, &other, error,
+                                            sizeof error),
+                 1, "no snapshot is bound to other content");
 
     struct runtime_session again;
-    session_init(&again);
-    again.config.checkpoint_path = strdup(fixture.state);
-    again.config.num_replicas = 1;
-    cr_expect_eq(session_restore_checkpoint(&again, path, &identity, error, sizeof error), 0,
-                 "%s", error);
-    cr_expect_eq(session_restore_checkpoint(&again, path, &identity, error, sizeof error), 1,
-                 "a second load is no restore");
-    config_free(&restarted.config);
+    start_restarted_session(&again, &restart.fixture);
+    cr_expect_eq(session_restore_checkpoint(&again, restart.path, &restart.identity, error,
+                                            sizeof error),
+                 0, "%s", error);
+    cr_expect_eq(session_restore_checkpoint(&again, restart.path, &restart.identity, error,
+                                            sizeof error),
+                 1, "a second load is no restore");
+    config_free(&restart.restarted.config);
     config_free(&again.config);
     /* a session lives as long as its process and has no teardown: the
      * positions the restore left pending (no file registered) go here */
     for (size_t i = 0; i < again.registry.pending_count; i++)
         free(again.registry.pending[i].position.name);
     free(again.registry.pending);
-    free(path);
-    fixture_free(&fixture);
+    free(restart.path);
+    fixture_free(&restart.fixture);
 }
 
 /* A restarted trainer about to train without loading its checkpoint is
@@ -609,6 +623,19 @@ static void two_steps_in_flight(uint64_t *steps, uint64_t *records)
     *records = 16;
 }
 
+/* Commits /job/model.pt of content `identity` directly and loads the
+ * snapshot bound to it into *snapshot. */
+static void commit_and_load_bound(struct session_fixture *fixture,
+                                  const struct content_identity *identity,
+                                  struct adaptdl_snapshot *snapshot)
+{
+    char error[512] = "";
+    cr_assert_eq(session_commit_checkpoint(&fixture->session, "/job/model.pt", identity, NULL,
+                                           NULL, error, sizeof error), 0, "%s", error);
+    cr_assert_eq(snapshot_load_bound(fixture->state, identity, snapshot, error, sizeof error), 0,
+                 "%s", error);
+}
+
 Test(session, a_commit_writes_a_snapshot_bound_to_the_checkpoints_content)
 {
     struct session_fixture fixture;
@@ -653,18 +680,12 @@ Test(session, a_commit_writes_a_snapshot_bound_to_the_checkpoints_content)
 
     /* commits count on, and past a restored snapshot's sequence */
     struct content_identity second = {.size = 1, .hash = 2};
-    cr_assert_eq(session_commit_checkpoint(&fixture.session, "/job/model.pt", &second, NULL,
-                                           NULL, error, sizeof error), 0, "%s", error);
-    cr_assert_eq(snapshot_load_bound(fixture.state, &second, &snapshot, error, sizeof error), 0,
-                 "%s", error);
+    commit_and_load_bound(&fixture, &second, &snapshot);
     cr_expect_eq(snapshot.sequence, 2);
     snapshot_free(&snapshot);
     fixture.session.registry.restored_sequence = 40;
     struct content_identity third = {.size = 1, .hash = 3};
-    cr_assert_eq(session_commit_checkpoint(&fixture.session, "/job/model.pt", &third, NULL,
-                                           NULL, error, sizeof error), 0, "%s", error);
-    cr_assert_eq(snapshot_load_bound(fixture.state, &third, &snapshot, error, sizeof error), 0,
-                 "%s", error);
+    commit_and_load_bound(&fixture, &third, &snapshot);
     cr_expect_eq(snapshot.sequence, 41);
     snapshot_free(&snapshot);
     cr_expect_eq(fixture.session.snapshots_written, 3);
@@ -810,23 +831,19 @@ static unsigned restore_race_round(struct runtime_session *session, const char *
  * restore.  (Each round starts the same session afresh.) */
 Test(session, two_threads_loading_checkpoints_at_once_restore_once)
 {
-    struct session_fixture fixture;
-    fixture_init(&fixture);
-    struct content_identity identity;
-    char *path = commit_checkpoint(&fixture, &identity);
-    struct runtime_session restarted;
-    start_restarted_session(&restarted, &fixture);
+    struct restart restart;
+    restart_after_a_commit(&restart);
     static unsigned char bytes[RESTORE_RACE_FILES][SESSION_RECORD * SESSION_RECORDS];
     static struct data_entry entries[RESTORE_RACE_FILES];
     for (unsigned i = 0; i < RESTORE_RACE_FILES; i++) {
         char name[64];
         snprintf(name, sizeof name, "/data/eval%u.bin", i);
-        register_file(&restarted, &entries[i], name, bytes[i], DATA_ROLE_EVAL, 10 + i);
+        register_file(&restart.restarted, &entries[i], name, bytes[i], DATA_ROLE_EVAL, 10 + i);
     }
     unsigned both_restored = 0, none_restored = 0;
     for (unsigned round = 0; round < RESTORE_RACE_ROUNDS; round++) {
-        __atomic_store_n(&restarted.restore_attempted, false, __ATOMIC_SEQ_CST);
-        unsigned restored = restore_race_round(&restarted, path, &identity);
+        __atomic_store_n(&restart.restarted.restore_attempted, false, __ATOMIC_SEQ_CST);
+        unsigned restored = restore_race_round(&restart.restarted, restart.path, &restart.identity);
         both_restored += restored == 2;
         none_restored += restored == 0;
     }
@@ -834,9 +851,9 @@ Test(session, two_threads_loading_checkpoints_at_once_restore_once)
                  RESTORE_RACE_ROUNDS);
     cr_expect_eq(none_restored, 0, "neither restored in %u of %u rounds", none_restored,
                  RESTORE_RACE_ROUNDS);
-    free_restored_positions(&restarted);
-    release_files(&restarted);
-    config_free(&restarted.config);
-    free(path);
-    fixture_free(&fixture);
+    free_restored_positions(&restart.restarted);
+    release_files(&restart.restarted);
+    config_free(&restart.restarted.config);
+    free(restart.path);
+    fixture_free(&restart.fixture);
 }
