@@ -19,18 +19,11 @@ static const struct perf_params hints_perf = {
     .alpha_r = 0.005, .beta_r = 0.002, .gamma = 1.5,
 };
 
-static struct batch_decision_inputs hints_inputs(void)
-{
-    return (struct batch_decision_inputs){
-        .grad_sqr = 1.0,
-        .grad_var = 10.0,
-        .nodes = 1,
-        .replicas = 2,
-        .current_local_bsz = 16,
-        .initial_global_bsz = 32,
-        .max_global_bsz = 1024,
-    };
-}
+/* The inputs of the decisions these tests write (each test takes a copy). */
+static const struct batch_decision_inputs hints_inputs = {
+    .grad_sqr = 1.0, .grad_var = 10.0, .nodes = 1, .replicas = 2,
+    .current_local_bsz = 16, .initial_global_bsz = 32, .max_global_bsz = 1024,
+};
 
 static size_t hints_read_file(const char *path, char *text, size_t size)
 {
@@ -44,7 +37,7 @@ static size_t hints_read_file(const char *path, char *text, size_t size)
 
 Test(hints_write, the_reader_reads_the_goodput_table_the_writer_predicts)
 {
-    struct batch_decision_inputs inputs = hints_inputs();
+    struct batch_decision_inputs inputs = hints_inputs;
     struct batch_decision decision = {.valid = true, .perf = hints_perf};
     struct json_line line;
     hints_format(&line, 1796307514.5, &inputs, &decision, 2);
@@ -92,13 +85,13 @@ static void hints_target_make(struct hints_target *target, const char *name)
     snprintf(target->path, sizeof target->path, "%s/%s", target->directory, name);
 }
 
-/* The hints line of a decision on hints_inputs() with a gradient variance
+/* The hints line of a decision on hints_inputs with a gradient variance
  * of grad_var, at time_seconds, with max_replicas_profiled replicas
  * profiled. */
 static void format_hints(struct json_line *line, double time_seconds, double grad_var,
                          uint32_t max_replicas_profiled)
 {
-    struct batch_decision_inputs inputs = hints_inputs();
+    struct batch_decision_inputs inputs = hints_inputs;
     inputs.grad_var = grad_var;
     struct batch_decision decision = {.valid = true, .perf = hints_perf};
     hints_format(line, time_seconds, &inputs, &decision, max_replicas_profiled);
