@@ -227,7 +227,7 @@ $(BUILD)/trainers/%: tests/trainers/%.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) -std=c++17 -O2 -g -Wall -Wextra -Werror -o $@ $<
 
-$(BUILD)/tools/%: tests/tools/%.c
+$(BUILD)/tools/%: tests/tools/%.c tests/tools/probe_common.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror $(if $(findstring mpi,$*),$(MPI_CFLAGS)) \
 	    -o $@ $< $(if $(findstring mpi,$*),$(MPI_LIBS)) -lm
@@ -255,7 +255,7 @@ $(BUILD)/tools/static_pie_probe: tests/tools/static_probe.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -static-pie -o $@ $<
 
-$(BUILD)/bench/%: tests/bench/%.c $(ARCHIVE)
+$(BUILD)/bench/%: tests/bench/%.c tests/bench/bench_common.h $(ARCHIVE)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Wno-missing-prototypes -Iruntime -o $@ $< $(ARCHIVE) $(PKG_LIBS) -ldl -lpthread -lm
 
@@ -352,7 +352,8 @@ INTEGRATION_SRC := $(sort $(wildcard tests/integration/*.c))
 INTEGRATION := $(BUILD)/tests/integration_tests
 # The integration tests link the runtime archive only to recompute logged
 # decisions from their inputs; everything else they do goes through processes.
-$(INTEGRATION): $(INTEGRATION_SRC) $(wildcard tests/integration/*.h) $(ARCHIVE)
+$(INTEGRATION): $(INTEGRATION_SRC) $(wildcard tests/integration/*.h) tests/tools/probe_common.h \
+                $(ARCHIVE)
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE $(CRITERION_CFLAGS) \
 	    -Itests/integration -Iruntime -o $@ $(INTEGRATION_SRC) $(ARCHIVE) $(CRITERION_LIBS) \

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bench_common.h"
 #include "goodput.h"
 
 #define DECISIONS_PER_SAMPLE 1000
@@ -33,25 +34,6 @@
 #define NOISE_SIGMA 0.05
 
 static volatile double bench_sink;
-
-static double monotonic_seconds(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
-}
-
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *values, size_t count)
-{
-    qsort(values, count, sizeof *values, compare_doubles);
-    return values[count / 2];
-}
 
 /* --- decisions ---------------------------------------------------------- */
 
@@ -71,7 +53,7 @@ static double bench_decisions(double gamma)
     double samples[DECISION_SAMPLES];
     for (int sample = 0; sample < DECISION_SAMPLES; sample++) {
         double sum = 0.0;
-        double start = monotonic_seconds();
+        double start = bench_monotonic_seconds();
         for (int decision = 0; decision < DECISIONS_PER_SAMPLE; decision++) {
             const uint32_t *layout = bench_layouts[decision % LAYOUT_COUNT];
             struct goodput_choice choice;
@@ -79,10 +61,10 @@ static double bench_decisions(double gamma)
                                   &current, &choice);
             sum += choice.goodput;
         }
-        samples[sample] = (monotonic_seconds() - start) / DECISIONS_PER_SAMPLE;
+        samples[sample] = (bench_monotonic_seconds() - start) / DECISIONS_PER_SAMPLE;
         bench_sink += sum;
     }
-    return median(samples, DECISION_SAMPLES);
+    return bench_median(samples, DECISION_SAMPLES);
 }
 
 /* --- fits ------------------------------------------------------------------ */
@@ -143,16 +125,16 @@ static double bench_fit(int distinct, struct perf_fit_report *report)
     for (int sample = 0; sample < FIT_SAMPLES; sample++) {
         struct perf_params fitted;
         char error[256];
-        double start = monotonic_seconds();
+        double start = bench_monotonic_seconds();
         if (perf_params_fit_report(points, PROFILE_POINTS, &fitted, report, error,
                                    sizeof error) != 0) {
             fprintf(stderr, "bench_goodput: fit failed: %s\n", error);
             exit(1);
         }
-        samples[sample] = monotonic_seconds() - start;
+        samples[sample] = bench_monotonic_seconds() - start;
         bench_sink += fitted.gamma;
     }
-    return median(samples, FIT_SAMPLES);
+    return bench_median(samples, FIT_SAMPLES);
 }
 
 int main(void)

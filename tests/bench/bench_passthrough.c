@@ -9,37 +9,32 @@
 #include <time.h>
 #include <unistd.h>
 
-static double bench_now(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
-}
+#include "bench_common.h"
 
 int main(int argc, char **argv)
 {
     long iterations = argc > 1 ? atol(argv[1]) : 2000000;
     char buffer[4096];
     int zero = open("/dev/zero", O_RDONLY);
-    double start = bench_now();
+    double start = bench_monotonic_seconds();
     for (long i = 0; i < iterations; i++)
         if (read(zero, buffer, sizeof buffer) != (ssize_t)sizeof buffer)
             return 1;
-    double zero_rate = (double)iterations / (bench_now() - start);
+    double zero_rate = (double)iterations / (bench_monotonic_seconds() - start);
     close(zero);
 
     int pipe_fds[2];
     if (pipe(pipe_fds) != 0)
         return 1;
     long pipe_iterations = iterations / 2;
-    start = bench_now();
+    start = bench_monotonic_seconds();
     for (long i = 0; i < pipe_iterations; i++) {
         if (write(pipe_fds[1], buffer, sizeof buffer) != (ssize_t)sizeof buffer)
             return 1;
         if (read(pipe_fds[0], buffer, sizeof buffer) != (ssize_t)sizeof buffer)
             return 1;
     }
-    double pipe_rate = (double)pipe_iterations / (bench_now() - start);
+    double pipe_rate = (double)pipe_iterations / (bench_monotonic_seconds() - start);
     printf("%.0f %.0f\n", zero_rate, pipe_rate);
     return 0;
 }

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bench_common.h"
 #include "permutation.h"
 
 #define BENCH_REPLICAS 4
@@ -36,13 +37,6 @@
  * work being measured. */
 static volatile uint64_t bench_sink;
 
-static double monotonic_seconds(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
-}
-
 /* How many times to walk a view of `length` indices, and how much of it, so
  * that a measurement covers MEASURE_MIN..MAX_INDICES indices. */
 static void bench_plan(uint64_t length, uint64_t *repeats, uint64_t *walked)
@@ -51,41 +45,27 @@ static void bench_plan(uint64_t length, uint64_t *repeats, uint64_t *walked)
     *repeats = (MEASURE_MIN_INDICES + *walked - 1) / *walked;
 }
 
-/* Nanoseconds per index for the on-demand Feistel view. */
-static double bench_feistel(const struct record_permutation *permutation, uint64_t record_count)
+/* Nanoseconds per index for a walk over this rank's view: through the
+ * on-demand Feistel permutation, or, where materialized is not NULL, through
+ * that materialized permutation instead (the view arithmetic is kept, so
+ * only the permutation step differs; the choice between the two is a branch
+ * that goes the same way every time, so it costs both walks alike). */
+static double bench_walk(const struct record_permutation *permutation,
+                         const uint64_t *materialized, uint64_t record_count)
 {
     uint64_t repeats, walked;
     bench_plan(view_length(record_count, BENCH_REPLICAS, 0), &repeats, &walked);
 
     uint64_t sum = 0;
-    double start = monotonic_seconds();
+    double start = bench_monotonic_seconds();
     for (uint64_t repeat = 0; repeat < repeats; repeat++)
         for (uint64_t position = 0; position < walked; position++) {
             uint64_t logical =
                 view_logical_index(record_count, BENCH_REPLICAS, BENCH_RANK, 0, position);
-            sum += record_permutation_apply(permutation, logical);
+            sum += materialized != NULL ? materialized[logical]
+                                        : record_permutation_apply(permutation, logical);
         }
-    double elapsed = monotonic_seconds() - start;
-    bench_sink += sum;
-    return elapsed * 1e9 / (double)(repeats * walked);
-}
-
-/* Nanoseconds per index for the same walk over a materialized permutation
- * (the view arithmetic is kept, so only the permutation step differs). */
-static double bench_array(const uint64_t *materialized, uint64_t record_count)
-{
-    uint64_t repeats, walked;
-    bench_plan(view_length(record_count, BENCH_REPLICAS, 0), &repeats, &walked);
-
-    uint64_t sum = 0;
-    double start = monotonic_seconds();
-    for (uint64_t repeat = 0; repeat < repeats; repeat++)
-        for (uint64_t position = 0; position < walked; position++) {
-            uint64_t logical =
-                view_logical_index(record_count, BENCH_REPLICAS, BENCH_RANK, 0, position);
-            sum += materialized[logical];
-        }
-    double elapsed = monotonic_seconds() - start;
+    double elapsed = bench_monotonic_seconds() - start;
     bench_sink += sum;
     return elapsed * 1e9 / (double)(repeats * walked);
 }
@@ -111,7 +91,7 @@ static void bench_record_count(uint64_t record_count, int materialize, const cha
 {
     struct record_permutation permutation;
     record_permutation_init(&permutation, record_count, 1, 42, "train.bin", 0, 0);
-    double feistel_ns = bench_feistel(&permutation, record_count);
+    double feistel_ns = bench_walk(&permutation, NULL, record_count);
 
     if (!materialize) {
         printf("N=%-19" PRIu64 " feistel %5.1f ns/index  array n/a (", record_count, feistel_ns);
@@ -126,11 +106,11 @@ static void bench_record_count(uint64_t record_count, int materialize, const cha
                record_count, feistel_ns, note);
         return;
     }
-    double build_start = monotonic_seconds();
+    double build_start = bench_monotonic_seconds();
     for (uint64_t index = 0; index < record_count; index++)
         materialized[index] = record_permutation_apply(&permutation, index);
-    double build_seconds = monotonic_seconds() - build_start;
-    double array_ns = bench_array(materialized, record_count);
+    double build_seconds = bench_monotonic_seconds() - build_start;
+    double array_ns = bench_walk(&permutation, materialized, record_count);
     free(materialized);
 
     printf("N=%-19" PRIu64 " feistel %5.1f ns/index  array %5.1f ns/index  ratio %.1fx"

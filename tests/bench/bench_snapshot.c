@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_common.h"
 #include "state_store.h"
 
 #define SAVE_ITERATIONS 200
@@ -36,25 +37,6 @@
 #define HASH_REPEATS 5
 
 static volatile uint64_t bench_sink;
-
-static double monotonic_seconds(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
-}
-
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *samples, size_t count)
-{
-    qsort(samples, count, sizeof *samples, compare_doubles);
-    return count % 2 ? samples[count / 2] : 0.5 * (samples[count / 2 - 1] + samples[count / 2]);
-}
 
 static int remove_entry(const char *path, const struct stat *status, int type, struct FTW *walk)
 {
@@ -106,16 +88,16 @@ static double bench_encode(const struct adaptdl_snapshot *snapshot, size_t *enco
     static double samples[ENCODE_ITERATIONS];
     for (size_t iteration = 0; iteration < ENCODE_ITERATIONS; iteration++) {
         void *data;
-        double start = monotonic_seconds();
+        double start = bench_monotonic_seconds();
         if (snapshot_encode(snapshot, &data, encoded_size) != 0) {
             fprintf(stderr, "bench_snapshot: encode failed: %s\n", strerror(errno));
             exit(1);
         }
-        samples[iteration] = (monotonic_seconds() - start) * 1e6;
+        samples[iteration] = (bench_monotonic_seconds() - start) * 1e6;
         bench_sink += ((unsigned char *)data)[*encoded_size - 1];
         free(data);
     }
-    return median(samples, ENCODE_ITERATIONS);
+    return bench_median(samples, ENCODE_ITERATIONS);
 }
 
 /* Median microseconds of snapshot_save (the same name each time, as a
@@ -126,14 +108,14 @@ static double bench_save(const char *directory, struct adaptdl_snapshot *snapsho
     char error[512];
     for (size_t iteration = 0; iteration < SAVE_ITERATIONS; iteration++) {
         snapshot->sequence++;
-        double start = monotonic_seconds();
+        double start = bench_monotonic_seconds();
         if (snapshot_save(directory, snapshot, error, sizeof error) != 0) {
             fprintf(stderr, "bench_snapshot: %s\n", error);
             exit(1);
         }
-        samples[iteration] = (monotonic_seconds() - start) * 1e6;
+        samples[iteration] = (bench_monotonic_seconds() - start) * 1e6;
     }
-    return median(samples, SAVE_ITERATIONS);
+    return bench_median(samples, SAVE_ITERATIONS);
 }
 
 /* Median microseconds of one fsync of a small, freshly written file. */
@@ -149,17 +131,17 @@ static double bench_fsync(const char *directory, size_t file_size)
             fprintf(stderr, "bench_snapshot: %s: %s\n", path, strerror(errno));
             exit(1);
         }
-        double start = monotonic_seconds();
+        double start = bench_monotonic_seconds();
         if (fsync(fd) != 0) {
             fprintf(stderr, "bench_snapshot: fsync: %s\n", strerror(errno));
             exit(1);
         }
-        samples[iteration] = (monotonic_seconds() - start) * 1e6;
+        samples[iteration] = (bench_monotonic_seconds() - start) * 1e6;
         close(fd);
     }
     unlink(path);
     free(content);
-    return median(samples, SAVE_ITERATIONS);
+    return bench_median(samples, SAVE_ITERATIONS);
 }
 
 /* Best-of-N GB/s of content_hash_bytes over a 64 MiB buffer. */
@@ -179,9 +161,9 @@ static double bench_hash(void)
     }
     double best = 0;
     for (int repeat = 0; repeat < HASH_REPEATS; repeat++) {
-        double start = monotonic_seconds();
+        double start = bench_monotonic_seconds();
         bench_sink += content_hash_bytes(buffer, HASH_BUFFER_SIZE, (uint64_t)repeat);
-        double rate = (double)HASH_BUFFER_SIZE / (monotonic_seconds() - start) / 1e9;
+        double rate = (double)HASH_BUFFER_SIZE / (bench_monotonic_seconds() - start) / 1e9;
         if (rate > best)
             best = rate;
     }

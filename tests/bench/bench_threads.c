@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_common.h"
 #include "permutation.h"
 
 #define BENCH_MAX_THREADS 64
@@ -52,24 +53,6 @@ struct bench_thread {
     uint64_t sum;
     bool failed;
 };
-
-static double bench_now(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
-}
-
-/* One word per 64 bytes, so that the copy cannot be optimized away. */
-static uint64_t bench_checksum(uint64_t sum, const unsigned char *data, uint64_t size)
-{
-    for (uint64_t i = 0; i + 8 <= size; i += 64) {
-        uint64_t word;
-        memcpy(&word, data + i, sizeof word);
-        sum = sum * 31 + word;
-    }
-    return sum;
-}
 
 /* Records [first, first + count) of the view, read as the plain program does. */
 static bool bench_plain_batch(const struct bench_shared *shared, uint64_t first,
@@ -178,7 +161,7 @@ int main(int argc, char **argv)
         }
     }
     pthread_barrier_wait(&shared.start);
-    double start = bench_now();
+    double start = bench_monotonic_seconds();
     uint64_t records = 0, sum = 0;
     bool failed = false;
     for (unsigned i = 0; i < shared.threads; i++) {
@@ -187,7 +170,7 @@ int main(int argc, char **argv)
         sum += threads[i].sum;
         failed |= threads[i].failed;
     }
-    double elapsed = bench_now() - start;
+    double elapsed = bench_monotonic_seconds() - start;
     if (failed || records != shared.length) {
         fprintf(stderr, "bench_threads: read %" PRIu64 " of %" PRIu64 " records\n", records,
                 shared.length);

@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_common.h"
 #include "permutation.h"
 
 struct bench_setup {
@@ -51,24 +52,6 @@ struct bench_result {
     uint64_t records;
     uint64_t calls;
 };
-
-static double bench_now(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
-}
-
-static uint64_t bench_checksum(uint64_t sum, const unsigned char *data, uint64_t size)
-{
-    /* touch one word per 64 bytes so the copy cannot be optimized away */
-    for (uint64_t i = 0; i + 8 <= size; i += 64) {
-        uint64_t word;
-        memcpy(&word, data + i, sizeof word);
-        sum = sum * 31 + word;
-    }
-    return sum;
-}
 
 static uint64_t bench_view(const struct bench_setup *setup, bool plain,
                            struct bench_result *result)
@@ -221,10 +204,21 @@ static uint64_t bench_physical_record(const struct bench_setup *setup,
     return record_permutation_apply(permutation, logical);
 }
 
-static uint64_t bench_pread(const struct bench_setup *setup, bool plain,
-                            struct bench_result *result)
+/* Where the pread and mmap readers take a record from: the descriptor, or
+ * the mapping when map is not NULL. */
+struct bench_source {
+    int fd;
+    const unsigned char *map;
+};
+
+/* Reads every record of this rank's view in the view's order, as a program
+ * that does the permutation itself would: one pread per record, or one copy
+ * out of the mapping (the choice is a branch that goes the same way every
+ * time). */
+static uint64_t bench_in_view_order(const struct bench_setup *setup,
+                                    const struct bench_source *source,
+                                    struct bench_result *result)
 {
-    int fd = open(setup->path, O_RDONLY);
     struct record_permutation permutation;
     const char *slash = strrchr(setup->path, '/');
     record_permutation_init(&permutation, setup->record_count, true, setup->seed,
@@ -234,15 +228,28 @@ static uint64_t bench_pread(const struct bench_setup *setup, bool plain,
     uint64_t sum = 0;
     for (uint64_t j = 0; j < length; j++) {
         uint64_t physical = bench_physical_record(setup, &permutation, j);
-        off_t offset = (off_t)(setup->header_size + physical * setup->record_size);
-        if (pread(fd, buffer, setup->record_size, offset) != (ssize_t)setup->record_size)
-            exit(1);
-        result->calls++;
+        uint64_t offset = setup->header_size + physical * setup->record_size;
+        if (source->map != NULL) {
+            memcpy(buffer, source->map + offset, setup->record_size);
+        } else {
+            if (pread(source->fd, buffer, setup->record_size, (off_t)offset) !=
+                (ssize_t)setup->record_size)
+                exit(1);
+            result->calls++;
+        }
         sum = bench_checksum(sum, buffer, setup->record_size);
     }
-    close(fd);
     free(buffer);
     result->records = length;
+    return sum;
+}
+
+static uint64_t bench_pread(const struct bench_setup *setup, bool plain,
+                            struct bench_result *result)
+{
+    struct bench_source source = {open(setup->path, O_RDONLY), NULL};
+    uint64_t sum = bench_in_view_order(setup, &source, result);
+    close(source.fd);
     return sum;
 }
 
@@ -254,22 +261,9 @@ static uint64_t bench_mmap(const struct bench_setup *setup, bool plain,
     fstat(fd, &status);
     const unsigned char *map = mmap(NULL, (size_t)status.st_size, PROT_READ, MAP_SHARED, fd, 0);
     close(fd);
-    struct record_permutation permutation;
-    const char *slash = strrchr(setup->path, '/');
-    record_permutation_init(&permutation, setup->record_count, true, setup->seed,
-                            slash ? slash + 1 : setup->path, 0, 0);
-    uint64_t length = view_length(setup->record_count, setup->replicas, 0);
-    unsigned char *buffer = malloc(setup->record_size);
-    uint64_t sum = 0;
-    for (uint64_t j = 0; j < length; j++) {
-        uint64_t physical = bench_physical_record(setup, &permutation, j);
-        memcpy(buffer, map + setup->header_size + physical * setup->record_size,
-               setup->record_size);
-        sum = bench_checksum(sum, buffer, setup->record_size);
-    }
+    struct bench_source source = {-1, map};
+    uint64_t sum = bench_in_view_order(setup, &source, result);
     munmap((void *)map, (size_t)status.st_size);
-    free(buffer);
-    result->records = length;
     return sum;
 }
 
@@ -338,9 +332,9 @@ int main(int argc, char **argv)
      * plain modes are the ones that need it */
     setup.record_count = ((uint64_t)status.st_size - setup.header_size) / setup.record_size;
     struct bench_result result = {0, 0};
-    double start = bench_now();
+    double start = bench_monotonic_seconds();
     uint64_t sum = mode->run(&setup, mode->plain, &result);
-    double elapsed = bench_now() - start;
+    double elapsed = bench_monotonic_seconds() - start;
     char per_call[32] = "-";
     if (result.calls != 0)
         snprintf(per_call, sizeof per_call, "%.1f", (double)result.records / (double)result.calls);

@@ -121,15 +121,9 @@ static void fuzz_release(struct dataset_registry *registry)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fuzz_quiet_logs();
-    size_t sealed_size;
-    unsigned char *sealed = fuzz_seal(data, size, &sealed_size);
-    if (sealed == NULL)
-        return 0;
     struct adaptdl_snapshot snapshot;
     char error[1024];
-    int decoded = snapshot_decode(sealed, sealed_size, &snapshot, error, sizeof error);
-    free(sealed);
-    if (decoded != 0)
+    if (fuzz_decode_sealed(data, size, &snapshot, error, sizeof error) != 0)
         return 0;
     if (snapshot_check_ranges(&snapshot, error, sizeof error) != 0) {
         snapshot_free(&snapshot);

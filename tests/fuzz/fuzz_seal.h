@@ -51,4 +51,21 @@ static unsigned char *fuzz_seal(const uint8_t *data, size_t size, size_t *sealed
     return out;
 }
 
+
+/* Seals the input as fuzz_seal does and decodes it: 0 with *snapshot
+ * filled (the caller frees it with snapshot_free), or -1 where the input
+ * was empty, could not be copied or was refused by the decoder. */
+static int fuzz_decode_sealed(const uint8_t *data, size_t size,
+                              struct adaptdl_snapshot *snapshot, char *error,
+                              size_t error_size)
+{
+    size_t sealed_size;
+    unsigned char *sealed = fuzz_seal(data, size, &sealed_size);
+    if (sealed == NULL)
+        return -1;
+    int decoded = snapshot_decode(sealed, sealed_size, snapshot, error, error_size);
+    free(sealed);
+    return decoded == 0 ? 0 : -1;
+}
+
 #endif

@@ -16,20 +16,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fuzz_quiet_logs();
-    size_t sealed_size;
-    unsigned char *sealed = fuzz_seal(data, size, &sealed_size);
-    if (sealed == NULL)
-        return 0;
     struct adaptdl_snapshot snapshot;
     char error[1024];
-    if (snapshot_decode(sealed, sealed_size, &snapshot, error, sizeof error) == 0) {
-        (void)snapshot_check_ranges(&snapshot, error, sizeof error);
-        void *again = NULL;
-        size_t again_size = 0;
-        if (snapshot_encode(&snapshot, &again, &again_size) == 0)
-            free(again);
-        snapshot_free(&snapshot);
-    }
-    free(sealed);
+    if (fuzz_decode_sealed(data, size, &snapshot, error, sizeof error) != 0)
+        return 0;
+    (void)snapshot_check_ranges(&snapshot, error, sizeof error);
+    void *again = NULL;
+    size_t again_size = 0;
+    if (snapshot_encode(&snapshot, &again, &again_size) == 0)
+        free(again);
+    snapshot_free(&snapshot);
     return 0;
 }

@@ -5,19 +5,24 @@
 #include <criterion/criterion.h>
 #include <criterion/hooks.h>
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "../tools/probe_common.h"
 
 extern char **environ;
 
@@ -237,15 +242,18 @@ static int harness_status_of(int status)
     return HARNESS_KILLED_BY(WTERMSIG(status));
 }
 
-int harness_wait(pid_t pid, double timeout_seconds)
+/* Reaps pid (polled every 2 ms); past timeout_seconds, first kills with
+ * SIGKILL the processes that would outlive it (when kill_first is not
+ * NULL), then pid itself.  Returns harness_status_of its wait status. */
+static int harness_wait_or_kill(pid_t pid, double timeout_seconds,
+                                void (*kill_first)(pid_t pid))
 {
     double deadline = harness_monotonic_seconds() + timeout_seconds;
     int status = 0;
-    for (;;) {
-        pid_t done = waitpid(pid, &status, WNOHANG);
-        if (done == pid)
-            break;
+    while (waitpid(pid, &status, WNOHANG) != pid) {
         if (harness_monotonic_seconds() > deadline) {
+            if (kill_first != NULL)
+                kill_first(pid);
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
             break;
@@ -253,6 +261,11 @@ int harness_wait(pid_t pid, double timeout_seconds)
         usleep(2000);
     }
     return harness_status_of(status);
+}
+
+int harness_wait(pid_t pid, double timeout_seconds)
+{
+    return harness_wait_or_kill(pid, timeout_seconds, NULL);
 }
 
 /* The children of a process, from /proc/PID/task/TID/children of each of
@@ -312,28 +325,19 @@ pid_t harness_mpirun_rank_pid(pid_t mpirun, unsigned rank)
     return 0;
 }
 
+/* Ranks outlive a killed mpirun, waiting in a collective for ever: they go
+ * first. */
+static void harness_kill_ranks(pid_t mpirun)
+{
+    pid_t ranks[64];
+    size_t count = harness_children(mpirun, ranks, sizeof ranks / sizeof ranks[0]);
+    for (size_t i = 0; i < count; i++)
+        kill(ranks[i], SIGKILL);
+}
+
 int harness_wait_mpirun(pid_t mpirun, double timeout_seconds)
 {
-    double deadline = harness_monotonic_seconds() + timeout_seconds;
-    int status = 0;
-    for (;;) {
-        pid_t done = waitpid(mpirun, &status, WNOHANG);
-        if (done == mpirun)
-            break;
-        if (harness_monotonic_seconds() > deadline) {
-            /* ranks outlive a killed mpirun, waiting in a collective for
-             * ever: they go first */
-            pid_t ranks[64];
-            size_t count = harness_children(mpirun, ranks, sizeof ranks / sizeof ranks[0]);
-            for (size_t i = 0; i < count; i++)
-                kill(ranks[i], SIGKILL);
-            kill(mpirun, SIGKILL);
-            waitpid(mpirun, &status, 0);
-            break;
-        }
-        usleep(2000);
-    }
-    return harness_status_of(status);
+    return harness_wait_or_kill(mpirun, timeout_seconds, harness_kill_ranks);
 }
 
 const char *harness_describe_status(int status)
@@ -527,16 +531,71 @@ void id_log_free(struct id_log *log)
     memset(log, 0, sizeof *log);
 }
 
+uint64_t id_log_last_value(const struct id_log *log, enum id_event_kind kind)
+{
+    uint64_t last = 0;
+    for (size_t i = 0; i < log->count; i++)
+        if (log->events[i].kind == kind)
+            last = log->events[i].value;
+    return last;
+}
+
 uint64_t harness_last_logged_step(const char *log_path)
 {
     struct id_log log;
     harness_read_id_log(log_path, &log);
-    uint64_t last = 0;
-    for (size_t i = 0; i < log.count; i++)
-        if (log.events[i].kind == ID_EVENT_STEP)
-            last = log.events[i].value;
+    uint64_t last = id_log_last_value(&log, ID_EVENT_STEP);
     id_log_free(&log);
     return last;
+}
+
+char harness_process_state(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    char *text = harness_read_file(path, NULL);
+    const char *end = text ? strrchr(text, ')') : NULL;
+    char state = end != NULL && end[1] == ' ' ? end[2] : 0;
+    free(text);
+    return state;
+}
+
+bool harness_process_running(pid_t pid)
+{
+    char state = harness_process_state(pid);
+    return state != 0 && state != 'Z' && state != 'X';
+}
+
+unsigned harness_free_port(void)
+{
+    int socket_fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(socket_fd, 0);
+    struct sockaddr_in address = {.sin_family = AF_INET,
+                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t length = sizeof address;
+    cr_assert_eq(bind(socket_fd, (struct sockaddr *)&address, sizeof address), 0);
+    cr_assert_eq(getsockname(socket_fd, (struct sockaddr *)&address, &length), 0);
+    close(socket_fd);
+    return ntohs(address.sin_port);
+}
+
+size_t harness_append_list(char **list, size_t used, size_t capacity, char *const more[])
+{
+    for (size_t i = 0; more != NULL && more[i] != NULL; i++) {
+        cr_assert_lt(used + 1, capacity, "more than %zu entries", capacity - 1);
+        list[used++] = more[i];
+    }
+    cr_assert_lt(used, capacity);
+    list[used] = NULL;
+    return used;
+}
+
+uint64_t harness_splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
 }
 
 void harness_kill_once_past_step(pid_t pid, const char *log_path, uint64_t step, int attempts)
@@ -611,22 +670,28 @@ pid_t harness_start_wrapped_sgd_mpi(const struct harness_wrapped_job *wrapped,
                       trainer, "--data", wrapped->job.data, "--epochs", (char *)epochs,
                       "--batch-size", "16", "--lr", "0.01", "--checkpoint",
                       wrapped->checkpoint, "--resume", "--sleep-us", (char *)sleep_us};
-    size_t used = 20;
-    for (size_t i = 0; trainer_options != NULL && trainer_options[i] != NULL; i++)
-        argv[used++] = trainer_options[i];
-    argv[used] = NULL;
+    harness_append_list(argv, 20, sizeof argv / sizeof argv[0], trainer_options);
     /* sgd_mpi --resume replays its epochs */
     char *settings[40] = {harness_mpirun_as_root[0], harness_mpirun_as_root[1],
                           (char *)wrapped->job.data_setting, (char *)wrapped->job.state_setting,
                           (char *)wrapped->job.save_setting, "ADAPTDL_RESUME=replay"};
-    used = 6;
-    for (size_t i = 0; environment != NULL && environment[i] != NULL; i++)
-        settings[used++] = environment[i];
-    settings[used] = NULL;
+    harness_append_list(settings, 6, sizeof settings / sizeof settings[0], environment);
     pid_t pid = harness_start(argv, settings, false, wrapped->out, wrapped->err);
     free(trainer);
     free(wrapper);
     return pid;
+}
+
+char *harness_run_wrapped_sgd_mpi(const struct harness_wrapped_job *wrapped,
+                                  const char *replicas, const char *epochs,
+                                  const char *sleep_us, char *const environment[])
+{
+    pid_t pid = harness_start_wrapped_sgd_mpi(wrapped, replicas, epochs, sleep_us, NULL,
+                                              environment);
+    int status = harness_wait(pid, 280);
+    char *log = harness_read_output(wrapped->err);
+    cr_assert_eq(status, 0, "the job runs to its end: %s", log);
+    return log;
 }
 
 const char *harness_source_tree(void)
@@ -706,13 +771,8 @@ char *harness_read_output(const char *path)
 
 uint64_t harness_fnv1a(const void *data, size_t size)
 {
-    const unsigned char *bytes = data;
-    uint64_t hash = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < size; i++) {
-        hash ^= bytes[i];
-        hash *= 0x100000001b3ULL;
-    }
-    return hash;
+    /* the probes' own definition, so that the two hashes cannot drift apart */
+    return probe_fnv1a(data, size);
 }
 
 size_t harness_count_occurrences(const char *text, const char *needle)

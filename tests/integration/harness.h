@@ -89,8 +89,9 @@ void dataset_job_init(struct dataset_job *job, uint64_t records, unsigned dim, u
 
 /* Parsed ids-log of an example trainer: "id ID epoch E" per record, "step S"
  * after each batch's records, "ckpt STEP", "epoch_end E" lines. */
+enum id_event_kind { ID_EVENT_RECORD, ID_EVENT_CHECKPOINT, ID_EVENT_EPOCH_END, ID_EVENT_STEP };
 struct id_event {
-    enum { ID_EVENT_RECORD, ID_EVENT_CHECKPOINT, ID_EVENT_EPOCH_END, ID_EVENT_STEP } kind;
+    enum id_event_kind kind;
     uint64_t value;    /* id, step or epoch */
     uint64_t epoch;
 };
@@ -141,8 +142,25 @@ size_t harness_count_occurrences(const char *text, const char *needle);
 void harness_expect_intercepted_imports(const char *program, const char *const symbols[]);
 /* Seconds on the monotonic clock, for deadlines. */
 double harness_monotonic_seconds(void);
+/* The value of the last event of `kind` in the log (0 when none). */
+uint64_t id_log_last_value(const struct id_log *log, enum id_event_kind kind);
 /* The last "step S" a trainer logged in its id log (0 when none). */
 uint64_t harness_last_logged_step(const char *log_path);
+/* The state letter of /proc/PID/stat ('R', 'S', 'T', 'Z'...), 0 if gone. */
+char harness_process_state(pid_t pid);
+/* Running: it exists and is not a zombie (an orphan's zombie may wait for
+ * its reaper). */
+bool harness_process_running(pid_t pid);
+/* A TCP port on the loopback interface that nothing listens on now (the
+ * kernel's choice for port 0), for a rendezvous of the test's processes. */
+unsigned harness_free_port(void);
+/* Appends the NULL-ended list `more` (NULL: nothing) to list[used...] and
+ * ends list with NULL; asserts that all of it fits in `capacity` entries.
+ * Returns the new count of entries before the NULL. */
+size_t harness_append_list(char **list, size_t used, size_t capacity, char *const more[]);
+/* splitmix64: the next number of a seeded sequence, so that a random
+ * schedule (kill points, delays) can be replayed from its seed. */
+uint64_t harness_splitmix64(uint64_t *state);
 /* Polls (every 0.5 ms, at most `attempts` times) until the process has
  * logged a step at least `step` in its id log or has ended, then kills it
  * with SIGKILL; the process is not reaped. */
@@ -173,6 +191,11 @@ pid_t harness_start_wrapped_sgd_mpi(const struct harness_wrapped_job *wrapped,
                                     const char *replicas, const char *epochs,
                                     const char *sleep_us, char *const trainer_options[],
                                     char *const environment[]);
+/* Runs the same job to its end (at most 280 s), asserts that it exited 0,
+ * and returns its stderr (malloc'ed). */
+char *harness_run_wrapped_sgd_mpi(const struct harness_wrapped_job *wrapped,
+                                  const char *replicas, const char *epochs,
+                                  const char *sleep_us, char *const environment[]);
 /* The source tree the tests run for (ADAPTSHIM_SOURCE); asserts it is set. */
 const char *harness_source_tree(void);
 /* Runs `make install` of the source tree into DIRECTORY/prefix, then the

@@ -370,10 +370,8 @@ int slurm_run(const struct slurm_cluster *cluster, struct run_result *result,
         abort();
     full_argv[0] = program;
     char *full_environment[64] = {cluster->conf_setting};
-    size_t used = 1;
-    for (size_t i = 0; environment != NULL && environment[i] != NULL && used < 63; i++)
-        full_environment[used++] = environment[i];
-    full_environment[used] = NULL;
+    harness_append_list(full_environment, 1,
+                        sizeof full_environment / sizeof full_environment[0], environment);
     int status = harness_run(result, full_argv, full_environment, false, timeout_seconds);
     free(program);
     return status;

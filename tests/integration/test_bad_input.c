@@ -905,51 +905,51 @@ Test(bad_input, checkpoint_path_errors_name_the_variable_and_typos_warn)
     free(missing_parent);
 }
 
-/* sgd_read with `environment` stops before its main with status 2 and one
- * line naming `variable` and `value` and what is accepted. */
-static void expect_refused_before_main(const struct training *t, char *const environment[],
-                                       const char *variable, const char *value)
+/* The case `name`: sgd_read with `environment` stops before its main with
+ * status 2 and one line naming `variable` and `value` and what is accepted. */
+static void expect_refused_before_main(const char *name, const struct training *t,
+                                       char *const environment[], const char *variable,
+                                       const char *value)
 {
     char *arguments[] = {"--data", t->data, "--epochs", "1", "--batch", "10", "--lr", "0.05",
                          "--checkpoint", t->checkpoint, NULL};
     struct run_result result;
     run_program(&result, "trainers/sgd_read", arguments, environment, true);
-    cr_expect_eq(result.status, 2, "%s: status %d, %s", variable, result.status, result.err);
-    cr_expect_str_eq(result.out, "", "%s: nothing of the trainer ran", variable);
-    cr_expect_not_null(strstr(result.err, variable), "%s", result.err);
-    cr_expect_not_null(strstr(result.err, value), "names %s: %s", value, result.err);
-    cr_expect_not_null(strstr(result.err, "accepted"), "%s", result.err);
-    cr_expect_eq(count_lines(result.err), 1, "%s", result.err);
+    cr_expect_eq(result.status, 2, "%s: %s: status %d, %s", name, variable, result.status,
+                 result.err);
+    cr_expect_str_eq(result.out, "", "%s: %s: nothing of the trainer ran", name, variable);
+    cr_expect_not_null(strstr(result.err, variable), "%s: %s", name, result.err);
+    cr_expect_not_null(strstr(result.err, value), "%s: names %s: %s", name, value, result.err);
+    cr_expect_not_null(strstr(result.err, "accepted"), "%s: %s", name, result.err);
+    cr_expect_eq(count_lines(result.err), 1, "%s: %s", name, result.err);
     run_result_free(&result);
 }
 
 /* adaptshim(7) "ENVIRONMENT": a data glob fnmatch cannot match as written (an unclosed '[',
  * which glibc takes as a literal '[': no file matched, silently) stops the
  * trainer before main. */
-Test(bad_input, a_malformed_data_glob_stops_the_trainer_before_main)
+/* And a data glob under a directory that does not exist matches nothing:
+ * data is in place before a job starts, so it is an error too. */
+Test(bad_input, a_data_glob_that_cannot_match_stops_the_trainer_before_main)
 {
-    struct training t;
-    training_init(&t);
-    char data_entry[700];
-    snprintf(data_entry, sizeof data_entry, "ADAPTDL_DATA=%s/train[0-9.bin:record=%d:header=%d",
-             t.directory, RECORD_SIZE, HEADER_SIZE);
-    char *environment[] = {data_entry, t.state_entry, t.save_entry, NULL};
-    expect_refused_before_main(&t, environment, "ADAPTDL_DATA entry 1",
-                               "has a '[' that no ']' closes");
-}
-
-/* A data glob under a directory that does not exist matches nothing: data
- * is in place before a job starts, so it is an error. */
-Test(bad_input, a_data_glob_in_a_missing_directory_stops_the_trainer_before_main)
-{
-    struct training t;
-    training_init(&t);
-    char data_entry[700];
-    snprintf(data_entry, sizeof data_entry, "ADAPTDL_DATA=%s/no/such/*.bin:record=%d:header=%d",
-             t.directory, RECORD_SIZE, HEADER_SIZE);
-    char *environment[] = {data_entry, t.state_entry, t.save_entry, NULL};
-    expect_refused_before_main(&t, environment, "ADAPTDL_DATA entry 1",
-                               "no/such\" does not exist");
+    static const struct {
+        const char *name;
+        const char *glob;       /* in the training directory */
+        const char *says;
+    } cases[] = {
+        {"a_malformed_data_glob", "train[0-9.bin", "has a '[' that no ']' closes"},
+        {"a_data_glob_in_a_missing_directory", "no/such/*.bin", "no/such\" does not exist"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct training t;
+        training_init(&t);
+        char data_entry[700];
+        snprintf(data_entry, sizeof data_entry, "ADAPTDL_DATA=%s/%s:record=%d:header=%d",
+                 t.directory, cases[i].glob, RECORD_SIZE, HEADER_SIZE);
+        char *environment[] = {data_entry, t.state_entry, t.save_entry, NULL};
+        expect_refused_before_main(cases[i].name, &t, environment, "ADAPTDL_DATA entry 1",
+                                   cases[i].says);
+    }
 }
 
 /* A hints file whose directory does not exist would fail every write, long
@@ -962,7 +962,8 @@ Test(bad_input, a_hints_file_in_a_missing_directory_stops_the_trainer_before_mai
     char hints_entry[700];
     snprintf(hints_entry, sizeof hints_entry, "ADAPTDL_HINTS_FILE=%s", missing_hints);
     char *environment[] = {t.data_entry, t.state_entry, t.save_entry, hints_entry, NULL};
-    expect_refused_before_main(&t, environment, "ADAPTDL_HINTS_FILE", missing_hints);
+    expect_refused_before_main("a_hints_file_in_a_missing_directory", &t, environment,
+                               "ADAPTDL_HINTS_FILE", missing_hints);
     free(missing_hints);
 }
 

@@ -41,15 +41,6 @@ static const char *const rename_commit_points[] = {"before-snapshot", "snapshot-
                                                    "after-snapshot", "after-rename"};
 static const char *const in_place_commit_points[] = {"after-snapshot"};
 
-/* splitmix64: the kill schedule is seeded, so a failure can be replayed */
-static uint64_t chaos_random(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 static uint64_t chaos_seed(uint64_t fixed)
 {
     const char *text = getenv("ADAPTSHIM_CHAOS_SEED");
@@ -137,7 +128,7 @@ static unsigned chaos_run_plan(const struct dataset_job *job, const struct chaos
                                struct harness_killed_run *records)
 {
     uint64_t random_state = seed;
-    unsigned fired = 0, fault_index = (unsigned)(chaos_random(&random_state) % 4);
+    unsigned fired = 0, fault_index = (unsigned)(harness_splitmix64(&random_state) % 4);
     for (unsigned run = 0; run < runs; run++) {
         unsigned replicas = plan[run];
         records[run].replicas = replicas;
@@ -149,7 +140,7 @@ static unsigned chaos_run_plan(const struct dataset_job *job, const struct chaos
             const char *point = trainer->fault_points[fault_index++ % trainer->fault_point_count];
             /* the kill comes in the commit of the n-th checkpoint */
             snprintf(fault, sizeof fault, "commit:%u:%s",
-                     1 + (unsigned)(chaos_random(&random_state) % 4), point);
+                     1 + (unsigned)(harness_splitmix64(&random_state) % 4), point);
         }
         struct chaos_process processes[CHAOS_MAX_REPLICAS] = {{0}};
         for (unsigned rank = 0; rank < replicas; rank++)
@@ -157,13 +148,13 @@ static unsigned chaos_run_plan(const struct dataset_job *job, const struct chaos
                         rank == 0 && fault[0] ? fault : NULL);
         if (!last) {
             if (fault[0] == '\0' && trainer->writes_in_place) {
-                size_t checkpoints = 1 + chaos_random(&random_state) % 5;
+                size_t checkpoints = 1 + harness_splitmix64(&random_state) % 5;
                 if (harness_wait_for_lines(processes[0].log_path, "ckpt ", checkpoints,
                                            processes[0].pid, 120))
-                    usleep((useconds_t)(chaos_random(&random_state) % 2000));
+                    usleep((useconds_t)(harness_splitmix64(&random_state) % 2000));
                 kill(processes[0].pid, SIGKILL);
             } else if (fault[0] == '\0') {
-                usleep((useconds_t)(20000 + chaos_random(&random_state) % 150000));
+                usleep((useconds_t)(20000 + harness_splitmix64(&random_state) % 150000));
                 kill(processes[0].pid, SIGKILL);
             }
             chaos_wait_dead(processes[0].pid);

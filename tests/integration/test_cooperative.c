@@ -276,15 +276,6 @@ Test(cooperative, programs_run_without_the_preload_as_one_replica, .timeout = 30
     harness_remove_temp_dir(directory);
 }
 
-/* splitmix64: seeded kill points. */
-static uint64_t next_random(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 static void kill_ranks(const char *data)
 {
     char command[1024];
@@ -309,7 +300,7 @@ Test(cooperative, example_trainer_killed_and_resumed_trains_each_record_once, .t
         if (run + 1 < runs) {
             char ids[700];
             snprintf(ids, sizeof ids, "%s/%s.ids.0", directory, name);
-            size_t checkpoints = 2 + next_random(&random_state) % 6;
+            size_t checkpoints = 2 + harness_splitmix64(&random_state) % 6;
             cr_assert(harness_wait_for_lines(ids, "ckpt ", checkpoints, pid, 120),
                       "run %u reached no checkpoint %zu", run, checkpoints);
             kill_ranks(data);

@@ -100,20 +100,6 @@ static void run_under_mpirun(const char *directory, const char *scenario, unsign
     free(out);
 }
 
-/* A TCP port free on this host now, for torch.distributed's rendezvous. */
-static unsigned free_port(void)
-{
-    int sock = socket(AF_INET, SOCK_STREAM, 0);
-    cr_assert_geq(sock, 0);
-    struct sockaddr_in address = {.sin_family = AF_INET,
-                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t length = sizeof address;
-    cr_assert_eq(bind(sock, (struct sockaddr *)&address, sizeof address), 0);
-    cr_assert_eq(getsockname(sock, (struct sockaddr *)&address, &length), 0);
-    close(sock);
-    return ntohs(address.sin_port);
-}
-
 /* RANKS processes of coop_scenario.py SCENARIO DIR/ck as a torch launcher
  * starts them, with `preload` the library and the job's settings, without
  * it none (the stand-in). */
@@ -126,7 +112,7 @@ static void run_over_torch(const char *directory, const char *scenario, unsigned
     snprintf(restarts_text, sizeof restarts_text, "ADAPTDL_NUM_RESTARTS=%u", restarts);
     snprintf(state, sizeof state, "ADAPTDL_CHECKPOINT_PATH=%s/state", directory);
     snprintf(save, sizeof save, "ADAPTDL_SAVE=%s/ck", directory);
-    snprintf(port, sizeof port, "MASTER_PORT=%u", free_port());
+    snprintf(port, sizeof port, "MASTER_PORT=%u", harness_free_port());
     snprintf(world, sizeof world, "WORLD_SIZE=%u", ranks);
     char *checkpoint = harness_path_in(directory, "ck");
     char *script = strdup(harness_build_path("trainers/coop_scenario.py"));

@@ -84,9 +84,8 @@ static pid_t hosts_job_start(const struct hosts_job *job, const char *replicas,
                     "--checkpoint-every", "5", "--resume", "--sleep-us", (char *)sleep_us,
                     pad ? "--pad" : NULL, (char *)pad, NULL};
     char *settings[48];
-    size_t used = 0;
-    for (size_t i = 0; hosts.mpi_environment[i] != NULL; i++)
-        settings[used++] = hosts.mpi_environment[i];
+    size_t used = harness_append_list(settings, 0, sizeof settings / sizeof settings[0],
+                                      hosts.mpi_environment);
     settings[used++] = (char *)job->job.data_setting;
     settings[used++] = (char *)job->job.state_setting;
     settings[used++] = (char *)job->job.save_setting;
@@ -94,9 +93,7 @@ static pid_t hosts_job_start(const struct hosts_job *job, const char *replicas,
      * the script that starts it */
     settings[used++] = "ADAPTDL_RESUME=replay";
     settings[used++] = "ADAPTDL_TARGET=sgd_mpi";
-    for (size_t i = 0; environment != NULL && environment[i] != NULL && used < 47; i++)
-        settings[used++] = environment[i];
-    settings[used] = NULL;
+    harness_append_list(settings, used, sizeof settings / sizeof settings[0], environment);
     pid_t pid = harness_start(argv, settings, false, job->out, job->err);
     free(trainer);
     free(wrapper);

@@ -52,10 +52,7 @@ Test(launcher, an_adaptive_job_is_restarted_until_it_ends, .timeout = 300)
                            "ADAPTDL_MAX_BATCH_SIZE=256", "ADAPTDL_DECIDE_SECONDS=0.3",
                            "ADAPTDL_PAYBACK_SECONDS=100000", "ADAPTDL_LR_ARG=argv:--lr",
                            "ADAPTDL_LR_RULE=linear", "ADAPTDL_LOG=info", NULL};
-    pid_t pid = harness_start_wrapped_sgd_mpi(&wrapped, "2", "6", "200", NULL, environment);
-    int status = harness_wait(pid, 280);
-    char *log = harness_read_output(wrapped.err);
-    cr_assert_eq(status, 0, "the job runs to its end: %s", log);
+    char *log = harness_run_wrapped_sgd_mpi(&wrapped, "2", "6", "200", environment);
     cr_expect(strstr(log, "adaptdl-wrap: the trainer asked for a restart: restart 1") != NULL,
               "%s", log);
     cr_expect(strstr(log, "on each of 2 replicas (global 8, initial 8)") != NULL,
@@ -155,31 +152,11 @@ Test(launcher, one_replica_runs_directly_and_a_second_signal_stops_at_once, .tim
     free(log);
 }
 
-/* The state letter of /proc/PID/stat ('R', 'S', 'T', 'Z'...), 0 if gone. */
-static char process_state(pid_t pid)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    char *text = harness_read_file(path, NULL);
-    const char *end = text ? strrchr(text, ')') : NULL;
-    char state = end != NULL && end[1] == ' ' ? end[2] : 0;
-    free(text);
-    return state;
-}
-
-/* Running: it exists and is not a zombie (an orphan's zombie may wait for
- * its reaper). */
-static bool process_running(pid_t pid)
-{
-    char state = process_state(pid);
-    return state != 0 && state != 'Z' && state != 'X';
-}
-
 /* Polls until `pid` no longer runs; false after `seconds`. */
 static bool wait_until_gone(pid_t pid, double seconds)
 {
     double give_up = harness_monotonic_seconds() + seconds;
-    while (process_running(pid)) {
+    while (harness_process_running(pid)) {
         if (harness_monotonic_seconds() > give_up)
             return false;
         usleep(2000);
@@ -245,13 +222,13 @@ Test(launcher, a_second_signal_stops_a_trainer_slow_to_take_the_first, .timeout 
     }
     kill(trainer, SIGSTOP);
     double give_up = harness_monotonic_seconds() + 60;
-    while (process_state(trainer) != 'T' && harness_monotonic_seconds() < give_up)
+    while (harness_process_state(trainer) != 'T' && harness_monotonic_seconds() < give_up)
         usleep(1000);
     kill(pid, SIGTERM);
     /* the first SIGINT is pending, and the wrapper is blocked (in `wait`, or
      * waiting for the trainer to take it): whatever it sends back to back
      * has been sent */
-    while (!(signal_pending(trainer, SIGINT) && process_state(pid) == 'S') &&
+    while (!(signal_pending(trainer, SIGINT) && harness_process_state(pid) == 'S') &&
            harness_monotonic_seconds() < give_up)
         usleep(1000);
     kill(trainer, SIGCONT);
@@ -319,8 +296,7 @@ static void expect_a_killed_wrapper_leaves_nothing(char *const options[], unsign
     char *argv[16];
     size_t used = 0;
     argv[used++] = wrapper_path();
-    for (size_t i = 0; options[i] != NULL; i++)
-        argv[used++] = options[i];
+    used = harness_append_list(argv, used, sizeof argv / sizeof argv[0], options);
     argv[used++] = "--";
     argv[used++] = job;
     argv[used] = NULL;

@@ -361,10 +361,7 @@ static void run_numpy_trainer(struct run_result *result, char *const arguments[]
 {
     char *script = strdup(harness_build_path("trainers/memmap_reader.py"));
     char *argv[8] = {PYTHON, script};
-    size_t used = 2;
-    for (size_t i = 0; arguments[i] != NULL && used < 7; i++)
-        argv[used++] = arguments[i];
-    argv[used] = NULL;
+    harness_append_list(argv, 2, sizeof argv / sizeof argv[0], arguments);
     harness_run(result, argv, environment, preload, 120);
     free(script);
 }

@@ -87,6 +87,15 @@ static char *mpi_job_file(const struct mpi_job *job, const char *name, const cha
     return path;
 }
 
+/* The whole of that file (malloc'ed): what the job printed. */
+static char *mpi_job_output(const struct mpi_job *job, const char *name, const char *suffix)
+{
+    char *path = mpi_job_file(job, name, suffix);
+    char *text = harness_read_output(path);
+    free(path);
+    return text;
+}
+
 static char *mpi_ids_path(const struct mpi_job *job, const char *name, unsigned rank)
 {
     char suffix[32];
@@ -98,13 +107,7 @@ static char *mpi_ids_path(const struct mpi_job *job, const char *name, unsigned 
 static uint64_t mpi_last_step(const struct mpi_job *job, const char *name, unsigned rank)
 {
     char *path = mpi_ids_path(job, name, rank);
-    struct id_log log;
-    harness_read_id_log(path, &log);
-    uint64_t last = 0;
-    for (size_t i = 0; i < log.count; i++)
-        if (log.events[i].kind == ID_EVENT_STEP)
-            last = log.events[i].value;
-    id_log_free(&log);
+    uint64_t last = harness_last_logged_step(path);
     free(path);
     return last;
 }
@@ -200,14 +203,24 @@ Test(mpi, sigterm_on_one_rank_stops_every_rank_at_the_same_step, .timeout = 180)
     cr_assert_gt(rank, 0);
     kill(rank, SIGTERM);
     int status = harness_wait(pid, 120);
-    char *err = mpi_job_file(&job, "run", ".err");
-    char *text = harness_read_output(err);
+    char *text = mpi_job_output(&job, "run", ".err");
     cr_expect_eq(status, 143, "mpirun: %s; the ranks said:\n%s", harness_describe_status(status),
                  text);
     free(text);
-    free(err);
     expect_same_last_step(&job, "run", 3);
     cr_expect(job_record_written(&job), "the job record is written at the stop");
+}
+
+/* Runs job "run" on 2 ranks (50 epochs, 2 ms a step) until rank 0 has
+ * logged `steps` steps, then sends mpirun SIGUSR1 and expects every rank
+ * to stop with 143. */
+static void run_until_stopped_by_sigusr1(struct mpi_job *job, char *const options[],
+                                         char *const environment[], uint64_t steps)
+{
+    pid_t pid = mpi_job_start(job, 2, "run", "50", "2000", options, environment);
+    wait_for_steps(job, "run", steps);
+    kill(pid, SIGUSR1);
+    cr_expect_eq(harness_wait(pid, 120), 143);
 }
 
 Test(mpi, sigusr1_to_mpirun_stops_every_rank_at_the_same_step, .timeout = 180)
@@ -215,10 +228,7 @@ Test(mpi, sigusr1_to_mpirun_stops_every_rank_at_the_same_step, .timeout = 180)
     struct mpi_job job;
     mpi_job_init(&job, 2000);
     char *variants[] = {"--per-layer", "--loss-allreduce", NULL};
-    pid_t pid = mpi_job_start(&job, 2, "run", "50", "2000", variants, NULL);
-    wait_for_steps(&job, "run", 20);
-    kill(pid, SIGUSR1);
-    cr_expect_eq(harness_wait(pid, 120), 143);
+    run_until_stopped_by_sigusr1(&job, variants, NULL, 20);
     expect_same_last_step(&job, "run", 2);
 }
 
@@ -228,11 +238,9 @@ static void expect_variant_completes(char *const variant[])
     mpi_job_init(&job, 400);
     pid_t pid = mpi_job_start(&job, 2, "run", "2", "0", variant, NULL);
     cr_expect_eq(harness_wait(pid, 120), 0, "variant %s", variant[0]);
-    char *out = mpi_job_file(&job, "run", "");
-    char *text = harness_read_output(out);
+    char *text = mpi_job_output(&job, "run", "");
     cr_expect(strstr(text, "final weights") != NULL, "%s", text);
     free(text);
-    free(out);
 }
 
 Test(mpi, per_layer_in_place_all_reduces_complete, .timeout = 120)
@@ -268,8 +276,7 @@ static void expect_noise_estimate(unsigned ranks)
     char *settings[] = {"ADAPTDL_LOG=debug", "ADAPTDL_BATCH_SIZE=8", NULL};
     pid_t pid = mpi_job_start(&job, ranks, "run", "8", "0", NULL, settings);
     cr_assert_eq(harness_wait(pid, 120), 0);
-    char *err = mpi_job_file(&job, "run", ".err");
-    char *text = harness_read_output(err);
+    char *text = mpi_job_output(&job, "run", ".err");
     const char *found = strstr(text, "job record written (MPI_Finalize)");
     cr_assert(found != NULL, "%s", text);
     const char *var = strstr(found, "grad_var ");
@@ -283,7 +290,6 @@ static void expect_noise_estimate(unsigned ranks)
     cr_expect(grad_var > 0.75 * expected && grad_var < high * expected,
               "np %u: grad_var %g, analytic %g", ranks, grad_var, expected);
     free(text);
-    free(err);
 }
 
 Test(mpi, gradient_noise_estimate_matches_the_analytic_value, .timeout = 180)
@@ -320,12 +326,10 @@ Test(mpi, restart_with_another_np_continues_exactly, .timeout = 240)
     for (unsigned run = 0; run < 3; run++) {
         uint64_t cut = UINT64_MAX;
         if (run < 2) {
-            char *out = mpi_job_file(&job, names[run + 1], "");
-            char *text = harness_read_output(out);
+            char *text = mpi_job_output(&job, names[run + 1], "");
             const char *resumed = strstr(text, "resumed at step ");
             cut = resumed ? strtoull(resumed + strlen("resumed at step "), NULL, 10) : 0;
             free(text);
-            free(out);
         }
         for (unsigned rank = 0; rank < plan[run]; rank++) {
             char *path = mpi_ids_path(&job, names[run], rank);
@@ -407,12 +411,10 @@ Test(mpi, a_trainers_own_sigterm_handler_runs_and_the_status_is_143, .timeout = 
     cr_assert_gt(rank, 0);
     kill(rank, SIGTERM);
     cr_expect_eq(harness_wait(pid, 120), 143);
-    char *out = mpi_job_file(&job, "run", "");
-    char *text = harness_read_output(out);
+    char *text = mpi_job_output(&job, "run", "");
     cr_expect(strstr(text, "rank 0 caught SIGTERM") != NULL, "%s", text);
     cr_expect(strstr(text, "rank 1 caught SIGTERM") != NULL, "%s", text);
     free(text);
-    free(out);
     expect_same_last_step(&job, "run", 2);
 }
 
@@ -560,10 +562,7 @@ Test(mpi, metrics_file_has_step_lines_and_the_stop, .timeout = 180)
     char metrics[512];
     snprintf(metrics, sizeof metrics, "ADAPTDL_METRICS_FILE=%s/metrics.%%r", job.files.directory);
     char *environment[] = {metrics, NULL};
-    pid_t pid = mpi_job_start(&job, 2, "run", "50", "2000", NULL, environment);
-    wait_for_steps(&job, "run", 30);
-    kill(pid, SIGUSR1);
-    cr_expect_eq(harness_wait(pid, 120), 143);
+    run_until_stopped_by_sigusr1(&job, NULL, environment, 30);
     for (unsigned rank = 0; rank < 2; rank++) {
         char name[32];
         snprintf(name, sizeof name, "metrics.%u", rank);
@@ -582,20 +581,12 @@ Test(mpi, drain_runs_on_to_the_next_checkpoint_commit, .timeout = 180)
     mpi_job_init(&job, 4000);
     char *drain[] = {"ADAPTDL_DRAIN=60", NULL};
     char *every[] = {"--checkpoint-every", "25", NULL};
-    pid_t pid = mpi_job_start(&job, 2, "run", "50", "2000", every, drain);
-    wait_for_steps(&job, "run", 30);
-    kill(pid, SIGUSR1);
-    cr_expect_eq(harness_wait(pid, 120), 143);
+    run_until_stopped_by_sigusr1(&job, every, drain, 30);
     char *path = mpi_ids_path(&job, "run", 0);
     struct id_log log;
     harness_read_id_log(path, &log);
-    uint64_t last_checkpoint = 0, last_step = 0;
-    for (size_t i = 0; i < log.count; i++) {
-        if (log.events[i].kind == ID_EVENT_CHECKPOINT)
-            last_checkpoint = log.events[i].value;
-        if (log.events[i].kind == ID_EVENT_STEP)
-            last_step = log.events[i].value;
-    }
+    uint64_t last_checkpoint = id_log_last_value(&log, ID_EVENT_CHECKPOINT);
+    uint64_t last_step = id_log_last_value(&log, ID_EVENT_STEP);
     cr_expect_gt(last_checkpoint, 0);
     cr_expect(last_step >= last_checkpoint && last_step - last_checkpoint <= 2,
               "stopped at step %llu, last commit at step %llu",
@@ -615,15 +606,10 @@ Test(mpi, without_a_detected_gradient_each_rank_stops_at_its_next_read, .timeout
     mpi_job_init(&job, 2000);
     char *small[] = {"--pad", "0", NULL};
     char *environment[] = {"ADAPTDL_GRAD_MIN=100000", NULL};
-    pid_t pid = mpi_job_start(&job, 2, "run", "50", "2000", small, environment);
-    wait_for_steps(&job, "run", 20);
-    kill(pid, SIGUSR1);
-    cr_expect_eq(harness_wait(pid, 120), 143);
-    char *err = mpi_job_file(&job, "run", ".err");
-    char *text = harness_read_output(err);
+    run_until_stopped_by_sigusr1(&job, small, environment, 20);
+    char *text = mpi_job_output(&job, "run", ".err");
     cr_expect(strstr(text, "cannot be synchronized") != NULL, "%s", text);
     free(text);
-    free(err);
 }
 
 /* The same small gradient (under the 1024 elements of the per-call rule)
@@ -634,17 +620,12 @@ Test(mpi, a_small_gradient_is_found_without_settings_and_the_stop_is_agreed, .ti
     struct mpi_job job;
     mpi_job_init(&job, 2000);
     char *small[] = {"--pad", "0", NULL};
-    pid_t pid = mpi_job_start(&job, 2, "run", "50", "2000", small, NULL);
-    wait_for_steps(&job, "run", 20);
-    kill(pid, SIGUSR1);
-    cr_expect_eq(harness_wait(pid, 120), 143);
-    char *err = mpi_job_file(&job, "run", ".err");
-    char *text = harness_read_output(err);
+    run_until_stopped_by_sigusr1(&job, small, NULL, 20);
+    char *text = mpi_job_output(&job, "run", ".err");
     cr_expect(strstr(text, "cannot be synchronized") == NULL, "%s", text);
     cr_expect(strstr(text, "every replica agreed to stop") != NULL, "%s", text);
     cr_expect(strstr(text, "no gradient all-reduce") == NULL, "%s", text);
     free(text);
-    free(err);
 }
 
 /* --- gradient requests, however the trainer finishes them ------------------------- */
@@ -659,10 +640,7 @@ static void run_requests(struct run_result *result, char *const tool_arguments[]
     char *argv[32] = {"/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe", "--mca",
                       "btl_vader_single_copy_mechanism", "none", "-np", "2", "-x", preload,
                       "-x", "ADAPTDL_LOG=info", tool};
-    size_t used = 13;
-    for (size_t i = 0; tool_arguments[i] != NULL && used < 31; i++)
-        argv[used++] = tool_arguments[i];
-    argv[used] = NULL;
+    harness_append_list(argv, 13, sizeof argv / sizeof argv[0], tool_arguments);
     harness_run(result, argv, harness_mpirun_as_root, false, 120);
     free(tool);
 }

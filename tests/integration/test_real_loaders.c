@@ -568,24 +568,12 @@ static void check_new_permutation(const struct loader_case *trainer)
     loader_job_finish(&job);
 }
 
-/* splitmix64: the kill points are seeded, so a failure can be replayed. */
-static uint64_t next_random(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* The step of the last checkpoint line a trainer printed (0: none). */
 static uint64_t last_checkpoint_step(const char *out_path)
 {
     struct id_log log;
     harness_read_record_stream(out_path, &log);
-    uint64_t step = 0;
-    for (size_t i = 0; i < log.count; i++)
-        if (log.events[i].kind == ID_EVENT_CHECKPOINT)
-            step = log.events[i].value;
+    uint64_t step = id_log_last_value(&log, ID_EVENT_CHECKPOINT);
     id_log_free(&log);
     return step;
 }
@@ -696,8 +684,9 @@ static void run_kill_sequence(const struct loader_job *job, const unsigned *plan
         struct trainer_process processes[2];
         start_kill_sequence_run(processes, job, run, replicas, data);
         if (!last) {
-            size_t target = (trainer->records / 4 + next_random(&random_state) % trainer->records) /
-                            replicas;
+            size_t target =
+                (trainer->records / 4 + harness_splitmix64(&random_state) % trainer->records) /
+                replicas;
             kill_sequence_run(processes, replicas, target);
         }
         for (unsigned rank = 0; rank < replicas; rank++) {

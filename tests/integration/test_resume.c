@@ -33,15 +33,6 @@ static void resume_setup_init(struct resume_setup *setup, const char *trainer_mo
     (void)trainer_mode;
 }
 
-/* splitmix64: the kill schedule is seeded, so a failure can be replayed */
-static uint64_t next_random(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* Batch size of the trainers; the stdio test makes the last batch of an
  * epoch short, so that no periodic checkpoint is followed at once by the
  * end-of-epoch one (a kill after the first would land inside the second
@@ -107,7 +98,8 @@ static void run_kill_sequence(const struct resume_setup *setup, const char *trai
         unsigned replicas = replica_plan[run];
         records[run].replicas = replicas;
         harness_hand_out_first_checkpoint(setup->files.directory, replicas);
-        struct trainer_process processes[8];
+        /* zeroed: a plan never has 0 ranks, which the compiler cannot see */
+        struct trainer_process processes[8] = {0};
         for (unsigned rank = 0; rank < replicas; rank++)
             /* rank 0 is the slowest, so the others are never behind the
              * checkpoint every rank of the next run resumes from */
@@ -115,7 +107,7 @@ static void run_kill_sequence(const struct resume_setup *setup, const char *trai
                           rank == 0 ? "1500" : "700", extra_environment);
         bool last = run + 1 == runs;
         if (!last) {
-            uint64_t delay_us = 20000 + next_random(&random_state) % 250000;
+            uint64_t delay_us = 20000 + harness_splitmix64(&random_state) % 250000;
             usleep((useconds_t)delay_us);
             /* Rank 0's checkpoint is what every rank of the next run resumes
              * from: the other ranks must have got at least as far (as they
@@ -178,6 +170,17 @@ static void expect_same_final_weights(const struct resume_setup *reference,
     free(actual_bytes);
 }
 
+/* The reference a killed job is compared with: one run of `trainer` (in
+ * `mode`) to its end, never killed. */
+static void run_uninterrupted(struct resume_setup *reference, const char *mode,
+                              const char *trainer, char *const environment[])
+{
+    resume_setup_init(reference, mode);
+    unsigned one_run[] = {1};
+    struct harness_killed_run reference_records[1];
+    run_kill_sequence(reference, trainer, one_run, 1, 1, reference_records, environment);
+}
+
 /* sgd_read --resume loads its weights and step counter and runs its epoch
  * loop again from 0: a replay-style trainer. */
 static char *replay_setting[] = {"ADAPTDL_RESUME=replay", NULL};
@@ -185,11 +188,7 @@ static char *replay_setting[] = {"ADAPTDL_RESUME=replay", NULL};
 Test(resume, killed_k1_run_equals_uninterrupted_run_bit_for_bit, .timeout = 240)
 {
     struct resume_setup reference;
-    resume_setup_init(&reference, "read");
-    unsigned one_run[] = {1};
-    struct harness_killed_run reference_records[1];
-    run_kill_sequence(&reference, "trainers/sgd_read", one_run, 1, 1, reference_records,
-                      replay_setting);
+    run_uninterrupted(&reference, "read", "trainers/sgd_read", replay_setting);
 
     struct resume_setup setup;
     resume_setup_init(&setup, "read");
@@ -258,11 +257,7 @@ Test(resume, continue_mode_stdio_trainer_equals_uninterrupted_run, .timeout = 24
     char *continue_setting[] = {"ADAPTDL_RESUME=continue", NULL};
     trainer_batch = "7";
     struct resume_setup reference;
-    resume_setup_init(&reference, "stdio");
-    unsigned one_run[] = {1};
-    struct harness_killed_run reference_records[1];
-    run_kill_sequence(&reference, "trainers/sgd_stdio", one_run, 1, 1, reference_records,
-                      continue_setting);
+    run_uninterrupted(&reference, "stdio", "trainers/sgd_stdio", continue_setting);
 
     struct resume_setup setup;
     resume_setup_init(&setup, "stdio");
@@ -279,7 +274,7 @@ Test(resume, continue_mode_stdio_trainer_equals_uninterrupted_run, .timeout = 24
         records[runs].logs[0] = process.log_path;
         records[runs].outputs[0] = process.out_path;
         bool last = runs + 1 == RUNS;
-        unsigned checkpoints = 1 + (unsigned)(next_random(&random_state) % 5);
+        unsigned checkpoints = 1 + (unsigned)(harness_splitmix64(&random_state) % 5);
         if (!last && wait_for_checkpoints(process.log_path, process.pid, checkpoints))
             kill(process.pid, SIGKILL);
         int status = harness_wait(process.pid, 120);
@@ -355,7 +350,7 @@ Test(resume, killed_text_trainer_sees_every_line_once_and_same_counts, .timeout 
         bool last = run + 1 == RUNS;
         records[run].replicas = 1;
         records[run].outputs[0] = run_bigram(directory, data, state, name, !last,
-                                             20000 + next_random(&random_state) % 150000);
+                                             20000 + harness_splitmix64(&random_state) % 150000);
         char log_name[64];
         snprintf(log_name, sizeof log_name, "%s.ids", name);
         records[run].logs[0] = harness_path_in(directory, log_name);

@@ -113,20 +113,37 @@ Test(sharding, one_pass_covers_every_record_for_k_1_to_5)
         check_one_pass(103, replicas, "");
 }
 
-Test(sharding, unshuffled_shards_are_strided)
+/* Views without a shuffle: a rank's shard is strided (s + r + j*K, padded
+ * from the start), and with sharding off too a rank reads the file. */
+Test(sharding, unshuffled_views_are_in_file_order)
 {
-    const char *directory = harness_temp_dir();
-    char *path = make_id_dataset(directory, 10);
-    size_t count;
-    uint64_t *ids = read_view_ids(path, 3, 2, ":shuffle=0", "0", &count);
-    cr_assert_eq(count, 4);
-    uint64_t expected[] = {2, 5, 8, 1};  /* s + r + j*K, padded from the start */
-    for (size_t i = 0; i < 4; i++)
-        cr_expect_eq(ids[i], expected[i]);
-    free(ids);
-    free(path);
-    harness_remove_temp_dir(directory);
-    free((char *)directory);
+    static const uint64_t strided[] = {2, 5, 8, 1};
+    static const struct {
+        const char *name;
+        uint64_t records;
+        unsigned replicas, rank;
+        const char *keys, *seed;
+        size_t count;
+        const uint64_t *ids;    /* NULL: the records in file order */
+    } cases[] = {
+        {"unshuffled_shards_are_strided", 10, 3, 2, ":shuffle=0", "0", 4, strided},
+        {"shard_zero_shuffle_zero_is_the_file", 77, 4, 3, ":shard=0:shuffle=0", "3", 77, NULL},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const char *directory = harness_temp_dir();
+        char *path = make_id_dataset(directory, cases[c].records);
+        size_t count;
+        uint64_t *ids = read_view_ids(path, cases[c].replicas, cases[c].rank, cases[c].keys,
+                                      cases[c].seed, &count);
+        cr_assert_eq(count, cases[c].count, "%s: %zu records", cases[c].name, count);
+        for (size_t i = 0; i < count; i++)
+            cr_expect_eq(ids[i], cases[c].ids != NULL ? cases[c].ids[i] : i, "%s: position %zu",
+                         cases[c].name, i);
+        free(ids);
+        free(path);
+        harness_remove_temp_dir(directory);
+        free((char *)directory);
+    }
 }
 
 Test(sharding, shuffle_is_deterministic_and_seeded)
@@ -147,21 +164,6 @@ Test(sharding, shuffle_is_deterministic_and_seeded)
     free(a);
     free(b);
     free(c);
-    free(path);
-    harness_remove_temp_dir(directory);
-    free((char *)directory);
-}
-
-Test(sharding, shard_zero_shuffle_zero_is_the_file)
-{
-    const char *directory = harness_temp_dir();
-    char *path = make_id_dataset(directory, 77);
-    size_t count;
-    uint64_t *ids = read_view_ids(path, 4, 3, ":shard=0:shuffle=0", "3", &count);
-    cr_assert_eq(count, 77);
-    for (size_t i = 0; i < 77; i++)
-        cr_expect_eq(ids[i], i);
-    free(ids);
     free(path);
     harness_remove_temp_dir(directory);
     free((char *)directory);

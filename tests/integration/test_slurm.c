@@ -467,17 +467,13 @@ static void expect_dry_run(char *const options[], char *const environment[],
     char *wrapper = strdup(harness_build_path("adaptdl-wrap"));
     char *trainer = strdup(harness_build_path("trainers/sgd_mpi"));
     char *argv[16] = {wrapper, "--dry-run"};
-    size_t used = 2;
-    for (size_t i = 0; options[i] != NULL; i++)
-        argv[used++] = options[i];
+    size_t used = harness_append_list(argv, 2, sizeof argv / sizeof argv[0], options);
     argv[used++] = "--";
     argv[used++] = trainer;
     argv[used] = NULL;
     char *full_environment[8] = {"SLURM_JOB_ID=77", "SLURM_NTASKS=2"};
-    used = 2;
-    for (size_t i = 0; environment != NULL && environment[i] != NULL; i++)
-        full_environment[used++] = environment[i];
-    full_environment[used] = NULL;
+    harness_append_list(full_environment, 2,
+                        sizeof full_environment / sizeof full_environment[0], environment);
     struct run_result result;
     harness_run(&result, argv, full_environment, false, 30);
     cr_assert_eq(result.status, 0, "%s", result.err);

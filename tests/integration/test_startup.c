@@ -10,19 +10,23 @@
 
 #include "harness.h"
 
-static void expect_config_error(char *const environment[], const char *variable)
+/* The case `name`: a program run with environment exits 2 before main, with
+ * one line on stderr that names `variable`. */
+static void expect_config_error(const char *name, char *const environment[],
+                                const char *variable)
 {
     struct run_result result;
     char *argv[] = {"/bin/echo", "main-ran", NULL};
     harness_run(&result, argv, environment, true, 20);
-    cr_expect_eq(result.status, 2, "status %d for %s, stderr: %s", result.status, variable,
-                 result.err);
-    cr_expect(strstr(result.err, variable) != NULL, "stderr names %s: %s", variable,
+    cr_expect_eq(result.status, 2, "%s: status %d for %s, stderr: %s", name, result.status,
+                 variable, result.err);
+    cr_expect(strstr(result.err, variable) != NULL, "%s: stderr names %s: %s", name, variable,
               result.err);
-    cr_expect(strstr(result.out, "main-ran") == NULL, "main must not run: %s", result.out);
+    cr_expect(strstr(result.out, "main-ran") == NULL, "%s: main must not run: %s", name,
+              result.out);
     /* exactly one line */
     char *newline = strchr(result.err, '\n');
-    cr_expect(newline != NULL && newline[1] == '\0', "one line: [%s]", result.err);
+    cr_expect(newline != NULL && newline[1] == '\0', "%s: one line: [%s]", name, result.err);
     run_result_free(&result);
 }
 
@@ -38,34 +42,28 @@ Test(startup, programs_without_variables_run_untouched)
     run_result_free(&result);
 }
 
-Test(startup, malformed_log_level_exits_2_before_main)
+/* A malformed value exits 2 before main with one line naming it. */
+Test(startup, every_malformed_setting_exits_2_naming_it)
 {
-    char *environment[] = {"ADAPTDL_LOG=verbose", NULL};
-    expect_config_error(environment, "ADAPTDL_LOG");
-}
-
-Test(startup, malformed_data_entry_exits_2)
-{
-    char *environment[] = {"ADAPTDL_DATA=/tmp/x.bin:record=abc", NULL};
-    expect_config_error(environment, "ADAPTDL_DATA");
-}
-
-Test(startup, lines_with_record_exits_2)
-{
-    char *environment[] = {"ADAPTDL_DATA=/tmp/x.txt:lines:record=4", NULL};
-    expect_config_error(environment, "ADAPTDL_DATA");
-}
-
-Test(startup, unknown_resume_mode_exits_2)
-{
-    char *environment[] = {"ADAPTDL_RESUME=sometimes", NULL};
-    expect_config_error(environment, "ADAPTDL_RESUME");
-}
-
-Test(startup, missing_checkpoint_parent_exits_2)
-{
-    char *environment[] = {"ADAPTDL_CHECKPOINT_PATH=/nonexistent-parent/state", NULL};
-    expect_config_error(environment, "/nonexistent-parent");
+    static const struct {
+        const char *name;
+        char *setting;
+        const char *named;      /* what the line must name */
+    } cases[] = {
+        {"malformed_log_level_exits_2_before_main", "ADAPTDL_LOG=verbose", "ADAPTDL_LOG"},
+        {"malformed_data_entry_exits_2", "ADAPTDL_DATA=/tmp/x.bin:record=abc", "ADAPTDL_DATA"},
+        {"lines_with_record_exits_2", "ADAPTDL_DATA=/tmp/x.txt:lines:record=4", "ADAPTDL_DATA"},
+        {"unknown_resume_mode_exits_2", "ADAPTDL_RESUME=sometimes", "ADAPTDL_RESUME"},
+        {"missing_checkpoint_parent_exits_2",
+         "ADAPTDL_CHECKPOINT_PATH=/nonexistent-parent/state", "/nonexistent-parent"},
+        /* a target glob fnmatch cannot match as written (an unclosed '[')
+         * used to leave every program untouched without a word */
+        {"malformed_target_exits_2", "ADAPTDL_TARGET=ech[o", "ADAPTDL_TARGET"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *environment[] = {cases[i].setting, NULL};
+        expect_config_error(cases[i].name, environment, cases[i].named);
+    }
 }
 
 Test(startup, checkpoint_directory_is_created_when_parent_exists)
@@ -84,44 +82,32 @@ Test(startup, checkpoint_directory_is_created_when_parent_exists)
     run_result_free(&result);
 }
 
-Test(startup, disable_ignores_everything_else)
+/* ADAPTDL_DISABLE=1, or an ADAPTDL_TARGET the program does not match, leave
+ * the process alone: even a malformed ADAPTDL_LOG is not looked at.  A
+ * matching target applies the configuration (and so exits 2 on it). */
+Test(startup, disable_and_target_decide_whether_the_configuration_applies)
 {
-    char *environment[] = {"ADAPTDL_DISABLE=1", "ADAPTDL_LOG=verbose", NULL};
-    struct run_result result;
-    char *argv[] = {"/bin/echo", "ran", NULL};
-    harness_run(&result, argv, environment, true, 20);
-    cr_expect_eq(result.status, 0);
-    cr_expect_str_eq(result.out, "ran\n");
-    run_result_free(&result);
-}
-
-Test(startup, target_mismatch_leaves_process_alone)
-{
-    char *environment[] = {"ADAPTDL_TARGET=trainer*", "ADAPTDL_LOG=verbose", NULL};
-    struct run_result result;
-    char *argv[] = {"/bin/echo", "ran", NULL};
-    harness_run(&result, argv, environment, true, 20);
-    cr_expect_eq(result.status, 0, "stderr %s", result.err);
-    cr_expect_str_eq(result.out, "ran\n");
-    run_result_free(&result);
-}
-
-Test(startup, target_match_applies_configuration)
-{
-    char *environment[] = {"ADAPTDL_TARGET=ech?", "ADAPTDL_LOG=verbose", NULL};
-    struct run_result result;
-    char *argv[] = {"/bin/echo", "ran", NULL};
-    harness_run(&result, argv, environment, true, 20);
-    cr_expect_eq(result.status, 2);
-    run_result_free(&result);
-}
-
-/* A target glob fnmatch cannot match as written (an unclosed '[') used to
- * leave every program untouched without a word: now an error. */
-Test(startup, malformed_target_exits_2)
-{
-    char *environment[] = {"ADAPTDL_TARGET=ech[o", NULL};
-    expect_config_error(environment, "ADAPTDL_TARGET");
+    static const struct {
+        const char *name;
+        char *switch_setting;
+        int status;
+        const char *out;        /* NULL: not checked */
+    } cases[] = {
+        {"disable_ignores_everything_else", "ADAPTDL_DISABLE=1", 0, "ran\n"},
+        {"target_mismatch_leaves_process_alone", "ADAPTDL_TARGET=trainer*", 0, "ran\n"},
+        {"target_match_applies_configuration", "ADAPTDL_TARGET=ech?", 2, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *environment[] = {cases[i].switch_setting, "ADAPTDL_LOG=verbose", NULL};
+        struct run_result result;
+        char *argv[] = {"/bin/echo", "ran", NULL};
+        harness_run(&result, argv, environment, true, 20);
+        cr_expect_eq(result.status, cases[i].status, "%s: stderr %s", cases[i].name,
+                     result.err);
+        if (cases[i].out != NULL)
+            cr_expect_str_eq(result.out, cases[i].out, "%s", cases[i].name);
+        run_result_free(&result);
+    }
 }
 
 /* A process that only runs a helper (here setpriv, which drops to another

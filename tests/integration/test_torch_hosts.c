@@ -69,9 +69,7 @@ static pid_t start_torch_hosts_job(const struct torch_job *torch,
     size_t used = 0;
     while (argv[used] != NULL)
         used++;
-    for (size_t i = 0; trainer_options != NULL && trainer_options[i] != NULL; i++)
-        argv[used++] = trainer_options[i];
-    argv[used] = NULL;
+    harness_append_list(argv, used, sizeof argv / sizeof argv[0], trainer_options);
     char interface[64];
     snprintf(interface, sizeof interface, "GLOO_SOCKET_IFNAME=%s", hosts.interface);
     char *settings[] = {(char *)torch->job.data_setting, (char *)torch->job.state_setting,

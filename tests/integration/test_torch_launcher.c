@@ -38,8 +38,7 @@ static pid_t start_torch_job(const struct torch_job *torch, char *const options[
     argv[used++] = strdup(harness_build_path("adaptdl-wrap"));
     argv[used++] = "--launcher";
     argv[used++] = "torch";
-    for (size_t i = 0; options != NULL && options[i] != NULL; i++)
-        argv[used++] = options[i];
+    used = harness_append_list(argv, used, sizeof argv / sizeof argv[0], options);
     char epochs[16];
     snprintf(epochs, sizeof epochs, "%d", EPOCHS);
     char *fixed[] = {"--", "/usr/bin/python3", strdup(harness_build_path("trainers/torch_ddp.py")),
@@ -48,31 +47,14 @@ static pid_t start_torch_job(const struct torch_job *torch, char *const options[
                      torch->log_pattern};
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         argv[used++] = fixed[i];
-    for (size_t i = 0; trainer_options != NULL && trainer_options[i] != NULL; i++)
-        argv[used++] = trainer_options[i];
-    argv[used] = NULL;
+    harness_append_list(argv, used, sizeof argv / sizeof argv[0], trainer_options);
     char *settings[32] = {(char *)torch->job.data_setting, (char *)torch->job.state_setting,
                           (char *)torch->job.save_setting, "ADAPTDL_LOG=info"};
-    used = 4;
-    for (size_t i = 0; environment != NULL && environment[i] != NULL; i++)
-        settings[used++] = environment[i];
-    settings[used] = NULL;
+    harness_append_list(settings, 4, sizeof settings / sizeof settings[0], environment);
     pid_t pid = harness_start(argv, settings, false, torch->out, torch->err);
     free(argv[0]);
     free(fixed[2]);
     return pid;
-}
-
-/* Running: it exists and is not a zombie. */
-static bool process_running(pid_t pid)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    char *text = harness_read_file(path, NULL);
-    const char *end = text ? strrchr(text, ')') : NULL;
-    char state = end != NULL && end[1] == ' ' ? end[2] : 0;
-    free(text);
-    return state != 0 && state != 'Z' && state != 'X';
 }
 
 /* Every "pid P" a trainer printed on the wrapper's stdout is gone (polled,
@@ -84,9 +66,9 @@ static void expect_no_replica_running(const char *out)
     for (const char *at = strstr(text, " pid "); at != NULL; at = strstr(at + 1, " pid ")) {
         pid_t pid = (pid_t)strtol(at + 5, NULL, 10);
         double give_up = harness_monotonic_seconds() + 60;
-        while (process_running(pid) && harness_monotonic_seconds() < give_up)
+        while (harness_process_running(pid) && harness_monotonic_seconds() < give_up)
             usleep(2000);
-        bool running = process_running(pid);
+        bool running = harness_process_running(pid);
         if (running)
             kill(pid, SIGKILL);
         cr_expect(!running, "replica %d outlived the job", (int)pid);
@@ -234,7 +216,7 @@ Test(torch_launcher, a_replica_crash_stops_the_others_and_is_retried, .timeout =
     /* the first run's rank 0 ended before the relaunch started (the
      * launcher waits for every replica) */
     pid_t first_rank0 = number_after(out, "rank 0 of 2", " pid ");
-    cr_expect(first_rank0 > 0 && !process_running(first_rank0), "%s", out);
+    cr_expect(first_rank0 > 0 && !harness_process_running(first_rank0), "%s", out);
     expect_each_record_trained_once(&torch, (const unsigned[]){2, 2}, 2);
     free(out);
     free(err);
@@ -499,10 +481,10 @@ Test(torch_launcher, a_killed_launcher_leaves_no_remote_replica_running, .timeou
     double give_up = harness_monotonic_seconds() + 30;
     for (unsigned rank = 0; rank < 2; rank++) {
         cr_expect_gt(replicas[rank], 0, "replica %u started", rank);
-        while (replicas[rank] > 0 && process_running(replicas[rank]) &&
+        while (replicas[rank] > 0 && harness_process_running(replicas[rank]) &&
                harness_monotonic_seconds() < give_up)
             usleep(2000);
-        bool running = replicas[rank] > 0 && process_running(replicas[rank]);
+        bool running = replicas[rank] > 0 && harness_process_running(replicas[rank]);
         if (running)
             kill(replicas[rank], SIGKILL);
         cr_expect(!running, "replica %u outlived its launcher", rank);

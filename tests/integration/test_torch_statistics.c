@@ -43,21 +43,6 @@ static void skip_without_torch(void)
                      "the PyTorch statistics are not tested");
 }
 
-/* A TCP port no one listens on now (the kernel's choice), for gloo's
- * rendezvous: several test runs share the machine. */
-static void free_port(char *text, size_t size)
-{
-    int socket_fd = socket(AF_INET, SOCK_STREAM, 0);
-    cr_assert_geq(socket_fd, 0);
-    struct sockaddr_in address = {.sin_family = AF_INET,
-                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t length = sizeof address;
-    cr_assert_eq(bind(socket_fd, (struct sockaddr *)&address, sizeof address), 0);
-    cr_assert_eq(getsockname(socket_fd, (struct sockaddr *)&address, &length), 0);
-    snprintf(text, size, "%u", (unsigned)ntohs(address.sin_port));
-    close(socket_fd);
-}
-
 struct torch_job {
     const char *directory;
     char port[16];
@@ -72,7 +57,8 @@ static void torch_job_init(struct torch_job *job, unsigned replicas, bool shim)
     job->directory = harness_temp_dir();
     job->replicas = replicas;
     job->shim = shim;
-    free_port(job->port, sizeof job->port);
+    /* the kernel's choice of port: several test runs share the machine */
+    snprintf(job->port, sizeof job->port, "%u", harness_free_port());
 }
 
 static char *job_path(const struct torch_job *job, const char *name, unsigned rank)

@@ -43,22 +43,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "probe_common.h"
+
 #define COPY_REQUEST (1u << 20)
 
 static void die(const char *what)
 {
     fprintf(stderr, "copy_probe: %s: %s\n", what, strerror(errno));
     exit(1);
-}
-
-static uint64_t fnv(const unsigned char *data, size_t size)
-{
-    uint64_t hash = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < size; i++) {
-        hash ^= data[i];
-        hash *= 0x100000001b3ULL;
-    }
-    return hash;
 }
 
 enum how { HOW_SENDFILE, HOW_SENDFILE_OFFSET, HOW_SPLICE };
@@ -120,7 +112,7 @@ static int copy_file_range_under_a_size_limit(int in, size_t size, const char *o
     size_t got = 0;
     while ((n = read(check, received + got, size + 1 - got)) > 0)
         got += (size_t)n;
-    printf("read received %zu %016" PRIx64 "\n", got, fnv(received, got));
+    printf("read received %zu %016" PRIx64 "\n", got, probe_fnv1a(received, got));
     free(received);
     return fflush(stdout) == 0 ? 0 : 1;
 }
@@ -199,7 +191,7 @@ int main(int argc, char **argv)
         if ((size_t)offset != got)
             consistent = false;
     }
-    printf("read received %zu %016" PRIx64 "\n", got, fnv(received, got));
+    printf("read received %zu %016" PRIx64 "\n", got, probe_fnv1a(received, got));
     printf("eagain %ld\nshort %ld\nconsistent %d\n", eagain, short_counts, consistent);
     printf("offset_at_end %lld\n", (long long)offset);
     free(received);

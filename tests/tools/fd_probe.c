@@ -76,26 +76,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "probe_common.h"
+
 static void die(const char *what)
 {
     fprintf(stderr, "error %s: %s\n", what, strerror(errno));
     exit(1);
 }
 
-static uint64_t fnv(const void *data, size_t size)
-{
-    const unsigned char *p = data;
-    uint64_t hash = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < size; i++) {
-        hash ^= p[i];
-        hash *= 0x100000001b3ULL;
-    }
-    return hash;
-}
-
 static void report_bytes(const char *label, const void *data, size_t size)
 {
-    printf("read %s %zu %016" PRIx64 "\n", label, size, fnv(data, size));
+    printf("read %s %zu %016" PRIx64 "\n", label, size, probe_fnv1a(data, size));
 }
 
 static void report(const char *label, long long value)
@@ -106,18 +97,10 @@ static void report(const char *label, long long value)
 /* read(2) until `size` bytes or end of file. */
 static size_t read_up_to(int fd, void *buffer, size_t size)
 {
-    size_t got = 0;
-    while (got < size) {
-        ssize_t n = read(fd, (char *)buffer + got, size - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            die("read");
-        if (n == 0)
-            break;
-        got += (size_t)n;
-    }
-    return got;
+    ssize_t got = probe_read_up_to(fd, buffer, size);
+    if (got < 0)
+        die("read");
+    return (size_t)got;
 }
 
 static void read_and_report(int fd, size_t size, const char *label)

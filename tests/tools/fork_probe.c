@@ -52,6 +52,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "probe_common.h"
+
 #define FORK_PROBE_MAX_RECORD 4096
 /* How long a child forked under busy readers may take to read its records
  * (a few milliseconds when nothing is wrong; generous for a loaded host). */
@@ -78,22 +80,14 @@ static void report_record(const char *who, unsigned epoch, uint64_t position,
 /* Reads exactly `size` bytes; 0 at the end of the view, 1 for a record. */
 static int read_record(int fd, unsigned char *record, size_t size)
 {
-    size_t got = 0;
-    while (got < size) {
-        ssize_t n = read(fd, record + got, size - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            die("read");
-        if (n == 0)
-            break;
-        got += (size_t)n;
-    }
-    if (got != 0 && got != size) {
-        fprintf(stderr, "error: a partial record of %zu bytes at the end\n", got);
+    ssize_t got = probe_read_up_to(fd, record, size);
+    if (got < 0)
+        die("read");
+    if (got != 0 && (size_t)got != size) {
+        fprintf(stderr, "error: a partial record of %zd bytes at the end\n", got);
         exit(1);
     }
-    return got == size;
+    return (size_t)got == size;
 }
 
 static int open_view(const char *path, size_t header)

@@ -28,6 +28,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "probe_common.h"
+
 struct options {
     const char *out;
     uint64_t records;
@@ -46,18 +48,6 @@ static void usage(const char *program)
             "       [--text] [--print-weights]\n",
             program);
     exit(2);
-}
-
-static uint64_t parse_u64(const char *flag, const char *text)
-{
-    char *end;
-    errno = 0;
-    unsigned long long value = strtoull(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || text[0] == '-') {
-        fprintf(stderr, "gen_dataset: %s expects a non-negative integer, got '%s'\n", flag, text);
-        exit(2);
-    }
-    return value;
 }
 
 static double parse_double(const char *flag, const char *text)
@@ -88,17 +78,17 @@ static void parse_options(int argc, char **argv, struct options *options)
         } else if (strcmp(flag, "--out") == 0) {
             options->out = argv[++i];
         } else if (strcmp(flag, "--records") == 0) {
-            options->records = parse_u64(flag, argv[++i]);
+            options->records = probe_parse_u64("gen_dataset", flag, argv[++i]);
             options->have_records = true;
         } else if (strcmp(flag, "--dim") == 0) {
-            uint64_t dim = parse_u64(flag, argv[++i]);
+            uint64_t dim = probe_parse_u64("gen_dataset", flag, argv[++i]);
             if (dim == 0 || dim > 65536) {
                 fprintf(stderr, "gen_dataset: --dim must be in 1..65536\n");
                 exit(2);
             }
             options->dim = (uint32_t)dim;
         } else if (strcmp(flag, "--seed") == 0) {
-            options->seed = parse_u64(flag, argv[++i]);
+            options->seed = probe_parse_u64("gen_dataset", flag, argv[++i]);
         } else if (strcmp(flag, "--noise") == 0) {
             options->noise = parse_double(flag, argv[++i]);
         } else {
@@ -116,19 +106,10 @@ static void parse_options(int argc, char **argv, struct options *options)
     }
 }
 
-/* splitmix64: tiny, fast, and fully determined by its 64-bit state. */
-static uint64_t next_random(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 /* Uniform in [0, 1) with 53 bits. */
 static double random_unit(uint64_t *state)
 {
-    return (double)(next_random(state) >> 11) * 0x1.0p-53;
+    return (double)(probe_splitmix64(state) >> 11) * 0x1.0p-53;
 }
 
 /* Standard normal by Box-Muller (one value per call, the pair's second is dropped). */
@@ -207,9 +188,9 @@ static void write_text(FILE *file, const char *path, const struct options *optio
     char line[128];
     for (uint64_t id = 0; id < options->records; id++) {
         int length = snprintf(line, sizeof line, "%" PRIu64 "\t", id);
-        int text_length = 5 + (int)(next_random(&state) % 76); /* 5..80 */
+        int text_length = 5 + (int)(probe_splitmix64(&state) % 76); /* 5..80 */
         for (int i = 0; i < text_length; i++) {
-            uint64_t draw = next_random(&state) % 32;
+            uint64_t draw = probe_splitmix64(&state) % 32;
             line[length++] = draw < 26 ? (char)('a' + draw) : ' ';
         }
         line[length++] = '\n';

@@ -24,30 +24,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "probe_common.h"
+
 #define TOKEN_MAGIC 20240520
 #define TOKEN_VERSION 1
 #define HEADER_INTS 256
 #define VOCABULARY 50257
-
-static uint64_t next_random(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static uint64_t parse_u64(const char *flag, const char *text)
-{
-    char *end;
-    errno = 0;
-    unsigned long long value = strtoull(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || text[0] == '-') {
-        fprintf(stderr, "gen_tokens: %s expects a non-negative integer, got '%s'\n", flag, text);
-        exit(2);
-    }
-    return value;
-}
 
 static void put_u32le(unsigned char *out, uint32_t value)
 {
@@ -71,11 +53,11 @@ int main(int argc, char **argv)
         if (strcmp(argv[i], "--out") == 0)
             out = argv[i + 1];
         else if (strcmp(argv[i], "--records") == 0)
-            records = parse_u64(argv[i], argv[i + 1]);
+            records = probe_parse_u64("gen_tokens", argv[i], argv[i + 1]);
         else if (strcmp(argv[i], "--tokens-per-record") == 0)
-            per_record = parse_u64(argv[i], argv[i + 1]);
+            per_record = probe_parse_u64("gen_tokens", argv[i], argv[i + 1]);
         else if (strcmp(argv[i], "--seed") == 0)
-            seed = parse_u64(argv[i], argv[i + 1]);
+            seed = probe_parse_u64("gen_tokens", argv[i], argv[i + 1]);
         else {
             fprintf(stderr, "gen_tokens: unknown option %s\n", argv[i]);
             return 2;
@@ -105,7 +87,7 @@ int main(int argc, char **argv)
         for (uint64_t t = 0; t < per_record; t++) {
             uint16_t token = t == 0   ? (uint16_t)(id & 0xffff)
                              : t == 1 ? (uint16_t)(id >> 16)
-                                      : (uint16_t)(next_random(&state) % VOCABULARY);
+                                      : (uint16_t)(probe_splitmix64(&state) % VOCABULARY);
             unsigned char bytes[2] = {(unsigned char)token, (unsigned char)(token >> 8)};
             write_or_die(file, bytes, 2);
         }

@@ -38,18 +38,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "probe_common.h"
+
 #define WINDOW_OFFSET 4096
 #define WINDOW_LENGTH 5000
-
-static uint64_t fnv1a(const unsigned char *data, size_t size)
-{
-    uint64_t hash = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < size; i++) {
-        hash ^= data[i];
-        hash *= 0x100000001b3ULL;
-    }
-    return hash;
-}
 
 static void fail(const char *what, const char *path)
 {
@@ -111,7 +103,7 @@ static void probe_window(const char *path, int fd, size_t size)
     for (size_t i = in_view; i < valid_end; i++)
         if (map[i] != 0)
             zeros = "no";
-    printf("window bytes %zu hash %016" PRIx64 " zeros %s\n", in_view, fnv1a(map, in_view),
+    printf("window bytes %zu hash %016" PRIx64 " zeros %s\n", in_view, probe_fnv1a(map, in_view),
            zeros);
     if (munmap(map, WINDOW_LENGTH) != 0)
         fail("munmap of", path);
@@ -153,7 +145,7 @@ static void probe_pass(const char *mode, const char *path, unsigned pass, size_t
     } else if (size > 0) {
         bool reuse = strcmp(mode, "reuse") == 0;
         unsigned char *map = map_or_exit(reuse ? "private" : mode, size, fd, 0);
-        printf("pass %u size %zu hash %016" PRIx64 "\n", pass, size, fnv1a(map, size));
+        printf("pass %u size %zu hash %016" PRIx64 "\n", pass, size, probe_fnv1a(map, size));
         print_records(map, size, header, record);
         if (munmap(map, size) != 0)
             fail("munmap of", path);

@@ -31,6 +31,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "probe_common.h"
+
 #define TEARDOWN_MAX_BYTES (1 << 22)
 
 static const char *data_path;
@@ -43,40 +45,24 @@ static void fail(const char *what)
     _exit(1);
 }
 
-static uint64_t fnv1a(const unsigned char *data, size_t size)
-{
-    uint64_t hash = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < size; i++) {
-        hash ^= data[i];
-        hash *= 0x100000001b3ULL;
-    }
-    return hash;
-}
-
 /* One line on stdout with a single write(2): the lines of the thread, the
  * main thread and the atexit handler never interleave. */
 static void report(const char *name, long long size, size_t got)
 {
     char line[160];
     int length = snprintf(line, sizeof line, "%s %lld %016" PRIx64 "\n", name, size,
-                          fnv1a(bytes, got));
+                          probe_fnv1a(bytes, got));
     if (write(STDOUT_FILENO, line, (size_t)length) != length)
         fail("write");
 }
 
+/* The file's bytes into `bytes`, up to its size. */
 static size_t read_to_end(int fd)
 {
-    size_t got = 0;
-    for (;;) {
-        ssize_t n = read(fd, bytes + got, sizeof bytes - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            fail("read");
-        if (n == 0 || got + (size_t)n == sizeof bytes)
-            return got + (size_t)n;
-        got += (size_t)n;
-    }
+    ssize_t got = probe_read_up_to(fd, bytes, sizeof bytes);
+    if (got < 0)
+        fail("read");
+    return (size_t)got;
 }
 
 static long long size_of_descriptor(int fd)

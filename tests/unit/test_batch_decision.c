@@ -17,23 +17,44 @@
 
 #include "batch_decision.h"
 #include "grad_noise.h"
+#include "unit_helpers.h"
 
 static struct step_profile profiles[4];
 
-static void job_record_with_profiles(struct adaptdl_job_record *record)
+/* How a job record's profiles are made: `count` local batch sizes on 2
+ * replicas, each measured `steps` times with a step of `constant` +
+ * `per_record` seconds per local record, of which `sync` seconds synchronize. */
+struct profiled_sizes {
+    const uint64_t *locals;
+    size_t count;
+    uint64_t steps;
+    double constant, per_record, sync;
+};
+
+/* A job record (initial global batch 16, the restart cost given) with the
+ * profiles `sizes` describes, kept in `storage`. */
+static void job_record_with_sizes(struct adaptdl_job_record *record, struct step_profile *storage,
+                                  const struct profiled_sizes *sizes, double restart_cost)
 {
     job_record_init(record);
-    const uint64_t locals[] = {8, 16, 32, 64};
-    for (int i = 0; i < 4; i++) {
-        double step = 0.020 + 0.001 * (double)locals[i];
-        profiles[i] = (struct step_profile){.nodes = 1, .replicas = 2, .local_bsz = locals[i],
-                                            .count = 50, .step_time_sum = 50 * step,
-                                            .sync_time_sum = 50 * 0.004};
+    for (size_t i = 0; i < sizes->count; i++) {
+        double step = sizes->constant + sizes->per_record * (double)sizes->locals[i];
+        storage[i] = (struct step_profile){
+            .nodes = 1, .replicas = 2, .local_bsz = sizes->locals[i], .count = sizes->steps,
+            .step_time_sum = (double)sizes->steps * step,
+            .sync_time_sum = (double)sizes->steps * sizes->sync};
     }
-    record->profiles = profiles;
-    record->profile_count = 4;
+    record->profiles = storage;
+    record->profile_count = sizes->count;
     record->initial_global_bsz = 16;
-    record->restart_cost_seconds = 2.0;
+    record->restart_cost_seconds = restart_cost;
+}
+
+static void job_record_with_profiles(struct adaptdl_job_record *record)
+{
+    static const uint64_t locals[] = {8, 16, 32, 64};
+    job_record_with_sizes(record, profiles,
+                          &(struct profiled_sizes){locals, 4, 50, 0.020, 0.001, 0.004}, 2.0);
 }
 
 static struct batch_decision_inputs inputs_for(const struct adaptdl_job_record *record,
@@ -154,13 +175,10 @@ Test(batch_decision, going_back_needs_the_threshold_squared)
                  batch_decision_reason_text(onward.reason));
 }
 
-/* splitmix64 */
+/* Uniform on [0, 1), from the seeded sequence. */
 static double uniform(uint64_t *state)
 {
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0;
+    return (double)(unit_splitmix64(state) >> 11) / 9007199254740992.0;
 }
 
 /* Statistics drawn around a fixed truth (noise scale 100) within their
@@ -203,15 +221,9 @@ static struct step_profile single_profile;
 
 static void job_record_with_one_size(struct adaptdl_job_record *record, uint64_t local)
 {
-    job_record_init(record);
-    double step = 0.100 + 0.00078 * (double)local;
-    single_profile = (struct step_profile){.nodes = 1, .replicas = 2, .local_bsz = local,
-                                           .count = 40, .step_time_sum = 40 * step,
-                                           .sync_time_sum = 40 * 0.0005};
-    record->profiles = &single_profile;
-    record->profile_count = 1;
-    record->initial_global_bsz = 16;
-    record->restart_cost_seconds = 0; /* none measured yet: Pollux's 30 s */
+    /* no restart cost measured yet: Pollux's 30 s */
+    job_record_with_sizes(record, &single_profile,
+                          &(struct profiled_sizes){&local, 1, 40, 0.100, 0.00078, 0.0005}, 0);
 }
 
 /* Two local batches profiled (8 and 16 on 2 replicas), steps of
@@ -222,29 +234,29 @@ static struct step_profile two_sizes[2];
 static void job_record_with_two_sizes(struct adaptdl_job_record *record, double constant,
                                       double per_record)
 {
-    job_record_init(record);
-    const uint64_t locals[] = {8, 16};
-    for (int i = 0; i < 2; i++) {
-        double step = constant + per_record * (double)locals[i];
-        two_sizes[i] = (struct step_profile){.nodes = 1, .replicas = 2, .local_bsz = locals[i],
-                                             .count = 40, .step_time_sum = 40 * step,
-                                             .sync_time_sum = 40 * 0.0005};
-    }
-    record->profiles = two_sizes;
-    record->profile_count = 2;
-    record->initial_global_bsz = 16;
-    record->restart_cost_seconds = 3.0;
+    static const uint64_t locals[] = {8, 16};
+    job_record_with_sizes(record, two_sizes,
+                          &(struct profiled_sizes){locals, 2, 40, constant, per_record, 0.0005},
+                          3.0);
+}
+
+/* The decision for a job measured at one size (local 8 on 2 replicas) whose
+ * gradient statistics (grad_sqr 1.59, grad_var) are known to within their
+ * errors. */
+static struct batch_decision decide_after_one_size(double grad_var)
+{
+    struct adaptdl_job_record record;
+    job_record_with_one_size(&record, 8);
+    struct batch_decision_inputs inputs = inputs_for(&record, 1.59, grad_var, 8);
+    inputs.grad_sqr_error = 0.05;
+    inputs.grad_var_error = 0.5;
+    return decide(&inputs);
 }
 
 Test(batch_decision, one_profiled_size_explores_twice_the_batch)
 {
-    struct adaptdl_job_record record;
-    job_record_with_one_size(&record, 8);
     /* noise scale 31 samples at a global batch of 16 */
-    struct batch_decision_inputs inputs = inputs_for(&record, 1.59, 50.0, 8);
-    inputs.grad_sqr_error = 0.05;
-    inputs.grad_var_error = 0.5;
-    struct batch_decision decision = decide(&inputs);
+    struct batch_decision decision = decide_after_one_size(50.0);
     cr_expect_eq(decision.reason, BATCH_DECISION_EXPLORE, "%s",
                  batch_decision_reason_text(decision.reason));
     cr_expect(decision.restart);
@@ -262,12 +274,7 @@ Test(batch_decision, one_profiled_size_explores_twice_the_batch)
  * measures it, however large the bound with an unchanged step time. */
 Test(batch_decision, a_batch_the_model_calls_right_is_not_explored)
 {
-    struct adaptdl_job_record record;
-    job_record_with_one_size(&record, 8);
-    struct batch_decision_inputs inputs = inputs_for(&record, 1.59, 27.0, 8);
-    inputs.grad_sqr_error = 0.05;
-    inputs.grad_var_error = 0.5;
-    struct batch_decision decision = decide(&inputs);
+    struct batch_decision decision = decide_after_one_size(27.0);
     cr_expect_not(decision.restart, "%s", batch_decision_reason_text(decision.reason));
     cr_expect_neq(decision.reason, BATCH_DECISION_EXPLORE);
 }
@@ -277,12 +284,7 @@ Test(batch_decision, a_batch_the_model_calls_right_is_not_explored)
  * sizes. */
 Test(batch_decision, a_restart_from_one_measured_size_goes_at_least_twice_as_far)
 {
-    struct adaptdl_job_record record;
-    job_record_with_one_size(&record, 8);
-    struct batch_decision_inputs inputs = inputs_for(&record, 1.59, 70.0, 8);
-    inputs.grad_sqr_error = 0.05;
-    inputs.grad_var_error = 0.5;
-    struct batch_decision decision = decide(&inputs);
+    struct batch_decision decision = decide_after_one_size(70.0);
     cr_expect(decision.restart, "%s", batch_decision_reason_text(decision.reason));
     cr_expect_geq(decision.choice.local_bsz, 16);
 }

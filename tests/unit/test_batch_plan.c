@@ -26,14 +26,25 @@ Test(batch_plan, nothing_to_inject_without_a_target)
     cr_expect_not(plan.active);
 }
 
+/* The plan when the trainer passes its own batch size, trainer_value. */
+static struct batch_plan plan_with_trainer_value(const struct adaptdl_config *config,
+                                                 const struct adaptdl_job_record *record,
+                                                 double trainer_value)
+{
+    struct batch_plan plan;
+    char error[256] = "";
+    cr_assert_eq(batch_plan_decide(config, record, trainer_value, true, &plan, error,
+                                   sizeof error),
+                 0, "%s", error);
+    return plan;
+}
+
 Test(batch_plan, the_initial_batch_is_split_over_replicas_rounded_up)
 {
     struct adaptdl_config config = plan_config(3, 64);
     struct adaptdl_job_record record;
     job_record_init(&record);
-    struct batch_plan plan;
-    char error[256];
-    cr_assert_eq(batch_plan_decide(&config, &record, 10, true, &plan, error, sizeof error), 0);
+    struct batch_plan plan = plan_with_trainer_value(&config, &record, 10);
     cr_expect(plan.active);
     cr_expect_eq(plan.initial_global, 64, "ADAPTDL_BATCH_SIZE wins over the trainer's value");
     cr_expect_eq(plan.local, 22);
@@ -46,16 +57,14 @@ Test(batch_plan, the_trainers_value_times_replicas_is_the_initial_batch_and_is_s
     struct adaptdl_config config = plan_config(4, 0);
     struct adaptdl_job_record record;
     job_record_init(&record);
-    struct batch_plan plan;
-    char error[256];
-    cr_assert_eq(batch_plan_decide(&config, &record, 16, true, &plan, error, sizeof error), 0);
+    struct batch_plan plan = plan_with_trainer_value(&config, &record, 16);
     cr_expect_eq(plan.initial_global, 64);
     cr_expect(plan.initial_is_new);
     cr_expect_eq(plan.local, 16);
     /* a later run with 2 replicas keeps the saved meaning */
     record.initial_global_bsz = 64;
     config.num_replicas = 2;
-    cr_assert_eq(batch_plan_decide(&config, &record, 16, true, &plan, error, sizeof error), 0);
+    plan = plan_with_trainer_value(&config, &record, 16);
     cr_expect_eq(plan.initial_global, 64);
     cr_expect_not(plan.initial_is_new);
     cr_expect_eq(plan.local, 32);

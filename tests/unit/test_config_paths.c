@@ -16,6 +16,7 @@
 
 #include "config.h"
 #include "config_paths.h"
+#include "unit_helpers.h"
 
 #define ENV(...) ((char *const[]){__VA_ARGS__, NULL})
 
@@ -25,21 +26,13 @@ static char error[1024];
 
 static void setup(void)
 {
-    directory = strdup("/tmp/adaptshim-test-config-paths-XXXXXX");
-    cr_assert_not_null(mkdtemp(directory));
-}
-
-static int remove_entry(const char *path, const struct stat *status, int type, struct FTW *walk)
-{
-    (void)status, (void)type, (void)walk;
-    return remove(path);
+    directory = unit_make_temp_directory("/tmp/adaptshim-test-config-paths-XXXXXX");
 }
 
 static void teardown(void)
 {
     config_free(&config);
-    nftw(directory, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-    free(directory);
+    unit_remove_temp_directory(directory);
 }
 
 TestSuite(config_paths, .init = setup, .fini = teardown);

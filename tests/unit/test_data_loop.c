@@ -140,54 +140,95 @@ Test(data_loop, adaptdl_names_and_misuse)
     data_loop_registry_free(&registry);
 }
 
+/* A job with a train loop (shuffled) and a validation loop (in order) of
+ * batches of 10 in one registry, and what the tests pass to and get from
+ * the loops. */
+struct train_and_valid {
+    struct data_loop_registry registry;
+    struct data_loop train, valid;
+    char error[256];
+    uint64_t indices[10];
+    bool skipped;
+};
+
+static void train_and_valid_create(struct train_and_valid *job, uint64_t train_records,
+                                   uint64_t valid_records)
+{
+    data_loop_registry_init(&job->registry);
+    data_loop_create(&job->registry, &job->train, -1, train_records, 10, true, 1, job->error,
+                     sizeof job->error);
+    data_loop_create(&job->registry, &job->valid, -1, valid_records, 10, false, 1, job->error,
+                     sizeof job->error);
+}
+
+static void train_and_valid_free(struct train_and_valid *job)
+{
+    data_loop_free(&job->train);
+    data_loop_free(&job->valid);
+    data_loop_registry_free(&job->registry);
+}
+
+/* Begins an iteration of loop in epoch on the job's one replica (skipped
+ * or not: job->skipped). */
+static int train_and_valid_begin(struct train_and_valid *job, struct data_loop *loop,
+                                 int64_t epoch)
+{
+    return data_loop_begin(&job->registry, loop, epoch, 1, 0, &job->skipped, job->error,
+                           sizeof job->error);
+}
+
+/* The next batch of loop into job->indices: its size, 0 at the end. */
+static long train_and_valid_next_batch(struct train_and_valid *job, struct data_loop *loop)
+{
+    return data_loop_next_batch(&job->registry, loop, job->indices, 10, job->error,
+                                sizeof job->error);
+}
+
+/* A restart: saves both loops as a checkpoint does, frees them and their
+ * registry, and makes them again in a fresh registry, restored from what
+ * was saved.  Returns the validation loop's saved current index. */
+static uint64_t train_and_valid_restart(struct train_and_valid *job, uint64_t train_records,
+                                        uint64_t valid_records)
+{
+    struct saved_loop saved_train, saved_valid;
+    save(&job->train, &saved_train);
+    save(&job->valid, &saved_valid);
+    train_and_valid_free(job);
+    train_and_valid_create(job, train_records, valid_records);
+    restore(&job->train, &saved_train);
+    restore(&job->valid, &saved_valid);
+    return saved_valid.current_index;
+}
+
 /* A train and a validation loop per epoch; a restart in the middle of the
  * validation loop of epoch 0 skips the train loop's finished position and
  * continues the validation loop at its index. */
 Test(data_loop, skipdone_after_a_restart_in_the_second_loop_of_an_epoch)
 {
-    struct data_loop_registry registry;
-    data_loop_registry_init(&registry);
-    struct data_loop train, valid;
-    char error[256];
-    uint64_t indices[10];
-    bool skipped;
-    data_loop_create(&registry, &train, -1, 30, 10, true, 1, error, sizeof error);
-    data_loop_create(&registry, &valid, -1, 20, 10, false, 1, error, sizeof error);
-    cr_assert_eq(data_loop_begin(&registry, &train, 0, 1, 0, &skipped, error, sizeof error), 0);
+    struct train_and_valid job;
+    train_and_valid_create(&job, 30, 20);
+    cr_assert_eq(train_and_valid_begin(&job, &job.train, 0), 0);
     unsigned train_batches = 0;
-    while (data_loop_next_batch(&registry, &train, indices, 10, error, sizeof error) > 0)
+    while (train_and_valid_next_batch(&job, &job.train) > 0)
         train_batches++;
     cr_expect_eq(train_batches, 3);
-    cr_assert_eq(data_loop_begin(&registry, &valid, 0, 1, 0, &skipped, error, sizeof error), 0);
-    data_loop_next_batch(&registry, &valid, indices, 10, error, sizeof error);
-    data_loop_next_batch(&registry, &valid, indices, 10, error, sizeof error);
-    struct saved_loop saved_train, saved_valid;
-    save(&train, &saved_train);   /* checkpoint with the second batch in hand */
-    save(&valid, &saved_valid);
-    cr_expect_eq(saved_valid.current_index, 10);
-    data_loop_free(&train);
-    data_loop_free(&valid);
-    data_loop_registry_free(&registry);
-
-    data_loop_registry_init(&registry);
-    data_loop_create(&registry, &train, -1, 30, 10, true, 1, error, sizeof error);
-    data_loop_create(&registry, &valid, -1, 20, 10, false, 1, error, sizeof error);
-    restore(&train, &saved_train);
-    restore(&valid, &saved_valid);
-    cr_assert_eq(data_loop_begin(&registry, &train, 0, 1, 0, &skipped, error, sizeof error), 0);
-    cr_expect(skipped, "the train loop finished position 0 of epoch 0");
-    cr_expect_eq(data_loop_next_batch(&registry, &train, indices, 10, error, sizeof error), 0);
-    cr_assert_eq(data_loop_begin(&registry, &valid, 0, 1, 0, &skipped, error, sizeof error), 0);
-    cr_expect(!skipped);
-    cr_expect_eq(data_loop_next_batch(&registry, &valid, indices, 10, error, sizeof error), 10);
-    cr_expect_eq(indices[0], 10, "continues at index 10 (shuffle off)");
-    cr_expect_eq(data_loop_next_batch(&registry, &valid, indices, 10, error, sizeof error), 0);
-    cr_assert_eq(data_loop_begin(&registry, &train, 1, 1, 0, &skipped, error, sizeof error), 0);
-    cr_expect(!skipped, "epoch 1 runs");
-    data_loop_leave(&registry, &train);
-    data_loop_free(&train);
-    data_loop_free(&valid);
-    data_loop_registry_free(&registry);
+    cr_assert_eq(train_and_valid_begin(&job, &job.valid, 0), 0);
+    train_and_valid_next_batch(&job, &job.valid);
+    train_and_valid_next_batch(&job, &job.valid);
+    /* checkpoint with the second batch in hand */
+    cr_expect_eq(train_and_valid_restart(&job, 30, 20), 10);
+    cr_assert_eq(train_and_valid_begin(&job, &job.train, 0), 0);
+    cr_expect(job.skipped, "the train loop finished position 0 of epoch 0");
+    cr_expect_eq(train_and_valid_next_batch(&job, &job.train), 0);
+    cr_assert_eq(train_and_valid_begin(&job, &job.valid, 0), 0);
+    cr_expect(!job.skipped);
+    cr_expect_eq(train_and_valid_next_batch(&job, &job.valid), 10);
+    cr_expect_eq(job.indices[0], 10, "continues at index 10 (shuffle off)");
+    cr_expect_eq(train_and_valid_next_batch(&job, &job.valid), 0);
+    cr_assert_eq(train_and_valid_begin(&job, &job.train, 1), 0);
+    cr_expect(!job.skipped, "epoch 1 runs");
+    data_loop_leave(&job.registry, &job.train);
+    train_and_valid_free(&job);
 }
 
 /* A checkpoint after both loops of epoch 0 finished: after the restart
@@ -197,51 +238,28 @@ Test(data_loop, skipdone_after_a_restart_in_the_second_loop_of_an_epoch)
  * begin without a batch request in between. */
 Test(data_loop, every_loop_finished_before_the_restart_is_skipped)
 {
-    struct data_loop_registry registry;
-    data_loop_registry_init(&registry);
-    struct data_loop train, valid;
-    char error[256];
-    uint64_t indices[10];
-    bool skipped;
-    data_loop_create(&registry, &train, -1, 20, 10, true, 1, error, sizeof error);
-    data_loop_create(&registry, &valid, -1, 20, 10, false, 1, error, sizeof error);
-    struct data_loop *loops[] = {&train, &valid};
+    struct train_and_valid job;
+    train_and_valid_create(&job, 20, 20);
+    struct data_loop *loops[] = {&job.train, &job.valid};
     for (int i = 0; i < 2; i++) {
-        cr_assert_eq(data_loop_begin(&registry, loops[i], 0, 1, 0, &skipped, error,
-                                     sizeof error), 0, "%s", error);
-        while (data_loop_next_batch(&registry, loops[i], indices, 10, error, sizeof error) > 0)
+        cr_assert_eq(train_and_valid_begin(&job, loops[i], 0), 0, "%s", job.error);
+        while (train_and_valid_next_batch(&job, loops[i]) > 0)
             continue;
     }
-    struct saved_loop saved_train, saved_valid;
-    save(&train, &saved_train);
-    save(&valid, &saved_valid);
-    data_loop_free(&train);
-    data_loop_free(&valid);
-    data_loop_registry_free(&registry);
-
-    data_loop_registry_init(&registry);
-    data_loop_create(&registry, &train, -1, 20, 10, true, 1, error, sizeof error);
-    data_loop_create(&registry, &valid, -1, 20, 10, false, 1, error, sizeof error);
-    restore(&train, &saved_train);
-    restore(&valid, &saved_valid);
-    cr_assert_eq(data_loop_begin(&registry, &train, 0, 1, 0, &skipped, error, sizeof error), 0,
-                 "%s", error);
-    cr_expect(skipped, "the train loop finished position 0 of epoch 0");
+    train_and_valid_restart(&job, 20, 20);
+    cr_assert_eq(train_and_valid_begin(&job, &job.train, 0), 0, "%s", job.error);
+    cr_expect(job.skipped, "the train loop finished position 0 of epoch 0");
     /* no batch request: the skipped iteration is already over */
-    cr_assert_eq(data_loop_begin(&registry, &valid, 0, 1, 0, &skipped, error, sizeof error), 0,
-                 "%s", error);
-    cr_expect(skipped, "the validation loop finished position 1 of epoch 0");
-    cr_expect_eq(data_loop_next_batch(&registry, &valid, indices, 10, error, sizeof error), 0,
+    cr_assert_eq(train_and_valid_begin(&job, &job.valid, 0), 0, "%s", job.error);
+    cr_expect(job.skipped, "the validation loop finished position 1 of epoch 0");
+    cr_expect_eq(train_and_valid_next_batch(&job, &job.valid), 0,
                  "a skipped iteration hands out nothing");
-    cr_expect_eq(data_loop_next_batch(&registry, &train, indices, 10, error, sizeof error), 0);
-    cr_assert_eq(data_loop_begin(&registry, &train, 1, 1, 0, &skipped, error, sizeof error), 0,
-                 "%s", error);
-    cr_expect(!skipped, "epoch 1 runs");
-    cr_expect_eq(data_loop_next_batch(&registry, &train, indices, 10, error, sizeof error), 10);
-    data_loop_leave(&registry, &train);
-    data_loop_free(&train);
-    data_loop_free(&valid);
-    data_loop_registry_free(&registry);
+    cr_expect_eq(train_and_valid_next_batch(&job, &job.train), 0);
+    cr_assert_eq(train_and_valid_begin(&job, &job.train, 1), 0, "%s", job.error);
+    cr_expect(!job.skipped, "epoch 1 runs");
+    cr_expect_eq(train_and_valid_next_batch(&job, &job.train), 10);
+    data_loop_leave(&job.registry, &job.train);
+    train_and_valid_free(&job);
 }
 
 /* 10 records over 3 replicas: ceil(10/3) = 4 each; rank 1 and 2 are short

@@ -141,43 +141,54 @@ static bool consumed_bit(const uint64_t *bits, uint64_t index)
     return (bits[index / 64] >> (index % 64)) & 1u;
 }
 
-Test(delivery_record, the_records_delivered_last_are_not_consumed)
-{
-    uint64_t bits[2] = {0}, consumed[2];
+/* A record of 128 bits with a ring of the last `ring` deliveries (at most
+ * 8), reset for a view of 100 records; `consumed` receives the answers of
+ * delivery_record_consumed. */
+struct lookahead_record {
+    uint64_t bits[2], consumed[2];
     struct delivery_range recent[8];
     struct delivery_record record;
-    delivery_record_init(&record, bits, 128, recent, 8);
-    delivery_record_reset(&record, 100);
-    delivery_record_mark(&record, 0, 3);      /* in order */
-    delivery_record_mark(&record, 3, 5);      /* continues the range before */
-    delivery_record_mark(&record, 50, 52);    /* out of order */
-    delivery_record_mark(&record, 20, 21);
+};
+
+static void lookahead_record_start(struct lookahead_record *lookahead, uint64_t ring)
+{
+    memset(lookahead->bits, 0, sizeof lookahead->bits);
+    delivery_record_init(&lookahead->record, lookahead->bits, 128, lookahead->recent, ring);
+    delivery_record_reset(&lookahead->record, 100);
+}
+
+Test(delivery_record, the_records_delivered_last_are_not_consumed)
+{
+    struct lookahead_record lookahead;
+    lookahead_record_start(&lookahead, 8);
+    delivery_record_mark(&lookahead.record, 0, 3);      /* in order */
+    delivery_record_mark(&lookahead.record, 3, 5);      /* continues the range before */
+    delivery_record_mark(&lookahead.record, 50, 52);    /* out of order */
+    delivery_record_mark(&lookahead.record, 20, 21);
     /* the last 4: record 20, 51, 50, then 4 */
-    cr_assert(delivery_record_consumed(&record, 4, consumed));
+    cr_assert(delivery_record_consumed(&lookahead.record, 4, lookahead.consumed));
     for (uint64_t index = 0; index < 100; index++)
-        cr_assert_eq(consumed_bit(consumed, index), index < 4, "record %llu",
+        cr_assert_eq(consumed_bit(lookahead.consumed, index), index < 4, "record %llu",
                      (unsigned long long)index);
-    cr_assert(delivery_record_consumed(&record, 0, consumed));
-    cr_assert(consumed_bit(consumed, 51) && consumed_bit(consumed, 20) &&
-              consumed_bit(consumed, 4) && !consumed_bit(consumed, 5));
+    cr_assert(delivery_record_consumed(&lookahead.record, 0, lookahead.consumed));
+    cr_assert(consumed_bit(lookahead.consumed, 51) && consumed_bit(lookahead.consumed, 20) &&
+              consumed_bit(lookahead.consumed, 4) && !consumed_bit(lookahead.consumed, 5));
     /* more in flight than ever delivered: none consumed, and that is known */
-    cr_assert(delivery_record_consumed(&record, 50, consumed));
+    cr_assert(delivery_record_consumed(&lookahead.record, 50, lookahead.consumed));
     for (uint64_t index = 0; index < 100; index++)
-        cr_assert_not(consumed_bit(consumed, index));
+        cr_assert_not(consumed_bit(lookahead.consumed, index));
 }
 
 Test(delivery_record, a_ring_that_forgot_the_oldest_cannot_count_past_them)
 {
-    uint64_t bits[2] = {0}, consumed[2];
-    struct delivery_range recent[2];
-    struct delivery_record record;
-    delivery_record_init(&record, bits, 128, recent, 2);
-    delivery_record_reset(&record, 100);
+    struct lookahead_record lookahead;
+    lookahead_record_start(&lookahead, 2);
     for (uint64_t index = 90; index >= 80; index -= 2)
-        delivery_record_mark(&record, index, index + 1);
-    cr_assert(delivery_record_consumed(&record, 2, consumed), "the ring knows the last 2");
-    cr_assert_not(delivery_record_consumed(&record, 3, consumed));
+        delivery_record_mark(&lookahead.record, index, index + 1);
+    cr_assert(delivery_record_consumed(&lookahead.record, 2, lookahead.consumed),
+              "the ring knows the last 2");
+    cr_assert_not(delivery_record_consumed(&lookahead.record, 3, lookahead.consumed));
     /* a new view starts with an empty ring */
-    delivery_record_reset(&record, 100);
-    cr_assert(delivery_record_consumed(&record, 3, consumed));
+    delivery_record_reset(&lookahead.record, 100);
+    cr_assert(delivery_record_consumed(&lookahead.record, 3, lookahead.consumed));
 }

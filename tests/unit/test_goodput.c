@@ -28,6 +28,7 @@
 
 #include "goodput.h"
 #include "goodput_network.h"
+#include "unit_helpers.h"
 
 /* --- fixtures ---------------------------------------------------------------- */
 
@@ -66,18 +67,9 @@ struct test_rng {
     uint64_t state;
 };
 
-/* splitmix64 */
-static uint64_t test_rng_next(struct test_rng *rng)
-{
-    uint64_t z = (rng->state += UINT64_C(0x9E3779B97F4A7C15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return z ^ (z >> 31);
-}
-
 static double test_rng_uniform(struct test_rng *rng)
 {
-    return ((double)(test_rng_next(rng) >> 11) + 0.5) * 0x1.0p-53;
+    return ((double)(unit_splitmix64(&rng->state) >> 11) + 0.5) * 0x1.0p-53;
 }
 
 static double test_rng_gaussian(struct test_rng *rng)

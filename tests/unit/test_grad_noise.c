@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "grad_noise.h"
+#include "unit_helpers.h"
 
 #define DIMENSION 50
 #define MAX_REPLICAS 8
@@ -48,19 +49,10 @@ static void test_rng_seed(struct test_rng *rng, uint64_t seed)
     *rng = (struct test_rng){.state = seed};
 }
 
-/* splitmix64: tiny, well mixed, and reproducible everywhere. */
-static uint64_t test_rng_next(struct test_rng *rng)
-{
-    uint64_t z = (rng->state += UINT64_C(0x9e3779b97f4a7c15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
-
 /* Uniform on (0, 1]: never 0, so log() below is always finite. */
 static double test_rng_uniform(struct test_rng *rng)
 {
-    return ((double)(test_rng_next(rng) >> 11) + 1.0) * 0x1.0p-53;
+    return ((double)(unit_splitmix64(&rng->state) >> 11) + 1.0) * 0x1.0p-53;
 }
 
 /* Box-Muller: two independent standard normals per pair of uniforms. */
@@ -153,6 +145,14 @@ static void expect_relative(double got, double expected, double tolerance,
               tolerance * 100.0);
 }
 
+/* Both estimates within RELATIVE_TOLERANCE of the problem's true values. */
+static void expect_estimates_near_the_truth(const struct grad_noise_state *state,
+                                            const struct synthetic_problem *problem)
+{
+    expect_relative(grad_noise_sqr(state), problem->true_sqr, RELATIVE_TOLERANCE, "grad_sqr");
+    expect_relative(grad_noise_var(state), problem->true_var, RELATIVE_TOLERANCE, "grad_var");
+}
+
 static void expect_close(double got, double expected, const char *what)
 {
     cr_expect(fabs(got - expected) <= 1e-12 * fmax(1.0, fabs(expected)),
@@ -182,10 +182,7 @@ static void expect_converges_with_replicas(uint32_t replicas, uint64_t seed)
     }
     cr_expect(grad_noise_has_estimate(&state));
     cr_expect_eq(state.observations, (uint64_t)steps);
-    expect_relative(grad_noise_sqr(&state), problem.true_sqr, RELATIVE_TOLERANCE,
-                    "grad_sqr");
-    expect_relative(grad_noise_var(&state), problem.true_var, RELATIVE_TOLERANCE,
-                    "grad_var");
+    expect_estimates_near_the_truth(&state, &problem);
     expect_relative(grad_noise_scale_simple(&state), problem.true_var / problem.true_sqr,
                     2 * RELATIVE_TOLERANCE, "noise_scale");
 }
@@ -226,10 +223,7 @@ Test(grad_noise, converges_with_varying_batch_sizes)
         cr_assert(grad_noise_update_replicas(&state, local_sqr_mean, total_sqr, replicas,
                                              local_bsz, local_bsz * replicas));
     }
-    expect_relative(grad_noise_sqr(&state), problem.true_sqr, RELATIVE_TOLERANCE,
-                    "grad_sqr");
-    expect_relative(grad_noise_var(&state), problem.true_var, RELATIVE_TOLERANCE,
-                    "grad_var");
+    expect_estimates_near_the_truth(&state, &problem);
 }
 
 /* K = 1: the caller keeps the previous gradient, computes |(a + b)/2|^2
@@ -258,10 +252,7 @@ Test(grad_noise, converges_with_difference_estimator)
     }
     cr_expect_eq(updates, 2999, "every step but the first pairs up, got %d", updates);
     cr_expect(state.from_difference_estimator);
-    expect_relative(grad_noise_sqr(&state), problem.true_sqr, RELATIVE_TOLERANCE,
-                    "grad_sqr");
-    expect_relative(grad_noise_var(&state), problem.true_var, RELATIVE_TOLERANCE,
-                    "grad_var");
+    expect_estimates_near_the_truth(&state, &problem);
 }
 
 /* --- exact arithmetic ------------------------------------------------------ */

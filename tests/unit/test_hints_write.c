@@ -12,24 +12,18 @@
 #include <unistd.h>
 
 #include "hints_file.h"
+#include "unit_helpers.h"
 
 static const struct perf_params hints_perf = {
     .alpha_c = 0.01, .beta_c = 0.001, .alpha_n = 0.02, .beta_n = 0.01,
     .alpha_r = 0.005, .beta_r = 0.002, .gamma = 1.5,
 };
 
-static struct batch_decision_inputs hints_inputs(void)
-{
-    return (struct batch_decision_inputs){
-        .grad_sqr = 1.0,
-        .grad_var = 10.0,
-        .nodes = 1,
-        .replicas = 2,
-        .current_local_bsz = 16,
-        .initial_global_bsz = 32,
-        .max_global_bsz = 1024,
-    };
-}
+/* The inputs of the decisions these tests write (each test takes a copy). */
+static const struct batch_decision_inputs hints_inputs = {
+    .grad_sqr = 1.0, .grad_var = 10.0, .nodes = 1, .replicas = 2,
+    .current_local_bsz = 16, .initial_global_bsz = 32, .max_global_bsz = 1024,
+};
 
 static size_t hints_read_file(const char *path, char *text, size_t size)
 {
@@ -41,21 +35,9 @@ static size_t hints_read_file(const char *path, char *text, size_t size)
     return length;
 }
 
-static size_t hints_directory_entries(const char *directory)
-{
-    DIR *listing = opendir(directory);
-    cr_assert_not_null(listing);
-    size_t count = 0;
-    for (struct dirent *entry; (entry = readdir(listing)) != NULL;)
-        if (strcmp(entry->d_name, ".") != 0 && strcmp(entry->d_name, "..") != 0)
-            count++;
-    closedir(listing);
-    return count;
-}
-
 Test(hints_write, the_reader_reads_the_goodput_table_the_writer_predicts)
 {
-    struct batch_decision_inputs inputs = hints_inputs();
+    struct batch_decision_inputs inputs = hints_inputs;
     struct batch_decision decision = {.valid = true, .perf = hints_perf};
     struct json_line line;
     hints_format(&line, 1796307514.5, &inputs, &decision, 2);
@@ -90,55 +72,70 @@ Test(hints_write, the_reader_reads_the_goodput_table_the_writer_predicts)
     cr_expect_not_null(strstr(line.text, "\"grad_var\": 10"), "%s", line.text);
 }
 
+/* A fresh directory, and the path of `name` in it, for a hints file. */
+struct hints_target {
+    char directory[64];
+    char path[256];
+};
+
+static void hints_target_make(struct hints_target *target, const char *name)
+{
+    snprintf(target->directory, sizeof target->directory, "/tmp/adaptshim-hints-XXXXXX");
+    cr_assert_not_null(mkdtemp(target->directory));
+    snprintf(target->path, sizeof target->path, "%s/%s", target->directory, name);
+}
+
+/* The hints line of a decision on hints_inputs with a gradient variance
+ * of grad_var, at time_seconds, with max_replicas_profiled replicas
+ * profiled. */
+static void format_hints(struct json_line *line, double time_seconds, double grad_var,
+                         uint32_t max_replicas_profiled)
+{
+    struct batch_decision_inputs inputs = hints_inputs;
+    inputs.grad_var = grad_var;
+    struct batch_decision decision = {.valid = true, .perf = hints_perf};
+    hints_format(line, time_seconds, &inputs, &decision, max_replicas_profiled);
+}
+
 Test(hints_write, the_file_is_replaced_whole_and_no_temporary_stays)
 {
-    char directory[] = "/tmp/adaptshim-hints-XXXXXX";
-    cr_assert_not_null(mkdtemp(directory));
-    char path[256];
-    snprintf(path, sizeof path, "%s/hints.json", directory);
-    struct batch_decision_inputs inputs = hints_inputs();
-    struct batch_decision decision = {.valid = true, .perf = hints_perf};
     struct json_line first, second;
-    hints_format(&first, 1.0, &inputs, &decision, 1);
-    inputs.grad_var = 20.0;
-    hints_format(&second, 2.0, &inputs, &decision, 2);
+    struct hints_target target;
+    hints_target_make(&target, "hints.json");
+    format_hints(&first, 1.0, 10.0, 1);
+    format_hints(&second, 2.0, 20.0, 2);
     char error[512] = "";
-    cr_assert_eq(hints_write(path, &first, error, sizeof error), 0, "%s", error);
-    cr_assert_eq(hints_write(path, &second, error, sizeof error), 0, "%s", error);
+    cr_assert_eq(hints_write(target.path, &first, error, sizeof error), 0, "%s", error);
+    cr_assert_eq(hints_write(target.path, &second, error, sizeof error), 0, "%s", error);
     char text[8192];
-    size_t length = hints_read_file(path, text, sizeof text);
+    size_t length = hints_read_file(target.path, text, sizeof text);
     cr_expect_eq(length, second.length);
     cr_expect_eq(memcmp(text, second.text, second.length), 0, "the second write, whole");
-    cr_expect_eq(hints_directory_entries(directory), 1, "no temporary file left beside it");
-    unlink(path);
-    rmdir(directory);
+    cr_expect_eq(unit_directory_entry_count(target.directory), 1,
+                 "no temporary file left beside it");
+    unlink(target.path);
+    rmdir(target.directory);
 }
 
 Test(hints_write, a_path_that_cannot_be_written_gets_one_line)
 {
-    char directory[] = "/tmp/adaptshim-hints-XXXXXX";
-    cr_assert_not_null(mkdtemp(directory));
-    char path[256];
-    snprintf(path, sizeof path, "%s/missing/hints.json", directory);
-    struct batch_decision_inputs inputs = hints_inputs();
-    struct batch_decision decision = {.valid = true, .perf = hints_perf};
+    struct hints_target target;
+    hints_target_make(&target, "missing/hints.json");
     struct json_line line;
-    hints_format(&line, 1.0, &inputs, &decision, 1);
+    format_hints(&line, 1.0, 10.0, 1);
     char error[512] = "";
-    cr_expect_eq(hints_write(path, &line, error, sizeof error), -1);
+    cr_expect_eq(hints_write(target.path, &line, error, sizeof error), -1);
     cr_expect_not_null(strstr(error, "ADAPTDL_HINTS_FILE: cannot write"), "%s", error);
     cr_expect_not_null(strstr(error, "missing/hints.json"), "%s", error);
     cr_expect_null(strchr(error, '\n'), "one line");
-    cr_expect_eq(hints_directory_entries(directory), 0);
-    rmdir(directory);
+    cr_expect_eq(unit_directory_entry_count(target.directory), 0);
+    rmdir(target.directory);
 }
 
 Test(hints_write, a_line_that_overflowed_is_not_written)
 {
-    char directory[] = "/tmp/adaptshim-hints-XXXXXX";
-    cr_assert_not_null(mkdtemp(directory));
-    char path[256];
-    snprintf(path, sizeof path, "%s/hints.json", directory);
+    struct hints_target target;
+    hints_target_make(&target, "hints.json");
     struct json_line line;
     json_line_begin(&line, "hints", 1.0);
     char key[32];
@@ -149,10 +146,10 @@ Test(hints_write, a_line_that_overflowed_is_not_written)
     json_line_end(&line);
     cr_assert_not(json_line_is_writable(&line));
     char error[512] = "";
-    cr_expect_eq(hints_write(path, &line, error, sizeof error), -1);
+    cr_expect_eq(hints_write(target.path, &line, error, sizeof error), -1);
     cr_expect_not_null(strstr(error, "do not fit"), "%s", error);
-    cr_expect_eq(access(path, F_OK), -1, "nothing written");
-    rmdir(directory);
+    cr_expect_eq(access(target.path, F_OK), -1, "nothing written");
+    rmdir(target.directory);
 }
 
 Test(hints_write, the_fitted_model_is_an_object_of_seven_parameters_then_the_statistics)

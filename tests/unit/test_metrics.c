@@ -226,6 +226,15 @@ static size_t metrics_assert_complete_lines(const char *text, size_t size)
     return count;
 }
 
+/* The file at path holds exactly `expected` whole JSON lines. */
+static void assert_file_has_complete_lines(const char *path, size_t expected)
+{
+    size_t size;
+    char *text = metrics_read_file(path, &size);
+    cr_assert_eq(metrics_assert_complete_lines(text, size), expected, "%s: %s", path, text);
+    free(text);
+}
+
 /* Start of the value of "key" in a line (keys are unique in these tests). */
 static const char *json_value_of(const char *text, const char *key)
 {
@@ -254,6 +263,15 @@ static void metrics_build_step(struct json_line *line, uint64_t step, double tim
  * Building lines
  * ------------------------------------------------------------------------ */
 
+/* The line was finished within its buffer and is exactly `expected`. */
+static void assert_line_is(const struct json_line *line, const char *expected)
+{
+    cr_assert(json_line_is_writable(line));
+    cr_assert_eq(line->length, strlen(expected), "got %.*s", (int)line->length, line->text);
+    cr_assert_arr_eq(line->text, expected, line->length, "got %.*s", (int)line->length,
+                     line->text);
+}
+
 Test(metrics, exact_line_with_every_kind_of_member)
 {
     struct json_line line;
@@ -273,14 +291,11 @@ Test(metrics, exact_line_with_every_kind_of_member)
     json_line_add_string(&line, "absent", NULL);
     json_line_end(&line);
 
-    cr_assert(json_line_is_writable(&line));
-    const char *expected =
-        "{\"type\": \"decision\", \"time\": 12.5, \"restart\": true, "
-        "\"perf_params\": {\"alpha_c\": 0.5, \"beta_c\": 0.25}, \"replicas\": 4, "
-        "\"delta\": -3, \"nothing\": null, \"efficiency\": null, \"goodput\": 2, "
-        "\"final\": false, \"reason\": \"speedup\", \"absent\": null}\n";
-    cr_assert_eq(line.length, strlen(expected));
-    cr_assert_arr_eq(line.text, expected, line.length, "got %.*s", (int)line.length, line.text);
+    assert_line_is(&line,
+                   "{\"type\": \"decision\", \"time\": 12.5, \"restart\": true, "
+                   "\"perf_params\": {\"alpha_c\": 0.5, \"beta_c\": 0.25}, \"replicas\": 4, "
+                   "\"delta\": -3, \"nothing\": null, \"efficiency\": null, \"goodput\": 2, "
+                   "\"final\": false, \"reason\": \"speedup\", \"absent\": null}\n");
 }
 
 Test(metrics, empty_nested_object_and_integer_extremes)
@@ -299,9 +314,7 @@ Test(metrics, empty_nested_object_and_integer_extremes)
     const char *expected = "{\"type\": \"t\", \"time\": 0, \"empty\": {}, \"outer\": "
                            "{\"inner\": {\"max\": 18446744073709551615}, "
                            "\"min\": -9223372036854775808}}\n";
-    cr_assert(json_line_is_writable(&line));
-    cr_assert_arr_eq(line.text, expected, strlen(expected), "got %.*s", (int)line.length,
-                     line.text);
+    assert_line_is(&line, expected);
     cr_assert(json_is_one_object(line.text, line.length - 1));
 }
 
@@ -317,9 +330,7 @@ Test(metrics, strings_are_escaped)
         "{\"type\": \"quote\\\"type\", \"time\": 1, "
         "\"text\": \"a\\\"b\\\\c\\nd\\te\\rf\\bg\\fh\\u0001i\\u001fj/k\x7f \xc3\xa9\xe2\x82\xac\", "
         "\"key\\nwith\\\\\": \"\"}\n";
-    cr_assert(json_line_is_writable(&line));
-    cr_assert_eq(line.length, strlen(expected), "got %.*s", (int)line.length, line.text);
-    cr_assert_arr_eq(line.text, expected, line.length);
+    assert_line_is(&line, expected);
     /* Only the final newline is a raw control character. */
     for (size_t index = 0; index + 1 < line.length; index++)
         cr_assert((unsigned char)line.text[index] >= 0x20, "raw control at %zu", index);
@@ -358,9 +369,7 @@ Test(metrics, non_finite_doubles_become_null)
     const char *expected = "{\"type\": \"t\", \"time\": null, \"nan\": null, "
                            "\"minus_nan\": null, \"inf\": null, \"minus_inf\": null, "
                            "\"present_inf\": null, \"perf_params\": {\"gamma\": null}}\n";
-    cr_assert(json_line_is_writable(&line));
-    cr_assert_arr_eq(line.text, expected, strlen(expected), "got %.*s", (int)line.length,
-                     line.text);
+    assert_line_is(&line, expected);
 }
 
 /* Doubles must come back bit for bit: these are the numbers anyone will use
@@ -485,10 +494,7 @@ Test(metrics, lines_near_the_capacity_are_whole_or_absent)
     cr_assert(seen_invalid);
     cr_assert_gt(written, 0);
     metrics_writer_close(&writer);
-    size_t size;
-    char *text = metrics_read_file(path, &size);
-    cr_assert_eq(metrics_assert_complete_lines(text, size), written);
-    free(text);
+    assert_file_has_complete_lines(path, written);
 }
 
 Test(metrics, misuse_invalidates_the_line)
@@ -575,10 +581,7 @@ Test(metrics, reopening_appends)
     metrics_open_named(&writer, "append.jsonl", path, sizeof path);
     metrics_write_event(&writer, &line);
     metrics_writer_close(&writer);
-    size_t size;
-    char *text = metrics_read_file(path, &size);
-    cr_assert_eq(metrics_assert_complete_lines(text, size), 2);
-    free(text);
+    assert_file_has_complete_lines(path, 2);
 }
 
 Test(metrics, pattern_expands_rank_and_pid)
@@ -599,10 +602,7 @@ Test(metrics, pattern_expands_rank_and_pid)
     metrics_writer_close(&writer);
 
     cr_assert_eq(access(expected, F_OK), 0, "%s does not exist", expected);
-    size_t size;
-    char *text = metrics_read_file(expected, &size);
-    cr_assert_eq(metrics_assert_complete_lines(text, size), 1);
-    free(text);
+    assert_file_has_complete_lines(expected, 1);
 }
 
 Test(metrics, open_error_names_variable_path_and_reason)
@@ -739,10 +739,7 @@ Test(metrics, interval_is_configurable)
         metrics_offer_step(&writer, &line, 0);
     }
     metrics_writer_close(&writer);
-    size_t size;
-    char *text = metrics_read_file(path, &size);
-    cr_assert_eq(metrics_assert_complete_lines(text, size), 10);
-    free(text);
+    assert_file_has_complete_lines(path, 10);
 }
 
 Test(metrics, close_writes_the_pending_step)

@@ -32,6 +32,16 @@ static int refuse(void *block, void *context)
     return -1;
 }
 
+/* Claims the block of key, filled with zeros by count_and_fill when it is
+ * created. */
+static unsigned char *claim_zero_filled(struct pass_state_arena *arena,
+                                        const struct pass_state_key *key, size_t size,
+                                        bool *created)
+{
+    static int zero = 0;
+    return pass_state_arena_claim(arena, key, size, count_and_fill, &zero, created);
+}
+
 Test(pass_state_arena, one_key_gets_one_block_initialized_once)
 {
     struct pass_state_arena *arena = pass_state_arena_create(1 << 20);
@@ -58,18 +68,14 @@ Test(pass_state_arena, one_key_gets_one_block_initialized_once)
 Test(pass_state_arena, different_keys_get_disjoint_aligned_blocks)
 {
     struct pass_state_arena *arena = pass_state_arena_create(1 << 20);
-    int fill = 0;
     bool created;
     struct pass_state_key a = {.device = 1, .inode = 2, .record_count = 10};
     struct pass_state_key b = a, c = a;
     b.inode = 3;
     c.record_count = 11;   /* a file replaced by one of another size */
-    unsigned char *block_a = pass_state_arena_claim(arena, &a, 100, count_and_fill, &fill,
-                                                    &created);
-    unsigned char *block_b = pass_state_arena_claim(arena, &b, 100, count_and_fill, &fill,
-                                                    &created);
-    unsigned char *block_c = pass_state_arena_claim(arena, &c, 100, count_and_fill, &fill,
-                                                    &created);
+    unsigned char *block_a = claim_zero_filled(arena, &a, 100, &created);
+    unsigned char *block_b = claim_zero_filled(arena, &b, 100, &created);
+    unsigned char *block_c = claim_zero_filled(arena, &c, 100, &created);
     cr_assert(block_a && block_b && block_c);
     cr_expect_geq(block_b - block_a, 100);
     cr_expect_geq(block_c - block_b, 100);
@@ -82,20 +88,17 @@ Test(pass_state_arena, different_keys_get_disjoint_aligned_blocks)
 Test(pass_state_arena, a_size_mismatch_a_full_arena_and_a_failed_initializer_fail)
 {
     struct pass_state_arena *arena = pass_state_arena_create(1 << 20);
-    int fill = 0;
     bool created;
     struct pass_state_key key = {.device = 1, .inode = 2, .record_count = 10};
-    cr_assert_not_null(pass_state_arena_claim(arena, &key, 100, count_and_fill, &fill,
-                                              &created));
+    cr_assert_not_null(claim_zero_filled(arena, &key, 100, &created));
     errno = 0;
-    cr_expect_null(pass_state_arena_claim(arena, &key, 101, count_and_fill, &fill, &created));
+    cr_expect_null(claim_zero_filled(arena, &key, 101, &created));
     cr_expect_eq(errno, EINVAL);
 
     struct pass_state_key big = {.device = 1, .inode = 5, .record_count = 10};
     size_t available = pass_state_arena_available(arena);
     errno = 0;
-    cr_expect_null(pass_state_arena_claim(arena, &big, available + 1, count_and_fill, &fill,
-                                          &created));
+    cr_expect_null(claim_zero_filled(arena, &big, available + 1, &created));
     cr_expect_eq(errno, ENOSPC);
 
     struct pass_state_key refused = {.device = 1, .inode = 6, .record_count = 10};
@@ -109,18 +112,15 @@ Test(pass_state_arena, a_size_mismatch_a_full_arena_and_a_failed_initializer_fai
 Test(pass_state_arena, the_slot_table_fills_with_enospc)
 {
     struct pass_state_arena *arena = pass_state_arena_create(4 << 20);
-    int fill = 0;
     bool created;
     for (uint64_t i = 0; i < PASS_STATE_ARENA_FILES; i++) {
         struct pass_state_key key = {.device = 9, .inode = i, .record_count = 1};
-        cr_assert_not_null(pass_state_arena_claim(arena, &key, 64, count_and_fill, &fill,
-                                                  &created), "file %llu",
+        cr_assert_not_null(claim_zero_filled(arena, &key, 64, &created), "file %llu",
                            (unsigned long long)i);
     }
     struct pass_state_key one_more = {.device = 9, .inode = 99999, .record_count = 1};
     errno = 0;
-    cr_expect_null(pass_state_arena_claim(arena, &one_more, 64, count_and_fill, &fill,
-                                          &created));
+    cr_expect_null(claim_zero_filled(arena, &one_more, 64, &created));
     cr_expect_eq(errno, ENOSPC);
     pass_state_arena_destroy(arena);
 }

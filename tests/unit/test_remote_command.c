@@ -66,6 +66,30 @@ static int wait_for(pid_t pid)
     return status;
 }
 
+/* Starts command (which prints "ready\n" first) through its remote command
+ * line, kept in *line, and waits until it is ready. */
+static struct remote_shell start_when_ready(char *const command[], char **line)
+{
+    *line = remote_command_line(NULL, NULL, command);
+    struct remote_shell shell = start_remote_shell(*line);
+    char ready[6] = "";
+    cr_assert_eq(read(shell.output, ready, 6), 6);
+    return shell;
+}
+
+/* Lets the replica run to its end and checks that it exited with
+ * exit_code after printing exactly expected_output. */
+static void expect_exit_and_output(struct remote_shell shell, int exit_code,
+                                   const char *expected_output)
+{
+    char *output = read_all(shell.output);
+    int status = wait_for(shell.pid);
+    close(shell.control);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == exit_code, "status %d", status);
+    cr_expect_str_eq(output, expected_output);
+    free(output);
+}
+
 Test(remote_command, words_variables_and_directory_arrive_as_they_were)
 {
     char *variables[] = {"PLAIN=1", "ODD=it's \"quoted\" $HOME `x` \\ ; &", NULL};
@@ -74,12 +98,7 @@ Test(remote_command, words_variables_and_directory_arrive_as_they_were)
     char *line = remote_command_line("/", variables, command);
     cr_assert_not_null(line);
     struct remote_shell shell = start_remote_shell(line);
-    char *output = read_all(shell.output);
-    int status = wait_for(shell.pid);
-    close(shell.control);
-    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d", status);
-    cr_expect_str_eq(output, "1|it's \"quoted\" $HOME `x` \\ ; &|one two 'three'|/|");
-    free(output);
+    expect_exit_and_output(shell, 0, "1|it's \"quoted\" $HOME `x` \\ ; &|one two 'three'|/|");
     free(line);
 }
 
@@ -87,17 +106,10 @@ Test(remote_command, a_line_on_the_channel_signals_the_replica)
 {
     char *command[] = {"/bin/sh", "-c", "trap 'echo usr1; exit 143' USR1; echo ready; "
                        "while :; do sleep 0.01; done", NULL};
-    char *line = remote_command_line(NULL, NULL, command);
-    struct remote_shell shell = start_remote_shell(line);
-    char ready[6] = "";
-    cr_assert_eq(read(shell.output, ready, 6), 6);
+    char *line;
+    struct remote_shell shell = start_when_ready(command, &line);
     cr_assert_eq(write(shell.control, "USR1\n", 5), 5);
-    char *output = read_all(shell.output);
-    int status = wait_for(shell.pid);
-    close(shell.control);
-    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 143, "status %d", status);
-    cr_expect_str_eq(output, "usr1\n");
-    free(output);
+    expect_exit_and_output(shell, 143, "usr1\n");
     free(line);
 }
 
@@ -105,10 +117,8 @@ Test(remote_command, the_end_of_the_channel_kills_the_replica)
 {
     char *command[] = {"/bin/sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.01; done",
                        NULL};
-    char *line = remote_command_line(NULL, NULL, command);
-    struct remote_shell shell = start_remote_shell(line);
-    char ready[6] = "";
-    cr_assert_eq(read(shell.output, ready, 6), 6);
+    char *line;
+    struct remote_shell shell = start_when_ready(command, &line);
     close(shell.control);
     int status = wait_for(shell.pid);
     close(shell.output);

@@ -44,17 +44,26 @@ static void rh_add_one(struct resume_history *history, const char *text)
     rh_add(history, &text, 1);
 }
 
-/* The uninterrupted run, and the killed run followed by `restart`. */
-static void rh_compare(const char *restart, struct resume_history *reference,
-                       struct resume_history *run, struct resume_comparison *comparison)
+/* The uninterrupted run, and a job of first_run followed by a restart whose
+ * ranks wrote the traces restart_ranks[0..rank_count). */
+static void rh_compare_runs(const char *first_run, const char *const *restart_ranks,
+                            size_t rank_count, struct resume_history *reference,
+                            struct resume_history *run, struct resume_comparison *comparison)
 {
     resume_history_init(reference);
     resume_history_init(run);
     rh_add_one(reference, RH_REFERENCE);
-    rh_add_one(run, RH_KILLED);
-    rh_add_one(run, restart);
+    rh_add_one(run, first_run);
+    rh_add(run, restart_ranks, rank_count);
     char error[512] = "";
     cr_assert_eq(resume_compare(reference, run, comparison, error, sizeof error), 0, "%s", error);
+}
+
+/* The uninterrupted run, and the killed run followed by `restart`. */
+static void rh_compare(const char *restart, struct resume_history *reference,
+                       struct resume_history *run, struct resume_comparison *comparison)
+{
+    rh_compare_runs(RH_KILLED, &restart, 1, reference, run, comparison);
 }
 
 static const struct pass_difference *rh_pass(const struct resume_comparison *comparison,
@@ -131,40 +140,38 @@ Test(resume_history, passes_only_one_side_has_are_lost_or_repeated_whole)
 }
 
 /* A snapshot that counts a record in flight (lookahead=1) binds one record
- * short: that record is served again, and is not a repeat. */
-Test(resume_history, records_counted_in_flight_are_not_trained)
+ * short: that record is served again, and is not a repeat.  Without the
+ * in-flight count, the same deliveries repeat record 3. */
+Test(resume_history, records_in_flight_at_the_commit_are_trained_only_if_not_counted)
 {
-    struct resume_history reference, run;
-    resume_history_init(&reference);
-    resume_history_init(&run);
-    rh_add_one(&reference, RH_REFERENCE);
-    rh_add_one(&run, RH_START "D f.bin 0 2 0 3 1\nD f.bin 1 1 3\n"
-                     "B 8 000000000000000a f.bin train 1 1 4 1\nC 8 000000000000000a /s/ck\n");
-    rh_add_one(&run, RH_START RH_LOAD_A "D f.bin 1 3 0 2\n");
-    struct resume_comparison comparison;
-    char error[256];
-    cr_assert_eq(resume_compare(&reference, &run, &comparison, error, sizeof error), 0);
-    cr_expect(resume_comparison_exact(&comparison), "lost %llu, repeated %llu",
-              (unsigned long long)comparison.lost, (unsigned long long)comparison.repeated);
-    rh_free(&reference, &run, &comparison);
-}
-
-/* Without the in-flight count, the same deliveries repeat record 3. */
-Test(resume_history, records_handed_out_before_the_commit_are_trained)
-{
-    struct resume_history reference, run;
-    resume_history_init(&reference);
-    resume_history_init(&run);
-    rh_add_one(&reference, RH_REFERENCE);
-    rh_add_one(&run, RH_START "D f.bin 0 2 0 3 1\nD f.bin 1 1 3\n"
-                     "B 8 000000000000000a f.bin train 1 1 4 0\nC 8 000000000000000a /s/ck\n");
-    rh_add_one(&run, RH_START RH_LOAD_A "D f.bin 1 3 0 2\n");
-    struct resume_comparison comparison;
-    char error[256];
-    cr_assert_eq(resume_compare(&reference, &run, &comparison, error, sizeof error), 0);
-    cr_expect_eq(comparison.repeated, 1);
-    cr_expect_eq(comparison.lost, 0);
-    rh_free(&reference, &run, &comparison);
+    static const struct {
+        const char *name;
+        const char *binding;        /* the commit's B line: its last field is in flight */
+        bool exact;
+        uint64_t repeated;
+    } cases[] = {
+        {"records_counted_in_flight_are_not_trained",
+         "B 8 000000000000000a f.bin train 1 1 4 1\n", true, 0},
+        {"records_handed_out_before_the_commit_are_trained",
+         "B 8 000000000000000a f.bin train 1 1 4 0\n", false, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char first_run[512];
+        snprintf(first_run, sizeof first_run,
+                 RH_START "D f.bin 0 2 0 3 1\nD f.bin 1 1 3\n%sC 8 000000000000000a /s/ck\n",
+                 cases[i].binding);
+        const char *restart = RH_START RH_LOAD_A "D f.bin 1 3 0 2\n";
+        struct resume_history reference, run;
+        struct resume_comparison comparison;
+        rh_compare_runs(first_run, &restart, 1, &reference, &run, &comparison);
+        cr_expect_eq(resume_comparison_exact(&comparison), cases[i].exact,
+                     "%s: lost %llu, repeated %llu", cases[i].name,
+                     (unsigned long long)comparison.lost,
+                     (unsigned long long)comparison.repeated);
+        cr_expect_eq(comparison.repeated, cases[i].repeated, "%s", cases[i].name);
+        cr_expect_eq(comparison.lost, 0, "%s", cases[i].name);
+        rh_free(&reference, &run, &comparison);
+    }
 }
 
 /* A restart that loads no checkpoint trains from scratch: its history
@@ -196,16 +203,10 @@ Test(resume_history, a_checkpoint_no_commit_wrote_starts_the_history_over)
 Test(resume_history, replicas_of_a_run_add_up_and_padding_is_apart)
 {
     struct resume_history reference, run;
-    resume_history_init(&reference);
-    resume_history_init(&run);
-    rh_add_one(&reference, RH_REFERENCE);
-    rh_add_one(&run, RH_KILLED);
+    struct resume_comparison comparison;
     const char *ranks[] = {RH_START_RANK(0) RH_LOAD_A "D f.bin 1 3 2\n",
                            RH_START_RANK(1) RH_LOAD_A "D f.bin 1 0 3*\n"};
-    rh_add(&run, ranks, 2);
-    struct resume_comparison comparison;
-    char error[256];
-    cr_assert_eq(resume_compare(&reference, &run, &comparison, error, sizeof error), 0);
+    rh_compare_runs(RH_KILLED, ranks, 2, &reference, &run, &comparison);
     cr_expect(resume_comparison_exact(&comparison), "lost %llu, repeated %llu",
               (unsigned long long)comparison.lost, (unsigned long long)comparison.repeated);
     cr_expect_eq(comparison.padding, 1);

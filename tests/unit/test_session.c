@@ -30,33 +30,12 @@
 #include "session.h"
 #include "state_files.h"
 #include "sysio.h"
+#include "unit_helpers.h"
 #include "view_cursor.h"
-
-static int remove_entry(const char *path, const struct stat *status, int type,
-                        struct FTW *walk)
-{
-    (void)status, (void)type, (void)walk;
-    return remove(path);
-}
 
 static char *make_directory(void)
 {
-    char *directory = strdup("/tmp/adaptshim-test-session-XXXXXX");
-    cr_assert_not_null(mkdtemp(directory));
-    return directory;
-}
-
-static void remove_directory(char *directory)
-{
-    nftw(directory, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-    free(directory);
-}
-
-static char *path_in(const char *directory, const char *name)
-{
-    char *path = NULL;
-    cr_assert_gt(asprintf(&path, "%s/%s", directory, name), 0);
-    return path;
+    return unit_make_temp_directory("/tmp/adaptshim-test-session-XXXXXX");
 }
 
 static void write_text(const char *path, const char *text)
@@ -67,30 +46,26 @@ static void write_text(const char *path, const char *text)
     cr_assert_eq(fclose(file), 0);
 }
 
+static bool is_snapshot_name(const char *name)
+{
+    return strncmp(name, "snapshot-", 9) == 0;
+}
+
+static bool is_hidden_name(const char *name)
+{
+    return name[0] == '.';
+}
+
 /* Snapshot files (not temp files) in the state directory. */
 static size_t count_snapshots(const char *state)
 {
-    DIR *listing = opendir(state);
-    cr_assert_not_null(listing);
-    size_t count = 0;
-    struct dirent *entry;
-    while ((entry = readdir(listing)) != NULL)
-        count += strncmp(entry->d_name, "snapshot-", 9) == 0;
-    closedir(listing);
-    return count;
+    return unit_directory_count_matching(state, is_snapshot_name);
 }
 
+/* Temporary files (hidden) in the state directory. */
 static size_t count_hidden(const char *state)
 {
-    DIR *listing = opendir(state);
-    cr_assert_not_null(listing);
-    size_t count = 0;
-    struct dirent *entry;
-    while ((entry = readdir(listing)) != NULL)
-        count += entry->d_name[0] == '.' && strcmp(entry->d_name, ".") != 0 &&
-                 strcmp(entry->d_name, "..") != 0;
-    closedir(listing);
-    return count;
+    return unit_directory_count_matching(state, is_hidden_name);
 }
 
 struct session_fixture {
@@ -103,10 +78,10 @@ static void fixture_init(struct session_fixture *fixture)
 {
     session_init(&fixture->session);
     fixture->work = make_directory();
-    fixture->state = path_in(fixture->work, "state");
+    fixture->state = unit_path_join(fixture->work, "state");
     cr_assert_eq(mkdir(fixture->state, 0755), 0);
     fixture->session.config.checkpoint_path = strdup(fixture->state);
-    char *glob = path_in(fixture->work, "ck*");
+    char *glob = unit_path_join(fixture->work, "ck*");
     fixture->session.config.save_glob = glob;
     fixture->session.config.num_replicas = 1;
     log_threshold = -1; /* the expected error lines are checked where they matter */
@@ -116,13 +91,35 @@ static void fixture_free(struct session_fixture *fixture)
 {
     config_free(&fixture->session.config);
     free(fixture->state);
-    remove_directory(fixture->work);
+    unit_remove_temp_directory(fixture->work);
 }
 
 /* The trainer writes `content` at `name` and commits it. */
+/* Sends the log's warnings and errors to DIRECTORY/log, whose path it
+ * returns (malloc'ed). */
+static char *capture_warnings(const char *directory)
+{
+    char *log_path = unit_path_join(directory, "log");
+    char error[512] = "";
+    cr_assert_eq(log_configure(LOG_LEVEL_WARN, log_path, 0, error, sizeof error), 0, "%s",
+                 error);
+    return log_path;
+}
+
+/* Closes the captured log and reads what it holds into text. */
+static void read_captured_log(const char *log_path, char *text, size_t size)
+{
+    log_close();
+    log_threshold = -1;
+    FILE *log = fopen(log_path, "r");
+    cr_assert_not_null(log);
+    text[fread(text, 1, size - 1, log)] = '\0';
+    fclose(log);
+}
+
 static int commit(struct session_fixture *fixture, const char *name, const char *content)
 {
-    char *path = path_in(fixture->work, name);
+    char *path = unit_path_join(fixture->work, name);
     write_text(path, content);
     struct content_identity identity;
     int status = session_commit_checkpoint_file(&fixture->session, path, path, NULL, NULL,
@@ -161,10 +158,7 @@ Test(session, a_snapshot_that_cannot_be_written_fails_the_commit_with_its_errno)
     cr_assert_eq(commit(&fixture, "ck", "first"), 0);
     cr_assert_eq(count_snapshots(fixture.state), 1);
 
-    char *log_path = path_in(fixture.work, "log");
-    char error[256] = "";
-    cr_assert_eq(log_configure(LOG_LEVEL_WARN, log_path, 0, error, sizeof error), 0, "%s",
-                 error);
+    char *log_path = capture_warnings(fixture.work);
     const struct runtime_sysio original = runtime_sysio;
     full_directory = fixture.state;
     runtime_sysio.write = disk_full_write;
@@ -172,13 +166,8 @@ Test(session, a_snapshot_that_cannot_be_written_fails_the_commit_with_its_errno)
     cr_expect_eq(commit(&fixture, "ck.tmp", "second"), -1);
     cr_expect_eq(errno, ENOSPC, "errno %d", errno);
     runtime_sysio = original;
-    log_close();
-    log_threshold = -1;
-    FILE *log = fopen(log_path, "r");
-    cr_assert_not_null(log);
-    char text[2048] = "";
-    text[fread(text, 1, sizeof text - 1, log)] = '\0';
-    fclose(log);
+    char text[2048];
+    read_captured_log(log_path, text, sizeof text);
     cr_expect_not_null(strstr(text, "error: checkpoint "), "%s", text);
     cr_expect_not_null(strstr(text, "ck.tmp"), "names the checkpoint: %s", text);
     cr_expect_not_null(strstr(text, strerror(ENOSPC)), "names the errno: %s", text);
@@ -203,10 +192,10 @@ Test(session, content_that_cannot_be_bound_is_no_failure)
     struct session_fixture fixture;
     fixture_init(&fixture);
     struct content_identity identity;
-    char *missing = path_in(fixture.work, "ck.gone");
+    char *missing = unit_path_join(fixture.work, "ck.gone");
     cr_expect_eq(session_commit_checkpoint_file(&fixture.session, missing, missing, NULL, NULL,
                                                 &identity), 1);
-    char *directory = path_in(fixture.work, "ck.dir");
+    char *directory = unit_path_join(fixture.work, "ck.dir");
     cr_assert_eq(mkdir(directory, 0755), 0);
     cr_expect_eq(session_commit_checkpoint_file(&fixture.session, directory, directory, NULL,
                                                 NULL, &identity), 1);
@@ -219,11 +208,11 @@ Test(session, content_that_cannot_be_bound_is_no_failure)
     struct runtime_session bare;
     session_init(&bare);
     char *work = make_directory();
-    char *path = path_in(work, "ck");
+    char *path = unit_path_join(work, "ck");
     write_text(path, "x");
     cr_expect_eq(session_commit_checkpoint_file(&bare, path, path, NULL, NULL, &identity), 1);
     free(path);
-    remove_directory(work);
+    unit_remove_temp_directory(work);
 }
 
 static int unreadable_open(const char *path, int flags, ...)
@@ -237,7 +226,7 @@ Test(session, content_that_cannot_be_read_fails_the_commit)
 {
     struct session_fixture fixture;
     fixture_init(&fixture);
-    char *path = path_in(fixture.work, "ck");
+    char *path = unit_path_join(fixture.work, "ck");
     write_text(path, "content");
     const struct runtime_sysio original = runtime_sysio;
     runtime_sysio.open = unreadable_open;
@@ -281,7 +270,7 @@ Test(session, a_commit_prunes_with_the_save_glob)
     struct session_fixture fixture;
     fixture_init(&fixture);
     cr_assert_eq(commit(&fixture, "ck", "first"), 0);
-    char *backup = path_in(fixture.work, "ck.bak");
+    char *backup = unit_path_join(fixture.work, "ck.bak");
     write_text(backup, "first");              /* the user keeps a copy */
     cr_assert_eq(commit(&fixture, "ck", "second"), 0);
     age_snapshots(fixture.state);
@@ -303,14 +292,14 @@ Test(session, an_unusable_state_directory_names_the_variable)
     cr_expect_eq(session_prepare_state_directory(&session, error, sizeof error), 0,
                  "unset: nothing to prepare");
     char *work = make_directory();
-    char *state = path_in(work, "missing/state");
+    char *state = unit_path_join(work, "missing/state");
     session.config.checkpoint_path = state;
     cr_expect_eq(session_prepare_state_directory(&session, error, sizeof error), -1);
     cr_expect_eq(errno, ENOENT);
     cr_expect_eq(strncmp(error, "ADAPTDL_CHECKPOINT_PATH: ", 25), 0, "%s", error);
     cr_expect_not_null(strstr(error, state), "%s", error);
     cr_expect_not_null(strstr(error, "accepted:"), "%s", error);
-    char *plain = path_in(work, "plain");
+    char *plain = unit_path_join(work, "plain");
     write_text(plain, "x");
     session.config.checkpoint_path = plain;
     cr_expect_eq(session_prepare_state_directory(&session, error, sizeof error), -1);
@@ -319,7 +308,7 @@ Test(session, an_unusable_state_directory_names_the_variable)
     session.config.checkpoint_path = NULL;
     free(state);
     free(plain);
-    remove_directory(work);
+    unit_remove_temp_directory(work);
 }
 
 Test(session, a_close_on_the_file_opened_commits)
@@ -345,18 +334,38 @@ Test(session, an_unknown_file_never_commits)
     cr_expect_not(session_close_commits(NULL, &opened));
 }
 
+/* A session configured by environment (which must parse). */
+static void start_session(struct runtime_session *session, char *const environment[])
+{
+    session_init(session);
+    char error[512];
+    cr_assert_eq(config_parse(&session->config, environment, error, sizeof error), 0, "%s",
+                 error);
+}
+
+/* Frees what session_prepare_globs and the matches made, and the
+ * configuration. */
+static void free_prepared_session(struct runtime_session *session)
+{
+    for (size_t i = 0; session->data_anchored_globs != NULL && i < session->config.data_count;
+         i++)
+        free(session->data_anchored_globs[i]);
+    free(session->data_anchored_globs);
+    free(session->save_anchored_glob);
+    free(session->data_entry_matched);
+    free(session->data_entry_overlap_warned);
+    config_free(&session->config);
+}
+
 /* The globs of ADAPTDL_DATA and ADAPTDL_SAVE match the path as the trainer
  * passed it or its absolute form, with fnmatch flags 0 (`*` matches `/`);
  * the first data entry that matches wins. */
 Test(session, globs_match_the_path_as_passed_or_its_absolute_form)
 {
-    struct runtime_session session;
-    session_init(&session);
-    char error[512];
     char *environment[] = {"ADAPTDL_DATA=/data/*.bin:record=8;train.txt:lines;*.bin:record=4",
                            "ADAPTDL_SAVE=*/ck*", NULL};
-    cr_assert_eq(config_parse(&session.config, environment, error, sizeof error), 0, "%s",
-                 error);
+    struct runtime_session session;
+    start_session(&session, environment);
     const struct data_entry *entry = session_match_data(&session, "x/y.bin", "/data/x/y.bin");
     cr_assert_not_null(entry, "`*` matches `/` in the absolute form");
     cr_expect_eq(entry->record_size, 8, "the first entry that matches");
@@ -378,13 +387,10 @@ Test(session, globs_match_the_path_as_passed_or_its_absolute_form)
  * silently); an absolute glob is left as it is. */
 Test(session, relative_globs_are_anchored_at_the_start_up_directory)
 {
-    struct runtime_session session;
-    session_init(&session);
-    char error[512];
     char *environment[] = {"ADAPTDL_DATA=data.bin:record=8;/data/eval.bin:record=4",
                            "ADAPTDL_SAVE=ck0", NULL};
-    cr_assert_eq(config_parse(&session.config, environment, error, sizeof error), 0, "%s",
-                 error);
+    struct runtime_session session;
+    start_session(&session, environment);
     cr_expect_null(session_match_data(&session, "./data.bin", "/work/run/data.bin"),
                    "as written, the glob matches no form of ./data.bin");
     cr_expect_not(session_match_save(&session, "/work/run/ck0", "/work/run/ck0"));
@@ -408,12 +414,7 @@ Test(session, relative_globs_are_anchored_at_the_start_up_directory)
                                                    sizeof message),
                   "every one matched: %s", message);
     cr_expect_null(session_match_data(&session, "/other/data.bin", "/other/data.bin"));
-    free(session.data_anchored_globs[0]);
-    free(session.data_anchored_globs);
-    free(session.save_anchored_glob);
-    free(session.data_entry_matched);
-    free(session.data_entry_overlap_warned);
-    config_free(&session.config);
+    free_prepared_session(&session);
 }
 
 /* Two different globs that match one file: the first entry applies, and
@@ -422,19 +423,14 @@ Test(session, relative_globs_are_anchored_at_the_start_up_directory)
  * once per later entry. */
 Test(session, a_file_two_entries_match_is_named_once_with_both_entries)
 {
-    struct runtime_session session;
-    session_init(&session);
     char *work = make_directory();
-    char error[512];
     char *environment[] = {"ADAPTDL_DATA=/data/*.bin:record=8;/data/train*:record=4;"
                            "/data/eval.txt:lines",
                            NULL};
-    cr_assert_eq(config_parse(&session.config, environment, error, sizeof error), 0, "%s",
-                 error);
+    struct runtime_session session;
+    start_session(&session, environment);
     cr_assert_eq(session_prepare_globs(&session, "/work/run"), 0);
-    char *log_path = path_in(work, "log");
-    cr_assert_eq(log_configure(LOG_LEVEL_WARN, log_path, 0, error, sizeof error), 0, "%s",
-                 error);
+    char *log_path = capture_warnings(work);
 
     const struct data_entry *entry =
         session_match_data(&session, "/data/train.bin", "/data/train.bin");
@@ -443,14 +439,9 @@ Test(session, a_file_two_entries_match_is_named_once_with_both_entries)
     cr_expect_eq(session_match_data(&session, "/data/train2.bin", "/data/train2.bin"), entry);
     cr_expect_not_null(session_match_data(&session, "/data/eval.txt", "/data/eval.txt"));
     cr_expect_not_null(session_match_data(&session, "/data/other.bin", "/data/other.bin"));
-    log_close();
-    log_threshold = -1;
 
-    FILE *log = fopen(log_path, "r");
-    cr_assert_not_null(log);
-    char text[2048] = "";
-    text[fread(text, 1, sizeof text - 1, log)] = '\0';
-    fclose(log);
+    char text[2048];
+    read_captured_log(log_path, text, sizeof text);
     cr_expect_not_null(strstr(text, "warn: ADAPTDL_DATA entries 1 (\"/data/*.bin\") and 2 "
                                     "(\"/data/train*\") both match \"/data/train.bin\": entry "
                                     "1, the first, applies and entry 2's keys are ignored"),
@@ -460,13 +451,45 @@ Test(session, a_file_two_entries_match_is_named_once_with_both_entries)
 
     unlink(log_path);
     free(log_path);
-    remove_directory(work);
-    for (size_t i = 0; i < session.config.data_count; i++)
-        free(session.data_anchored_globs[i]);
-    free(session.data_anchored_globs);
-    free(session.data_entry_matched);
-    free(session.data_entry_overlap_warned);
-    config_free(&session.config);
+    unit_remove_temp_directory(work);
+    free_prepared_session(&session);
+}
+
+/* Commits checkpoint "ck1" of the content "weights of step 10": its path
+ * (malloc'ed), and its content's identity in *identity. */
+static char *commit_checkpoint(struct session_fixture *fixture,
+                               struct content_identity *identity)
+{
+    cr_assert_eq(commit(fixture, "ck1", "weights of step 10"), 0);
+    char *path = unit_path_join(fixture->work, "ck1");
+    cr_assert_eq(content_identity_of_path(path, identity), 0);
+    return path;
+}
+
+/* A fresh session of one replica on the fixture's state directory: the
+ * job's next run. */
+static void start_restarted_session(struct runtime_session *restarted,
+                                    const struct session_fixture *fixture)
+{
+    session_init(restarted);
+    restarted->config.checkpoint_path = strdup(fixture->state);
+    restarted->config.num_replicas = 1;
+}
+
+/* A job that committed checkpoint ck1 (its path and content identity),
+ * and the session of its next run. */
+struct restart {
+    struct session_fixture fixture;
+    struct content_identity identity;
+    char *path;
+    struct runtime_session restarted;
+};
+
+static void restart_after_a_commit(struct restart *restart)
+{
+    fixture_init(&restart->fixture);
+    restart->path = commit_checkpoint(&restart->fixture, &restart->identity);
+    start_restarted_session(&restart->restarted, &restart->fixture);
 }
 
 /* A commit, then a fresh session (a restart) that loads that checkpoint:
@@ -474,39 +497,32 @@ Test(session, a_file_two_entries_match_is_named_once_with_both_entries)
  * content finds none (1, a fresh start); a second load changes nothing. */
 Test(session, a_restart_restores_the_snapshot_bound_to_the_checkpoint_it_loads)
 {
-    struct session_fixture fixture;
-    fixture_init(&fixture);
-    cr_assert_eq(commit(&fixture, "ck1", "weights of step 10"), 0);
-    char *path = path_in(fixture.work, "ck1");
-    struct content_identity identity;
-    cr_assert_eq(content_identity_of_path(path, &identity), 0);
-
-    struct runtime_session restarted;
-    session_init(&restarted);
-    restarted.config.checkpoint_path = strdup(fixture.state);
-    restarted.config.num_replicas = 1;
+    struct restart restart;
+    restart_after_a_commit(&restart);
     char error[512] = "";
-    struct content_identity other = {.size = identity.size, .hash = identity.hash ^ 1};
-    cr_expect_eq(session_restore_checkpoint(&restarted, path, &other, error, sizeof error), 1,
-                 "no snapshot is bound to other content");
+    struct content_identity other = {.size = restart.identity.size,
+                                     .hash = restart.identity.hash ^ 1};
+    cr_expect_eq(session_restore_checkpoint(&restart.restarted, restart.path, &other, error,
+                                            sizeof error),
+                 1, "no snapshot is bound to other content");
 
     struct runtime_session again;
-    session_init(&again);
-    again.config.checkpoint_path = strdup(fixture.state);
-    again.config.num_replicas = 1;
-    cr_expect_eq(session_restore_checkpoint(&again, path, &identity, error, sizeof error), 0,
-                 "%s", error);
-    cr_expect_eq(session_restore_checkpoint(&again, path, &identity, error, sizeof error), 1,
-                 "a second load is no restore");
-    config_free(&restarted.config);
+    start_restarted_session(&again, &restart.fixture);
+    cr_expect_eq(session_restore_checkpoint(&again, restart.path, &restart.identity, error,
+                                            sizeof error),
+                 0, "%s", error);
+    cr_expect_eq(session_restore_checkpoint(&again, restart.path, &restart.identity, error,
+                                            sizeof error),
+                 1, "a second load is no restore");
+    config_free(&restart.restarted.config);
     config_free(&again.config);
     /* a session lives as long as its process and has no teardown: the
      * positions the restore left pending (no file registered) go here */
     for (size_t i = 0; i < again.registry.pending_count; i++)
         free(again.registry.pending[i].position.name);
     free(again.registry.pending);
-    free(path);
-    fixture_free(&fixture);
+    free(restart.path);
+    fixture_free(&restart.fixture);
 }
 
 /* A restarted trainer about to train without loading its checkpoint is
@@ -524,11 +540,9 @@ Test(session, snapshots_never_loaded_are_described)
     cr_assert_eq(commit(&fixture, "ck1", "weights of step 10"), 0);
 
     struct runtime_session restarted;
-    session_init(&restarted);
-    restarted.config.checkpoint_path = strdup(fixture.state);
-    restarted.config.num_replicas = 1;
+    start_restarted_session(&restarted, &fixture);
     cr_assert(session_describe_unloaded_snapshots(&restarted, message, sizeof message));
-    char *checkpoint = path_in(fixture.work, "ck1");
+    char *checkpoint = unit_path_join(fixture.work, "ck1");
     cr_expect_not_null(strstr(message, fixture.state), "%s", message);
     cr_expect_not_null(strstr(message, checkpoint), "names the newest: %s", message);
     cr_expect_not_null(strstr(message, "no checkpoint matching ADAPTDL_SAVE was loaded"),
@@ -610,6 +624,19 @@ static void two_steps_in_flight(uint64_t *steps, uint64_t *records)
     *records = 16;
 }
 
+/* Commits /job/model.pt of content `identity` directly and loads the
+ * snapshot bound to it into *snapshot. */
+static void commit_and_load_bound(struct session_fixture *fixture,
+                                  const struct content_identity *identity,
+                                  struct adaptdl_snapshot *snapshot)
+{
+    char error[512] = "";
+    cr_assert_eq(session_commit_checkpoint(&fixture->session, "/job/model.pt", identity, NULL,
+                                           NULL, error, sizeof error), 0, "%s", error);
+    cr_assert_eq(snapshot_load_bound(fixture->state, identity, snapshot, error, sizeof error), 0,
+                 "%s", error);
+}
+
 Test(session, a_commit_writes_a_snapshot_bound_to_the_checkpoints_content)
 {
     struct session_fixture fixture;
@@ -654,18 +681,12 @@ Test(session, a_commit_writes_a_snapshot_bound_to_the_checkpoints_content)
 
     /* commits count on, and past a restored snapshot's sequence */
     struct content_identity second = {.size = 1, .hash = 2};
-    cr_assert_eq(session_commit_checkpoint(&fixture.session, "/job/model.pt", &second, NULL,
-                                           NULL, error, sizeof error), 0, "%s", error);
-    cr_assert_eq(snapshot_load_bound(fixture.state, &second, &snapshot, error, sizeof error), 0,
-                 "%s", error);
+    commit_and_load_bound(&fixture, &second, &snapshot);
     cr_expect_eq(snapshot.sequence, 2);
     snapshot_free(&snapshot);
     fixture.session.registry.restored_sequence = 40;
     struct content_identity third = {.size = 1, .hash = 3};
-    cr_assert_eq(session_commit_checkpoint(&fixture.session, "/job/model.pt", &third, NULL,
-                                           NULL, error, sizeof error), 0, "%s", error);
-    cr_assert_eq(snapshot_load_bound(fixture.state, &third, &snapshot, error, sizeof error), 0,
-                 "%s", error);
+    commit_and_load_bound(&fixture, &third, &snapshot);
     cr_expect_eq(snapshot.sequence, 41);
     snapshot_free(&snapshot);
     cr_expect_eq(fixture.session.snapshots_written, 3);
@@ -678,29 +699,22 @@ Test(session, a_commit_without_a_state_directory_writes_nothing_and_warns_once)
     struct runtime_session session;
     session_init(&session);
     char *work = make_directory();
-    char *log_path = path_in(work, "log");
     char error[512] = "";
-    cr_assert_eq(log_configure(LOG_LEVEL_WARN, log_path, 0, error, sizeof error), 0, "%s",
-                 error);
+    char *log_path = capture_warnings(work);
     struct content_identity identity = {.size = 1, .hash = 1};
     cr_expect_eq(session_commit_checkpoint(&session, "/job/first.pt", &identity, NULL, NULL,
                                            error, sizeof error), 1);
     cr_expect_eq(session_commit_checkpoint(&session, "/job/second.pt", &identity, NULL, NULL,
                                            error, sizeof error), 1);
     cr_expect_eq(session.snapshots_written, 0);
-    log_close();
-    log_threshold = -1;
-    FILE *log = fopen(log_path, "r");
-    cr_assert_not_null(log);
-    char text[2048] = "";
-    text[fread(text, 1, sizeof text - 1, log)] = '\0';
-    fclose(log);
+    char text[2048];
+    read_captured_log(log_path, text, sizeof text);
     cr_expect_not_null(strstr(text, "warn: checkpoint /job/first.pt committed, but "
                                     "ADAPTDL_CHECKPOINT_PATH is unset"), "%s", text);
     cr_expect_eq(strchr(text, '\n'), text + strlen(text) - 1, "one warning: %s", text);
     unlink(log_path);
     free(log_path);
-    remove_directory(work);
+    unit_remove_temp_directory(work);
 }
 
 Test(session, a_commit_whose_snapshot_cannot_be_written_fails_with_the_writes_errno)
@@ -818,27 +832,19 @@ static unsigned restore_race_round(struct runtime_session *session, const char *
  * restore.  (Each round starts the same session afresh.) */
 Test(session, two_threads_loading_checkpoints_at_once_restore_once)
 {
-    struct session_fixture fixture;
-    fixture_init(&fixture);
-    cr_assert_eq(commit(&fixture, "ck1", "weights of step 10"), 0);
-    char *path = path_in(fixture.work, "ck1");
-    struct content_identity identity;
-    cr_assert_eq(content_identity_of_path(path, &identity), 0);
-    struct runtime_session restarted;
-    session_init(&restarted);
-    restarted.config.checkpoint_path = strdup(fixture.state);
-    restarted.config.num_replicas = 1;
+    struct restart restart;
+    restart_after_a_commit(&restart);
     static unsigned char bytes[RESTORE_RACE_FILES][SESSION_RECORD * SESSION_RECORDS];
     static struct data_entry entries[RESTORE_RACE_FILES];
     for (unsigned i = 0; i < RESTORE_RACE_FILES; i++) {
         char name[64];
         snprintf(name, sizeof name, "/data/eval%u.bin", i);
-        register_file(&restarted, &entries[i], name, bytes[i], DATA_ROLE_EVAL, 10 + i);
+        register_file(&restart.restarted, &entries[i], name, bytes[i], DATA_ROLE_EVAL, 10 + i);
     }
     unsigned both_restored = 0, none_restored = 0;
     for (unsigned round = 0; round < RESTORE_RACE_ROUNDS; round++) {
-        __atomic_store_n(&restarted.restore_attempted, false, __ATOMIC_SEQ_CST);
-        unsigned restored = restore_race_round(&restarted, path, &identity);
+        __atomic_store_n(&restart.restarted.restore_attempted, false, __ATOMIC_SEQ_CST);
+        unsigned restored = restore_race_round(&restart.restarted, restart.path, &restart.identity);
         both_restored += restored == 2;
         none_restored += restored == 0;
     }
@@ -846,9 +852,9 @@ Test(session, two_threads_loading_checkpoints_at_once_restore_once)
                  RESTORE_RACE_ROUNDS);
     cr_expect_eq(none_restored, 0, "neither restored in %u of %u rounds", none_restored,
                  RESTORE_RACE_ROUNDS);
-    free_restored_positions(&restarted);
-    release_files(&restarted);
-    config_free(&restarted.config);
-    free(path);
-    fixture_free(&fixture);
+    free_restored_positions(&restart.restarted);
+    release_files(&restart.restarted);
+    config_free(&restart.restarted.config);
+    free(restart.path);
+    fixture_free(&restart.fixture);
 }

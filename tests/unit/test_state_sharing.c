@@ -15,6 +15,7 @@
 #include "replica_collective.h"
 #include "state_sharing.h"
 #include "thread_replicas.h"
+#include "unit_helpers.h"
 
 #define SS_REPLICAS 4
 
@@ -36,6 +37,20 @@ static void run_check(unsigned rank, unsigned replicas, void *argument)
         sizeof sharing->errors[rank]);
 }
 
+/* Runs the check on 4 replicas, ranks 0 and 1 on hostA and ranks 2 and 3
+ * on hostB, each naming its entry of directories as the state. */
+static void run_on_two_hosts(struct sharing_case *sharing,
+                             const char *const directories[SS_REPLICAS])
+{
+    static const char *const hosts[SS_REPLICAS] = {"hostA", "hostA", "hostB", "hostB"};
+    memset(sharing, 0, sizeof *sharing);
+    for (unsigned rank = 0; rank < SS_REPLICAS; rank++) {
+        sharing->directories[rank] = directories[rank];
+        sharing->hosts[rank] = hosts[rank];
+    }
+    thread_replicas_run(SS_REPLICAS, run_check, sharing);
+}
+
 static char *make_directory(const char *name)
 {
     char *path = NULL;
@@ -44,32 +59,17 @@ static char *make_directory(const char *name)
     return path;
 }
 
-static unsigned entries_in(const char *directory)
-{
-    DIR *dir = opendir(directory);
-    cr_assert_not_null(dir);
-    unsigned count = 0;
-    for (struct dirent *entry; (entry = readdir(dir)) != NULL;)
-        if (strcmp(entry->d_name, ".") != 0 && strcmp(entry->d_name, "..") != 0)
-            count++;
-    closedir(dir);
-    return count;
-}
-
 Test(state_sharing, every_replica_sees_a_shared_directory_and_the_marker_is_removed)
 {
     char *shared = make_directory("shared");
-    struct sharing_case sharing = {
-        .directories = {shared, shared, shared, shared},
-        .hosts = {"hostA", "hostA", "hostB", "hostB"},
-    };
-    thread_replicas_run(SS_REPLICAS, run_check, &sharing);
+    struct sharing_case sharing;
+    run_on_two_hosts(&sharing, (const char *[]){shared, shared, shared, shared});
     for (unsigned rank = 0; rank < SS_REPLICAS; rank++) {
         cr_expect_eq(sharing.verdicts[rank], STATE_SHARING_SHARED, "rank %u: %s %s", rank,
                      sharing.messages[rank], sharing.errors[rank]);
         cr_expect_str_empty(sharing.messages[rank]);
     }
-    cr_expect_eq(entries_in(shared), 0, "rank 0 removed its marker");
+    cr_expect_eq(unit_directory_entry_count(shared), 0, "rank 0 removed its marker");
     rmdir(shared);
     free(shared);
 }
@@ -78,11 +78,8 @@ Test(state_sharing, the_ranks_of_a_host_that_does_not_see_it_are_named_in_one_li
 {
     char *shared = make_directory("shared");
     char *local = make_directory("local");
-    struct sharing_case sharing = {
-        .directories = {shared, shared, local, local},
-        .hosts = {"hostA", "hostA", "hostB", "hostB"},
-    };
-    thread_replicas_run(SS_REPLICAS, run_check, &sharing);
+    struct sharing_case sharing;
+    run_on_two_hosts(&sharing, (const char *[]){shared, shared, local, local});
     for (unsigned rank = 0; rank < SS_REPLICAS; rank++) {
         cr_expect_eq(sharing.verdicts[rank], STATE_SHARING_NOT_SHARED, "rank %u: %s", rank,
                      sharing.errors[rank]);
@@ -97,8 +94,8 @@ Test(state_sharing, the_ranks_of_a_host_that_does_not_see_it_are_named_in_one_li
               "says what is needed: %s", message);
     cr_expect(strstr(sharing.messages[3], "2 of 4 ranks (the first: rank 2; host hostB)") != NULL,
               "every rank reaches the same verdict: %s", sharing.messages[3]);
-    cr_expect_eq(entries_in(shared), 0, "rank 0 removed its marker");
-    cr_expect_eq(entries_in(local), 0);
+    cr_expect_eq(unit_directory_entry_count(shared), 0, "rank 0 removed its marker");
+    cr_expect_eq(unit_directory_entry_count(local), 0);
     rmdir(shared);
     rmdir(local);
     free(shared);

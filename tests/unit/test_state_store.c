@@ -31,6 +31,7 @@
 #include "state_schema.h"
 #include "state_store.h"
 #include "sysio.h"
+#include "unit_helpers.h"
 
 #include <sys/time.h>
 #include <time.h>
@@ -39,31 +40,9 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-static int remove_entry(const char *path, const struct stat *status MAYBE_UNUSED, int type MAYBE_UNUSED,
-                        struct FTW *walk MAYBE_UNUSED)
-{
-    return remove(path);
-}
-
 static char *make_temp_directory(void)
 {
-    char *directory = strdup("/tmp/adaptshim-test-state-XXXXXX");
-    cr_assert_not_null(directory);
-    cr_assert_not_null(mkdtemp(directory), "mkdtemp: %s", strerror(errno));
-    return directory;
-}
-
-static void remove_temp_directory(char *directory)
-{
-    nftw(directory, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-    free(directory);
-}
-
-static char *path_join(const char *directory, const char *name)
-{
-    char *path = NULL;
-    cr_assert_gt(asprintf(&path, "%s/%s", directory, name), 0);
-    return path;
+    return unit_make_temp_directory("/tmp/adaptshim-test-state-XXXXXX");
 }
 
 static void write_file(const char *path, const void *data, size_t size)
@@ -1116,7 +1095,7 @@ static struct content_identity identity_of_new_file(const char *path, const void
 Test(state_identity, same_content_same_identity_and_one_byte_matters)
 {
     char *directory = make_temp_directory();
-    char *first = path_join(directory, "a"), *second = path_join(directory, "b");
+    char *first = unit_path_join(directory, "a"), *second = unit_path_join(directory, "b");
     char content[5000];
     for (size_t index = 0; index < sizeof content; index++)
         content[index] = (char)(index % 251);
@@ -1134,7 +1113,7 @@ Test(state_identity, same_content_same_identity_and_one_byte_matters)
 
     /* A trailing zero byte changes the size, and the hash too. */
     content[4321] ^= 1;
-    char *third = path_join(directory, "c");
+    char *third = unit_path_join(directory, "c");
     char longer[5001];
     memcpy(longer, content, sizeof content);
     longer[5000] = 0;
@@ -1149,13 +1128,13 @@ Test(state_identity, same_content_same_identity_and_one_byte_matters)
     free(first);
     free(second);
     free(third);
-    remove_temp_directory(directory);
+    unit_remove_temp_directory(directory);
 }
 
 Test(state_identity, fd_offset_is_not_moved)
 {
     char *directory = make_temp_directory();
-    char *path = path_join(directory, "f");
+    char *path = unit_path_join(directory, "f");
     write_text_file(path, "0123456789abcdef0123456789abcdef0123456789");
     int fd = open(path, O_RDONLY);
     cr_assert_geq(fd, 0);
@@ -1169,7 +1148,7 @@ Test(state_identity, fd_offset_is_not_moved)
     cr_assert_eq(next, '7');
     close(fd);
     free(path);
-    remove_temp_directory(directory);
+    unit_remove_temp_directory(directory);
 }
 
 Test(state_identity, large_files_stream_consistently)
@@ -1181,7 +1160,7 @@ Test(state_identity, large_files_stream_consistently)
         (1u << 20) + 31,
     };
     char *directory = make_temp_directory();
-    char *path = path_join(directory, "big");
+    char *path = unit_path_join(directory, "big");
     unsigned char *content = malloc((3u << 20) + 17);
     uint64_t random_state = 12345;
     for (size_t index = 0; index < (3u << 20) + 17; index++)
@@ -1194,7 +1173,7 @@ Test(state_identity, large_files_stream_consistently)
     }
     free(content);
     free(path);
-    remove_temp_directory(directory);
+    unit_remove_temp_directory(directory);
 }
 
 Test(state_identity, missing_file_sets_errno)
@@ -1212,7 +1191,7 @@ Test(state_identity, missing_file_sets_errno)
 Test(state_directory, creates_a_missing_directory_once)
 {
     char *directory = make_temp_directory();
-    char *state = path_join(directory, "state");
+    char *state = unit_path_join(directory, "state");
     char error[512] = "";
     umask(022);
     cr_assert_eq(state_directory_prepare(state, error, sizeof error), 0, "%s", error);
@@ -1225,13 +1204,13 @@ Test(state_directory, creates_a_missing_directory_once)
     size_t hidden;
     cr_assert_eq(count_directory_entries(state, &hidden), 0);
     free(state);
-    remove_temp_directory(directory);
+    unit_remove_temp_directory(directory);
 }
 
 Test(state_directory, missing_parent_is_a_clear_error)
 {
     char *directory = make_temp_directory();
-    char *state = path_join(directory, "no/such/parent");
+    char *state = unit_path_join(directory, "no/such/parent");
     char error[512] = "";
     cr_assert_eq(state_directory_prepare(state, error, sizeof error), -1);
     cr_assert_not_null(strstr(error, state), "%s", error);
@@ -1239,13 +1218,13 @@ Test(state_directory, missing_parent_is_a_clear_error)
     cr_assert_null(strchr(error, '\n'));
     cr_assert_not(file_exists(state));
     free(state);
-    remove_temp_directory(directory);
+    unit_remove_temp_directory(directory);
 }
 
 Test(state_directory, regular_file_is_a_clear_error)
 {
     char *directory = make_temp_directory();
-    char *state = path_join(directory, "plain");
+    char *state = unit_path_join(directory, "plain");
     write_text_file(state, "x");
     char error[512] = "";
     cr_assert_eq(state_directory_prepare(state, error, sizeof error), -1);
@@ -1253,7 +1232,7 @@ Test(state_directory, regular_file_is_a_clear_error)
     cr_assert_not_null(strstr(error, "is not a directory"), "%s", error);
     cr_assert_not_null(strstr(error, state), "%s", error);
     free(state);
-    remove_temp_directory(directory);
+    unit_remove_temp_directory(directory);
 }
 
 static int refuse_create(const char *path MAYBE_UNUSED, int flags MAYBE_UNUSED, ...)
@@ -1271,7 +1250,7 @@ Test(state_directory, unwritable_directory_is_an_error)
     cr_assert_eq(state_directory_prepare(directory, error, sizeof error), -1);
     cr_assert_not_null(strstr(error, "not writable"), "%s", error);
     cr_assert_not_null(strstr(error, strerror(EROFS)), "%s", error);
-    remove_temp_directory(directory);
+    unit_remove_temp_directory(directory);
 }
 
 /* ----------------------------------------------------------- atomic writes */
@@ -1286,7 +1265,7 @@ Test(state_atomic_write, writes_content_and_leaves_no_temp_files)
                  0, "%s", error);
     cr_assert_eq(state_file_write_atomic(directory, "state.bin", "second", 6, error, sizeof error),
                  0, "%s", error);
-    char *path = path_join(directory, "state.bin");
+    char *path = unit_path_join(directory, "state.bin");
     size_t size;
     char *content = read_whole_file(path, &size);
     cr_assert_eq(size, 6);
@@ -1311,13 +1290,13 @@ Test(state_atomic_write, writes_content_and_leaves_no_temp_files)
     free(data);
     free(content);
     free(path);
-    remove_temp_directory(directory);
+    unit_remove_temp_directory(directory);
 }
 
 Test(state_atomic_write, missing_directory_fails_with_the_step_named)
 {
     char *directory = make_temp_directory();
-    char *missing = path_join(directory, "gone");
+    char *missing = unit_path_join(directory, "gone");
     char error[512] = "";
     cr_assert_eq(state_file_write_atomic(missing, "x", "data", 4, error, sizeof error), -1);
     cr_assert_eq(errno, ENOENT);
@@ -1325,7 +1304,7 @@ Test(state_atomic_write, missing_directory_fails_with_the_step_named)
     cr_assert_not_null(strstr(error, strerror(ENOENT)), "%s", error);
     cr_assert_null(strchr(error, '\n'));
     free(missing);
-    remove_temp_directory(directory);
+    unit_remove_temp_directory(directory);
 }
 
 Test(state_file, read_of_missing_file_keeps_enoent)
@@ -1340,12 +1319,12 @@ Test(state_file, read_of_missing_file_keeps_enoent)
     cr_assert_eq(size, 0);
     cr_assert_not_null(strstr(error, "nothing"), "%s", error);
     /* A directory is not a state file. */
-    char *sub = path_join(directory, "sub");
+    char *sub = unit_path_join(directory, "sub");
     cr_assert_eq(mkdir(sub, 0755), 0);
     free(sub);
     cr_assert_eq(state_file_read(directory, "sub", &data, &size, error, sizeof error), -1);
     cr_assert_not_null(strstr(error, "not a regular file"), "%s", error);
-    remove_temp_directory(directory);
+    unit_remove_temp_directory(directory);
 }
 
 /* Failure injection: each fake fails one step of the atomic write. */
@@ -1419,7 +1398,7 @@ Test(state_atomic_write, every_failed_step_keeps_the_previous_file_and_no_temp)
     };
     const struct runtime_sysio original = runtime_sysio;
     char *directory = make_temp_directory();
-    char *path = path_join(directory, "job.msgpack");
+    char *path = unit_path_join(directory, "job.msgpack");
     for (size_t index = 0; index < sizeof cases / sizeof cases[0]; index++) {
         runtime_sysio = original;
         char error[512] = "";
@@ -1445,7 +1424,7 @@ Test(state_atomic_write, every_failed_step_keeps_the_previous_file_and_no_temp)
         cr_assert_eq(hidden, 0, "case %zu: temp file left behind", index);
     }
     free(path);
-    remove_temp_directory(directory);
+    unit_remove_temp_directory(directory);
 }
 
 Test(state_atomic_write, failed_directory_fsync_is_reported_after_the_rename)
@@ -1458,13 +1437,13 @@ Test(state_atomic_write, failed_directory_fsync_is_reported_after_the_rename)
     cr_assert_not_null(strstr(error, "fsync of directory"), "%s", error);
     cr_assert_eq(fsync_calls, 2);
     /* The content did land; only its durability is in doubt. */
-    char *path = path_join(directory, "f");
+    char *path = unit_path_join(directory, "f");
     size_t size;
     char *content = read_whole_file(path, &size);
     cr_assert_eq(size, 3);
     free(content);
     free(path);
-    remove_temp_directory(directory);
+    unit_remove_temp_directory(directory);
 }
 
 Test(state_atomic_write, rlimit_fsize_failure_keeps_the_previous_file)
@@ -1489,7 +1468,7 @@ Test(state_atomic_write, rlimit_fsize_failure_keeps_the_previous_file)
     free(data);
     size_t hidden;
     cr_assert_eq(count_directory_entries(directory, &hidden), 1);
-    remove_temp_directory(directory);
+    unit_remove_temp_directory(directory);
 }
 
 /* ----------------------------------------------------- snapshots as files */
@@ -1527,14 +1506,14 @@ Test(state_snapshot_files, save_then_load_bound)
     assert_snapshots_equal(&original, &loaded);
     char name[128];
     snapshot_file_name(&original.binding, name, sizeof name);
-    char *path = path_join(directory, name);
+    char *path = unit_path_join(directory, name);
     cr_assert(file_exists(path));
     size_t hidden;
     cr_assert_eq(count_directory_entries(directory, &hidden), 1);
     free(path);
     snapshot_free(&original);
     snapshot_free(&loaded);
-    remove_temp_directory(directory);
+    unit_remove_temp_directory(directory);
 }
 
 Test(state_snapshot_files, load_bound_returns_1_when_missing)
@@ -1546,7 +1525,7 @@ Test(state_snapshot_files, load_bound_returns_1_when_missing)
     char error[512] = "";
     cr_assert_eq(snapshot_load_bound(directory, &binding, &snapshot, error, sizeof error), 1);
     cr_assert(is_all_zero(&snapshot, sizeof snapshot));
-    remove_temp_directory(directory);
+    unit_remove_temp_directory(directory);
 }
 
 Test(state_snapshot_files, load_bound_of_corrupt_file_names_it)
@@ -1558,7 +1537,7 @@ Test(state_snapshot_files, load_bound_of_corrupt_file_names_it)
     cr_assert_eq(snapshot_save(directory, &original, error, sizeof error), 0, "%s", error);
     char name[128];
     snapshot_file_name(&original.binding, name, sizeof name);
-    char *path = path_join(directory, name);
+    char *path = unit_path_join(directory, name);
     size_t size;
     char *content = read_whole_file(path, &size);
     write_file(path, content, size / 2); /* torn by hand */
@@ -1573,7 +1552,7 @@ Test(state_snapshot_files, load_bound_of_corrupt_file_names_it)
     struct content_identity other = {original.binding.size, original.binding.hash ^ 1};
     char other_name[128];
     snapshot_file_name(&other, other_name, sizeof other_name);
-    char *other_path = path_join(directory, other_name);
+    char *other_path = unit_path_join(directory, other_name);
     cr_assert_eq(rename(path, other_path), 0);
     cr_assert_eq(snapshot_load_bound(directory, &other, &loaded, error, sizeof error), -1);
     cr_assert_not_null(strstr(error, other_name), "%s", error);
@@ -1583,7 +1562,7 @@ Test(state_snapshot_files, load_bound_of_corrupt_file_names_it)
     free(content);
     free(path);
     snapshot_free(&original);
-    remove_temp_directory(directory);
+    unit_remove_temp_directory(directory);
 }
 
 Test(state_job_record_files, save_load_missing_and_corrupt)
@@ -1603,7 +1582,7 @@ Test(state_job_record_files, save_load_missing_and_corrupt)
     assert_job_records_equal(&record, &loaded);
     job_record_free(&loaded);
 
-    char *path = path_join(directory, JOB_RECORD_FILE_NAME);
+    char *path = unit_path_join(directory, JOB_RECORD_FILE_NAME);
     write_text_file(path, "{\"not\": \"msgpack\"}");
     cr_assert_eq(job_record_load(directory, &loaded, error, sizeof error), -1);
     cr_assert_not_null(strstr(error, JOB_RECORD_FILE_NAME), "%s", error);
@@ -1611,7 +1590,7 @@ Test(state_job_record_files, save_load_missing_and_corrupt)
     cr_assert_null(loaded.profiles);
     free(path);
     job_record_free(&record);
-    remove_temp_directory(directory);
+    unit_remove_temp_directory(directory);
 }
 
 /* ------------------------------------------------------------------ pruning */
@@ -1637,7 +1616,7 @@ static bool snapshot_exists(const char *directory, const struct content_identity
 {
     char name[128];
     snapshot_file_name(binding, name, sizeof name);
-    char *path = path_join(directory, name);
+    char *path = unit_path_join(directory, name);
     bool exists = file_exists(path);
     free(path);
     return exists;
@@ -1647,7 +1626,7 @@ Test(state_prune, deletes_only_snapshots_whose_content_is_gone)
 {
     char *state = make_temp_directory();
     char *work = make_temp_directory();
-    char *model = path_join(work, "model.ckpt"), *best = path_join(work, "best.ckpt");
+    char *model = unit_path_join(work, "model.ckpt"), *best = unit_path_join(work, "best.ckpt");
     char error[512] = "";
 
     /* Same-sized contents, so pruning must compare hashes, not just sizes. */
@@ -1666,9 +1645,9 @@ Test(state_prune, deletes_only_snapshots_whose_content_is_gone)
         snapshot_free(&pending);
     }
     /* Corrupt snapshot and unrelated files: never touched. */
-    char *corrupt = path_join(state, "snapshot-9-0000000000000009.msgpack");
+    char *corrupt = unit_path_join(state, "snapshot-9-0000000000000009.msgpack");
     write_text_file(corrupt, "garbage");
-    char *other = path_join(state, JOB_RECORD_FILE_NAME);
+    char *other = unit_path_join(state, JOB_RECORD_FILE_NAME);
     write_text_file(other, "job");
 
     int deleted = snapshot_prune(state, &current, NULL, error, sizeof error);
@@ -1693,15 +1672,15 @@ Test(state_prune, deletes_only_snapshots_whose_content_is_gone)
     free(other);
     free(model);
     free(best);
-    remove_temp_directory(work);
-    remove_temp_directory(state);
+    unit_remove_temp_directory(work);
+    unit_remove_temp_directory(state);
 }
 
 Test(state_prune, never_deletes_keep_even_when_its_content_is_gone)
 {
     char *state = make_temp_directory();
     char *work = make_temp_directory();
-    char *model = path_join(work, "model.ckpt");
+    char *model = unit_path_join(work, "model.ckpt");
     struct content_identity older = commit_checkpoint(state, model, "older", 1);
     struct content_identity keep = commit_checkpoint(state, model, "keep!", 2);
     unlink(model);
@@ -1710,8 +1689,8 @@ Test(state_prune, never_deletes_keep_even_when_its_content_is_gone)
     cr_assert(snapshot_exists(state, &keep));
     cr_assert_not(snapshot_exists(state, &older));
     free(model);
-    remove_temp_directory(work);
-    remove_temp_directory(state);
+    unit_remove_temp_directory(work);
+    unit_remove_temp_directory(state);
 }
 
 Test(state_prune, missing_directory_is_an_error)
@@ -1737,7 +1716,7 @@ Test(state_store, load_latest_picks_the_newest_snapshot)
     newer.created_unix_time = 2000.0;
     cr_assert_eq(snapshot_save(directory, &newer, error, sizeof error), 0, "%s", error);
     cr_assert_eq(snapshot_save(directory, &older, error, sizeof error), 0, "%s", error);
-    char *garbage = path_join(directory, "snapshot-1-00000000000000ff.msgpack");
+    char *garbage = unit_path_join(directory, "snapshot-1-00000000000000ff.msgpack");
     write_text_file(garbage, "garbage");
     free(garbage);
     cr_assert_eq(snapshot_load_latest(directory, &found, error, sizeof error), 0, "%s", error);
@@ -1747,7 +1726,7 @@ Test(state_store, load_latest_picks_the_newest_snapshot)
     snapshot_free(&older);
     snapshot_free(&newer);
     cr_expect_eq(snapshot_load_latest("/nonexistent/adaptshim", &found, error, sizeof error), -1);
-    remove_temp_directory(directory);
+    unit_remove_temp_directory(directory);
 }
 
 /* ------------------------------------------------ FIFOs and other non-files */
@@ -1757,7 +1736,7 @@ Test(state_store, load_latest_picks_the_newest_snapshot)
 Test(state_file, a_fifo_is_refused_without_waiting_for_a_writer, .timeout = 10)
 {
     char *directory = make_temp_directory();
-    char *job = path_join(directory, JOB_RECORD_FILE_NAME);
+    char *job = unit_path_join(directory, JOB_RECORD_FILE_NAME);
     cr_assert_eq(mkfifo(job, 0644), 0);
     struct adaptdl_job_record record;
     char error[512] = "";
@@ -1769,7 +1748,7 @@ Test(state_file, a_fifo_is_refused_without_waiting_for_a_writer, .timeout = 10)
     struct content_identity binding = {48, 0x1234};
     char name[128];
     snapshot_file_name(&binding, name, sizeof name);
-    char *snapshot_path = path_join(directory, name);
+    char *snapshot_path = unit_path_join(directory, name);
     cr_assert_eq(mkfifo(snapshot_path, 0644), 0);
     struct adaptdl_snapshot snapshot;
     cr_assert_eq(snapshot_load_bound(directory, &binding, &snapshot, error, sizeof error), -1);
@@ -1780,13 +1759,13 @@ Test(state_file, a_fifo_is_refused_without_waiting_for_a_writer, .timeout = 10)
     cr_assert_eq(snapshot_load_latest(directory, &snapshot, error, sizeof error), 1);
     free(snapshot_path);
     free(job);
-    remove_temp_directory(directory);
+    unit_remove_temp_directory(directory);
 }
 
 Test(state_identity, only_regular_files_have_a_content_identity, .timeout = 10)
 {
     char *directory = make_temp_directory();
-    char *fifo = path_join(directory, "ck.fifo");
+    char *fifo = unit_path_join(directory, "ck.fifo");
     cr_assert_eq(mkfifo(fifo, 0644), 0);
     struct content_identity identity;
     cr_assert_eq(content_identity_of_path(fifo, &identity), -1);
@@ -1797,14 +1776,14 @@ Test(state_identity, only_regular_files_have_a_content_identity, .timeout = 10)
     cr_assert_eq(content_identity_of_path("/dev/zero", &identity), -1);
     cr_assert_eq(errno, EINVAL);
     free(fifo);
-    remove_temp_directory(directory);
+    unit_remove_temp_directory(directory);
 }
 
 /* ---------------------------------------------- leftovers of killed writers */
 
 static void make_file_aged(const char *directory, const char *name, double age_seconds)
 {
-    char *path = path_join(directory, name);
+    char *path = unit_path_join(directory, name);
     write_text_file(path, "partial");
     struct timeval now;
     gettimeofday(&now, NULL);
@@ -1818,7 +1797,7 @@ static void make_file_aged(const char *directory, const char *name, double age_s
 
 static bool exists_in(const char *directory, const char *name)
 {
-    char *path = path_join(directory, name);
+    char *path = unit_path_join(directory, name);
     bool exists = file_exists(path);
     free(path);
     return exists;
@@ -1866,7 +1845,7 @@ Test(state_leftovers, old_temp_files_and_probes_go_young_ones_and_lookalikes_sta
     cr_assert_eq(state_directory_remove_leftovers("/nonexistent/adaptshim", unix_now(), error,
                                                   sizeof error), -1);
     cr_expect_not_null(strstr(error, "/nonexistent/adaptshim"), "%s", error);
-    remove_temp_directory(directory);
+    unit_remove_temp_directory(directory);
 }
 
 Test(state_leftovers, preparing_the_directory_and_pruning_remove_them)
@@ -1881,7 +1860,7 @@ Test(state_leftovers, preparing_the_directory_and_pruning_remove_them)
     struct content_identity keep = {1, 1};
     cr_assert_geq(snapshot_prune(directory, &keep, NULL, error, sizeof error), 0, "%s", error);
     cr_expect_not(exists_in(directory, ".snapshot-1-0000000000000001.msgpack.tmp.4242.2"));
-    remove_temp_directory(directory);
+    unit_remove_temp_directory(directory);
 }
 
 /* ------------------------------------------------ pruning with the save glob */
@@ -1892,8 +1871,8 @@ Test(state_prune, a_copy_matching_the_save_glob_keeps_its_snapshot)
 {
     char *state = make_temp_directory();
     char *work = make_temp_directory();
-    char *model = path_join(work, "ck0"), *backup = path_join(work, "ck0.bak");
-    char *replica = path_join(work, "ck1"), *elsewhere = path_join(work, "other.bin");
+    char *model = unit_path_join(work, "ck0"), *backup = unit_path_join(work, "ck0.bak");
+    char *replica = unit_path_join(work, "ck1"), *elsewhere = unit_path_join(work, "other.bin");
     char glob[PATH_MAX];
     snprintf(glob, sizeof glob, "%s/ck*", work);
     char error[512] = "";
@@ -1920,8 +1899,8 @@ Test(state_prune, a_copy_matching_the_save_glob_keeps_its_snapshot)
     free(backup);
     free(replica);
     free(elsewhere);
-    remove_temp_directory(work);
-    remove_temp_directory(state);
+    unit_remove_temp_directory(work);
+    unit_remove_temp_directory(state);
 }
 
 /* The glob's own directory is searched even when no snapshot recorded a
@@ -1932,9 +1911,9 @@ Test(state_prune, the_globs_directory_counts_relative_globs_too, .timeout = 10)
     char *state = make_temp_directory();
     char *work = make_temp_directory();
     char *other = make_temp_directory();
-    char *model = path_join(work, "model.pt");
-    char *copy = path_join(other, "model.pt.copy");
-    char *fifo = path_join(other, "model.pt.fifo");
+    char *model = unit_path_join(work, "model.pt");
+    char *copy = unit_path_join(other, "model.pt.copy");
+    char *fifo = unit_path_join(other, "model.pt.fifo");
     cr_assert_eq(mkfifo(fifo, 0644), 0);
     char error[512] = "";
     struct content_identity first = commit_checkpoint(state, model, "content-1", 1);
@@ -1961,9 +1940,9 @@ Test(state_prune, the_globs_directory_counts_relative_globs_too, .timeout = 10)
     free(model);
     free(copy);
     free(fifo);
-    remove_temp_directory(other);
-    remove_temp_directory(work);
-    remove_temp_directory(state);
+    unit_remove_temp_directory(other);
+    unit_remove_temp_directory(work);
+    unit_remove_temp_directory(state);
 }
 
 /* ------------------------------------------------------ range-checked loads */
@@ -1984,7 +1963,7 @@ Test(state_snapshot_files, a_sealed_snapshot_out_of_range_is_not_loaded)
     cr_expect_not_null(strstr(error, "snapshot-"), "names the file: %s", error);
     cr_assert(is_all_zero(&loaded, sizeof loaded), "never half-loaded");
     snapshot_free(&original);
-    remove_temp_directory(directory);
+    unit_remove_temp_directory(directory);
 }
 
 /* ------------------------------------------ the schema-driven encoder itself */

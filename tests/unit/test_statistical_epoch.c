@@ -178,12 +178,21 @@ Test(statistical_epoch, several_train_files_take_the_nominal_length)
                  "no correction across shards");
 }
 
+/* Planning on from an initial global batch, with no gradient statistics
+ * (efficiency 1), after one step of global_bsz records. */
+static void start_without_statistics_after_one_step(struct statistical_epochs *epochs,
+                                                    double initial_global_bsz,
+                                                    uint64_t global_bsz)
+{
+    statistical_epochs_init(epochs);
+    statistical_epochs_enable(epochs, initial_global_bsz, (double)global_bsz, NAN, NAN);
+    statistical_epochs_note_step(epochs, global_bsz, NAN, NAN);
+}
+
 Test(statistical_epoch, progress_and_step_are_captured_and_restored)
 {
     struct statistical_epochs epochs;
-    statistical_epochs_init(&epochs);
-    statistical_epochs_enable(&epochs, 8, 32, NAN, NAN);
-    statistical_epochs_note_step(&epochs, 32, NAN, NAN);
+    start_without_statistics_after_one_step(&epochs, 8, 32);
     struct statistical_epoch_position position;
     statistical_epochs_capture_with_pending(&epochs, 0, 0, &position);
     cr_expect_float_eq(position.progress, 4.0, 1e-12);
@@ -322,9 +331,7 @@ Test(statistical_epoch, capture_reports_the_counted_progress_and_steps)
 Test(statistical_epoch, capture_counts_no_pending_step)
 {
     struct statistical_epochs epochs;
-    statistical_epochs_init(&epochs);
-    statistical_epochs_enable(&epochs, 8, 8, NAN, NAN);
-    statistical_epochs_note_step(&epochs, 8, NAN, NAN);
+    start_without_statistics_after_one_step(&epochs, 8, 8);
     struct statistical_epoch_position with_pending;
     statistical_epochs_capture_with_pending(&epochs, 2, 16, &with_pending);
     cr_expect_eq(with_pending.step, 3);

@@ -440,47 +440,61 @@ Test(step_monitor, the_median_step_time_leaves_out_the_first_step)
               step_monitor_median_step_time(monitor));
 }
 
+/* One replica whose step monitor agrees through the loopback transport
+ * (what a single process without a collective library uses), global batch
+ * 8. */
+struct single_replica {
+    struct piggyback_loopback loopback;
+    struct step_monitor monitor;
+};
+
+/* The communicator the single replica's gradients go through (the monitor
+ * knows a communicator by its address). */
+static const char single_communicator[] = "optimizer";
+
+static void single_replica_start(struct single_replica *single)
+{
+    step_monitor_init(&single->monitor, piggyback_loopback_transport(&single->loopback), 1, 8,
+                      0, 0.0);
+}
+
 /* A single process without a collective library agrees with itself: the
  * loopback hands back what it posted, so a stop requested at one boundary
  * is taken at the next, and the sums are its own numbers. */
 Test(step_monitor, a_loopback_agrees_with_itself_one_boundary_later)
 {
-    struct piggyback_loopback loopback;
-    struct step_monitor monitor;
-    step_monitor_init(&monitor, piggyback_loopback_transport(&loopback), 1, 8, 0, 0.0);
-    static const char communicator[] = "optimizer";
-    step_monitor_gradient(&monitor, communicator, 3.0, 3.0, 0.0, 0.0);
-    cr_assert_eq(step_monitor_boundary(&monitor, 1.0, 8, false, false), STEP_CONTINUE);
-    step_monitor_gradient(&monitor, communicator, 3.0, 3.0, 0.0, 0.0);
-    cr_assert_eq(step_monitor_boundary(&monitor, 2.0, 16, true, false), STEP_CONTINUE,
+    struct single_replica single;
+    single_replica_start(&single);
+    step_monitor_gradient(&single.monitor, single_communicator, 3.0, 3.0, 0.0, 0.0);
+    cr_assert_eq(step_monitor_boundary(&single.monitor, 1.0, 8, false, false), STEP_CONTINUE);
+    step_monitor_gradient(&single.monitor, single_communicator, 3.0, 3.0, 0.0, 0.0);
+    cr_assert_eq(step_monitor_boundary(&single.monitor, 2.0, 16, true, false), STEP_CONTINUE,
                  "the request travels first");
-    cr_assert(monitor.has_last);
-    cr_expect_eq(monitor.last.global_records, 8);
-    cr_expect_eq(monitor.last.step, 1);
-    cr_expect(fabs(monitor.last.local_sqr_mean - 3.0) < 1e-12);
-    step_monitor_gradient(&monitor, communicator, 3.0, 3.0, 0.0, 0.0);
-    cr_expect_eq(step_monitor_boundary(&monitor, 3.0, 24, false, false), STEP_STOP);
+    cr_assert(single.monitor.has_last);
+    cr_expect_eq(single.monitor.last.global_records, 8);
+    cr_expect_eq(single.monitor.last.step, 1);
+    cr_expect(fabs(single.monitor.last.local_sqr_mean - 3.0) < 1e-12);
+    step_monitor_gradient(&single.monitor, single_communicator, 3.0, 3.0, 0.0, 0.0);
+    cr_expect_eq(step_monitor_boundary(&single.monitor, 3.0, 24, false, false), STEP_STOP);
 }
 
 /* A step whose batch the trainer reported counts that batch, whatever the
  * data views counted (a loader reading ahead, or no view at all). */
 Test(step_monitor, a_reported_step_batch_overrides_the_views_count)
 {
-    struct piggyback_loopback loopback;
-    struct step_monitor monitor;
-    step_monitor_init(&monitor, piggyback_loopback_transport(&loopback), 1, 8, 0, 0.0);
-    static const char communicator[] = "optimizer";
+    struct single_replica single;
+    single_replica_start(&single);
     /* the views counted 100 records (read ahead); the model saw 12 */
-    step_monitor_gradient(&monitor, communicator, 1.0, 1.0, 0.0, 0.0);
-    step_monitor_set_step_records(&monitor, 100, 12);
-    step_monitor_boundary(&monitor, 1.0, 100, false, false);
+    step_monitor_gradient(&single.monitor, single_communicator, 1.0, 1.0, 0.0, 0.0);
+    step_monitor_set_step_records(&single.monitor, 100, 12);
+    step_monitor_boundary(&single.monitor, 1.0, 100, false, false);
     /* no view at all: the views' total stays 100 */
-    step_monitor_gradient(&monitor, communicator, 1.0, 1.0, 0.0, 0.0);
-    step_monitor_set_step_records(&monitor, 100, 12);
-    step_monitor_boundary(&monitor, 2.0, 100, false, false);
-    cr_expect_eq(monitor.last.global_records, 12);
-    cr_expect_eq(monitor.last.local_records, 12);
-    step_monitor_gradient(&monitor, communicator, 1.0, 1.0, 0.0, 0.0);
-    step_monitor_boundary(&monitor, 3.0, 100, false, false);
-    cr_expect_eq(monitor.last.global_records, 12, "the second reported step");
+    step_monitor_gradient(&single.monitor, single_communicator, 1.0, 1.0, 0.0, 0.0);
+    step_monitor_set_step_records(&single.monitor, 100, 12);
+    step_monitor_boundary(&single.monitor, 2.0, 100, false, false);
+    cr_expect_eq(single.monitor.last.global_records, 12);
+    cr_expect_eq(single.monitor.last.local_records, 12);
+    step_monitor_gradient(&single.monitor, single_communicator, 1.0, 1.0, 0.0, 0.0);
+    step_monitor_boundary(&single.monitor, 3.0, 100, false, false);
+    cr_expect_eq(single.monitor.last.global_records, 12, "the second reported step");
 }

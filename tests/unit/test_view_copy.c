@@ -195,94 +195,103 @@ static bool vy_wait_done(struct vy_reader *reader, double seconds)
     return true;
 }
 
-Test(view_copy, a_read_stuck_in_its_copy_does_not_keep_others_from_the_file)
-{
+/* Two cursors on one file, one of whose reads will get stuck in its copy
+ * into the trapped page while the other reads. */
+struct vy_race {
     struct vy_trap trap;
-    if (!vy_trap_open(&trap))
-        cr_skip_test("userfaultfd is not available here");
     struct vy_data data;
-    vy_setup(&data, VY_RECORD, false);
+    unsigned char *view;          /* the whole view before the race */
     uint64_t size;
-    unsigned char *expected = vy_whole_view(&data, &size);
     struct view_cursor stuck_cursor, other_cursor;
-    view_cursor_open(&stuck_cursor, &data.file);
-    view_cursor_open(&other_cursor, &data.file);
-    /* a pread of three records into the trapped page */
-    struct vy_reader stuck = {.cursor = &stuck_cursor, .buffer = trap.page,
-                              .size = 3 * VY_RECORD, .offset = VY_HEADER};
+};
+
+/* Skips the test where this system has no userfaultfd. */
+static void vy_race_start(struct vy_race *race)
+{
+    if (!vy_trap_open(&race->trap))
+        cr_skip_test("userfaultfd is not available here");
+    vy_setup(&race->data, VY_RECORD, false);
+    race->view = vy_whole_view(&race->data, &race->size);
+    view_cursor_open(&race->stuck_cursor, &race->data.file);
+    view_cursor_open(&race->other_cursor, &race->data.file);
+}
+
+/* Runs stuck until it is stuck in its copy, then other; lets stuck go on
+ * once other is done (or has waited 20 s), and expects that other did not
+ * wait for stuck's copy. */
+static void vy_race_run(struct vy_race *race, struct vy_reader *stuck, struct vy_reader *other)
+{
     pthread_t stuck_thread, other_thread;
-    cr_assert_eq(pthread_create(&stuck_thread, NULL, vy_reader_run, &stuck), 0);
-    cr_assert(vy_trap_wait_for_fault(&trap, 30), "the read never reached its copy");
-    /* meanwhile another thread preads the same records, and more */
-    unsigned char other_bytes[10 * VY_RECORD];
-    struct vy_reader other = {.cursor = &other_cursor, .buffer = other_bytes,
-                              .size = sizeof other_bytes, .offset = VY_HEADER};
-    cr_assert_eq(pthread_create(&other_thread, NULL, vy_reader_run, &other), 0);
-    bool other_finished_first = vy_wait_done(&other, 20);
-    vy_trap_release(&trap);
+    cr_assert_eq(pthread_create(&stuck_thread, NULL, vy_reader_run, stuck), 0);
+    cr_assert(vy_trap_wait_for_fault(&race->trap, 30), "the read never reached its copy");
+    cr_assert_eq(pthread_create(&other_thread, NULL, vy_reader_run, other), 0);
+    bool other_finished_first = vy_wait_done(other, 20);
+    vy_trap_release(&race->trap);
     pthread_join(stuck_thread, NULL);
     pthread_join(other_thread, NULL);
     cr_expect(other_finished_first, "a read of the same file waited for another's copy");
+}
+
+static void vy_race_finish(struct vy_race *race)
+{
+    free(race->view);
+    vy_trap_close(&race->trap);
+    vy_teardown(&race->data);
+}
+
+Test(view_copy, a_read_stuck_in_its_copy_does_not_keep_others_from_the_file)
+{
+    struct vy_race race;
+    vy_race_start(&race);
+    /* a pread of three records into the trapped page; meanwhile another
+     * thread preads the same records, and more */
+    struct vy_reader stuck = {.cursor = &race.stuck_cursor, .buffer = race.trap.page,
+                              .size = 3 * VY_RECORD, .offset = VY_HEADER};
+    unsigned char other_bytes[10 * VY_RECORD];
+    struct vy_reader other = {.cursor = &race.other_cursor, .buffer = other_bytes,
+                              .size = sizeof other_bytes, .offset = VY_HEADER};
+    vy_race_run(&race, &stuck, &other);
     cr_expect_eq(other.result, (ssize_t)sizeof other_bytes);
-    cr_expect_eq(memcmp(other_bytes, expected + VY_HEADER, sizeof other_bytes), 0);
+    cr_expect_eq(memcmp(other_bytes, race.view + VY_HEADER, sizeof other_bytes), 0);
     cr_expect_eq(stuck.result, 3 * VY_RECORD);
-    cr_expect_eq(memcmp(trap.page, expected + VY_HEADER, 3 * VY_RECORD), 0,
+    cr_expect_eq(memcmp(race.trap.page, race.view + VY_HEADER, 3 * VY_RECORD), 0,
                  "the stuck read finishes its copy once it may");
-    cr_expect_eq(data.file.shared->tracker.delivered, 10, "both preads delivered");
-    free(expected);
-    vy_trap_close(&trap);
-    vy_teardown(&data);
+    cr_expect_eq(race.data.file.shared->tracker.delivered, 10, "both preads delivered");
+    vy_race_finish(&race);
 }
 
 Test(view_copy, a_pass_ended_during_a_copy_leaves_the_read_its_view_and_no_deliveries)
 {
-    struct vy_trap trap;
-    if (!vy_trap_open(&trap))
-        cr_skip_test("userfaultfd is not available here");
-    struct vy_data data;
-    vy_setup(&data, VY_RECORD, false);
-    uint64_t size;
-    unsigned char *old_view = vy_whole_view(&data, &size);
-    struct view_cursor stuck_cursor, other_cursor;
-    view_cursor_open(&stuck_cursor, &data.file);
-    view_cursor_open(&other_cursor, &data.file);
+    struct vy_race race;
+    vy_race_start(&race);
     /* the stuck cursor has read the header and two records; its next read
      * takes three more records, into the trapped page */
     unsigned char start[VY_HEADER + 2 * VY_RECORD];
-    cr_assert_eq(view_cursor_read(&stuck_cursor, start, sizeof start), VY_HEADER);
-    cr_assert_eq(view_cursor_read(&stuck_cursor, start + VY_HEADER, 2 * VY_RECORD),
+    cr_assert_eq(view_cursor_read(&race.stuck_cursor, start, sizeof start), VY_HEADER);
+    cr_assert_eq(view_cursor_read(&race.stuck_cursor, start + VY_HEADER, 2 * VY_RECORD),
                  2 * VY_RECORD);
-    struct vy_reader stuck = {.cursor = &stuck_cursor, .buffer = trap.page,
+    struct vy_reader stuck = {.cursor = &race.stuck_cursor, .buffer = race.trap.page,
                               .size = 3 * VY_RECORD, .offset = UINT64_MAX};
-    pthread_t stuck_thread, other_thread;
-    cr_assert_eq(pthread_create(&stuck_thread, NULL, vy_reader_run, &stuck), 0);
-    cr_assert(vy_trap_wait_for_fault(&trap, 30), "the read never reached its copy");
     /* another thread reads the view to its end: the pass ends */
     /* (room beyond the view: the read that returns 0 asks for something) */
-    unsigned char *other_bytes = malloc(size + VY_RECORD);
-    struct vy_reader other = {.cursor = &other_cursor, .buffer = other_bytes,
-                              .size = size + VY_RECORD, .offset = UINT64_MAX,
+    unsigned char *other_bytes = malloc(race.size + VY_RECORD);
+    struct vy_reader other = {.cursor = &race.other_cursor, .buffer = other_bytes,
+                              .size = race.size + VY_RECORD, .offset = UINT64_MAX,
                               .to_the_end = true};
-    cr_assert_eq(pthread_create(&other_thread, NULL, vy_reader_run, &other), 0);
-    bool other_finished_first = vy_wait_done(&other, 20);
-    vy_trap_release(&trap);
-    pthread_join(stuck_thread, NULL);
-    pthread_join(other_thread, NULL);
-    cr_expect(other_finished_first, "a read of the same file waited for another's copy");
-    cr_expect_eq(other.result, (ssize_t)size);
-    cr_expect_eq(data.file.view_pass, 1, "the other reader ended the pass");
+    vy_race_run(&race, &stuck, &other);
+    cr_expect_eq(other.result, (ssize_t)race.size);
+    cr_expect_eq(race.data.file.view_pass, 1, "the other reader ended the pass");
     cr_expect_eq(stuck.result, 3 * VY_RECORD);
-    cr_expect_eq(memcmp(trap.page, old_view + VY_HEADER + 2 * VY_RECORD, 3 * VY_RECORD), 0,
-                 "the stuck read returns bytes of the view it began in");
-    cr_expect_not(dataset_view_started(&data.file), "nothing was delivered to the next pass");
-    cr_expect_eq(data.file.shared->tracker.delivered, 0);
-    cr_expect_eq(stuck_cursor.offset, VY_HEADER + 5 * VY_RECORD);
-    cr_expect_eq(view_cursor_read(&stuck_cursor, start, 1), 0,
+    cr_expect_eq(memcmp(race.trap.page, race.view + VY_HEADER + 2 * VY_RECORD, 3 * VY_RECORD),
+                 0, "the stuck read returns bytes of the view it began in");
+    cr_expect_not(dataset_view_started(&race.data.file),
+                  "nothing was delivered to the next pass");
+    cr_expect_eq(race.data.file.shared->tracker.delivered, 0);
+    cr_expect_eq(race.stuck_cursor.offset, VY_HEADER + 5 * VY_RECORD);
+    cr_expect_eq(view_cursor_read(&race.stuck_cursor, start, 1), 0,
                  "its cursor still stands in the pass that is over");
     free(other_bytes);
-    free(old_view);
-    vy_trap_close(&trap);
-    vy_teardown(&data);
+    vy_race_finish(&race);
 }
 
 Test(view_copy, a_plan_copies_the_view_it_was_made_in)
