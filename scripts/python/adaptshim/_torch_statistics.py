@@ -185,7 +185,9 @@ class _Statistics:
         self.batch = None             # this step's local batch, from a forward pre-hook
         self.sync_until = 0.0         # the latest bucket reduction finished this step
         self.callbacks_alive = 0      # bucket callbacks gloo's threads still hold
-        self.callbacks_lock = threading.Lock()
+        # reentrant: a token freed by the collector on the thread that is
+        # making another one must not wait for itself
+        self.callbacks_lock = threading.RLock()
         self.callbacks_released = threading.Event()   # set while callbacks_alive == 0
         self.callbacks_released.set()
         self.step_measuring = None    # this step measures norms (asked at its first bucket)
