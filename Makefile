@@ -104,7 +104,7 @@ ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize
 .DEFAULT_GOAL := all
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
-.PHONY: all deps check check-fast check-programs check-tests unit unit-asan integration tsan asan-shim \
+.PHONY: all deps check check-fast check-tests unit unit-asan integration tsan asan-shim \
         fuzz fuzz-short demo bench install uninstall clean
 all: $(LIB) $(STANDALONE) $(ARCHIVE) $(INSPECT) $(REPLICAS_TOOL) $(VERIFY_TOOL) $(TORCH_LAUNCH) $(WRAP) $(PLOT) $(TRAINERS) $(TOOLS) $(FAULTS)
 
@@ -314,8 +314,7 @@ $(BUILD)/tsan/fd_probe: tests/tools/fd_probe.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(TSAN_FLAGS) -Wall -Wextra -Werror -o $@ $< -lm
 
-TSAN_PROGRAMS := $(BUILD)/tsan/libadaptshim.so $(BUILD)/tsan/fd_probe
-tsan: $(TSAN_PROGRAMS)
+tsan: $(BUILD)/tsan/libadaptshim.so $(BUILD)/tsan/fd_probe
 	@tests/integration/run-thread-sanitizer $(BUILD)
 
 # AddressSanitizer and UBSan: the preload library itself built with them and
@@ -330,8 +329,7 @@ $(BUILD)/asan-shim/libadaptshim.so: $(ASAN_SHIM_OBJ) shim/exports.map
 	$(CC) $(LDFLAGS) -shared $(ASAN_FLAGS) -o $@ $(ASAN_SHIM_OBJ) \
 	    -Wl,--version-script=shim/exports.map $(PKG_LIBS) -ldl -lpthread -lm
 
-ASAN_SHIM_LIB := $(BUILD)/asan-shim/libadaptshim.so
-asan-shim: $(ASAN_SHIM_LIB) all
+asan-shim: $(BUILD)/asan-shim/libadaptshim.so all
 	@tests/integration/run-address-sanitizer $(BUILD)
 
 # The ELF inspector's tests inspect the built library, trainers and tools.
@@ -376,10 +374,6 @@ check: deps
 	+$(MAKE) $(CHECK_JOBS) check-tests $(BENCHES)
 
 check-tests: integration unit unit-asan tsan asan-shim fuzz-short
-
-# Every program of `make check`, without running anything.
-check-programs: all $(UNIT) $(UNIT_ASAN) $(INTEGRATION) $(BENCHES) $(TSAN_PROGRAMS) \
-                $(ASAN_SHIM_LIB) $(FUZZ_TARGETS)
 
 # The development loop: the unit and integration tests only.
 check-fast:

@@ -1,10 +1,10 @@
 /* decisions.c - rank 0's batch-size and replica-count decisions at
  * synchronized step boundaries (adaptshim(7) "BATCH-SIZE CONTROL",
  * adaptdl-wrap(1) "The replica count"), and the cooperative API's in-place
- * batch proposals.  The rules are the runtime's (batch_decision.c, replica_choice.c,
- * run_policy.c), and so are who decides, their inputs and what an outcome
- * leaves in the job record (batch_decision_job.c);
- * this file hands them the step monitor, the session and the job record,
+ * batch proposals.  The rules are the runtime's (batch_decision.c,
+ * replica_choice.c, run_policy.c), and so are who decides, their inputs and
+ * what an outcome leaves in the job record (batch_decision_job.c); this file
+ * hands them the step monitor, the session and the job record,
  * logs the outcome and its events, and asks for the restart that every
  * rank then agrees on in the piggy-backed reduction. */
 #include "decisions.h"
